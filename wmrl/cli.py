@@ -1,0 +1,38 @@
+"""The ``wmrl`` command line. Each package adds its own commands through ``register(app)``.
+
+Heavy imports (torch, transformers, ray) happen inside the commands, so ``wmrl --help`` and
+``wmrl tasks list`` start fast.
+"""
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="wmrl",
+    help="World Model RL for AutoResearch agents: tasks, sandboxed execution, world model, training.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+
+
+def _register_all() -> None:
+    from wmrl.tasks import cli as tasks_cli
+    from wmrl.execution import cli as execution_cli
+    from wmrl.sim import cli as sim_cli
+    from wmrl.models import cli as models_cli
+    from wmrl.training import cli as training_cli
+
+    for module in (tasks_cli, execution_cli, sim_cli, models_cli, training_cli):
+        module.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Entry point of the ``wmrl`` console script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Execution requests and outcomes (seed; the execution package owns and extends it)."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from wmrl.tasks.spec import Task
+
+
+class ExecutionStatus(str, Enum):
+    """How one execution ended. Only ``INFRA_ERROR`` is not the program's doing."""
+
+    OK = "ok"
+    INVALID_SUBMISSION = "invalid_submission"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    MEMORY_EXCEEDED = "memory_exceeded"
+    INFRA_ERROR = "infra_error"
+
+
+def program_hash(program: str) -> str:
+    """SHA-256 hex digest of the program text (UTF-8)."""
+    return hashlib.sha256(program.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class ExecutionRequest:
+    """One program to run on one task.
+
+    ``meta`` is stored verbatim (JSON) in the execution log: the trainer puts the prompt, the
+    completion, the scaffold name, step, group and stream there so a world model can be fitted later.
+    """
+
+    task: Task
+    program: str
+    request_id: str = ""
+    time_limit_s: float | None = None  # None: the task's own limit
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ExecutionResult:
+    """The typed outcome of one execution.
+
+    Units: seconds for ``wall_s``; CPU-seconds (user+sys of the whole process tree, from rusage)
+    for ``cpu_s``; bytes for ``peak_rss_bytes``. ``score`` is the raw metric value and ``reward`` the
+    leaderboard percentile in [0, 1]; for program failures ``reward`` is the task's failure reward;
+    for ``INFRA_ERROR`` both are ``None`` and the trainer must leave the sample out.
+    """
+
+    request_id: str
+    task_id: str
+    status: ExecutionStatus
+    score: float | None
+    reward: float | None
+    wall_s: float
+    cpu_s: float
+    peak_rss_bytes: int
+    stdout: str
+    stderr: str
+    program_sha256: str
+    error: str = ""
+    medal: str | None = None
+    above_median: bool | None = None

@@ -1,0 +1,69 @@
+"""The task record every part of wmrl shares (seed; the tasks package owns and extends it).
+
+A task is a Kaggle-like competition folder in one of three layouts (wmrl's own, prepared MLE-bench,
+prepared MLE-Dojo). Solution programs run with the working directory laid out as::
+
+    ./input/train.csv  ./input/test.csv  ./input/sample_submission.csv   (read-only, public only)
+    ./submission.csv                                                      (written by the program)
+
+The answers live only under ``private/`` and are read by the trusted grader, never by a program.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+TaskType = Literal["binary", "multiclass", "regression"]
+Split = Literal["train", "heldout"]
+Layout = Literal["wmrl", "mlebench", "mledojo"]
+
+
+class InvalidSubmission(ValueError):
+    """A submission that cannot be graded; the message says what is wrong and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One competition, loaded from a task folder.
+
+    Attributes:
+        id: unique task id, e.g. ``"modeldata-credit_data"``.
+        type: ``binary``, ``multiclass`` or ``regression``.
+        metric: metric name understood by :mod:`wmrl.tasks.metrics` (``roc_auc``, ``rmse``, ...).
+        lower_is_better: metric direction.
+        target: name of the target column in ``train.csv`` and in the answers.
+        id_column: name of the row-id column shared by test, answers and submission.
+        root: the task folder.
+        public_dir: folder with ``train.csv``, ``test.csv``, ``sample_submission.csv``.
+        answers_path: CSV with ``id_column`` and the true target for the test rows (private).
+        leaderboard_paths: ``rank,score`` CSVs sorted best-first (one or two boards).
+        time_limit_s: wall-clock limit for one execution of a solution, seconds.
+        split: ``train`` (used for RL) or ``heldout`` (only for evaluation).
+        description: competition-page text (Markdown).
+        layout: the folder layout the task was read from.
+        failure_reward: reward given when the program fails (timeout, crash, bad submission).
+        n_rows, n_features: size of ``train.csv`` + ``test.csv`` rows and of the feature columns.
+        source, license: where the data comes from and under which licence.
+    """
+
+    id: str
+    type: TaskType
+    metric: str
+    lower_is_better: bool
+    target: str
+    id_column: str
+    root: Path
+    public_dir: Path
+    answers_path: Path
+    leaderboard_paths: tuple[Path, ...]
+    time_limit_s: float
+    split: Split
+    description: str
+    layout: Layout = "wmrl"
+    failure_reward: float = 0.0
+    n_rows: int = 0
+    n_features: int = 0
+    source: str = ""
+    license: str = ""
+    classes: tuple[str, ...] = field(default_factory=tuple)
