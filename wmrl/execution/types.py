@@ -64,3 +64,20 @@ class ExecutionResult:
     error: str = ""
     medal: str | None = None
     above_median: bool | None = None
+    exit_code: int | None = None  # the program's exit status; 128+N when killed by signal N
+    started_at: float = 0.0  # Unix time (seconds) when the sandbox was started
+    time_limit_s: float = 0.0  # the wall-clock limit the program ran under, seconds
+    sandbox: str = ""  # isolation used: "bwrap", "bwrap-userns" or "unsandboxed"
+    stdout_bytes: int = 0  # total bytes the program wrote to stdout (before truncation)
+    stderr_bytes: int = 0  # total bytes the program wrote to stderr (before truncation)
+
+    @property
+    def is_infra_error(self) -> bool:
+        """True when the outcome is not the program's doing and must be left out of training."""
+        return self.status == ExecutionStatus.INFRA_ERROR
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict of all fields (``status`` as its string value)."""
+        d = dict(self.__dict__)
+        d["status"] = self.status.value
+        return d

@@ -45,6 +45,12 @@ class Task:
         failure_reward: reward given when the program fails (timeout, crash, bad submission).
         n_rows, n_features: size of ``train.csv`` + ``test.csv`` rows and of the feature columns.
         source, license: where the data comes from and under which licence.
+        classes: class labels in order (classification); for binary tasks ``classes[1]`` is the
+            positive class whose probability a probability-metric submission holds.
+        baseline_score, gold_score: raw metric values of a trivial baseline and of the best known
+            solution, for the DSBench relative performance gap (``None`` when not given).
+        n_train, n_test: rows of ``train.csv`` and ``test.csv``.
+        title: a short human title of the competition.
     """
 
     id: str
@@ -67,3 +73,23 @@ class Task:
     source: str = ""
     license: str = ""
     classes: tuple[str, ...] = field(default_factory=tuple)
+    baseline_score: float | None = None
+    gold_score: float | None = None
+    n_train: int = 0
+    n_test: int = 0
+    title: str = ""
+
+    @property
+    def train_path(self) -> Path:
+        """``public/train.csv`` (features and target)."""
+        return self.public_dir / "train.csv"
+
+    @property
+    def test_path(self) -> Path:
+        """``public/test.csv`` (features only)."""
+        return self.public_dir / "test.csv"
+
+    @property
+    def sample_submission_path(self) -> Path:
+        """``public/sample_submission.csv`` (the submission format)."""
+        return self.public_dir / "sample_submission.csv"

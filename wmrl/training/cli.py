@@ -1,8 +1,148 @@
-"""Commands of ``wmrl.training``. Imports of heavy libraries stay inside the commands."""
+"""Commands of ``wmrl.training``: ``train``, ``eval``, ``config show``, ``ledger``.
+
+Imports of heavy libraries stay inside the commands.
+"""
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+config_app = typer.Typer(help="Inspect training configs: every field with its type, value and help.",
+                         no_args_is_help=True)
+
+
+def train(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config (see `wmrl config show`)."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", "-s",
+                                             help="Override one field, e.g. --set optim.steps=3 --set method=grpo."),
+    resume: Optional[Path] = typer.Option(None, "--resume",
+                                          help="Continue the run in RUN_DIR from its latest checkpoint."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar."),
+) -> None:
+    """Post-train the agent with GRPO, a pure world model or WMRL (`method: grpo | wm | wmrl`).
+
+    Writes a run directory (docs/run-directory.md): config.yaml, metrics.jsonl, eval.jsonl,
+    TensorBoard events, executions.sqlite, atomic checkpoints, ledger.json and summary.json.
+    A killed run continues with `wmrl train --resume RUN_DIR`.
+    """
+    from rich.console import Console
+
+    from wmrl.training.config import ConfigError, load_config
+    from wmrl.training.trainer import RunDirError, print_summary, resume_training, run_training
+
+    err = Console(stderr=True)
+    try:
+        if resume is not None:
+            if config is not None:
+                raise ConfigError("--resume reads RUN_DIR/config.yaml; do not pass --config with it")
+            summary = resume_training(resume, list(set_ or []), progress=False if no_progress else None)
+        else:
+            if config is None and not set_:
+                raise ConfigError("give a config: wmrl train --config configs/quickstart.yaml (or --resume RUN_DIR)")
+            cfg = load_config(config, list(set_ or []))
+            summary = run_training(cfg, progress=False if no_progress else None)
+    except (ConfigError, RunDirError, FileNotFoundError, KeyError) as e:
+        err.print(f"[red]error:[/red] {e}", highlight=False)
+        raise typer.Exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted: continue with `wmrl train --resume RUN_DIR` (the last checkpoint is kept)")
+        raise typer.Exit(130)
+    print_summary(summary)
+
+
+def evaluate(
+    run_dir: Path = typer.Argument(..., help="A run directory written by `wmrl train`."),
+    checkpoint: str = typer.Option("latest", "--checkpoint", help="Checkpoint: 'latest', a step number or a "
+                                   "folder name like step_000004."),
+    tasks: Optional[list[str]] = typer.Option(None, "--tasks", help="Task ids to evaluate on (repeatable, or "
+                                              "comma-separated); default: the run's held-out (and train) tasks."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Samples per task (default: the run's eval config)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the records as JSON lines."),
+) -> None:
+    """Evaluate a checkpoint of a run with real execution: mean leaderboard percentile, valid-submission
+    rate, medals. Appends the records to RUN_DIR/eval_cli.jsonl."""
+    import json
+
+    from rich.console import Console
+
+    from wmrl.training.config import ConfigError
+    from wmrl.training.evaluate_cli import evaluate_run
+
+    err = Console(stderr=True)
+    ids = [t for item in (tasks or []) for t in item.split(",") if t.strip()]
+    try:
+        recs = evaluate_run(run_dir, checkpoint=checkpoint, task_ids=ids or None, samples_per_task=samples)
+    except (ConfigError, FileNotFoundError, KeyError) as e:
+        err.print(f"[red]error:[/red] {e}", highlight=False)
+        raise typer.Exit(2)
+    if json_out:
+        for r in recs:
+            typer.echo(json.dumps(r))
+        return
+    from rich.table import Table
+
+    t = Table(title=f"wmrl eval {run_dir} ({checkpoint})")
+    for col in ("split", "step", "tasks", "samples", "mean percentile", "best/task", "valid rate", "gold", "silver",
+                "bronze", "infra"):
+        t.add_column(col, justify="right")
+    for r in recs:
+        m = r["medals"]
+        f = (lambda x: "-" if x is None else f"{x:.3f}")
+        t.add_row(r["split"], str(r["step"]), str(r["n_tasks"]), str(r["n_samples"]), f(r["mean_percentile"]),
+                  f(r["best_percentile_mean"]), f(r["valid_rate"]), str(m["gold"]), str(m["silver"]),
+                  str(m["bronze"]), str(r["n_infra_errors"]))
+    Console().print(t)
+
+
+def show(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config to resolve (default: defaults)."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Overrides, as for `wmrl train`."),
+    yaml_out: bool = typer.Option(False, "--yaml", help="Print the resolved config as YAML instead of a table."),
+) -> None:
+    """Print every config field with its type, resolved value and help text."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from wmrl.training.config import ConfigError, TrainConfig, describe_fields, dump_config, load_config
+
+    try:
+        cfg = load_config(config, list(set_ or [])) if (config or set_) else TrainConfig()
+    except (ConfigError, FileNotFoundError) as e:
+        Console(stderr=True).print(f"[red]error:[/red] {e}", highlight=False)
+        raise typer.Exit(2)
+    if yaml_out:
+        typer.echo(dump_config(cfg), nl=False)
+        return
+    t = Table(title=f"training config ({config or 'defaults'})", show_lines=False)
+    t.add_column("key", style="bold", no_wrap=True)
+    t.add_column("type")
+    t.add_column("value")
+    t.add_column("help")
+    for key, tp, val, help_text in describe_fields(obj=cfg):
+        t.add_row(escape(key), escape(tp), escape(val), escape(help_text))
+    Console(width=200).print(t)
+
+
+def ledger(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None:
+    """Print the compute ledger of a run (ledger.json): stages, phases, executions, totals."""
+    import json
+
+    from wmrl.training.ledger import format_ledger
+
+    p = run_dir / "ledger.json"
+    if not p.is_file():
+        typer.echo(f"error: {p} not found (is {run_dir} a run directory?)", err=True)
+        raise typer.Exit(2)
+    typer.echo(format_ledger(json.loads(p.read_text())))
 
 
 def register(app: typer.Typer) -> None:
     """Add this package's commands to the top-level ``wmrl`` app."""
+    app.command(name="train")(train)
+    app.command(name="eval")(evaluate)
+    app.command(name="ledger")(ledger)
+    config_app.command(name="show")(show)
+    app.add_typer(config_app, name="config")

@@ -1,0 +1,103 @@
+"""Bench planning, resume and table logic with a stand-in trainer that writes run directories in the
+documented format (fast); the end-to-end miniature with the real trainer is test_bench_mini.py."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from _fake_run import write_fake_run
+from wmrl.training import bench
+from wmrl.training.config import save_config
+
+
+@pytest.fixture()
+def preset(tmp_path):
+    p = tmp_path / "mini.yaml"
+    p.write_text(yaml.safe_dump({
+        "preset": "mini", "description": "test preset", "backbone_note": "tiny model", "seeds": 2,
+        "methods": ["grpo", "wm", "wmrl", "wmrl-ppi"],
+        "config": {"model": {"name": "tiny"}, "optim": {"steps": 3}},
+    }))
+    return bench.load_preset(p)
+
+
+def fake_train(calls):
+    def train(cfg, resume):
+        calls.append((cfg.name, resume))
+        label = cfg.method
+        extra = {"fusion": cfg.wmrl.fusion} if cfg.method == "wmrl" else {}
+        rd = Path(cfg.run_dir)
+        write_fake_run(rd, label, steps=cfg.optim.steps, seed=cfg.seed * 7 + len(label), **extra)
+        save_config(cfg, rd / "config.yaml")  # the real trainer writes the resolved config
+    return train
+
+
+def test_preset_validation(tmp_path):
+    with pytest.raises(bench.BenchError, match="unknown bench preset"):
+        bench.load_preset("no-such-preset")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"config": {"optim": {"stepz": 3}}}))
+    with pytest.raises(bench.BenchError, match="stepz"):
+        bench.load_preset(bad)
+    bad.write_text(yaml.safe_dump({"config": {}, "methods": ["grpo", "sft"]}))
+    with pytest.raises(bench.BenchError, match="unknown methods"):
+        bench.load_preset(bad)
+
+
+def test_plan_same_tasks_seeds_steps(preset, tmp_path):
+    runs = bench.plan(preset, tmp_path / "out", steps=5)
+    assert [(r.method, r.seed) for r in runs[:4]] == [("grpo", 0), ("wm", 0), ("wmrl", 0), ("wmrl-ppi", 0)]
+    assert len(runs) == 8
+    assert {r.config.optim.steps for r in runs} == {5}
+    assert runs[3].config.wmrl.fusion == "ppi" and runs[1].config.method == "wm"
+    assert runs[5].run_dir == tmp_path / "out" / "wm" / "seed1"
+
+
+def test_bench_runs_skips_and_writes_table(preset, tmp_path):
+    calls = []
+    out = tmp_path / "out"
+    paths = bench.run_bench(preset, out, train_fn=fake_train(calls), command="wmrl bench --preset mini",
+                            log=lambda s: None)
+    assert len(calls) == 8 and not any(r for _, r in calls)
+    table = (out / "table.csv").read_text()
+    assert "held-out percentile" in table and "compute vs grpo" in table
+    md = paths["markdown"].read_text()
+    assert "wmrl bench --preset mini" in md and "Machine." in md and "tiny model" in md
+    assert "OVERLAP" in md or "do not overlap" in md
+    # second run: everything finished -> nothing trained
+    calls.clear()
+    bench.run_bench(preset, out, train_fn=fake_train(calls), log=lambda s: None)
+    assert calls == []
+    # a partial run (no checkpoint) restarts; a checkpointed one resumes
+    (out / "wm" / "seed1" / "summary.json").unlink()
+    (out / "wmrl" / "seed1" / "summary.json").unlink()
+    ck = out / "wmrl" / "seed1" / "checkpoints"
+    (ck / "step_000002").mkdir(parents=True)
+    (ck / "latest").write_text("step_000002")
+    bench.run_bench(preset, out, train_fn=fake_train(calls), log=lambda s: None)
+    assert sorted(calls) == [("wm-seed1", False), ("wmrl-seed1", True)]
+
+
+def test_bench_refuses_other_settings(preset, tmp_path):
+    out = tmp_path / "out"
+    bench.run_bench(preset, out, seeds=1, methods=["grpo"], train_fn=fake_train([]), log=lambda s: None)
+    with pytest.raises(bench.BenchError, match="other settings"):
+        bench.run_bench(preset, out, seeds=1, steps=9, methods=["grpo"], train_fn=fake_train([]), log=lambda s: None)
+
+
+def test_aggregate_numbers(preset, tmp_path):
+    out = tmp_path / "out"
+    bench.run_bench(preset, out, train_fn=fake_train([]), log=lambda s: None)
+    res = bench.collect(out)
+    assert len(res) == 8 and set(res["method"]) == {"grpo", "wm", "wmrl", "wmrl-ppi"}
+    rows = {r.method: r for r in bench.aggregate(res)}
+    assert rows["grpo"].compute_ratio == pytest.approx(1.0)
+    assert 0 < rows["wmrl"].compute_ratio < 1
+    assert rows["wm"].executions < rows["wmrl"].executions < rows["grpo"].executions
+    assert rows["wmrl"].paired.n == 2 and rows["grpo"].paired is None
+    assert 0 <= rows["wmrl"].percentile.mean <= 1
+    meta = json.loads((out / "bench.json").read_text())
+    assert meta["machine"]["cpu_count"] >= 1

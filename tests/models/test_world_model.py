@@ -1,0 +1,115 @@
+"""World model on the tiny backbone: fit, predict, metrics, save/load, shared base model."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from wmrl.models.types import LoraSettings
+from wmrl.models.world_model import (
+    RegressionWorldModel,
+    examples_from_records,
+    split_by_group,
+    world_model_metrics,
+)
+
+_FAMILIES = {
+    "make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=200, max_depth=8, min_samples_leaf=1))": 0.85,
+    "make_pipeline(HistGradientBoostingClassifier(max_iter=100, learning_rate=0.1, max_leaf_nodes=31))": 0.7,
+    "make_pipeline(GaussianNB())": 0.25,
+    "make_pipeline(KNeighborsClassifier(n_neighbors=1, weights='uniform'))": 0.1,
+}
+
+
+def _records(n_groups=12, g=4, seed=0):
+    rng = np.random.default_rng(seed)
+    comps = list(_FAMILIES)
+    recs = []
+    for grp in range(n_groups):
+        task = f"task-{grp % 3}"
+        for _ in range(g):
+            c = comps[rng.integers(len(comps))]
+            recs.append({
+                "status": "ok",
+                "reward": float(np.clip(_FAMILIES[c] + rng.normal(scale=0.05), 0, 1)),
+                "meta": {"prompt": f"Task: {task}. Predict churn.", "completion": c, "group_id": grp, "task_id": task, "step": 0},
+            })
+    recs.append({"status": "infra_error", "reward": None, "meta": {"prompt": "x", "completion": "y", "group_id": 99}})
+    return recs
+
+
+def test_metrics_known_values():
+    pred = np.array([0.1, 0.2, 0.3, 0.4])
+    true = np.array([0.0, 0.3, 0.2, 0.5])
+    m = world_model_metrics(pred, true, ["a", "a", "b", "b"])
+    assert m["mae"] == pytest.approx(np.mean([0.1, 0.1, 0.1, 0.1]))
+    assert m["pairwise_accuracy"] == 1.0 and m["n_pairs"] == 2
+    assert m["spearman"] == pytest.approx(0.8)
+    assert len(m["bias_by_decile"]) == 4
+    m2 = world_model_metrics(pred, true, ["a"] * 4)
+    # pairs (0.2,0.3) vs true (0.3,0.2) disagree: 5 of 6 agree
+    assert m2["pairwise_accuracy"] == pytest.approx(5 / 6)
+    with pytest.raises(ValueError):
+        world_model_metrics(pred, true[:3])
+
+
+def test_examples_skip_infra_errors_and_split_by_group():
+    ex, counts = examples_from_records(_records())
+    assert counts["skipped_infra"] == 1 and counts["used"] == 48
+    tr, he = split_by_group([e["group"] for e in ex], 0.25, seed=0)
+    assert not {ex[i]["group"] for i in tr} & {ex[i]["group"] for i in he}
+    assert len(he) == 12 and len(tr) == 36
+
+
+def test_fit_predict_save_load_and_shared_backbone(tiny, tmp_path):
+    from wmrl.models.backbone import tiny_backbone
+    from wmrl.models.policy import Policy
+
+    model, tok = tiny_backbone(seed=0)
+    pol = Policy(model, tok, lora=LoraSettings(r=4, alpha=8))
+    n_base = sum(p.numel() for n, p in pol.model.named_parameters() if "lora_" not in n)
+    wm = RegressionWorldModel(model, tok, lora=LoraSettings(r=4, alpha=8), batch_size=8)
+    # one copy of the base weights: the world model's adapter sits on the policy's peft model
+    assert wm.peft_model is pol.peft_model
+    assert sum(p.numel() for n, p in pol.model.named_parameters() if "lora_" not in n) == n_base
+    policy_before = [p.detach().clone() for p in pol.trainable_parameters()]
+    res = wm.fit(_records(), epochs=4, lr=2e-3, batch_size=8, heldout_fraction=0.25, seed=0, head_lr=3e-2)
+    assert res["n_train"] == 36 and res["n_heldout"] == 12
+    assert res["heldout"]["spearman"] > 0.5, res["heldout"]
+    assert res["heldout"]["mae"] < 0.2
+    # fitting the world model leaves the policy's adapter untouched
+    assert all(torch.equal(a, b.detach()) for a, b in zip(policy_before, pol.trainable_parameters()))
+    comps = list(_FAMILIES)
+    pred = wm.predict(["Task: task-0. Predict churn."] * 4, comps)
+    assert pred.dtype == np.float64 and pred.shape == (4,) and ((0 <= pred) & (pred <= 1)).all()
+    assert pred[0] > pred[3]
+    wm.save(tmp_path / "wm")
+    model2, tok2 = tiny_backbone(seed=0)
+    wm2 = RegressionWorldModel.load(tmp_path / "wm", model2, tok2)
+    assert np.allclose(wm2.predict(["Task: task-0. Predict churn."] * 4, comps), pred, atol=1e-5)
+    # instance form (trainer checkpoints): load saved weights into an existing world model
+    model3, tok3 = tiny_backbone(seed=0)
+    wm3 = RegressionWorldModel(model3, tok3, lora=LoraSettings(r=4, alpha=8), batch_size=8)
+    assert wm3.load(tmp_path / "wm") is wm3
+    assert np.allclose(wm3.predict(["Task: task-0. Predict churn."] * 4, comps), pred, atol=1e-5)
+    sd = wm.state_dict()
+    assert set(sd) == {"config", "head", "adapter"} and sd["adapter"]
+
+
+def test_head_only_variant(tiny):
+    from wmrl.models.backbone import tiny_backbone
+
+    model, tok = tiny_backbone(seed=1)
+    wm = RegressionWorldModel(model, tok, lora=None)
+    res = wm.fit(_records(seed=1), epochs=2, batch_size=8, heldout_fraction=0.25, seed=0, head_lr=1e-2)
+    assert res["heldout"]["spearman"] > 0.3
+    assert not any(p.requires_grad for p in model.parameters())
+
+
+def test_fit_needs_records(tiny):
+    from wmrl.models.backbone import tiny_backbone
+
+    model, tok = tiny_backbone(seed=0)
+    wm = RegressionWorldModel(model, tok, lora=None)
+    with pytest.raises(ValueError, match="warmup"):
+        wm.fit([{"status": "infra_error", "reward": None, "meta": {}}])

@@ -1,0 +1,91 @@
+"""Report module on hand-written run directories (format of docs/run-directory.md); fast."""
+from __future__ import annotations
+
+import base64
+import re
+
+import pytest
+
+from _fake_run import write_fake_run
+from wmrl.report import html as H
+from wmrl.report.plots import ledger_breakdown
+from wmrl.report.report import render_report, runs_table, write_report
+from wmrl.report.runs import NotARunDir, load_run, method_label, read_jsonl
+from wmrl.report.stats import intervals_overlap, mean_se, paired_difference
+
+
+def test_method_label_reads_ablation_switches():
+    assert method_label({"method": "grpo"}) == "grpo"
+    assert method_label({"method": "wmrl", "wmrl": {"debias": True, "denoise": True, "fusion": "ivw"}}) == "wmrl"
+    assert method_label({"method": "wmrl", "wmrl": {"debias": False}}) == "wmrl (no debias)"
+    assert method_label({"method": "wmrl", "wmrl": {"fusion": "ppi", "denoise": False}}) == "wmrl (no denoise, fusion=ppi)"
+    assert method_label({}) == "?"
+
+
+def test_read_jsonl_skips_truncated_last_line_only(tmp_path):
+    p = tmp_path / "m.jsonl"
+    p.write_text('{"step": 1}\n{"step": 2}\n{"st')
+    assert [r["step"] for r in read_jsonl(p)] == [1, 2]
+    p.write_text('{"step": 1}\n{"st\n{"step": 3}\n')
+    with pytest.raises(ValueError, match="m.jsonl:2"):
+        read_jsonl(p)
+
+
+def test_load_run_and_errors(tmp_path):
+    with pytest.raises(NotARunDir, match="no such directory"):
+        load_run(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotARunDir, match="not a wmrl run directory"):
+        load_run(tmp_path / "empty")
+    rd = write_fake_run(tmp_path / "r", "wmrl", steps=5, fusion="ppi")
+    run = load_run(rd)
+    assert run.method == "wmrl (fusion=ppi)" and run.finished
+    assert list(run.metrics["step"]) == [1, 2, 3, 4, 5]
+    assert run.final_eval("heldout")["step"] == 5
+    assert len(run.calibration) == 5
+
+
+def test_ledger_breakdown_adds_up_to_training_compute(tmp_path):
+    run = load_run(write_fake_run(tmp_path / "g", "grpo", steps=4))
+    parts = ledger_breakdown(run)
+    assert "sandbox: anchors" in parts and "generate" in parts
+    assert sum(parts.values()) == pytest.approx(run.totals()["train_compute_cpu_s"])
+
+
+def test_stats():
+    m = mean_se([0.2, 0.4, None, float("nan")])
+    assert m.n == 2 and m.mean == pytest.approx(0.3) and m.se == pytest.approx(0.1)
+    assert mean_se([0.5]).fmt() == "0.500"
+    d = paired_difference({0: 0.5, 1: 0.7, 2: 0.9}, {0: 0.4, 1: 0.5})
+    assert d.n == 2 and d.mean == pytest.approx(0.15)
+    assert intervals_overlap(mean_se([0.1, 0.2]), mean_se([0.15, 0.25]))
+    assert not intervals_overlap(mean_se([0.1, 0.11]), mean_se([0.9, 0.91]))
+
+
+def test_report_compares_runs_and_embeds_pngs(tmp_path):
+    dirs = [write_fake_run(tmp_path / "grpo", "grpo"), write_fake_run(tmp_path / "wmrl", "wmrl"),
+            write_fake_run(tmp_path / "wm", "wm", finished=False)]
+    out = write_report(dirs, tmp_path / "out" / "report.html", command="wmrl report ...")
+    page = out.read_text()
+    # Each run's name, method and config.
+    for name in ("grpo", "wmrl", "wm"):
+        assert f"<b>{name}</b>: method <b>{name}</b>" in page
+    assert "full config" in page and "Not finished" in page
+    for heading in ("Reward against steps", "Reward against compute", "Held-out leaderboard percentile",
+                    "Calibration map before and after debiasing", "Alpha and noise variance over time",
+                    "Compute ledger"):
+        assert f"<h2>{heading}</h2>" in page
+    imgs = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(imgs) >= 6
+    assert all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in imgs)
+    assert "http://" not in page and "https://" not in page  # self-contained
+
+
+def test_runs_table_and_markdown(tmp_path):
+    run = load_run(write_fake_run(tmp_path / "g", "grpo", steps=3))
+    df = runs_table([run])
+    assert df.loc[0, "method"] == "grpo" and df.loc[0, "steps"] == 3
+    md = H.table_markdown(df)
+    assert md.splitlines()[0].startswith("| run | method |")
+    with pytest.raises(ValueError, match="at least one run"):
+        render_report([])

@@ -1,0 +1,198 @@
+"""The execution log: every execution of a run, appended to one SQLite database.
+
+One row per execution (table ``executions``) with the task, the program text and its SHA-256, the
+outcome (status, score, reward, medal), timings (wall seconds, CPU-seconds of the process tree,
+peak resident bytes), truncated stdout/stderr, timestamps, and the request's ``meta`` as JSON (the
+trainer stores prompt, completion, scaffold, step, group_id, stream, policy_version there), so a
+world model can later be trained on (prompt + completion -> reward).
+
+Durability: WAL journal, ``synchronous=FULL``, one committed transaction per :meth:`append`; a
+killed process loses at most the row being written, never earlier ones. Thread-safe (one
+connection behind a lock; the pool appends from its worker threads). Several processes may append
+to the same file (SQLite locking, 30 s busy timeout).
+"""
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from wmrl.execution.types import ExecutionRequest, ExecutionResult
+
+SCHEMA_VERSION = 1
+
+COLUMNS: dict[str, str] = {
+    "id": "INTEGER PRIMARY KEY AUTOINCREMENT",
+    "request_id": "TEXT NOT NULL",
+    "task_id": "TEXT NOT NULL",
+    "status": "TEXT NOT NULL",
+    "score": "REAL",
+    "reward": "REAL",
+    "medal": "TEXT",
+    "above_median": "INTEGER",
+    "wall_s": "REAL",
+    "cpu_s": "REAL",
+    "peak_rss_bytes": "INTEGER",
+    "exit_code": "INTEGER",
+    "time_limit_s": "REAL",
+    "sandbox": "TEXT",
+    "program_sha256": "TEXT NOT NULL",
+    "program": "TEXT NOT NULL",
+    "stdout": "TEXT",
+    "stderr": "TEXT",
+    "stdout_bytes": "INTEGER",
+    "stderr_bytes": "INTEGER",
+    "error": "TEXT",
+    "started_at": "TEXT",
+    "finished_at": "TEXT",
+    "logged_at": "TEXT",
+    "meta": "TEXT",
+}
+
+
+def _iso(ts: float) -> str | None:
+    if not ts:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+class ExecutionLog:
+    """Append-only SQLite log of executions (one database file per run).
+
+    Args:
+        path: the database file; its folder is created. An existing log is opened and appended to.
+
+    Raises:
+        sqlite3.DatabaseError: ``path`` exists but is not a wmrl execution log.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False,
+                                     isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        cols = ", ".join(f"{k} {v}" for k, v in COLUMNS.items())
+        with self._lock:
+            self._conn.execute(f"CREATE TABLE IF NOT EXISTS executions ({cols})")
+            self._conn.execute("CREATE INDEX IF NOT EXISTS executions_task ON executions(task_id)")
+            self._conn.execute("CREATE INDEX IF NOT EXISTS executions_status ON executions(status)")
+            self._conn.execute("CREATE TABLE IF NOT EXISTS wmrl_meta (key TEXT PRIMARY KEY, value TEXT)")
+            self._conn.execute("INSERT OR IGNORE INTO wmrl_meta VALUES ('schema_version', ?)",
+                               (str(SCHEMA_VERSION),))
+
+    def append(self, request: ExecutionRequest, result: ExecutionResult) -> int:
+        """Append one execution in its own committed transaction; returns the row id.
+
+        ``request.meta`` must be JSON-serialisable (non-serialisable values are stored via ``str``).
+        """
+        row = {
+            "request_id": result.request_id or request.request_id,
+            "task_id": result.task_id or request.task.id,
+            "status": getattr(result.status, "value", str(result.status)),
+            "score": _finite(result.score),
+            "reward": _finite(result.reward),
+            "medal": result.medal,
+            "above_median": None if result.above_median is None else int(bool(result.above_median)),
+            "wall_s": result.wall_s,
+            "cpu_s": result.cpu_s,
+            "peak_rss_bytes": result.peak_rss_bytes,
+            "exit_code": getattr(result, "exit_code", None),
+            "time_limit_s": getattr(result, "time_limit_s", None),
+            "sandbox": getattr(result, "sandbox", ""),
+            "program_sha256": result.program_sha256,
+            "program": request.program,
+            "stdout": result.stdout,
+            "stderr": result.stderr,
+            "stdout_bytes": getattr(result, "stdout_bytes", None),
+            "stderr_bytes": getattr(result, "stderr_bytes", None),
+            "error": result.error,
+            "started_at": _iso(getattr(result, "started_at", 0.0)),
+            "finished_at": _iso(getattr(result, "started_at", 0.0) + result.wall_s)
+            if getattr(result, "started_at", 0.0) else None,
+            "logged_at": _iso(time.time()),
+            "meta": json.dumps(request.meta or {}, default=str, sort_keys=True),
+        }
+        names = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        with self._lock:
+            cur = self._conn.execute(f"INSERT INTO executions ({names}) VALUES ({marks})", tuple(row.values()))
+            return int(cur.lastrowid)
+
+    def records(self, where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Rows as dicts in insertion order, ``meta`` parsed back to a dict.
+
+        Args:
+            where: equality filters on columns, e.g. ``{"task_id": "x", "status": "ok"}``.
+
+        Raises:
+            KeyError: a filter names an unknown column (the message lists the known ones).
+        """
+        where = where or {}
+        unknown = [k for k in where if k not in COLUMNS]
+        if unknown:
+            raise KeyError(f"unknown execution-log column(s) {unknown}; known: {sorted(COLUMNS)}")
+        clause = " AND ".join(f"{k} IS ?" for k in where)
+        sql = "SELECT * FROM executions" + (f" WHERE {clause}" if clause else "") + " ORDER BY id"
+        values = tuple(getattr(v, "value", v) for v in where.values())
+        with self._lock:
+            cur = self._conn.execute(sql, values)
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+        out = []
+        for r in rows:
+            d = dict(zip(names, r))
+            d["meta"] = json.loads(d["meta"]) if d.get("meta") else {}
+            if d.get("above_median") is not None:
+                d["above_median"] = bool(d["above_median"])
+            out.append(d)
+        return out
+
+    def to_frame(self, where: dict[str, Any] | None = None):
+        """The rows of :meth:`records` as a pandas DataFrame (``meta`` stays a dict column)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.records(where), columns=list(COLUMNS))
+
+    def count(self, where: dict[str, Any] | None = None) -> int:
+        """Number of rows (matching ``where``, as in :meth:`records`)."""
+        where = where or {}
+        unknown = [k for k in where if k not in COLUMNS]
+        if unknown:
+            raise KeyError(f"unknown execution-log column(s) {unknown}; known: {sorted(COLUMNS)}")
+        clause = " AND ".join(f"{k} IS ?" for k in where)
+        sql = "SELECT COUNT(*) FROM executions" + (f" WHERE {clause}" if clause else "")
+        with self._lock:
+            return int(self._conn.execute(sql, tuple(getattr(v, "value", v) for v in where.values())).fetchone()[0])
+
+    def close(self) -> None:
+        """Checkpoint the WAL and close the connection (idempotent)."""
+        with self._lock:
+            if self._conn is None:
+                return
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
+            self._conn.close()
+            self._conn = None  # type: ignore[assignment]
+
+    def __enter__(self) -> "ExecutionLog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.count()

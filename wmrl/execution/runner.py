@@ -1,0 +1,171 @@
+"""One execution end to end: sandboxed run, then grading in the trusted driver, then the typed outcome.
+
+:func:`execute` = :func:`wmrl.execution.sandbox.run_program` + :func:`outcome`. The Ray backend runs
+the first half on a worker and calls :func:`outcome` in the driver, so grading (which reads the
+private answers) never leaves the driver process.
+
+Status rules (:func:`classify`), first match wins:
+
+==========================  ==========================================================================
+``infra_error``             the sandbox did not start, the driver failed, the run was cancelled, or
+                            the grader itself failed on something other than the submission
+``timeout``                 wall-clock limit reached (killed), or the CPU-time limit (SIGXCPU, or
+                            SIGKILL with the CPU limit used up)
+``memory_exceeded``         non-zero exit with an allocation failure on stderr (``MemoryError``,
+                            ``Unable to allocate``, ``Cannot allocate memory``, ``std::bad_alloc``)
+``runtime_error``           any other non-zero exit, or killed for exceeding the disk quota
+``invalid_submission``      exit 0 but no regular ``submission.csv``, or the grader refused it
+``ok``                      graded: score, reward (leaderboard percentile), medal, above-median
+==========================  ==========================================================================
+
+Program failures get ``task.failure_reward``; ``infra_error`` gets ``score = reward = None`` and
+must be left out of training (DESIGN.md §4).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import tempfile
+import threading
+import traceback
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from wmrl.execution.sandbox import SandboxConfig, SandboxRun, run_program
+from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus, program_hash
+
+log = logging.getLogger(__name__)
+
+Grader = Callable[[Any, Path], Any]
+"""``grader(task, submission_path) -> Grade`` with ``score``, ``reward``, ``medal``, ``above_median``;
+raises :class:`wmrl.tasks.spec.InvalidSubmission` (a ``ValueError``) for a bad submission."""
+
+MEMORY_SIGNATURES = ("MemoryError", "Unable to allocate", "Cannot allocate memory", "std::bad_alloc",
+                     "out of memory", "OutOfMemory")
+
+
+def default_grader(task, path: Path):
+    """:func:`wmrl.tasks.grading.grade_submission` (imported lazily: it pulls pandas)."""
+    from wmrl.tasks.grading import grade_submission
+
+    return grade_submission(task, path)
+
+
+def time_limit_of(request: ExecutionRequest) -> float:
+    """The wall-clock limit of ``request``, seconds: its own, else the task's.
+
+    Raises:
+        ValueError: the limit is not a positive number.
+    """
+    limit = request.time_limit_s if request.time_limit_s is not None else request.task.time_limit_s
+    if limit is None or not float(limit) > 0:
+        raise ValueError(f"time limit for task {request.task.id!r} must be > 0 seconds, got {limit!r}; "
+                         "set ExecutionRequest.time_limit_s or the task's time_limit_s")
+    return float(limit)
+
+
+def classify(run: SandboxRun) -> tuple[ExecutionStatus | None, str]:
+    """Status from the sandbox alone (``None``: exit 0 with a submission, so grading decides)."""
+    if run.infra_error:
+        return ExecutionStatus.INFRA_ERROR, run.infra_error
+    if run.killed == "cancelled":
+        return ExecutionStatus.INFRA_ERROR, "cancelled by the driver"
+    if run.killed == "timeout":
+        return ExecutionStatus.TIMEOUT, f"wall-clock limit of {run.time_limit_s:g} s reached; the process tree was killed"
+    code = run.exit_code
+    if run.killed == "disk":
+        return ExecutionStatus.RUNTIME_ERROR, "disk quota exceeded; the process tree was killed"
+    if code not in (0, None):
+        if code == 128 + signal.SIGXCPU or (code == 128 + signal.SIGKILL and run.cpu_s >= run.cpu_limit_s - 0.05):
+            return ExecutionStatus.TIMEOUT, f"CPU-time limit of {run.cpu_limit_s:g} s per process reached"
+        tail = run.stderr[-4000:]
+        if any(s in tail for s in MEMORY_SIGNATURES):
+            return ExecutionStatus.MEMORY_EXCEEDED, (f"memory limit of {run.memory_bytes} bytes "
+                                                     f"(address space) exceeded (exit {code})")
+        if code > 128:
+            return ExecutionStatus.RUNTIME_ERROR, f"killed by signal {code - 128} ({_signame(code - 128)})"
+        return ExecutionStatus.RUNTIME_ERROR, f"exit code {code}"
+    if run.submission is None:
+        return ExecutionStatus.INVALID_SUBMISSION, run.submission_error or "no submission.csv"
+    return None, ""
+
+
+def _signame(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return "unknown"
+
+
+def outcome(request: ExecutionRequest, run: SandboxRun, grader: Grader | None = None,
+            request_id: str | None = None) -> ExecutionResult:
+    """Grade ``run`` (in this, trusted, process) and build the :class:`ExecutionResult`.
+
+    The submission bytes are written to a fresh driver-owned temporary file and passed to
+    ``grader`` (default :func:`default_grader`). Never raises.
+    """
+    task = request.task
+    rid = request_id or request.request_id or uuid.uuid4().hex[:16]
+    status, error = classify(run)
+    result = ExecutionResult(
+        request_id=rid, task_id=task.id, status=ExecutionStatus.INFRA_ERROR, score=None, reward=None,
+        wall_s=run.wall_s, cpu_s=run.cpu_s, peak_rss_bytes=run.peak_rss_bytes, stdout=run.stdout,
+        stderr=run.stderr, program_sha256=program_hash(request.program), error=error,
+        exit_code=run.exit_code, started_at=run.started_at, time_limit_s=run.time_limit_s,
+        sandbox=run.mode, stdout_bytes=run.stdout_bytes, stderr_bytes=run.stderr_bytes)
+    if status is None:
+        status, error, grade = _grade(task, run.submission, grader or default_grader)
+        result.error = error
+        if grade is not None:
+            result.score = float(grade.score)
+            result.reward = float(grade.reward)
+            result.medal = getattr(grade, "medal", None)
+            above = getattr(grade, "above_median", None)
+            result.above_median = None if above is None else bool(above)
+    result.status = status
+    if status not in (ExecutionStatus.OK, ExecutionStatus.INFRA_ERROR):
+        result.reward = float(task.failure_reward)
+    return result
+
+
+def _grade(task, submission: bytes, grader: Grader):
+    fd, name = tempfile.mkstemp(prefix="wmrl-grade-", suffix=".csv")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(submission)
+        try:
+            grade = grader(task, Path(name))
+        except ValueError as exc:  # InvalidSubmission, pandas parse errors, bad encodings
+            return ExecutionStatus.INVALID_SUBMISSION, f"invalid submission: {exc}", None
+        except Exception as exc:  # noqa: BLE001 - the grader's own failure is not the program's
+            log.error("grader failed on task %s: %s", task.id, traceback.format_exc())
+            return ExecutionStatus.INFRA_ERROR, f"grader failed: {type(exc).__name__}: {exc}", None
+        return ExecutionStatus.OK, "", grade
+    finally:
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+
+
+def infra_result(request: ExecutionRequest, error: str, request_id: str | None = None) -> ExecutionResult:
+    """An ``infra_error`` result for a request that could not be run at all (no reward)."""
+    return ExecutionResult(
+        request_id=request_id or request.request_id or uuid.uuid4().hex[:16], task_id=request.task.id,
+        status=ExecutionStatus.INFRA_ERROR, score=None, reward=None, wall_s=0.0, cpu_s=0.0,
+        peak_rss_bytes=0, stdout="", stderr="", program_sha256=program_hash(request.program), error=error)
+
+
+def execute(request: ExecutionRequest, config: SandboxConfig | None = None,
+            cancel: threading.Event | None = None, grader: Grader | None = None) -> ExecutionResult:
+    """Run ``request`` in the sandbox and grade it; never raises for what the program does.
+
+    Raises:
+        SandboxUnavailable: bwrap is missing and ``config.allow_unsandboxed`` is off.
+        ValueError: the request's time limit is not positive or the task's ``public_dir`` is missing.
+    """
+    run = run_program(request.program, request.task.public_dir, time_limit_of(request), config, cancel)
+    return outcome(request, run, grader)

@@ -1,0 +1,838 @@
+"""Run one untrusted solution program in a bubblewrap sandbox and measure it.
+
+What the program sees (bubblewrap, the default)::
+
+    /workspace              its fresh working directory (read-write, the only writable place
+                            besides /tmp); the driver reads ``submission.csv`` from here afterwards
+    /workspace/input        the task's ``public/`` folder, read-only (never ``private/``)
+    /tmp                    a fresh scratch folder (read-write, counted against the disk limit)
+    /sandbox/solution.py    the program, read-only
+    /usr, /lib*, /bin       the system, read-only; plus the interpreter's prefixes (venv and base)
+    /proc, /dev             its own (new PID namespace: the driver and other jobs are invisible)
+
+Isolation: new network (loopback only, no route out), PID, IPC, UTS and cgroup namespaces; the
+environment is cleared and rebuilt from a short allow-list; the home directory, run directories and
+everything else on the host are simply not mounted. When the driver runs as root, the program runs
+as an unprivileged uid of its own (``uid_base + slot``), so the process-count limit is enforced per
+execution and it cannot touch root-owned files; otherwise a user namespace maps it to uid 65534.
+
+Limits (``setrlimit`` in :mod:`wmrl.execution._launcher`, hard = soft, so the program cannot raise
+them): address space (``RLIMIT_AS``, bytes), CPU time per process (``RLIMIT_CPU``, seconds), number of
+processes/threads (``RLIMIT_NPROC``), file size (``RLIMIT_FSIZE``, bytes), open files
+(``RLIMIT_NOFILE``), no core dumps. The driver adds a wall-clock timeout, a disk quota on the
+working and scratch folders (polled), and truncation of stdout/stderr (head and tail kept). On
+timeout, cancellation or disk overrun the sandbox's PID-1 is killed, which makes the kernel kill
+every process of the PID namespace, so nothing is left behind; when the program's main process
+exits, bubblewrap's PID-1 exits with it and takes any leftover children down the same way.
+
+CPU seconds are user+sys of the whole process tree, read from ``wait4`` rusage of the bubblewrap
+process once it has reaped its PID-1, which reaped every other process of the tree (the kernel adds
+each reaped child's usage to its reaper). Peak memory is the largest resident set of any single
+process of the tree (``ru_maxrss``), bytes.
+
+The weaker rlimit-only mode (no bubblewrap: the program sees the whole filesystem and the network)
+runs only when ``SandboxConfig.allow_unsandboxed`` is set, and warns on every execution.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import pwd
+import resource
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+GiB = 1024**3
+MiB = 1024**2
+KiB = 1024
+
+INSTALL_HINT = (
+    "bubblewrap (bwrap) is required to run untrusted solution programs. Install it with "
+    "`apt-get install -y bubblewrap` (Debian/Ubuntu), `dnf install -y bubblewrap` (Fedora/RHEL) or "
+    "`apk add bubblewrap` (Alpine), or pass a path with SandboxConfig(bwrap_path=...). Only if you "
+    "trust every program you run, SandboxConfig(allow_unsandboxed=True) (CLI: --unsandboxed) runs "
+    "them with resource limits only and no isolation."
+)
+
+LAUNCHER_PATH = Path(__file__).with_name("_launcher.py")
+SANDBOX_WORKDIR = "/workspace"
+SANDBOX_PROGRAM = "/sandbox/solution.py"
+SANDBOX_LAUNCHER = "/sandbox/launcher.py"
+SUBMISSION_NAME = "submission.csv"
+
+# /etc entries the dynamic loader and common libraries read; nothing else of /etc is visible.
+_ETC_ALLOW = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
+              "mime.types")
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or does not work here; the message says how to fix it."""
+
+
+class UnsandboxedWarning(UserWarning):
+    """Emitted on every execution in the weak rlimit-only mode (no filesystem or network isolation)."""
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Limits and isolation of one execution.
+
+    Attributes:
+        use_bwrap: isolate with bubblewrap (default). If bwrap is missing, executions are refused
+            with :class:`SandboxUnavailable` unless ``allow_unsandboxed`` is set.
+        allow_unsandboxed: permit the weak rlimit-only mode (no isolation: the program can read any
+            file the driver can and reach the network) when bwrap is missing or ``use_bwrap`` is
+            False. Warns (:class:`UnsandboxedWarning` and the log) on every execution.
+        memory_bytes: address-space limit per process (``RLIMIT_AS``), bytes.
+        cpu_time_s: CPU-time limit per process (``RLIMIT_CPU``), CPU-seconds; ``None`` means the
+            wall-clock limit times ``threads`` (rounded up).
+        nproc: processes + threads the program may have at once (``RLIMIT_NPROC``).
+        fsize_bytes: largest file the program may write (``RLIMIT_FSIZE``), bytes.
+        nofile: open file descriptors per process (``RLIMIT_NOFILE``).
+        output_bytes: stdout and stderr are each kept up to this many bytes (half head, half
+            tail); the rest is counted and dropped.
+        disk_bytes: total bytes the program may store in its working and scratch folders; polled
+            every ``poll_s`` seconds, the program is killed (runtime error) when it goes over.
+        max_files: files + folders the program may create there (same polling).
+        threads: value of ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` ... in the
+            program's environment, so that a pool of N jobs does not oversubscribe the cores.
+        python: interpreter that runs the program (default: the driver's ``sys.executable``); its
+            prefixes (venv and base installation) are bound read-only.
+        extra_ro_binds: more host paths made visible read-only at the same path.
+        env: extra environment variables for the program.
+        scratch_dir: where per-execution folders are created (default: the system temp dir). Must
+            not be inside a run directory.
+        bwrap_path: the bwrap binary (default: found on ``PATH``).
+        user_namespace: use a user namespace (uid 65534 inside) instead of switching to a
+            dedicated uid; ``None`` = only when the driver is not root.
+        uid_base: first uid used for programs when the driver is root.
+        max_submission_bytes: a bigger ``submission.csv`` is an invalid submission, bytes.
+        poll_s: how often the driver checks the disk quota and cancellation, seconds.
+        keep_workdir: keep the per-execution folder for debugging (its path is in the result).
+    """
+
+    use_bwrap: bool = True
+    allow_unsandboxed: bool = False
+    memory_bytes: int = 4 * GiB
+    cpu_time_s: float | None = None
+    nproc: int = 256
+    fsize_bytes: int = 1 * GiB
+    nofile: int = 256
+    output_bytes: int = 64 * KiB
+    disk_bytes: int = 2 * GiB
+    max_files: int = 20_000
+    threads: int = 1
+    python: str | None = None
+    extra_ro_binds: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    scratch_dir: str | None = None
+    bwrap_path: str | None = None
+    user_namespace: bool | None = None
+    uid_base: int = 1_000_000
+    max_submission_bytes: int = 512 * MiB
+    poll_s: float = 0.25
+    keep_workdir: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("memory_bytes", "nproc", "fsize_bytes", "nofile", "output_bytes", "disk_bytes",
+                     "max_files", "threads", "max_submission_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"SandboxConfig.{name} must be a positive integer, got {value!r}")
+        if self.cpu_time_s is not None and not self.cpu_time_s > 0:
+            raise ValueError(f"SandboxConfig.cpu_time_s must be > 0 or None, got {self.cpu_time_s!r}")
+        if self.memory_bytes < 64 * MiB:
+            raise ValueError(f"SandboxConfig.memory_bytes={self.memory_bytes} is below 64 MiB: the "
+                             "interpreter alone needs more; pass at least 256 MiB")
+        if self.poll_s <= 0:
+            raise ValueError(f"SandboxConfig.poll_s must be > 0, got {self.poll_s!r}")
+        if isinstance(self.env, dict):  # accept a dict for convenience, keep the dataclass hashable
+            object.__setattr__(self, "env", tuple(sorted(self.env.items())))
+
+    def with_(self, **changes) -> "SandboxConfig":
+        """A copy with some fields changed (``dataclasses.replace``)."""
+        return replace(self, **changes)
+
+
+@dataclass
+class SandboxRun:
+    """What happened in the sandbox (before grading).
+
+    Units: seconds (``wall_s``), CPU-seconds user+sys of the whole tree (``cpu_s``), bytes
+    (``peak_rss_bytes``, ``*_bytes``). ``exit_code`` is 128+N when the program died of signal N.
+    ``submission`` holds the bytes of a regular ``submission.csv`` the program left in its working
+    folder (``None`` when absent or refused, reason in ``submission_error``). A non-empty
+    ``infra_error`` means the program never started or the driver failed: not the program's doing.
+    """
+
+    mode: str
+    started: bool = False
+    exit_code: int | None = None
+    killed: str = ""  # "", "timeout", "cancelled", "disk"
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_rss_bytes: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    submission: bytes | None = None
+    submission_error: str = ""
+    infra_error: str = ""
+    time_limit_s: float = 0.0
+    cpu_limit_s: float = 0.0
+    memory_bytes: int = 0
+    started_at: float = 0.0
+    workdir: str = ""
+
+
+class _HeadTail:
+    """Keeps the first and last ``cap/2`` bytes of a stream and counts the total."""
+
+    def __init__(self, cap: int):
+        self.half = max(1, cap // 2)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def text(self) -> str:
+        kept = len(self.head) + len(self.tail)
+        head = self.head.decode("utf-8", "replace")
+        if self.total > kept:
+            dropped = self.total - kept
+            return head + f"\n[... {dropped} bytes truncated by wmrl ...]\n" + self.tail.decode("utf-8", "replace")
+        return head + self.tail.decode("utf-8", "replace")
+
+
+# ----------------------------------------------------------------------------------------------
+# Environment discovery
+
+
+def find_bwrap(config: SandboxConfig | None = None) -> str | None:
+    """Path of the bwrap binary (``config.bwrap_path`` or ``PATH``), or ``None`` when absent."""
+    if config is not None and config.bwrap_path:
+        p = Path(config.bwrap_path)
+        return str(p) if p.is_file() and os.access(p, os.X_OK) else None
+    return shutil.which("bwrap")
+
+
+def resolve_mode(config: SandboxConfig) -> str:
+    """The isolation an execution with ``config`` gets: ``bwrap``, ``bwrap-userns`` or ``unsandboxed``.
+
+    Raises:
+        SandboxUnavailable: bwrap is wanted but missing or broken and ``allow_unsandboxed`` is off;
+            the message says how to install it.
+    """
+    if config.use_bwrap:
+        path = find_bwrap(config)
+        if path is not None:
+            userns = config.user_namespace if config.user_namespace is not None else os.geteuid() != 0
+            _probe_bwrap(path, userns)
+            return "bwrap-userns" if userns else "bwrap"
+        if not config.allow_unsandboxed:
+            raise SandboxUnavailable("bwrap was not found. " + INSTALL_HINT)
+        return "unsandboxed"
+    if not config.allow_unsandboxed:
+        raise SandboxUnavailable(
+            "SandboxConfig(use_bwrap=False) needs allow_unsandboxed=True: without bubblewrap a program "
+            "can read every file the driver can (including private answers) and reach the network.")
+    return "unsandboxed"
+
+
+@lru_cache(maxsize=8)
+def _probe_bwrap(path: str, userns: bool) -> None:
+    """Run ``bwrap ... true`` once per process to check namespaces are permitted here."""
+    args = [path, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--die-with-parent"]
+    if userns:
+        args += ["--unshare-user"]
+    args += _system_binds() + ["--proc", "/proc", "--dev", "/dev", "true"]
+    try:
+        r = subprocess.run(args, capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxUnavailable(f"bwrap at {path} could not be run: {exc}. {INSTALL_HINT}") from exc
+    if r.returncode != 0:
+        msg = r.stderr.decode("utf-8", "replace").strip()
+        raise SandboxUnavailable(
+            f"bwrap at {path} cannot create namespaces here ({msg!r}). Run as root, enable "
+            "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 or "
+            "user.max_user_namespaces>0), or in a container allow them (e.g. docker --privileged "
+            "or a seccomp profile permitting unshare/clone with CLONE_NEWUSER).")
+
+
+def _system_binds() -> list[str]:
+    """Read-only binds (or symlinks on merged-/usr systems) for /usr, /bin, /sbin, /lib*."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    return args
+
+
+@lru_cache(maxsize=8)
+def interpreter_paths(python: str) -> tuple[str, ...]:
+    """Host folders that must be visible for ``python`` to run: its prefixes and the real binary's.
+
+    Returns absolute paths (deduplicated, nested ones dropped, those under /usr dropped because
+    /usr is bound anyway).
+
+    Raises:
+        SandboxUnavailable: the interpreter does not exist or does not run.
+    """
+    if not os.path.exists(python):
+        raise SandboxUnavailable(f"interpreter {python!r} does not exist; pass SandboxConfig(python=...)")
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        prefixes = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    else:
+        try:
+            out = subprocess.run([python, "-I", "-c", "import sys, json; print(json.dumps([sys.prefix, "
+                                  "sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]))"],
+                                 capture_output=True, timeout=60, check=True, text=True).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxUnavailable(f"interpreter {python!r} does not run: {exc}") from exc
+        prefixes = json.loads(out)
+    paths: set[str] = set()
+    for p in prefixes + [os.path.dirname(python)]:
+        paths.add(os.path.abspath(p))
+        paths.add(os.path.realpath(p))
+    # the chain of symlinks from the given binary to the real one
+    cur = python
+    for _ in range(16):
+        paths.add(os.path.dirname(os.path.abspath(cur)))
+        if not os.path.islink(cur):
+            break
+        cur = os.path.join(os.path.dirname(cur), os.readlink(cur))
+    paths.add(os.path.dirname(os.path.realpath(python)))
+    keep = sorted(p for p in paths if p not in ("/", "") and not (p == "/usr" or p.startswith("/usr/")))
+    out: list[str] = []
+    for p in keep:
+        if not any(p.startswith(q.rstrip("/") + "/") or p == q for q in out):
+            out.append(p)
+    return tuple(out)
+
+
+class _UidPool:
+    """Distinct uids for concurrent executions of this process (so RLIMIT_NPROC is per execution)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._used: set[int] = set()
+
+    def acquire(self, base: int) -> int:
+        offset = (os.getpid() % 4096) * 256
+        with self._lock:
+            for slot in range(256):
+                uid = base + offset + slot
+                if uid not in self._used:
+                    self._used.add(uid)
+                    return uid
+        raise RuntimeError("more than 256 concurrent executions in one process")
+
+    def release(self, uid: int) -> None:
+        with self._lock:
+            self._used.discard(uid)
+
+
+_UIDS = _UidPool()
+
+
+# ----------------------------------------------------------------------------------------------
+# The run
+
+
+def program_env(config: SandboxConfig, python: str) -> dict[str, str]:
+    """The program's whole environment (nothing is inherited from the driver)."""
+    threads = str(config.threads)
+    env = {
+        "PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": SANDBOX_WORKDIR,
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONHASHSEED": "0",
+        "MPLBACKEND": "Agg",
+        "OMP_NUM_THREADS": threads,
+        "OPENBLAS_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        "NUMEXPR_NUM_THREADS": threads,
+        "VECLIB_MAXIMUM_THREADS": threads,
+        "LOKY_MAX_CPU_COUNT": threads,
+    }
+    env.update(dict(config.env))
+    return env
+
+
+def _rlimits(config: SandboxConfig, cpu_limit_s: float) -> dict[str, list[int]]:
+    cpu = max(1, math.ceil(cpu_limit_s))
+    return {
+        "RLIMIT_AS": [config.memory_bytes, config.memory_bytes],
+        "RLIMIT_CPU": [cpu, cpu + 1],  # SIGXCPU at the soft limit, SIGKILL one second later
+        "RLIMIT_NPROC": [config.nproc, config.nproc],
+        "RLIMIT_FSIZE": [config.fsize_bytes, config.fsize_bytes],
+        "RLIMIT_NOFILE": [config.nofile, config.nofile],
+        "RLIMIT_CORE": [0, 0],
+    }
+
+
+def _write(path: Path, text: str, mode: int = 0o644) -> None:
+    path.write_text(text, encoding="utf-8")
+    os.chmod(path, mode)
+
+
+def _bwrap_args(bwrap: str, mode: str, root: Path, public_dir: Path, python: str,
+                config: SandboxConfig, info_fd: int) -> list[str]:
+    args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv", "--as-pid-1",
+            "--hostname", "sandbox", "--info-fd", str(info_fd)]
+    if mode == "bwrap-userns":
+        args += ["--unshare-user", "--uid", "65534", "--gid", "65534", "--disable-userns"]
+    args += _system_binds()
+    for name in _ETC_ALLOW:
+        p = Path("/etc") / name
+        if p.exists():
+            args += ["--ro-bind", str(p), str(p)]
+    args += ["--ro-bind", str(root / "sandbox" / "passwd"), "/etc/passwd",
+             "--ro-bind", str(root / "sandbox" / "group"), "/etc/group",
+             "--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(64 * MiB), "--tmpfs", "/dev/shm",
+             "--bind", str(root / "tmp"), "/tmp"]
+    for p in interpreter_paths(python) + tuple(os.path.abspath(x) for x in config.extra_ro_binds):
+        if os.path.exists(p):
+            args += ["--ro-bind", os.path.realpath(p), p]
+    args += ["--ro-bind", str(root / "sandbox" / "solution.py"), SANDBOX_PROGRAM,
+             "--ro-bind", str(root / "sandbox" / "launcher.py"), SANDBOX_LAUNCHER,
+             "--bind", str(root / "work"), SANDBOX_WORKDIR,
+             "--ro-bind", str(public_dir), f"{SANDBOX_WORKDIR}/input",
+             "--chdir", SANDBOX_WORKDIR]
+    return _with_parent_dirs(args)
+
+
+_DEST_OPTS = {"--ro-bind": 2, "--bind": 2, "--symlink": 2, "--tmpfs": 1, "--proc": 1, "--dev": 1,
+              "--dir": 1}
+
+
+def _with_parent_dirs(args: list[str]) -> list[str]:
+    """Insert ``--perms 0755 --dir D`` for every missing parent of a mount point.
+
+    bwrap creates missing parents as 0700 root-owned folders, which the unprivileged program could
+    not traverse (e.g. ``/root`` above an interpreter installed under ``/root/.pyenv``).
+    """
+    dests: list[str] = []
+    i = 0
+    while i < len(args):
+        n = _DEST_OPTS.get(args[i])
+        if n:
+            dests.append(args[i + n])
+            i += n + 1
+        else:
+            i += 1
+    covered = set(dests)
+    parents: set[str] = set()
+    for d in dests:
+        p = os.path.dirname(d.rstrip("/"))
+        while p not in ("/", ""):
+            parents.add(p)
+            p = os.path.dirname(p)
+    needed = sorted((p for p in parents if not any(p == c or p.startswith(c.rstrip("/") + "/") for c in covered)),
+                    key=lambda p: p.count("/"))
+    first = next(i for i, a in enumerate(args) if a in _DEST_OPTS)
+    extra: list[str] = []
+    for p in needed:
+        extra += ["--perms", "0755", "--dir", p]
+    return args[:first] + extra + args[first:]
+
+
+def _tree_usage(path: Path, byte_cap: int, file_cap: int) -> tuple[int, int]:
+    """(bytes on disk, entries) under ``path`` without following links; stops early over a cap."""
+    total = 0
+    count = 0
+    stack = [path]
+    while stack:
+        d = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                count += 1
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                total += st.st_blocks * 512
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(Path(e.path))
+                if total > byte_cap or count > file_cap:
+                    return total, count
+    return total, count
+
+
+def _read_submission(work: Path, max_bytes: int) -> tuple[bytes | None, str]:
+    """Bytes of ``work/submission.csv`` if it is a regular file (links are refused, never followed)."""
+    path = work / SUBMISSION_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, f"the program wrote no {SUBMISSION_NAME} in its working directory"
+    except OSError as exc:
+        if os.path.islink(path):
+            return None, f"{SUBMISSION_NAME} is a symbolic link; write a regular file"
+        return None, f"{SUBMISSION_NAME} could not be opened: {exc}"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, f"{SUBMISSION_NAME} is not a regular file; write a regular CSV file"
+        if st.st_size > max_bytes:
+            return None, (f"{SUBMISSION_NAME} is {st.st_size} bytes, over the {max_bytes}-byte limit; "
+                          "write one row per test id only")
+        chunks = []
+        left = max_bytes + 1
+        while left > 0:
+            b = os.read(fd, min(1 << 20, left))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        data = b"".join(chunks)
+        if len(data) > max_bytes:
+            return None, f"{SUBMISSION_NAME} grew over the {max_bytes}-byte limit"
+        return data, ""
+    finally:
+        os.close(fd)
+
+
+def _parent_pid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rindex(b")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float,
+                config: SandboxConfig | None = None, cancel: threading.Event | None = None) -> SandboxRun:
+    """Run ``program`` (Python source) once in the sandbox with ``public_dir`` as ``./input``.
+
+    Args:
+        program: the solution's Python source text.
+        public_dir: host folder with the task's public files, bound read-only at ``./input``.
+        time_limit_s: wall-clock limit, seconds (> 0).
+        config: limits and isolation (default :class:`SandboxConfig()`).
+        cancel: when set during the run, the whole process tree is killed (``killed="cancelled"``).
+
+    Returns:
+        A :class:`SandboxRun`. Never raises for anything the program does; driver-side failures
+        (cannot create folders, bwrap fails to start) come back as ``infra_error``.
+
+    Raises:
+        SandboxUnavailable: bwrap is missing/broken and the weak mode is not allowed.
+        ValueError: ``time_limit_s`` is not positive or ``public_dir`` is not a folder.
+    """
+    config = config or SandboxConfig()
+    if not (time_limit_s > 0):
+        raise ValueError(f"time_limit_s must be > 0 seconds, got {time_limit_s!r}")
+    public = Path(public_dir)
+    if not public.is_dir():
+        raise ValueError(f"public_dir {public} is not a folder; it must hold train.csv, test.csv, "
+                         "sample_submission.csv")
+    mode = resolve_mode(config)
+    if mode == "unsandboxed":
+        msg = ("wmrl: running an untrusted program WITHOUT a sandbox (rlimit-only mode: it can read "
+               "any file the driver can and use the network). " + INSTALL_HINT)
+        warnings.warn(msg, UnsandboxedWarning, stacklevel=2)
+        log.warning(msg)
+    python = config.python or sys.executable
+    cpu_limit_s = config.cpu_time_s if config.cpu_time_s is not None else time_limit_s * config.threads
+    result = SandboxRun(mode=mode, time_limit_s=float(time_limit_s), cpu_limit_s=float(math.ceil(cpu_limit_s)),
+                        memory_bytes=config.memory_bytes, started_at=time.time())
+    uid = None
+    root: Path | None = None
+    try:
+        root = Path(tempfile.mkdtemp(prefix="wmrl-exec-", dir=config.scratch_dir))
+        result.workdir = str(root / "work")
+        as_root = os.geteuid() == 0 and mode in ("bwrap", "unsandboxed")
+        if as_root and mode == "unsandboxed" and not (_others_can_use(python) and _others_can_use(public)):
+            as_root = False
+            log.warning("unsandboxed mode: %s or %s is not readable by other users, so the program runs "
+                        "as root and the process-count limit is not enforced", python, public)
+        if as_root:
+            uid = _UIDS.acquire(config.uid_base)
+        _prepare(root, program, public, mode, uid)
+        _execute(result, root, public, python, mode, uid, config, cpu_limit_s, cancel)
+    except SandboxUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything here is the driver's failure
+        log.exception("sandbox infrastructure failure")
+        result.infra_error = result.infra_error or f"driver failed: {type(exc).__name__}: {exc}"
+    finally:
+        if uid is not None:
+            _UIDS.release(uid)
+        if root is not None and not config.keep_workdir:
+            _rmtree(root)
+    return result
+
+
+def _others_can_use(path: str | os.PathLike) -> bool:
+    """Whether a user other than the owner can reach ``path`` (x on every parent, r on the target)."""
+    real = os.path.realpath(path)
+    parts = Path(real).parents
+    try:
+        for parent in parts:
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+        return bool(os.stat(real).st_mode & stat.S_IROTH)
+    except OSError:
+        return False
+
+
+def _prepare(root: Path, program: str, public: Path, mode: str, uid: int | None) -> None:
+    (root / "sandbox").mkdir()
+    (root / "work").mkdir()
+    (root / "tmp").mkdir()
+    _write(root / "sandbox" / "solution.py", program)
+    shutil.copyfile(LAUNCHER_PATH, root / "sandbox" / "launcher.py")
+    os.chmod(root / "sandbox" / "launcher.py", 0o644)
+    sandbox_uid = uid if uid is not None else 65534
+    _write(root / "sandbox" / "passwd", f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
+           f"sandbox:x:{sandbox_uid}:{sandbox_uid}:sandbox:{SANDBOX_WORKDIR}:/usr/sbin/nologin\n")
+    _write(root / "sandbox" / "group", f"root:x:0:\nsandbox:x:{sandbox_uid}:\n")
+    if uid is not None:
+        for d in ("work", "tmp"):
+            os.chown(root / d, uid, uid)
+            os.chmod(root / d, 0o700)
+        os.chmod(root, 0o711)  # the program's uid must traverse to its folders (unsandboxed mode)
+        os.chmod(root / "sandbox", 0o755)
+    if mode == "unsandboxed":
+        os.symlink(public.resolve(), root / "work" / "input")
+
+
+def _rmtree(root: Path) -> None:
+    def onerror(func, path, _exc):
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            func(path)
+        except OSError:
+            pass
+    try:
+        shutil.rmtree(root, onerror=onerror)
+    except OSError:
+        log.warning("could not remove %s", root)
+
+
+def _execute(result: SandboxRun, root: Path, public: Path, python: str, mode: str, uid: int | None,
+             config: SandboxConfig, cpu_limit_s: float, cancel: threading.Event | None) -> None:
+    info_r = info_w = -1
+    marker_r, marker_w = os.pipe()
+    fds_to_close = [marker_w]
+    launcher_spec = {
+        "rlimits": _rlimits(config, cpu_limit_s), "uid": uid, "gid": uid, "marker_fd": marker_w,
+        "env": program_env(config, python),
+    }
+    if mode.startswith("bwrap"):
+        info_r, info_w = os.pipe()
+        fds_to_close.append(info_w)
+        bwrap = find_bwrap(config)
+        assert bwrap is not None
+        launcher_spec["argv"] = [python, SANDBOX_PROGRAM]
+        cmd = _bwrap_args(bwrap, mode, root, public, python, config, info_w)
+        cmd += [python, "-I", "-S", SANDBOX_LAUNCHER, json.dumps(launcher_spec)]
+        cwd = str(root)
+    else:
+        work = root / "work"
+        launcher_spec["env"] = dict(launcher_spec["env"], HOME=str(work), TMPDIR=str(root / "tmp"))
+        launcher_spec["argv"] = [python, str(root / "sandbox" / "solution.py")]
+        cmd = [python, "-I", "-S", str(root / "sandbox" / "launcher.py"), json.dumps(launcher_spec)]
+        cwd = str(work)
+
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, pass_fds=tuple(fds_to_close), cwd=cwd,
+                                env={"PATH": "/usr/bin:/bin"}, start_new_session=True, close_fds=True)
+    except OSError as exc:
+        for fd in fds_to_close + [marker_r] + ([info_r] if info_r >= 0 else []):
+            os.close(fd)
+        result.infra_error = f"could not start the sandbox: {exc}"
+        return
+    for fd in fds_to_close:
+        os.close(fd)
+
+    out = _HeadTail(config.output_bytes)
+    err = _HeadTail(config.output_bytes)
+    marker = bytearray()
+    info = bytearray()
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    streams = {proc.stdout.fileno(): out.add, proc.stderr.fileno(): err.add,
+               marker_r: marker.extend}
+    if info_r >= 0:
+        streams[info_r] = info.extend
+    for fd in streams:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    open_fds = set(streams)
+    deadline = t0 + result.time_limit_s
+    next_poll = t0 + config.poll_s
+    status = None
+    rusage = None
+    reaped_at = None
+    killed = ""
+    child_pid = None
+
+    kill_sent_at = None
+
+    def launcher_pid() -> int | None:
+        nonlocal child_pid
+        if mode == "unsandboxed":
+            return proc.pid
+        if child_pid is None and info:
+            try:
+                child_pid = int(json.loads(bytes(info))["child-pid"])
+            except (ValueError, KeyError):
+                return None
+        # never signal a recycled pid: it must still be bwrap's child
+        return child_pid if child_pid is not None and _parent_pid(child_pid) == proc.pid else None
+
+    def kill(reason: str) -> None:
+        """Ask the launcher to kill and reap the tree (SIGTERM); SIGKILL everything if it does not."""
+        nonlocal killed, kill_sent_at
+        if killed:
+            return
+        killed = reason
+        kill_sent_at = time.monotonic()
+        pid = launcher_pid()
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGTERM)
+                return
+            except ProcessLookupError:
+                pass
+        hard_kill()
+
+    def hard_kill() -> None:
+        pid = launcher_pid()
+        for target in ([pid] if pid is not None and mode != "unsandboxed" else []):
+            try:
+                os.kill(target, signal.SIGKILL)  # PID 1 of the namespace: the kernel kills the rest
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    try:
+        while True:
+            now = time.monotonic()
+            if status is None:
+                pid, st, ru = os.wait4(proc.pid, os.WNOHANG)
+                if pid == proc.pid:
+                    status, rusage, reaped_at = st, ru, now
+                    if mode == "unsandboxed":  # no PID namespace: take leftovers down by group
+                        try:
+                            os.killpg(proc.pid, signal.SIGKILL)
+                        except (ProcessLookupError, PermissionError):
+                            pass
+            if status is not None and (not open_fds or now - reaped_at > 1.0):
+                break
+            if status is None and not killed:
+                if now >= deadline:
+                    kill("timeout")
+                elif cancel is not None and cancel.is_set():
+                    kill("cancelled")
+                elif now >= next_poll:
+                    next_poll = now + config.poll_s
+                    used, count = _tree_usage(root / "work", config.disk_bytes, config.max_files)
+                    used2, count2 = _tree_usage(root / "tmp", config.disk_bytes, config.max_files)
+                    if used + used2 > config.disk_bytes or count + count2 > config.max_files:
+                        kill("disk")
+                        err.add(f"\nwmrl: killed: the program stored {used + used2} bytes in "
+                                f"{count + count2} entries, over the limit of {config.disk_bytes} "
+                                f"bytes / {config.max_files} entries\n".encode())
+            if status is None and killed and kill_sent_at is not None and now - kill_sent_at > 2.0:
+                hard_kill()  # the launcher did not finish reaping in 2 s: take the namespace down
+                kill_sent_at = None
+            timeout = config.poll_s if status is None else 0.05
+            if status is None and not killed:
+                timeout = max(0.0, min(timeout, deadline - now))
+            if open_fds:
+                for key, _ in sel.select(timeout):
+                    fd = key.fd
+                    try:
+                        data = os.read(fd, 1 << 16)
+                    except BlockingIOError:
+                        continue
+                    if data:
+                        streams[fd](data)
+                    else:
+                        sel.unregister(fd)
+                        open_fds.discard(fd)
+            else:
+                time.sleep(min(timeout, 0.005))  # all pipes closed: the tree is exiting
+    finally:
+        sel.close()
+        for fd in (marker_r, info_r):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        proc.stdout.close()
+        proc.stderr.close()
+        if status is None:  # exception path: make sure nothing survives
+            killed = killed or "cancelled"
+            hard_kill()
+            _, status, rusage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+
+    result.wall_s = (reaped_at or time.monotonic()) - t0
+    result.cpu_s = rusage.ru_utime + rusage.ru_stime
+    result.peak_rss_bytes = int(rusage.ru_maxrss) * 1024
+    code = os.waitstatus_to_exitcode(status)
+    result.exit_code = code if code >= 0 else 128 - code
+    result.killed = killed
+    result.stdout, result.stderr = out.text(), err.text()
+    result.stdout_bytes, result.stderr_bytes = out.total, err.total
+    if bytes(marker) != b"LS":
+        if killed == "cancelled":
+            return
+        detail = bytes(marker[2:]).decode("utf-8", "replace") if marker.startswith(b"LE") else ""
+        result.infra_error = result.infra_error or (
+            f"the sandbox failed before the program started (exit {result.exit_code}): "
+            f"{detail or err.text().strip()[-2000:] or 'no message'}")
+        return
+    result.started = True
+    if not killed and result.exit_code == 0:
+        result.submission, result.submission_error = _read_submission(root / "work", config.max_submission_bytes)

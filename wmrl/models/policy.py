@@ -1,0 +1,564 @@
+"""The policy: a causal LM with a LoRA adapter that samples solution programs and scores tokens.
+
+* Sampling (:meth:`Policy.sample`): one group of ``group_size`` trajectories per task, batched
+  ``generate`` with temperature / top-p and a max-new-tokens budget; grammar scaffolds are decoded
+  under an xgrammar matcher (:class:`GrammarLogitsProcessor`), other scaffolds stop at their own
+  stop point (end of the function, closing code fence) or EOS.
+* Log-probabilities (:meth:`Policy.logprobs`, :meth:`Policy.ref_logprobs`): per-token
+  ``log pi(y_t | x, y_<t)`` of the sampled completion tokens, under the temperature-scaled,
+  grammar-masked distribution that was sampled from; prompt and padding positions are 0 and
+  excluded by ``completion_mask``. The grammar masks are rebuilt by replaying the matcher over the
+  sampled tokens and applied with ``masked_fill(-inf)`` before ``log_softmax``.
+* Reference policy for the KL term: the same model with its adapters disabled (peft's
+  ``disable_adapter``), so no second copy of the weights is held. With full fine-tuning
+  (``lora=None``) a frozen copy of the initial weights is kept instead.
+
+Top-p: the sampled distribution is truncated to the top-p nucleus, but the stored and recomputed
+log-probs are those of the full temperature-scaled (grammar-masked) distribution, as in TRL's GRPO;
+with ``top_p=1`` (default) both are exactly the sampling distribution.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from wmrl.models import adapters
+from wmrl.models.types import LoraSettings, RolloutBatch
+from wmrl.tasks.spec import Task
+
+DEFAULT_SYSTEM_PROMPT = "You are an expert data scientist who writes correct scikit-learn code."
+_LORA_DEFAULT = LoraSettings()
+
+
+def unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """xgrammar's packed token bitmask -> boolean allowed-token mask.
+
+    Args:
+        bitmask: [B, ceil(V/32)] int32, bit ``i`` of word ``j`` set when token ``32*j + i`` is allowed.
+        vocab_size: V.
+
+    Returns:
+        [B, V] bool, True where the token is allowed.
+    """
+    shifts = torch.arange(32, dtype=torch.int32)
+    bits = (bitmask.unsqueeze(-1) >> shifts) & 1
+    return bits.reshape(bitmask.shape[0], -1)[:, :vocab_size].bool()
+
+
+class GrammarCache:
+    """Compiles scaffold grammars once per (tokenizer, vocabulary, grammar key) with xgrammar."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: list[int]):
+        import xgrammar as xgr
+
+        self.vocab_size = vocab_size
+        info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+        self._compiler = xgr.GrammarCompiler(info)
+        self._compiled: dict[tuple[str, str], Any] = {}
+
+    def get(self, scaffold: Any, key: str) -> Any:
+        """The compiled grammar of ``scaffold.grammar_ebnf(key)`` (cached)."""
+        ck = (getattr(scaffold, "name", type(scaffold).__name__), key)
+        if ck not in self._compiled:
+            self._compiled[ck] = self._compiler.compile_grammar(scaffold.grammar_ebnf(key))
+        return self._compiled[ck]
+
+
+class GrammarLogitsProcessor:
+    """A transformers logits processor that applies one xgrammar matcher per row (None = free row).
+
+    Unlike ``xgr.contrib.hf.LogitsProcessor`` it never modifies the logits in place (so the raw
+    logits that ``generate(output_logits=True)`` returns stay intact) and records the allowed-token
+    mask of every step, from which the sampling-time log-probs are computed. Use one instance per
+    ``generate`` call.
+    """
+
+    def __init__(self, compiled: Sequence[Any | None], vocab_size: int):
+        import xgrammar as xgr
+
+        self._xgr = xgr
+        self.matchers = [xgr.GrammarMatcher(c) if c is not None else None for c in compiled]
+        self.vocab_size = vocab_size
+        self.bitmask = xgr.allocate_token_bitmask(len(self.matchers), vocab_size)
+        self.masks: list[torch.Tensor] = []  # per step, [B, V] bool
+        self._started = False
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if input_ids.shape[0] != len(self.matchers):
+            raise RuntimeError(f"batch of {input_ids.shape[0]} rows for {len(self.matchers)} matchers")
+        if self._started:
+            for i, m in enumerate(self.matchers):
+                if m is not None and not m.is_terminated():
+                    tok = int(input_ids[i, -1])
+                    if not m.accept_token(tok):
+                        raise RuntimeError(f"grammar matcher rejected sampled token {tok} in row {i}")
+        self._started = True
+        self._xgr.reset_token_bitmask(self.bitmask)  # all allowed
+        for i, m in enumerate(self.matchers):
+            if m is not None and not m.is_terminated():
+                m.fill_next_token_bitmask(self.bitmask, i)
+        allowed = unpack_bitmask(self.bitmask, self.vocab_size).to(scores.device)
+        if allowed.shape[1] < scores.shape[1]:  # logits wider than the grammar's vocabulary
+            pad = torch.zeros(allowed.shape[0], scores.shape[1] - allowed.shape[1], dtype=torch.bool, device=scores.device)
+            allowed = torch.cat([allowed, pad], dim=1)
+        self.masks.append(allowed)
+        return scores.masked_fill(~allowed, float("-inf"))
+
+
+class _StopAtScaffoldEnd:
+    """Stopping criterion: a row is done once ``scaffold.stop_at(decoded completion)`` is not None."""
+
+    def __init__(self, tokenizer: Any, prompt_len: int, stop_at: Any):
+        self.tokenizer = tokenizer
+        self.prompt_len = prompt_len
+        self.stop_at = stop_at
+        self.stop_len: dict[int, int] = {}
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        gen = input_ids[:, self.prompt_len:]
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        for i in range(input_ids.shape[0]):
+            if i in self.stop_len:
+                done[i] = True
+                continue
+            text = self.tokenizer.decode(gen[i], skip_special_tokens=True)
+            if self.stop_at(text) is not None:
+                self.stop_len[i] = gen.shape[1]
+                done[i] = True
+        return done
+
+
+class Policy:
+    """A causal-LM policy with a LoRA adapter (or full fine-tuning) for GRPO.
+
+    Args:
+        model: a transformers causal LM (e.g. from :func:`wmrl.models.backbone.load_backbone`),
+            or a ``PeftModel`` wrapping one.
+        tokenizer: its tokenizer (pad token set, left padding; see ``load_backbone``).
+        lora: adapter settings; ``None`` = full fine-tuning (all weights trainable; the reference
+            policy is then a frozen deep copy of the initial model).
+        adapter_name: name of this policy's adapter on the shared peft model.
+        max_batch_size: rows per ``generate`` call (larger batches are split), and default
+            micro-batch size of :meth:`logprobs` / :meth:`ref_logprobs`.
+        system_prompt: the chat system message; None = the tokenizer's default.
+
+    The model stays in eval mode (no dropout) so that recomputed log-probs equal sampling ones.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        lora: LoraSettings | None = _LORA_DEFAULT,
+        *,
+        adapter_name: str = "policy",
+        max_batch_size: int = 32,
+        system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+    ):
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.tokenizer = tokenizer
+        self.lora = lora
+        self.adapter_name = adapter_name
+        self.max_batch_size = max_batch_size
+        self.system_prompt = system_prompt
+        if tokenizer.pad_token_id is None:
+            raise ValueError("the tokenizer has no pad token: load it with wmrl.models.backbone.load_backbone")
+        self.eos_token_ids = self._eos_ids(model, tokenizer)
+        if lora is None:
+            self.model = model
+            self.peft_model = None
+            for p in model.parameters():
+                p.requires_grad_(True)
+            self._reference = copy.deepcopy(model).eval()
+            for p in self._reference.parameters():
+                p.requires_grad_(False)
+        else:
+            self.peft_model = adapters.attach_lora(model, adapter_name, lora)
+            self.model = self.peft_model
+            self._reference = None
+        self.model.eval()
+        self.vocab_size = int(self._base().config.vocab_size)
+        self._grammars: GrammarCache | None = None
+
+    # ---------------------------------------------------------------- helpers
+    @staticmethod
+    def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+        ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        ids = [ids] if isinstance(ids, int) else list(ids or [])
+        if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+            ids.insert(0, tokenizer.eos_token_id)
+        if not ids:
+            raise ValueError("neither the model nor the tokenizer defines an EOS token")
+        return ids
+
+    def _base(self) -> Any:
+        return self.peft_model.get_base_model() if self.peft_model is not None else self.model
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the model's weights."""
+        return next(self._base().parameters()).device
+
+    def _activate(self) -> None:
+        if self.peft_model is not None:
+            adapters.activate(self.peft_model, self.adapter_name)
+
+    def _grammar_cache(self) -> GrammarCache:
+        if self._grammars is None:
+            self._grammars = GrammarCache(self.tokenizer, self.vocab_size, self.eos_token_ids)
+        return self._grammars
+
+    def chat_text(self, prompt: str, response_prefix: str = "") -> str:
+        """The model input text: chat template (if the tokenizer has one) + ``response_prefix``."""
+        if getattr(self.tokenizer, "chat_template", None):
+            msgs = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [
+                {"role": "user", "content": prompt}
+            ]
+            text = self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        else:
+            text = prompt + "\n"
+        return text + response_prefix
+
+    # ---------------------------------------------------------------- sampling
+    @torch.no_grad()
+    def sample(
+        self,
+        tasks: Sequence[Task],
+        scaffold: Any,
+        group_size: int,
+        max_new_tokens: int | None = None,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        generator_seed: int | None = None,
+    ) -> RolloutBatch:
+        """Sample ``group_size`` trajectories for each task (one group per task).
+
+        Args:
+            tasks: M tasks; rows are ordered task by task, ``group_ids`` = task index 0..M-1.
+            scaffold: a scaffold (or its name): prompt, optional grammar / stop point, render.
+            group_size: G >= 1 trajectories per task.
+            max_new_tokens: completion budget in tokens; default ``scaffold.default_max_new_tokens``.
+            temperature: > 0 samples from softmax(logits / temperature); 0 = greedy decoding.
+            top_p: nucleus sampling threshold in (0, 1].
+            generator_seed: seeds torch's RNG for this call (the global RNG is restored after).
+
+        Returns:
+            A :class:`RolloutBatch` with B = M*G rows, ``old_logprobs`` filled from the
+            generation-time logits, ``programs`` rendered by the scaffold, ``valid`` from
+            ``scaffold.is_valid`` (or the grammar matcher) and ``stats`` with ``gen_seconds`` and
+            ``new_tokens``.
+
+        Raises:
+            ValueError: no tasks, ``group_size < 1``, ``temperature < 0``, ``top_p`` outside (0, 1].
+        """
+        from wmrl.models.scaffolds import get_scaffold
+
+        if isinstance(scaffold, str):
+            scaffold = get_scaffold(scaffold)
+        if not tasks:
+            raise ValueError("sample() needs at least one task")
+        if group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {group_size}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        if max_new_tokens is None:
+            max_new_tokens = int(getattr(scaffold, "default_max_new_tokens", 128))
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+
+        self._activate()
+        prefix = getattr(scaffold, "response_prefix", "")
+        rows: list[tuple[Task, int, str, str, str | None]] = []
+        for gi, task in enumerate(tasks):
+            prompt = scaffold.prompt(task)
+            text = self.chat_text(prompt, prefix)
+            key = scaffold.grammar_key(task) if hasattr(scaffold, "grammar_key") else None
+            rows.extend((task, gi, prompt, text, key) for _ in range(group_size))
+
+        t0 = time.perf_counter()
+        prompt_ids: list[list[int]] = []
+        comp_ids: list[list[int]] = []
+        comp_lps: list[list[float]] = []
+        grammar_done: list[bool | None] = []
+        with torch.random.fork_rng(devices=[]):
+            if generator_seed is not None:
+                torch.manual_seed(generator_seed)
+            for start in range(0, len(rows), self.max_batch_size):
+                chunk = rows[start:start + self.max_batch_size]
+                p, c, lp, gd = self._generate_chunk(chunk, scaffold, max_new_tokens, temperature, top_p)
+                prompt_ids += p
+                comp_ids += c
+                comp_lps += lp
+                grammar_done += gd
+        gen_seconds = time.perf_counter() - t0
+
+        batch = self._assemble(prompt_ids, comp_ids, comp_lps)
+        completions = []
+        stop_at = getattr(scaffold, "stop_at", None)
+        for ids in comp_ids:
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            if stop_at is not None:
+                cut = stop_at(text)
+                if cut is not None:
+                    text = text[:cut]
+            completions.append(text)
+        programs = [scaffold.render(r[0], comp) for r, comp in zip(rows, completions)]
+        valid: list[bool] | None
+        if any(g is not None for g in grammar_done):
+            valid = [bool(g) for g in grammar_done]
+        elif hasattr(scaffold, "is_valid"):
+            valid = [bool(scaffold.is_valid(r[0], comp)) for r, comp in zip(rows, completions)]
+        else:
+            valid = None
+        input_ids, attention_mask, completion_mask, old_lp, prompt_len = batch
+        return RolloutBatch(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            completion_mask=completion_mask,
+            old_logprobs=old_lp,
+            prompts=[r[2] for r in rows],
+            completions=completions,
+            task_ids=[r[0].id for r in rows],
+            group_ids=[r[1] for r in rows],
+            programs=programs,
+            valid=valid,
+            scaffold=getattr(scaffold, "name", ""),
+            prompt_len=prompt_len,
+            temperature=float(temperature) if temperature > 0 else 1.0,
+            grammar_keys=[r[4] for r in rows],
+            stats={"gen_seconds": gen_seconds, "new_tokens": int(completion_mask.sum())},
+        )
+
+    def _generate_chunk(
+        self, chunk: list, scaffold: Any, max_new_tokens: int, temperature: float, top_p: float
+    ) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[bool | None]]:
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
+        enc = self.tokenizer([r[3] for r in chunk], return_tensors="pt", padding=True, add_special_tokens=False)
+        input_ids = enc["input_ids"].to(self.device)
+        attn = enc["attention_mask"].to(self.device)
+        P = input_ids.shape[1]
+        keys = [r[4] for r in chunk]
+        processors = LogitsProcessorList()
+        gproc = None
+        if any(k is not None for k in keys):
+            cache = self._grammar_cache()
+            gproc = GrammarLogitsProcessor([cache.get(scaffold, k) if k is not None else None for k in keys], self.vocab_size)
+            processors.append(gproc)
+        stopping = StoppingCriteriaList()
+        stopper = None
+        stop_at = getattr(scaffold, "stop_at", None)
+        if stop_at is not None and gproc is None:
+            stopper = _StopAtScaffoldEnd(self.tokenizer, P, stop_at)
+            stopping.append(stopper)
+        gen_kwargs: dict[str, Any] = dict(
+            max_new_tokens=max_new_tokens,
+            logits_processor=processors,
+            stopping_criteria=stopping,
+            return_dict_in_generate=True,
+            output_logits=True,
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=self.eos_token_ids,
+        )
+        if temperature > 0:
+            gen_kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+        else:
+            gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        out = self.model.generate(input_ids=input_ids, attention_mask=attn, **gen_kwargs)
+        seq = out.sequences[:, P:].cpu()
+        L = seq.shape[1]
+        temp = temperature if temperature > 0 else 1.0
+        # Log-probs of the sampled tokens under softmax(mask(raw logits / T)), step by step.
+        lps = torch.zeros(seq.shape, dtype=torch.float32)
+        for t, raw in enumerate(out.logits):
+            logits = raw.float().cpu() / temp
+            if gproc is not None:
+                logits = logits.masked_fill(~gproc.masks[t].cpu(), float("-inf"))
+            lps[:, t] = torch.log_softmax(logits, dim=-1).gather(1, seq[:, t:t + 1]).squeeze(1)
+        prompts, comps, comp_lps, gdone = [], [], [], []
+        eos = torch.tensor(self.eos_token_ids)
+        for i in range(seq.shape[0]):
+            is_eos = torch.isin(seq[i], eos).nonzero()
+            n = int(is_eos[0]) + 1 if len(is_eos) else L
+            if stopper is not None and i in stopper.stop_len:
+                n = min(n, stopper.stop_len[i])
+            n = max(n, 1)
+            prompts.append(input_ids[i][attn[i].bool()].cpu().tolist())
+            comps.append(seq[i, :n].tolist())
+            comp_lps.append(lps[i, :n].tolist())
+            if gproc is not None and gproc.matchers[i] is not None:
+                gdone.append(bool(gproc.matchers[i].is_terminated()) or self._completes(gproc.matchers[i], seq[i, n - 1]))
+            else:
+                gdone.append(None)
+        return prompts, comps, comp_lps, gdone
+
+    @staticmethod
+    def _completes(matcher: Any, last_token: torch.Tensor) -> bool:
+        # The matcher has not seen the last sampled token (generate stops before calling processors again).
+        return bool(matcher.accept_token(int(last_token))) and bool(matcher.is_terminated())
+
+    def _assemble(
+        self, prompt_ids: list[list[int]], comp_ids: list[list[int]], comp_lps: list[list[float]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        """Left-pad prompts and right-pad completions into one [B, P+Tc] layout."""
+        B = len(prompt_ids)
+        P = max(len(p) for p in prompt_ids)
+        Tc = max(len(c) for c in comp_ids)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((B, P + Tc), pad, dtype=torch.long)
+        am = torch.zeros((B, P + Tc), dtype=torch.long)
+        cm = torch.zeros((B, P + Tc), dtype=torch.bool)
+        lp = torch.zeros((B, P + Tc), dtype=torch.float32)
+        for i, (p, c, l) in enumerate(zip(prompt_ids, comp_ids, comp_lps)):
+            ids[i, P - len(p):P] = torch.tensor(p, dtype=torch.long)
+            am[i, P - len(p):P + len(c)] = 1
+            ids[i, P:P + len(c)] = torch.tensor(c, dtype=torch.long)
+            cm[i, P:P + len(c)] = True
+            lp[i, P:P + len(c)] = torch.tensor(l, dtype=torch.float32)
+        return ids, am, cm, lp, P
+
+    # ---------------------------------------------------------------- log-probs
+    def _grammar_masks(self, batch: RolloutBatch) -> torch.Tensor | None:
+        """[B, Tc, V] bool allowed-token masks rebuilt by replaying each row's grammar matcher."""
+        keys = batch.grammar_keys or [None] * len(batch)
+        if all(k is None for k in keys):
+            return None
+        import xgrammar as xgr
+
+        from wmrl.models.scaffolds import get_scaffold
+
+        scaffold = get_scaffold(batch.scaffold)
+        cache = self._grammar_cache()
+        P = batch.prompt_len
+        Tc = batch.input_ids.shape[1] - P
+        masks = torch.ones((len(batch), Tc, self.vocab_size), dtype=torch.bool)
+        bitmask = xgr.allocate_token_bitmask(1, self.vocab_size)
+        ids = batch.input_ids[:, P:].cpu()
+        cm = batch.completion_mask[:, P:].cpu()
+        for i, k in enumerate(keys):
+            if k is None:
+                continue
+            m = xgr.GrammarMatcher(cache.get(scaffold, k))
+            for t in range(Tc):
+                if not bool(cm[i, t]) or m.is_terminated():
+                    break
+                xgr.reset_token_bitmask(bitmask)
+                m.fill_next_token_bitmask(bitmask, 0)
+                masks[i, t] = unpack_bitmask(bitmask, self.vocab_size)[0]
+                if not m.accept_token(int(ids[i, t])):
+                    raise ValueError(
+                        f"row {i}: token {int(ids[i, t])} at completion position {t} is not allowed by "
+                        f"grammar {k!r}; was this batch sampled with scaffold {batch.scaffold!r}?"
+                    )
+        return masks
+
+    def _token_logprobs(self, model: Any, batch: RolloutBatch) -> torch.Tensor:
+        P = batch.prompt_len
+        T = batch.input_ids.shape[1]
+        if not 0 < P < T:
+            raise ValueError(f"batch has prompt_len={P} and {T} columns: not a batch from Policy.sample")
+        dev = self.device
+        ids = batch.input_ids.to(dev)
+        am = batch.attention_mask.to(dev)
+        cm = batch.completion_mask.to(dev)
+        pos = (am.cumsum(-1) - 1).clamp(min=0)
+        Tc = T - P
+        out = model(input_ids=ids, attention_mask=am, position_ids=pos, logits_to_keep=Tc + 1, use_cache=False)
+        logits = out.logits[:, :-1, :].float() / batch.temperature  # [B, Tc, V], predicts tokens P..T-1
+        masks = self._grammar_masks(batch)
+        if masks is not None:
+            logits = logits.masked_fill(~masks.to(dev), float("-inf"))
+        tok = ids[:, P:]
+        lp = torch.log_softmax(logits, dim=-1).gather(-1, tok.unsqueeze(-1)).squeeze(-1)
+        lp = lp.masked_fill(~cm[:, P:], 0.0)
+        return torch.cat([torch.zeros((len(batch), P), dtype=lp.dtype, device=dev), lp], dim=1)
+
+    def _micro(self, batch: RolloutBatch, fn: Any, micro_batch_size: int | None) -> torch.Tensor:
+        mb = micro_batch_size or self.max_batch_size
+        if len(batch) <= mb:
+            return fn(batch)
+        return torch.cat([fn(batch.slice(slice(s, s + mb))) for s in range(0, len(batch), mb)], dim=0)
+
+    def logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None) -> torch.Tensor:
+        """Per-token log-probs of the batch's completions under the current policy, with grad.
+
+        Args:
+            batch: from :meth:`sample` (or a :meth:`RolloutBatch.slice` of one).
+            micro_batch_size: rows per forward pass (default ``max_batch_size``); the results are
+                concatenated, so the graph of every micro-batch is kept until backward: for large
+                batches call this per micro-batch and backward each loss instead.
+
+        Returns:
+            [B, T] float32 on the model's device: ``log softmax(mask(logits / temperature))`` of
+            each completion token; 0 at prompt and padding positions (``~completion_mask``).
+
+        Raises:
+            ValueError: the batch was not produced by :meth:`sample` (bad layout or grammar tokens).
+        """
+        self._activate()
+        return self._micro(batch, lambda b: self._token_logprobs(self.model, b), micro_batch_size)
+
+    @torch.no_grad()
+    def ref_logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None) -> torch.Tensor:
+        """Per-token log-probs under the reference policy (adapters disabled), no grad.
+
+        Same layout as :meth:`logprobs`. The reference is the base model itself (peft's
+        ``disable_adapter``), or the frozen initial copy with full fine-tuning.
+        """
+        if self.peft_model is None:
+            return self._micro(batch, lambda b: self._token_logprobs(self._reference, b), micro_batch_size)
+        with self.peft_model.disable_adapter():
+            return self._micro(batch, lambda b: self._token_logprobs(self.peft_model, b), micro_batch_size)
+
+    # ---------------------------------------------------------------- parameters and checkpoints
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters the optimiser updates: this policy's LoRA weights, or all weights."""
+        if self.peft_model is None:
+            return [p for p in self.model.parameters() if p.requires_grad]
+        self._activate()
+        return adapters.adapter_parameters(self.peft_model, self.adapter_name)
+
+    def save(self, directory: str | Path) -> Path:
+        """Write the adapter weights (LoRA) or the whole model (full fine-tuning) to ``directory``."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        if self.peft_model is not None:
+            adapters.save_adapter(self.peft_model, self.adapter_name, d, self.lora)
+        else:
+            self.model.save_pretrained(d / "model", safe_serialization=True)
+            (d / "policy.json").write_text(json.dumps({"full_finetune": True}))
+        return d
+
+    def load(self, directory: str | Path) -> None:
+        """Load weights written by :meth:`save` into this policy.
+
+        Raises:
+            FileNotFoundError: nothing saved there.
+            ValueError: the saved adapter does not fit this model.
+        """
+        d = Path(directory)
+        if self.peft_model is not None:
+            adapters.load_adapter(self.peft_model, self.adapter_name, d)
+            self._activate()
+            return
+        from safetensors.torch import load_file
+
+        files = sorted((d / "model").glob("*.safetensors"))
+        if not files:
+            raise FileNotFoundError(f"no model weights under {d / 'model'}: save the policy first")
+        sd: dict[str, torch.Tensor] = {}
+        for f in files:
+            sd.update(load_file(str(f)))
+        missing, unexpected = self.model.load_state_dict(sd, strict=False)
+        bad = [k for k in missing if "lm_head" not in k]
+        if bad or unexpected:
+            raise ValueError(f"weights in {d} do not fit this model: missing {bad[:3]}, unexpected {unexpected[:3]}")

@@ -1,0 +1,470 @@
+"""The regression world model: the agent's backbone + its own LoRA adapter + a scalar reward head.
+
+``r_hat = sigmoid(w . [h_last ; h_mean] + b)`` in [0, 1], where ``h_last`` is the final-layer
+hidden state (after the final norm) of the last token of ``prompt + "\\n" + completion`` and
+``h_mean`` the mean over its tokens. The target is the executed reward (leaderboard percentile,
+DESIGN.md §5); the loss is the mean squared error. The backbone is the same base model object as
+the policy's: the world model adds a second named LoRA adapter (``"world_model"``) to the shared
+peft wrapper (see :mod:`wmrl.models.adapters`), so no second copy of the weights is held. With
+``lora=None`` the backbone stays frozen and only the head is trained (fast on CPU: features are
+computed once).
+
+Records for :meth:`RegressionWorldModel.fit` are execution-log rows (dicts) with ``reward``,
+``status`` and ``meta`` holding ``prompt``, ``completion``, ``group_id`` (and ``task_id``,
+``step``); ``infra_error`` rows and rows without a reward are skipped.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from wmrl.models import adapters
+from wmrl.models.types import LoraSettings
+from wmrl.models.wm_metrics import calibration_plot, world_model_metrics
+
+__all__ = [
+    "RegressionWorldModel",
+    "WorldModelExample",
+    "examples_from_records",
+    "world_model_metrics",
+    "calibration_plot",
+    "split_by_group",
+]
+
+_LORA_DEFAULT = LoraSettings(r=8, alpha=16)
+
+
+class WorldModelExample(dict):
+    """One training example: ``prompt``, ``completion``, ``reward`` (float), ``group`` (hashable)."""
+
+
+def _field(rec: Any, key: str, default: Any = None) -> Any:
+    """``rec[key]`` for a mapping, ``rec.key`` for a record object (e.g. an execution-log row)."""
+    if isinstance(rec, dict):
+        return rec.get(key, default)
+    return getattr(rec, key, default)
+
+
+def _group_key(rec: Any) -> Hashable:
+    meta = _field(rec, "meta") or {}
+    return (meta.get("run", ""), meta.get("step", -1), meta.get("task_id", _field(rec, "task_id", "")),
+            meta.get("group_id", -1))
+
+
+class _hybridmethod:
+    """A method that is a classmethod on the class and an instance method on instances."""
+
+    def __init__(self, fclass: Any, finstance: Any):
+        self.fclass, self.finstance = fclass, finstance
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self.fclass.__get__(objtype, type(objtype))
+        return self.finstance.__get__(obj, objtype)
+
+
+def examples_from_records(records: Sequence[Any]) -> tuple[list[WorldModelExample], dict[str, int]]:
+    """Turn execution-log records (dicts or record objects) into world-model examples.
+
+    Rows with status ``infra_error``, a missing reward, or no ``meta.prompt`` / ``meta.completion``
+    are skipped (counted in the returned dict: ``used``, ``skipped_infra``, ``skipped_no_text``).
+    The group of a row is ``(meta.run, meta.step, task id, meta.group_id)``.
+    """
+    out: list[WorldModelExample] = []
+    counts = {"used": 0, "skipped_infra": 0, "skipped_no_text": 0}
+    for r in records:
+        status = _field(r, "status")
+        status = getattr(status, "value", status)
+        if status == "infra_error" or _field(r, "reward") is None:
+            counts["skipped_infra"] += 1
+            continue
+        meta = _field(r, "meta") or {}
+        if "prompt" not in meta or "completion" not in meta:
+            counts["skipped_no_text"] += 1
+            continue
+        out.append(
+            WorldModelExample(
+                prompt=str(meta["prompt"]),
+                completion=str(meta["completion"]),
+                reward=float(_field(r, "reward")),
+                group=_group_key(r),
+                task_id=meta.get("task_id", _field(r, "task_id", "")),
+            )
+        )
+        counts["used"] += 1
+    return out, counts
+
+
+def split_by_group(groups: Sequence[Hashable], heldout_fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Split row indices into (train, held-out) by whole groups, seeded.
+
+    At least one group goes to each side when there are two or more groups.
+
+    Raises:
+        ValueError: ``heldout_fraction`` outside [0, 1).
+    """
+    if not 0.0 <= heldout_fraction < 1.0:
+        raise ValueError(f"heldout_fraction must be in [0, 1), got {heldout_fraction}")
+    keys = sorted(set(groups), key=repr)
+    rng = random.Random(seed)
+    rng.shuffle(keys)
+    n_held = int(round(heldout_fraction * len(keys)))
+    if heldout_fraction > 0 and len(keys) >= 2:
+        n_held = min(max(n_held, 1), len(keys) - 1)
+    held = set(keys[:n_held])
+    train_idx = [i for i, g in enumerate(groups) if g not in held]
+    held_idx = [i for i, g in enumerate(groups) if g in held]
+    return train_idx, held_idx
+
+
+class RegressionWorldModel:
+    """Predicts the reward of a (prompt, completion) trajectory without executing it.
+
+    Args:
+        model: the backbone (a transformers causal LM) or the policy's ``PeftModel`` (shared).
+        tokenizer: its tokenizer.
+        lora: adapter settings; ``None`` = frozen backbone, only the head is trained.
+        adapter_name: name of the world model's adapter on the shared peft model.
+        max_length: tokens per input; longer inputs lose their beginning (left truncation keeps the
+            program and the end of the prompt).
+        batch_size: rows per forward pass in :meth:`predict`.
+
+    The head output is ``sigmoid(linear)``, so predictions are always in [0, 1].
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        lora: LoraSettings | None = _LORA_DEFAULT,
+        *,
+        adapter_name: str = "world_model",
+        max_length: int = 320,
+        batch_size: int = 16,
+    ):
+        self.tokenizer = tokenizer
+        self.lora = lora
+        self.adapter_name = adapter_name
+        self.max_length = int(max_length)
+        self.batch_size = int(batch_size)
+        from peft import PeftModel
+
+        if lora is not None:
+            self.peft_model = adapters.attach_lora(model, adapter_name, lora)
+            self._base = self.peft_model.get_base_model()
+        else:
+            self.peft_model = model if isinstance(model, PeftModel) else adapters._WRAPPERS.get(model)
+            self._base = model.get_base_model() if isinstance(model, PeftModel) else model
+            for p in self._base.parameters():
+                p.requires_grad_(False)
+        hidden = int(self._base.config.hidden_size)
+        dev = next(self._base.parameters()).device
+        self.head = torch.nn.Linear(2 * hidden, 1).to(dev)
+        torch.nn.init.normal_(self.head.weight, std=0.01)
+        torch.nn.init.zeros_(self.head.bias)
+        self.history: list[dict[str, float]] = []
+
+    # ---------------------------------------------------------------- forward
+    @property
+    def device(self) -> torch.device:
+        """Device of the backbone."""
+        return next(self._base.parameters()).device
+
+    @staticmethod
+    def input_text(prompt: str, completion: str) -> str:
+        """The text the world model reads for one trajectory."""
+        return f"{prompt}\n### Solution\n{completion}"
+
+    def _encode(self, prompts: Sequence[str], completions: Sequence[str]) -> dict[str, torch.Tensor]:
+        texts = [self.input_text(p, c) for p, c in zip(prompts, completions)]
+        old_side, old_trunc = self.tokenizer.padding_side, getattr(self.tokenizer, "truncation_side", "right")
+        self.tokenizer.padding_side, self.tokenizer.truncation_side = "left", "left"
+        try:
+            enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
+                                 max_length=self.max_length, add_special_tokens=False)
+        finally:
+            self.tokenizer.padding_side, self.tokenizer.truncation_side = old_side, old_trunc
+        return {k: v.to(self.device) for k, v in enc.items()}
+
+    def _features(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
+        """[B, 2H] float32: last-token and mean hidden states of the final layer."""
+        am = enc["attention_mask"]
+        pos = (am.cumsum(-1) - 1).clamp(min=0)
+        decoder = self._base.base_model  # e.g. LlamaModel: no LM head (the vocabulary projection is skipped)
+        if self.lora is not None:
+            adapters.activate(self.peft_model, self.adapter_name)
+            h = decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos, use_cache=False).last_hidden_state
+        elif self.peft_model is not None:
+            with self.peft_model.disable_adapter():
+                h = decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos, use_cache=False).last_hidden_state
+        else:
+            h = decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos, use_cache=False).last_hidden_state
+        h = h.float()
+        last = h[:, -1, :]  # left padding: the last column is every row's last real token
+        m = am.unsqueeze(-1).to(h.dtype)
+        mean = (h * m).sum(1) / m.sum(1).clamp(min=1.0)
+        return torch.cat([last, mean], dim=-1)
+
+    def _predict_features(self, feats: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.head(feats).squeeze(-1))
+
+    def forward(self, prompts: Sequence[str], completions: Sequence[str]) -> torch.Tensor:
+        """[B] float32 predicted rewards in [0, 1], with grad (for training)."""
+        return self._predict_features(self._features(self._encode(prompts, completions)))
+
+    @torch.no_grad()
+    def predict(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
+        """Predicted rewards for N trajectories, float64 array [N] in [0, 1]; batched, no grad.
+
+        Inputs are sorted by length and run ``batch_size`` at a time to limit padding.
+
+        Raises:
+            ValueError: ``prompts`` and ``completions`` differ in length.
+        """
+        if len(prompts) != len(completions):
+            raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
+        n = len(prompts)
+        out = np.zeros(n, dtype=np.float64)
+        if n == 0:
+            return out
+        order = sorted(range(n), key=lambda i: len(prompts[i]) + len(completions[i]))
+        for s in range(0, n, self.batch_size):
+            idx = order[s:s + self.batch_size]
+            r = self.forward([prompts[i] for i in idx], [completions[i] for i in idx])
+            out[idx] = r.detach().cpu().double().numpy()
+        return out
+
+    # ---------------------------------------------------------------- training
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """The head's parameters, plus this world model's LoRA weights when it has an adapter."""
+        params = list(self.head.parameters())
+        if self.lora is not None:
+            adapters.activate(self.peft_model, self.adapter_name)
+            params += adapters.adapter_parameters(self.peft_model, self.adapter_name)
+        return params
+
+    def fit(
+        self,
+        records: Sequence[dict[str, Any]],
+        epochs: int = 3,
+        lr: float = 3e-4,
+        batch_size: int = 8,
+        heldout_fraction: float = 0.2,
+        seed: int = 0,
+        *,
+        head_lr: float = 3e-3,
+        log_every: int = 0,
+        time_budget_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Fit adapter and head on executed trajectories by mean squared error (AdamW).
+
+        Args:
+            records: execution-log rows (see the module docstring) or :class:`WorldModelExample`
+                dicts (``prompt``, ``completion``, ``reward``, ``group``).
+            epochs: passes over the training split.
+            lr: AdamW learning rate of the LoRA weights; ``head_lr`` that of the head.
+            batch_size: trajectories per gradient step.
+            heldout_fraction: fraction of *groups* held out for the metrics (0 = none).
+            seed: split, shuffling and head initialisation.
+            log_every: print the running loss every this many steps (0 = silent).
+            time_budget_s: stop training after this many wall seconds (the metrics are still
+                computed), for CPU budgets.
+
+        Returns:
+            dict with ``n_train``, ``n_heldout``, ``skipped`` counts, ``train_seconds``,
+            ``steps``, ``train_loss`` (last epoch mean MSE), ``train`` metrics and ``heldout``
+            metrics (:func:`world_model_metrics`; absent when nothing is held out), and the held-out
+            ``heldout_pred`` / ``heldout_true`` lists (for the calibration plot).
+
+        Raises:
+            ValueError: fewer than 2 usable records, or bad hyperparameters.
+        """
+        if epochs < 1 or batch_size < 1 or lr <= 0:
+            raise ValueError(f"need epochs >= 1, batch_size >= 1 and lr > 0, got {epochs}, {batch_size}, {lr}")
+        if records and isinstance(records[0], WorldModelExample):
+            examples, counts = list(records), {"used": len(records), "skipped_infra": 0, "skipped_no_text": 0}
+        else:
+            examples, counts = examples_from_records(records)
+        if len(examples) < 2:
+            raise ValueError(
+                f"the world model needs at least 2 executed trajectories with prompt and completion in "
+                f"their meta, got {len(examples)} ({counts}); collect some with 'wmrl wm warmup'"
+            )
+        groups = [e["group"] for e in examples]
+        train_idx, held_idx = split_by_group(groups, heldout_fraction, seed)
+        train = [examples[i] for i in train_idx]
+        held = [examples[i] for i in held_idx]
+        rewards = np.array([e["reward"] for e in train], dtype=np.float64)
+        with torch.no_grad():  # start at the mean training reward
+            m = float(np.clip(rewards.mean(), 1e-3, 1 - 1e-3))
+            self.head.bias.fill_(math.log(m / (1 - m)))
+        rng = random.Random(seed)
+        t0 = time.perf_counter()
+        step = 0
+        last_epoch_loss = float("nan")
+        stopped = False
+        if self.lora is None:
+            train_loss = self._fit_head_only(train, epochs, head_lr, batch_size, rng, time_budget_s)
+            step = train_loss.pop("steps")
+            last_epoch_loss = train_loss["loss"]
+        else:
+            lora_params = adapters.adapter_parameters(self.peft_model, self.adapter_name)
+            opt = torch.optim.AdamW(
+                [{"params": lora_params, "lr": lr}, {"params": self.head.parameters(), "lr": head_lr}],
+                weight_decay=0.0,
+            )
+            for ep in range(epochs):
+                order = list(range(len(train)))
+                rng.shuffle(order)
+                losses = []
+                for s in range(0, len(order), batch_size):
+                    b = [train[i] for i in order[s:s + batch_size]]
+                    pred = self.forward([e["prompt"] for e in b], [e["completion"] for e in b])
+                    y = torch.tensor([e["reward"] for e in b], dtype=pred.dtype, device=pred.device)
+                    loss = torch.nn.functional.mse_loss(pred, y)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(lora_params + list(self.head.parameters()), 1.0)
+                    opt.step()
+                    losses.append(float(loss))
+                    step += 1
+                    if log_every and step % log_every == 0:
+                        print(f"  world model step {step}: mse {np.mean(losses[-log_every:]):.4f}", flush=True)
+                    if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
+                        stopped = True
+                        break
+                last_epoch_loss = float(np.mean(losses)) if losses else float("nan")
+                self.history.append({"epoch": ep, "loss": last_epoch_loss})
+                if stopped:
+                    break
+        train_seconds = time.perf_counter() - t0
+        result: dict[str, Any] = {
+            "n_train": len(train),
+            "n_heldout": len(held),
+            "skipped": counts,
+            "steps": step,
+            "train_seconds": train_seconds,
+            "train_loss": last_epoch_loss,
+            "stopped_by_time_budget": stopped,
+        }
+        tr_pred = self.predict([e["prompt"] for e in train], [e["completion"] for e in train])
+        result["train"] = world_model_metrics(tr_pred, rewards, [e["group"] for e in train])
+        if held:
+            h_pred = self.predict([e["prompt"] for e in held], [e["completion"] for e in held])
+            h_true = np.array([e["reward"] for e in held], dtype=np.float64)
+            result["heldout"] = world_model_metrics(h_pred, h_true, [e["group"] for e in held])
+            result["heldout_pred"] = h_pred.tolist()
+            result["heldout_true"] = h_true.tolist()
+        return result
+
+    def _fit_head_only(self, train, epochs, head_lr, batch_size, rng, time_budget_s) -> dict[str, float]:
+        with torch.no_grad():
+            feats = []
+            for s in range(0, len(train), self.batch_size):
+                b = train[s:s + self.batch_size]
+                feats.append(self._features(self._encode([e["prompt"] for e in b], [e["completion"] for e in b])))
+            X = torch.cat(feats)
+        y = torch.tensor([e["reward"] for e in train], dtype=torch.float32, device=X.device)
+        opt = torch.optim.AdamW(self.head.parameters(), lr=head_lr, weight_decay=1e-4)
+        steps = 0
+        loss_v = float("nan")
+        # features are cached, so many more (cheap) epochs are affordable
+        for ep in range(epochs * 50):
+            order = list(range(len(train)))
+            rng.shuffle(order)
+            ls = []
+            for s in range(0, len(order), batch_size):
+                idx = torch.tensor(order[s:s + batch_size], device=X.device)
+                loss = torch.nn.functional.mse_loss(self._predict_features(X[idx]), y[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                ls.append(float(loss))
+                steps += 1
+            loss_v = float(np.mean(ls))
+        self.history.append({"epoch": epochs * 50 - 1, "loss": loss_v})
+        return {"loss": loss_v, "steps": steps}
+
+    # ---------------------------------------------------------------- persistence
+    def config(self) -> dict[str, Any]:
+        """The settings needed to rebuild this world model (JSON-serialisable)."""
+        return {
+            "kind": "regression",
+            "adapter_name": self.adapter_name,
+            "max_length": self.max_length,
+            "batch_size": self.batch_size,
+            "lora": None if self.lora is None else {
+                "r": self.lora.r, "alpha": self.lora.alpha, "dropout": self.lora.dropout,
+                "target_modules": list(self.lora.target_modules),
+            },
+            "hidden_size": int(self._base.config.hidden_size),
+            "base_model": getattr(self._base.config, "_name_or_path", ""),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"config": ..., "head": head state, "adapter": LoRA tensors (or {})}`` (tensors on CPU)."""
+        sd: dict[str, Any] = {"config": self.config(), "head": {k: v.detach().cpu() for k, v in self.head.state_dict().items()}}
+        if self.lora is not None:
+            from peft import get_peft_model_state_dict
+
+            sd["adapter"] = {k: v.detach().cpu() for k, v in get_peft_model_state_dict(self.peft_model, adapter_name=self.adapter_name).items()}
+        else:
+            sd["adapter"] = {}
+        return sd
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``world_model.json``, ``head.safetensors`` and the adapter (LoRA) to ``directory``."""
+        from safetensors.torch import save_file
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "world_model.json").write_text(json.dumps(self.config(), indent=2))
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, str(d / "head.safetensors"))
+        if self.lora is not None:
+            adapters.save_adapter(self.peft_model, self.adapter_name, d, self.lora)
+        return d
+
+    @classmethod
+    def load(cls, directory: str | Path, model: Any, tokenizer: Any, *, adapter_name: str | None = None) -> "RegressionWorldModel":
+        """Rebuild a world model saved by :meth:`save` on ``model`` (the same backbone it was fitted on).
+
+        Args:
+            adapter_name: override the stored adapter name (e.g. to load two world models on one
+                base model).
+
+        Raises:
+            FileNotFoundError: ``world_model.json`` missing.
+            ValueError: the backbone's hidden size differs from the saved head's.
+        """
+        from safetensors.torch import load_file
+
+        d = Path(directory)
+        p = d / "world_model.json"
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} is missing: {d} is not a world model saved by RegressionWorldModel.save")
+        cfg = json.loads(p.read_text())
+        lora = None if cfg["lora"] is None else LoraSettings(
+            r=cfg["lora"]["r"], alpha=cfg["lora"]["alpha"], dropout=cfg["lora"]["dropout"],
+            target_modules=tuple(cfg["lora"]["target_modules"]),
+        )
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        if int(base.config.hidden_size) != int(cfg["hidden_size"]):
+            raise ValueError(
+                f"world model in {d} was fitted on a backbone with hidden size {cfg['hidden_size']}, "
+                f"this one has {base.config.hidden_size} ({cfg.get('base_model')!r} expected)"
+            )
+        wm = cls(model, tokenizer, lora=lora, adapter_name=adapter_name or cfg["adapter_name"],
+                 max_length=cfg["max_length"], batch_size=cfg["batch_size"])
+        return wm._load_into(d)
+
+    #: ``RegressionWorldModel.load(dir, model, tokenizer)`` builds a new world model from a folder;
+    #: ``wm.load(dir)`` on an instance loads the saved weights into it (e.g. a checkpoint).
+    load = _hybridmethod(_load_new, _load_into)

@@ -1,0 +1,161 @@
+"""``wmrl report``: one self-contained HTML page for one or several run directories.
+
+The page names each run's method and config and shows: a runs table, true and world-model reward
+against steps and against compute, held-out leaderboard percentile, the calibration map before and
+after debiasing, alpha and the noise variance over time, and the compute ledger breakdown.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from wmrl.report import html as H
+from wmrl.report import plots as P
+from wmrl.report.machine import machine_line
+from wmrl.report.runs import RunData, load_runs, run_overview
+
+
+def _config_highlights(cfg: dict[str, Any]) -> str:
+    """A one-line summary of the settings that matter most when comparing runs."""
+    parts = []
+
+    def get(*keys: str) -> Any:
+        d: Any = cfg
+        for k in keys:
+            if not isinstance(d, dict) or k not in d:
+                return None
+            d = d[k]
+        return d
+
+    for label, keys in (
+        ("model", ("model", "backbone")),
+        ("model", ("model", "name")),
+        ("scaffold", ("scaffold", "name")),
+        ("seed", ("seed",)),
+        ("steps", ("optim", "steps")),
+        ("steps", ("steps",)),
+        ("tasks/step", ("rollout", "tasks_per_step")),
+        ("group size", ("rollout", "group_size")),
+        ("anchor fraction", ("wmrl", "anchor_fraction")),
+        ("fusion", ("wmrl", "fusion")),
+        ("debias", ("wmrl", "debias")),
+        ("denoise", ("wmrl", "denoise")),
+    ):
+        v = get(*keys)
+        if v is not None and not any(p.startswith(label + "=") for p in parts):
+            parts.append(f"{label}={v}")
+    return ", ".join(parts)
+
+
+def runs_table(runs: Sequence[RunData]) -> pd.DataFrame:
+    """The page's first table: one row per run (see :func:`wmrl.report.runs.run_overview`)."""
+    rows = [run_overview(r) for r in runs]
+    df = pd.DataFrame(rows)
+    return df.rename(
+        columns={
+            "heldout_percentile": "held-out percentile",
+            "heldout_valid_rate": "held-out valid rate",
+            "train_executions": "train executions",
+            "anchor_fraction": "anchor fraction",
+            "sandbox_cpu_h": "sandbox CPU-h",
+            "train_compute_cpu_h": "train compute CPU-h",
+            "wall_h": "wall h",
+        }
+    )
+
+
+def ledger_table(runs: Sequence[RunData]) -> pd.DataFrame:
+    """Training compute per part and run, CPU-seconds (rows: runs; columns: ledger parts + total)."""
+    rows = []
+    for r in runs:
+        b = P.ledger_breakdown(r)
+        rows.append({"run": r.name, **{k: round(v, 1) for k, v in b.items()},
+                     "total (ledger)": r.totals().get("train_compute_cpu_s")})
+    return pd.DataFrame(rows).fillna(0.0)
+
+
+def render_report(runs: Sequence[RunData], title: str | None = None, command: str | None = None) -> str:
+    """The whole HTML page for ``runs`` (at least one) as a string; figures embedded as base64 PNG.
+
+    Raises:
+        ValueError: when ``runs`` is empty.
+    """
+    if not runs:
+        raise ValueError("no runs to report on: pass at least one run directory")
+    title = title or ("wmrl report: " + ", ".join(r.name for r in runs))
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    out: list[str] = []
+    intro = [H.paragraph(f"Generated {now} on {machine_line()}.", "note")]
+    if command:
+        intro.append(H.pre(command))
+    unfinished = [r.name for r in runs if not r.finished]
+    if unfinished:
+        intro.append(H.paragraph("Not finished (no summary.json yet): " + ", ".join(unfinished), "warn"))
+    out.append("\n".join(intro))
+
+    # Runs and their configs.
+    cfg_html = []
+    for r in runs:
+        cfg_html.append(
+            f"<p><b>{H.esc(r.name)}</b>: method <b>{H.esc(r.method)}</b>; {H.esc(_config_highlights(r.config))}"
+            f" <span class='note'>({H.esc(str(r.path))})</span></p>"
+            + H.details("full config", H.pre(yaml.safe_dump(r.config, sort_keys=False)))
+        )
+    out.append(H.section("Runs", H.table_html(runs_table(runs)), *cfg_html))
+
+    def add_fig(heading: str, fig: Any, note: str) -> None:
+        if fig is None:
+            out.append(H.section(heading, H.paragraph("No data for this plot in these runs.", "note")))
+        else:
+            out.append(H.section(heading, H.paragraph(note, "note"), H.img_tag(fig, heading)))
+
+    add_fig("Reward against steps", P.fig_reward_curves(runs, "step"),
+            "True reward: mean leaderboard percentile of the executed (anchor) trajectories of each step; "
+            "grpo executes everything, wm nothing. World-model reward: mean predicted percentile over all "
+            "trajectories, raw r_hat and after isotonic debiasing f_hat(r_hat).")
+    add_fig("Reward against compute", P.fig_reward_curves(runs, "compute"),
+            "Same curves against the training compute spent so far: trainer CPU (generation, world model, "
+            "updates, warm-up and world-model fit) plus sandbox CPU of every training execution.")
+    add_fig("Held-out leaderboard percentile", P.fig_heldout(runs),
+            "Each point is an evaluation of the policy on the held-out tasks with real execution.")
+    cal_figs = [(r, P.fig_calibration(r)) for r in runs]
+    cal_parts = [H.img_tag(f, f"calibration {r.name}") for r, f in cal_figs if f is not None]
+    out.append(H.section(
+        "Calibration map before and after debiasing",
+        H.paragraph("Each dot is an anchor trajectory (executed for real and scored by the world model). "
+                    "The red line is the isotonic map f_hat fitted on earlier anchors; after debiasing the "
+                    "dots should gather around the diagonal.", "note"),
+        *(cal_parts or [H.paragraph("No run has anchor trajectories scored by a world model.", "note")]),
+    ))
+    add_fig("Alpha and noise variance over time", P.fig_alpha_noise(runs),
+            "alpha = (n_A/V_A) / (n_A/V_A + n_W/V_W) with V_W = V_A + sigma_xi^2 (inverse-variance fusion).")
+    led = P.fig_ledger(runs)
+    if led is None:
+        out.append(H.section("Compute ledger", H.paragraph("No ledger.json in these runs.", "note")))
+    else:
+        out.append(H.section("Compute ledger", H.img_tag(led, "compute ledger"),
+                             H.paragraph("CPU-seconds per part (evaluation excluded):", "note"),
+                             H.table_html(ledger_table(runs))))
+    return H.render_page(title, out)
+
+
+def write_report(
+    run_dirs: Sequence[str | Path], out: str | Path, title: str | None = None, command: str | None = None
+) -> Path:
+    """Load ``run_dirs`` and write the HTML report to ``out`` (parent folders created). Returns ``out``.
+
+    Raises:
+        wmrl.report.runs.NotARunDir: when a folder is not a run directory.
+        ValueError: when ``run_dirs`` is empty.
+    """
+    runs = load_runs(list(run_dirs))
+    page = render_report(runs, title=title, command=command)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return out

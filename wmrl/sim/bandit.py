@@ -1,0 +1,120 @@
+"""The synthetic problem of the convergence study: a contextual bandit with an imperfect world model.
+
+Tasks c = 0..C-1 (the "prompts"), K arms per task (the "programs"). The true reward r(c, a) in
+[0, 1] is drawn once per seed from Beta(2, 2) and is known exactly, so the policy's true expected
+reward J(theta) = mean_c sum_a pi(a|c) r(c, a) is computed exactly (no evaluation noise).
+
+The world model follows DESIGN.md §2, r_hat = r + b(tau) + xi, with three shapes of bias b of
+magnitude B and fresh Gaussian noise xi ~ N(0, sigma^2) at every query:
+
+- ``monotone``: r_hat = (1 - B) r + B (1 - (1 - r)^4) + xi. A strictly increasing distortion
+  (B in [0, 1]) that compresses the top of the scale (slope (1 - B) at r = 1): the world model
+  under-separates the best programs. E[r | r_hat] is monotone, the case isotonic debiasing targets.
+- ``offset``: r_hat = r + B u_{c,t} + xi with u ~ N(0, 1) drawn per group and step: a group-level
+  offset (the world model misjudges a whole task at once). GRPO's group baseline cancels it.
+- ``exploit``: r_hat = r + B * 1[a in E_c] + xi, where E_c is a fixed set of 10% of task c's arms
+  (at least one) drawn among those with below-median true reward. A persistent, trajectory-specific,
+  non-monotone error: a deterministic world model over-rates the same mediocre programs every time
+  it is asked, and the policy can learn to exploit them (as in AutoResearch). No monotone map of the
+  score removes it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SHAPES = ("monotone", "offset", "exploit")
+
+
+@dataclass(frozen=True)
+class WorldModelSpec:
+    """Error model of the simulated world model.
+
+    Attributes:
+        shape: one of ``"monotone"``, ``"offset"``, ``"exploit"`` (module docstring).
+        bias: B, the bias magnitude (reward units; for ``monotone`` the blend weight in [0, 1]).
+        sigma: standard deviation of the per-query noise xi (reward units).
+    """
+
+    shape: str = "monotone"
+    bias: float = 0.0
+    sigma: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.shape not in SHAPES:
+            raise ValueError(f"unknown world-model shape {self.shape!r}; choose one of {SHAPES}")
+        if not (self.bias >= 0 and self.sigma >= 0):
+            raise ValueError(f"bias and sigma must be >= 0, got {self.bias}, {self.sigma}")
+        if self.shape == "monotone" and self.bias > 1:
+            raise ValueError(f"monotone bias is a blend weight in [0, 1], got {self.bias}")
+
+    @property
+    def label(self) -> str:
+        return f"{self.shape} B={self.bias:g} sigma={self.sigma:g}"
+
+
+@dataclass
+class BanditProblem:
+    """True rewards and the fixed parts of the world model for one seed.
+
+    Attributes:
+        rewards: [C, K] float64 true rewards in [0, 1].
+        exploit: [C, K] bool, the arms the ``exploit`` world model over-rates.
+    """
+
+    rewards: np.ndarray
+    exploit: np.ndarray
+
+    @classmethod
+    def make(cls, n_tasks: int, n_arms: int, seed: int) -> "BanditProblem":
+        """Draw a problem: r ~ Beta(2, 2) i.i.d., 10% exploit arms (>= 1) below each task's median."""
+        if n_tasks < 1 or n_arms < 2:
+            raise ValueError(f"need n_tasks >= 1 and n_arms >= 2, got {n_tasks}, {n_arms}")
+        rng = np.random.default_rng([seed, 7919])
+        r = rng.beta(2.0, 2.0, size=(n_tasks, n_arms))
+        ex = np.zeros_like(r, dtype=bool)
+        n_ex = max(1, int(round(0.1 * n_arms)))
+        for c in range(n_tasks):
+            low = np.flatnonzero(r[c] < np.median(r[c]))
+            ex[c, rng.choice(low, size=min(n_ex, low.size), replace=False)] = True
+        return cls(rewards=r, exploit=ex)
+
+    @property
+    def optimum(self) -> float:
+        """J* = mean over tasks of the best arm's reward."""
+        return float(self.rewards.max(axis=1).mean())
+
+    @property
+    def uniform_value(self) -> float:
+        """J of the uniform policy (the starting point)."""
+        return float(self.rewards.mean())
+
+
+def world_model_scores(
+    true_rewards: np.ndarray,
+    is_exploit: np.ndarray,
+    spec: WorldModelSpec,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Query the simulated world model once for every sample.
+
+    Args:
+        true_rewards: [C, G] true rewards of the sampled arms (one row per group).
+        is_exploit: [C, G] bool, whether each sampled arm is an exploit arm.
+        spec: the error model.
+        rng: noise generator (fresh noise per call: two calls give two independent queries).
+
+    Returns:
+        [C, G] float64 predictions r_hat (not clipped: a biased model may leave [0, 1]).
+    """
+    r = true_rewards
+    if spec.shape == "monotone":
+        base = (1.0 - spec.bias) * r + spec.bias * (1.0 - (1.0 - r) ** 4)
+    elif spec.shape == "offset":
+        base = r + spec.bias * rng.standard_normal((r.shape[0], 1))
+    else:
+        base = r + spec.bias * is_exploit
+    if spec.sigma > 0:
+        base = base + spec.sigma * rng.standard_normal(r.shape)
+    return base

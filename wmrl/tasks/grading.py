@@ -1,0 +1,319 @@
+"""Grading: validate a submission against the private answers, score it, place it on the leaderboards.
+
+Runs only in the trusted process (the executor calls it after the sandbox has finished): it reads
+``task.answers_path``, which no solution program can see.
+
+Submission checks, each raising :class:`~wmrl.tasks.spec.InvalidSubmission` with a message saying
+what is wrong and how to fix it: file present and readable, not empty, exactly the expected columns
+(:func:`wmrl.tasks.metrics.submission_columns`), ids unique, no missing and no extra ids, the row
+count, numeric dtypes for probabilities and values, no NaN or inf, probabilities in [0, 1], labels
+among the task's classes.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from wmrl.tasks import leaderboard as lb
+from wmrl.tasks.metrics import prediction_kind, score as metric_score, submission_columns
+from wmrl.tasks.spec import InvalidSubmission, Task
+
+_INT_FLOAT = re.compile(r"^(-?\d+)\.0*$")
+
+
+@dataclass(frozen=True)
+class Grade:
+    """The outcome of grading one submission.
+
+    Attributes:
+        score: the raw metric value (e.g. ROC AUC, RMSE in target units).
+        reward: leaderboard percentile in [0, 1] = MLE-Dojo position score averaged over the boards
+            present (DESIGN.md §5).
+        medal: ``"gold"``, ``"silver"``, ``"bronze"`` or ``None`` (Kaggle thresholds, MLE-bench), on the
+            last board (the private one when there are two).
+        above_median: strictly better than the median of that board (MLE-bench).
+        rpg: DSBench relative performance gap max(0, (p - b)/(g - b)) when the task gives a baseline
+            and a gold score, else ``None``.
+        board_rewards: the position score on each board, in ``task.leaderboard_paths`` order.
+        positions: the 1-based position on each board (N+1 when worse than every entry).
+        lower_is_better: the metric direction used (read off the last board's order).
+        metric: the metric name.
+        n_rows: rows graded.
+    """
+
+    score: float
+    reward: float
+    medal: str | None
+    above_median: bool
+    rpg: float | None
+    board_rewards: tuple[float, ...] = ()
+    positions: tuple[int, ...] = ()
+    lower_is_better: bool = False
+    metric: str = ""
+    n_rows: int = 0
+
+    def as_dict(self) -> dict:
+        """JSON-friendly dict of all fields."""
+        return {
+            "score": self.score, "reward": self.reward, "medal": self.medal,
+            "above_median": self.above_median, "rpg": self.rpg,
+            "board_rewards": list(self.board_rewards), "positions": list(self.positions),
+            "lower_is_better": self.lower_is_better, "metric": self.metric, "n_rows": self.n_rows,
+        }
+
+
+def normalise_ids(values: pd.Series) -> pd.Series:
+    """Ids as stripped strings; integral floats (``"12.0"``) become integers (``"12"``)."""
+    s = values.astype(str).str.strip()
+    return s.str.replace(_INT_FLOAT, r"\1", regex=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_answers_cached(path: str, mtime_ns: int, id_column: str) -> pd.DataFrame:
+    df = pd.read_csv(path, dtype={id_column: str}, keep_default_na=True)
+    if id_column not in df.columns:
+        raise ValueError(f"answers file {path} has no id column {id_column!r} (columns: {list(df.columns)})")
+    df[id_column] = normalise_ids(df[id_column])
+    return df
+
+
+def read_answers(task: Task) -> pd.DataFrame:
+    """The private answers as a DataFrame with columns ``[id_column, target]`` (ids as str).
+
+    Classification targets are strings; regression targets float64. Answers given as one column per
+    class (one-hot or probabilities, as some MLE-bench/MLE-Dojo tasks store them) are turned into
+    labels by argmax. Cached per file and modification time.
+
+    Raises:
+        FileNotFoundError: the answers file is missing (an infrastructure problem, not the submission's).
+        ValueError: the answers file lacks the id column or the target.
+    """
+    path = Path(task.answers_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"answers of task {task.id!r} not found at {path}")
+    df = _read_answers_cached(str(path), path.stat().st_mtime_ns, task.id_column)
+    if task.target in df.columns:
+        out = df[[task.id_column, task.target]].copy()
+    elif task.classes and all(str(c) in df.columns for c in task.classes):
+        cols = [str(c) for c in task.classes]
+        labels = np.asarray(cols)[df[cols].to_numpy(dtype=np.float64).argmax(axis=1)]
+        out = pd.DataFrame({task.id_column: df[task.id_column], task.target: labels})
+    else:
+        raise ValueError(f"answers file {path} has neither the target {task.target!r} nor one column per class")
+    if task.type == "regression":
+        out[task.target] = pd.to_numeric(out[task.target], errors="raise").astype(np.float64)
+    else:
+        out[task.target] = _normalise_labels(out[task.target], task.classes)
+    return out.reset_index(drop=True)
+
+
+def _normalise_labels(values: pd.Series, classes: tuple[str, ...]) -> pd.Series:
+    """Labels as strings matching ``classes`` where possible ("1.0" -> "1" when "1" is a class)."""
+    s = values.astype(str).str.strip()
+    known = {str(c) for c in classes}
+    numeric: dict[float, str] = {}
+    for c in known:
+        try:
+            numeric[float(c)] = c
+        except ValueError:
+            pass
+
+    def fix(v: str) -> str:
+        if v in known or not numeric:
+            return v
+        try:
+            return numeric.get(float(v), v)
+        except ValueError:
+            return v
+
+    return s.map(fix)
+
+
+def _examples(values, k: int = 5) -> str:
+    vals = list(values)
+    shown = ", ".join(repr(v) for v in vals[:k])
+    return shown + (f", ... ({len(vals)} in all)" if len(vals) > k else "")
+
+
+def load_submission(submission: Path | str | pd.DataFrame, id_column: str) -> pd.DataFrame:
+    """Read a submission CSV (ids as str) or copy a DataFrame; raises ``InvalidSubmission`` if unreadable."""
+    if isinstance(submission, pd.DataFrame):
+        df = submission.copy()
+    else:
+        path = Path(submission)
+        if not path.is_file():
+            raise InvalidSubmission(f"submission file {path} does not exist: the program must write "
+                                    "'submission.csv' into its working directory")
+        if path.stat().st_size == 0:
+            raise InvalidSubmission(f"submission file {path} is empty: write a header and one row per test id")
+        try:
+            df = pd.read_csv(path, dtype={id_column: str})
+        except Exception as exc:
+            raise InvalidSubmission(f"submission file {path} is not a readable CSV ({type(exc).__name__}: {exc})") from exc
+    df.columns = [str(c).strip() for c in df.columns]
+    return df
+
+
+def validate_submission(task: Task, submission: Path | str | pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Check a submission and align it with the answers.
+
+    Returns:
+        ``(y_true, y_pred)`` in answer order: ``y_true`` shape ``[N]`` (str labels or float64 values);
+        ``y_pred`` shape ``[N]`` (labels, values, or P(positive) float64) or ``[N, K]`` float64
+        (multiclass probabilities in ``task.classes`` order).
+
+    Raises:
+        InvalidSubmission: with a message naming the problem (see the module docstring).
+    """
+    answers = read_answers(task)
+    df = load_submission(submission, task.id_column)
+    expected = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes)
+    missing = [c for c in expected if c not in df.columns]
+    extra = [c for c in df.columns if c not in expected]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing column(s) {_examples(missing)}")
+        if extra:
+            parts.append(f"unexpected column(s) {_examples(extra)}")
+        raise InvalidSubmission(f"wrong columns: {'; '.join(parts)}; a submission for task {task.id!r} must have "
+                                f"exactly the columns {expected} (see sample_submission.csv)")
+    if len(df) == 0:
+        raise InvalidSubmission(f"the submission has no rows; expected {len(answers)} (one per test id)")
+    if df[task.id_column].isna().any():
+        raise InvalidSubmission(f"{int(df[task.id_column].isna().sum())} row(s) have an empty id column {task.id_column!r}")
+    ids = normalise_ids(df[task.id_column])
+    dup = ids[ids.duplicated()].unique()
+    if len(dup):
+        raise InvalidSubmission(f"duplicated id(s) in column {task.id_column!r}: {_examples(dup)}; "
+                                "write exactly one row per test id")
+    want = answers[task.id_column]
+    want_set, got_set = set(want), set(ids)
+    missing_ids = [i for i in want if i not in got_set]
+    extra_ids = [i for i in ids if i not in want_set]
+    if missing_ids or extra_ids:
+        parts = []
+        if missing_ids:
+            parts.append(f"{len(missing_ids)} test id(s) missing ({_examples(missing_ids)})")
+        if extra_ids:
+            parts.append(f"{len(extra_ids)} id(s) not in test.csv ({_examples(extra_ids)})")
+        raise InvalidSubmission(f"ids do not match test.csv: {'; '.join(parts)}; the submission has {len(df)} rows, "
+                                f"test.csv has {len(answers)}")
+    if len(df) != len(answers):  # unreachable after the id checks, kept as a guard
+        raise InvalidSubmission(f"the submission has {len(df)} rows but test.csv has {len(answers)}")
+    df = df.assign(**{task.id_column: ids}).set_index(task.id_column).loc[want]
+    kind = prediction_kind(task.type, task.metric)
+    value_cols = expected[1:]
+    y_true = answers[task.target].to_numpy()
+    if kind == "label":
+        col = df[task.target]
+        if col.isna().any():
+            raise InvalidSubmission(f"{int(col.isna().sum())} empty (NaN) label(s) in column {task.target!r}")
+        labels = _normalise_labels(col, task.classes)
+        unknown = sorted(set(labels) - {str(c) for c in task.classes})
+        if unknown:
+            raise InvalidSubmission(f"unknown label(s) in column {task.target!r}: {_examples(unknown)}; "
+                                    f"labels must be among {list(task.classes)}")
+        return y_true, labels.to_numpy()
+    block = df[value_cols]
+    numeric = block.apply(pd.to_numeric, errors="coerce")
+    bad = block.notna() & numeric.isna()
+    if bad.to_numpy().any():
+        col = bad.any(axis=0).idxmax()
+        raise InvalidSubmission(f"non-numeric value(s) in column {col!r}: "
+                                f"{_examples(block.loc[bad[col], col].unique())}; this column must hold numbers")
+    arr = numeric.to_numpy(dtype=np.float64)
+    n_nan = int(np.isnan(arr).sum())
+    if n_nan:
+        raise InvalidSubmission(f"{n_nan} empty or NaN value(s) in column(s) {value_cols}; every row needs a number")
+    n_inf = int(np.isinf(arr).sum())
+    if n_inf:
+        raise InvalidSubmission(f"{n_inf} infinite value(s) in column(s) {value_cols}; every value must be finite")
+    if kind == "proba":
+        if (arr < 0).any() or (arr > 1).any():
+            raise InvalidSubmission(f"probabilities must lie in [0, 1]; found values from {arr.min():.4g} to {arr.max():.4g}")
+        if task.type == "multiclass" and (arr.sum(axis=1) <= 0).any():
+            raise InvalidSubmission("a row of class probabilities sums to 0; each row needs a positive total")
+    y_pred = arr[:, 0] if arr.shape[1] == 1 else arr
+    return y_true, y_pred
+
+
+def score_submission(task: Task, submission: Path | str | pd.DataFrame) -> float:
+    """Raw metric value of a valid submission (no leaderboard needed). Raises ``InvalidSubmission``."""
+    y_true, y_pred = validate_submission(task, submission)
+    value = metric_score(task.metric, y_true, y_pred, task.classes)
+    if not math.isfinite(value):
+        raise InvalidSubmission(f"the metric {task.metric} is not finite ({value}) for this submission")
+    return value
+
+
+def load_boards(task: Task) -> list[np.ndarray]:
+    """The task's leaderboards, best-first float64 arrays; raises ``LeaderboardError`` if there are none."""
+    if not task.leaderboard_paths:
+        raise lb.LeaderboardError(f"task {task.id!r} has no leaderboard; build them with "
+                                  "'wmrl tasks build --leaderboards' (or add leaderboard CSVs to its folder)")
+    return [lb.read_leaderboard(p) for p in task.leaderboard_paths]
+
+
+def grade_score(task: Task, value: float, boards: list[np.ndarray] | None = None) -> Grade:
+    """Place a raw metric ``value`` on the task's leaderboards (see :class:`Grade`)."""
+    boards = load_boards(task) if boards is None else boards
+    rewards, positions = [], []
+    lower = task.lower_is_better
+    for board in boards:
+        lower = lb.infer_lower_is_better(board, task.lower_is_better)
+        rewards.append(lb.position_score(value, board, lower))
+        positions.append(lb.position(value, board, lower))
+    last = boards[-1]
+    rpg = None
+    if task.baseline_score is not None and task.gold_score is not None and task.baseline_score != task.gold_score:
+        rpg = lb.relative_performance_gap([value], [task.baseline_score], [task.gold_score])
+    return Grade(
+        score=float(value),
+        reward=float(np.mean(rewards)),
+        medal=lb.medal(value, last, lower),
+        above_median=lb.above_median(value, last, lower),
+        rpg=rpg,
+        board_rewards=tuple(float(r) for r in rewards),
+        positions=tuple(positions),
+        lower_is_better=lower,
+        metric=task.metric,
+    )
+
+
+def grade_submission(task: Task, submission: Path | pd.DataFrame) -> Grade:
+    """Validate, score and place a submission (trusted process only).
+
+    Args:
+        task: the task (its answers must exist).
+        submission: path of the submission CSV, or the submission as a DataFrame.
+
+    Returns:
+        A :class:`Grade`: raw score, reward (leaderboard percentile in [0, 1]), medal, above-median, RPG.
+
+    Raises:
+        InvalidSubmission: the submission cannot be graded (message says what is wrong).
+        LeaderboardError: a leaderboard file is unreadable (not the submission's fault).
+
+    A task without any leaderboard (only while its leaderboard is being built, or a foreign task
+    shipped without one) gets ``reward = NaN``, ``medal = None``, ``above_median = False``; the raw
+    ``score`` is still exact. Built-in tasks always carry their committed leaderboards.
+        FileNotFoundError: the task's answers are missing (not the submission's fault).
+    """
+    y_true, y_pred = validate_submission(task, submission)
+    value = metric_score(task.metric, y_true, y_pred, task.classes)
+    if not math.isfinite(value):
+        raise InvalidSubmission(f"the metric {task.metric} is not finite ({value}) for this submission")
+    if not task.leaderboard_paths:
+        # Only while a leaderboard is being built (or for a foreign task shipped without one):
+        # the raw score is known, the percentile is not.
+        return Grade(score=float(value), reward=float("nan"), medal=None, above_median=False, rpg=None,
+                     lower_is_better=task.lower_is_better, metric=task.metric, n_rows=int(len(y_true)))
+    g = grade_score(task, value)
+    return Grade(**{**g.__dict__, "n_rows": int(len(y_true))})

@@ -1,0 +1,282 @@
+"""The solution harness: turns a ``build_model()`` definition into a complete solution program.
+
+:func:`render_solution` is the one way wmrl writes a runnable program around a model: the reference
+pool behind the leaderboards uses it, and so do the ``function`` and ``grammar`` scaffolds of the
+policy. The model source only has to define::
+
+    def build_model():
+        return make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=500))
+
+returning an *unfitted* scikit-learn estimator or Pipeline (a classifier for binary and multiclass
+tasks, a regressor for regression tasks). The names in :data:`HARNESS_IMPORTS` are imported by the
+program before the model source runs, so the source can use them without imports (it may import
+more itself).
+
+What the rendered program does (working directory = the execution sandbox's working directory):
+
+1. reads ``input/train.csv`` and ``input/test.csv``; splits off the target and the id column;
+2. encodes features with a ``ColumnTransformer``: numeric columns -> median imputation;
+   other columns -> most-frequent imputation + ``OneHotEncoder(handle_unknown="infrequent_if_exist",
+   min_frequency=10, max_categories=32)``; the result is a dense float32 matrix ``[n_rows, n_features]``;
+3. classification targets are encoded as integer codes ``0..K-1`` in ``task.classes`` order;
+4. fits ``build_model()`` on the encoded training data and predicts what the task's metric needs:
+   P(positive class) for binary probability metrics, one probability column per class for multiclass
+   probability metrics, class labels for ``accuracy``/``macro_f1``, values for regression. Estimators
+   without ``predict_proba`` fall back to ``decision_function`` (sigmoid/softmax), then to one-hot labels;
+5. writes ``submission.csv`` in the format of ``input/sample_submission.csv``.
+"""
+from __future__ import annotations
+
+import textwrap
+
+from wmrl.tasks.metrics import prediction_kind, submission_columns
+from wmrl.tasks.spec import Task
+
+#: Names available to ``model_source`` without an import: name -> fully qualified object.
+#: ``np`` and ``pd`` are the modules numpy and pandas; the rest are scikit-learn classes/functions.
+HARNESS_IMPORTS: dict[str, str] = {
+    "np": "numpy",
+    "pd": "pandas",
+    # pipelines and composition
+    "Pipeline": "sklearn.pipeline.Pipeline",
+    "make_pipeline": "sklearn.pipeline.make_pipeline",
+    "TransformedTargetRegressor": "sklearn.compose.TransformedTargetRegressor",
+    # linear models
+    "LogisticRegression": "sklearn.linear_model.LogisticRegression",
+    "RidgeClassifier": "sklearn.linear_model.RidgeClassifier",
+    "SGDClassifier": "sklearn.linear_model.SGDClassifier",
+    "LinearRegression": "sklearn.linear_model.LinearRegression",
+    "Ridge": "sklearn.linear_model.Ridge",
+    "Lasso": "sklearn.linear_model.Lasso",
+    "ElasticNet": "sklearn.linear_model.ElasticNet",
+    "HuberRegressor": "sklearn.linear_model.HuberRegressor",
+    "SGDRegressor": "sklearn.linear_model.SGDRegressor",
+    # trees and ensembles
+    "DecisionTreeClassifier": "sklearn.tree.DecisionTreeClassifier",
+    "DecisionTreeRegressor": "sklearn.tree.DecisionTreeRegressor",
+    "RandomForestClassifier": "sklearn.ensemble.RandomForestClassifier",
+    "RandomForestRegressor": "sklearn.ensemble.RandomForestRegressor",
+    "ExtraTreesClassifier": "sklearn.ensemble.ExtraTreesClassifier",
+    "ExtraTreesRegressor": "sklearn.ensemble.ExtraTreesRegressor",
+    "GradientBoostingClassifier": "sklearn.ensemble.GradientBoostingClassifier",
+    "GradientBoostingRegressor": "sklearn.ensemble.GradientBoostingRegressor",
+    "HistGradientBoostingClassifier": "sklearn.ensemble.HistGradientBoostingClassifier",
+    "HistGradientBoostingRegressor": "sklearn.ensemble.HistGradientBoostingRegressor",
+    "AdaBoostClassifier": "sklearn.ensemble.AdaBoostClassifier",
+    "AdaBoostRegressor": "sklearn.ensemble.AdaBoostRegressor",
+    "BaggingClassifier": "sklearn.ensemble.BaggingClassifier",
+    "BaggingRegressor": "sklearn.ensemble.BaggingRegressor",
+    "VotingClassifier": "sklearn.ensemble.VotingClassifier",
+    "VotingRegressor": "sklearn.ensemble.VotingRegressor",
+    # neighbours, naive Bayes, SVMs, neural nets, baselines
+    "KNeighborsClassifier": "sklearn.neighbors.KNeighborsClassifier",
+    "KNeighborsRegressor": "sklearn.neighbors.KNeighborsRegressor",
+    "GaussianNB": "sklearn.naive_bayes.GaussianNB",
+    "BernoulliNB": "sklearn.naive_bayes.BernoulliNB",
+    "SVC": "sklearn.svm.SVC",
+    "SVR": "sklearn.svm.SVR",
+    "LinearSVC": "sklearn.svm.LinearSVC",
+    "LinearSVR": "sklearn.svm.LinearSVR",
+    "MLPClassifier": "sklearn.neural_network.MLPClassifier",
+    "MLPRegressor": "sklearn.neural_network.MLPRegressor",
+    "DummyClassifier": "sklearn.dummy.DummyClassifier",
+    "DummyRegressor": "sklearn.dummy.DummyRegressor",
+    # preprocessing and feature selection
+    "StandardScaler": "sklearn.preprocessing.StandardScaler",
+    "MinMaxScaler": "sklearn.preprocessing.MinMaxScaler",
+    "RobustScaler": "sklearn.preprocessing.RobustScaler",
+    "QuantileTransformer": "sklearn.preprocessing.QuantileTransformer",
+    "PolynomialFeatures": "sklearn.preprocessing.PolynomialFeatures",
+    "SplineTransformer": "sklearn.preprocessing.SplineTransformer",
+    "KBinsDiscretizer": "sklearn.preprocessing.KBinsDiscretizer",
+    "PCA": "sklearn.decomposition.PCA",
+    "TruncatedSVD": "sklearn.decomposition.TruncatedSVD",
+    "SelectKBest": "sklearn.feature_selection.SelectKBest",
+    "VarianceThreshold": "sklearn.feature_selection.VarianceThreshold",
+    "f_classif": "sklearn.feature_selection.f_classif",
+    "f_regression": "sklearn.feature_selection.f_regression",
+}
+
+#: Estimator names of :data:`HARNESS_IMPORTS` suited to each task type (for prompts and grammars).
+CLASSIFIERS: tuple[str, ...] = tuple(
+    n for n in HARNESS_IMPORTS if n.endswith(("Classifier", "NB", "SVC")) or n == "LogisticRegression"
+)
+REGRESSORS: tuple[str, ...] = tuple(
+    n for n in HARNESS_IMPORTS
+    if n.endswith(("Regressor", "Regression", "SVR")) and n != "LogisticRegression"
+    or n in ("Ridge", "Lasso", "ElasticNet")
+)
+TRANSFORMERS: tuple[str, ...] = (
+    "StandardScaler", "MinMaxScaler", "RobustScaler", "QuantileTransformer", "PolynomialFeatures",
+    "SplineTransformer", "KBinsDiscretizer", "PCA", "TruncatedSVD", "SelectKBest", "VarianceThreshold",
+)
+
+
+def import_block() -> str:
+    """The Python import statements that make :data:`HARNESS_IMPORTS` available (one per line)."""
+    lines = []
+    for name, path in HARNESS_IMPORTS.items():
+        if "." not in path:
+            lines.append(f"import {path} as {name}" if name != path else f"import {path}")
+        else:
+            module, obj = path.rsplit(".", 1)
+            lines.append(f"from {module} import {obj}" if obj == name else f"from {module} import {obj} as {name}")
+    return "\n".join(lines)
+
+
+_TEMPLATE = '''\
+# Solution program rendered by wmrl.tasks.harness for task {task_id!r}.
+# Reads input/train.csv and input/test.csv, writes submission.csv.
+import warnings
+warnings.filterwarnings("ignore")
+{imports}
+from sklearn.compose import ColumnTransformer as _ColumnTransformer
+from sklearn.impute import SimpleImputer as _SimpleImputer
+from sklearn.preprocessing import OneHotEncoder as _OneHotEncoder
+from sklearn.pipeline import make_pipeline as _make_pipeline
+
+TASK_TYPE = {task_type!r}
+PREDICTION = {kind!r}
+TARGET = {target!r}
+ID_COLUMN = {id_column!r}
+CLASSES = {classes!r}
+SUBMISSION_COLUMNS = {columns!r}
+
+# ---- model source (defines build_model) -------------------------------------------------
+{model_source}
+# ---- end of model source ----------------------------------------------------------------
+
+
+def _encode_features(train, test):
+    X = train.drop(columns=[TARGET, ID_COLUMN])
+    X_test = test.drop(columns=[ID_COLUMN])[list(X.columns)]
+    numeric = [c for c in X.columns if pd.api.types.is_numeric_dtype(X[c]) and not pd.api.types.is_bool_dtype(X[c])]
+    categorical = [c for c in X.columns if c not in numeric]
+    for frame in (X, X_test):
+        for c in categorical:
+            frame[c] = frame[c].astype("object").where(frame[c].notna(), "__missing__").astype(str)
+    parts = []
+    if numeric:
+        parts.append(("num", _SimpleImputer(strategy="median", keep_empty_features=True), numeric))
+    if categorical:
+        parts.append(("cat", _OneHotEncoder(handle_unknown="infrequent_if_exist", min_frequency=10,
+                                            max_categories=32, sparse_output=False), categorical))
+    encoder = _ColumnTransformer(parts, remainder="drop", sparse_threshold=0.0)
+    Xe = np.asarray(encoder.fit_transform(X), dtype=np.float32)
+    Xte = np.asarray(encoder.transform(X_test), dtype=np.float32)
+    return Xe, Xte
+
+
+def _softmax(z):
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _class_probabilities(model, X, n_classes):
+    """[n_rows, n_classes] probabilities in CLASSES order, whatever the estimator offers."""
+    fitted = np.asarray(getattr(model, "classes_", np.arange(n_classes)))
+    out = np.zeros((X.shape[0], n_classes), dtype=np.float64)
+    if hasattr(model, "predict_proba"):
+        try:
+            p = np.asarray(model.predict_proba(X), dtype=np.float64)
+            for j, c in enumerate(fitted):
+                out[:, int(c)] = p[:, j]
+            return out
+        except (AttributeError, NotImplementedError):
+            pass
+    if hasattr(model, "decision_function"):
+        d = np.asarray(model.decision_function(X), dtype=np.float64)
+        if d.ndim == 1:
+            p1 = 1.0 / (1.0 + np.exp(-np.clip(d, -50, 50)))
+            out[:, int(fitted[0])] = 1.0 - p1
+            out[:, int(fitted[-1])] = p1
+            return out
+        p = _softmax(d)
+        for j, c in enumerate(fitted):
+            out[:, int(c)] = p[:, j]
+        return out
+    labels = np.asarray(model.predict(X)).astype(int)
+    out[np.arange(len(labels)), labels] = 1.0
+    return out
+
+
+def main():
+    train = pd.read_csv("input/train.csv")
+    test = pd.read_csv("input/test.csv")
+    train = train[train[TARGET].notna()].reset_index(drop=True)
+    X, X_test = _encode_features(train, test)
+    model = build_model()
+    if TASK_TYPE == "regression":
+        y = train[TARGET].astype(np.float64).to_numpy()
+        model.fit(X, y)
+        pred = np.asarray(model.predict(X_test), dtype=np.float64).reshape(-1)
+        pred = np.nan_to_num(pred, nan=float(np.mean(y)), posinf=float(np.max(y)), neginf=float(np.min(y)))
+        sub = pd.DataFrame({{ID_COLUMN: test[ID_COLUMN], TARGET: pred}})
+    else:
+        index = {{c: i for i, c in enumerate(CLASSES)}}
+        y = train[TARGET].astype(str).map(index)
+        if y.isna().any():
+            raise ValueError("training labels outside the task's classes: "
+                             + repr(sorted(set(train[TARGET].astype(str)) - set(CLASSES))[:5]))
+        y = y.astype(int).to_numpy()
+        model.fit(X, y)
+        if PREDICTION == "label":
+            codes = np.asarray(model.predict(X_test)).astype(int)
+            sub = pd.DataFrame({{ID_COLUMN: test[ID_COLUMN], TARGET: [CLASSES[c] for c in codes]}})
+        else:
+            p = _class_probabilities(model, X_test, len(CLASSES))
+            p = np.nan_to_num(p, nan=1.0 / len(CLASSES))
+            p = np.clip(p, 0.0, 1.0)
+            s = p.sum(axis=1, keepdims=True)
+            p = np.where(s > 0, p / np.where(s > 0, s, 1.0), 1.0 / len(CLASSES))
+            if TASK_TYPE == "binary":
+                sub = pd.DataFrame({{ID_COLUMN: test[ID_COLUMN], TARGET: p[:, 1]}})
+            else:
+                sub = pd.DataFrame(p, columns=list(CLASSES))
+                sub.insert(0, ID_COLUMN, test[ID_COLUMN].to_numpy())
+    sub = sub[SUBMISSION_COLUMNS]
+    sub.to_csv("submission.csv", index=False)
+    print("wrote submission.csv:", sub.shape[0], "rows")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def render_solution(task: Task, model_source: str) -> str:
+    """A complete standalone Python program solving ``task`` with the model of ``model_source``.
+
+    Args:
+        task: the task (its type, metric, target, id column and classes fix the program's I/O).
+        model_source: Python source defining ``def build_model():`` that returns an unfitted
+            scikit-learn estimator or Pipeline. It may use the names of :data:`HARNESS_IMPORTS`
+            without importing them. It is inserted verbatim (dedented); broken source is not
+            rejected here: the program then fails when run, which is the policy's doing.
+
+    Returns:
+        The program text (UTF-8 Python source). It reads ``input/train.csv`` and ``input/test.csv``
+        relative to the working directory and writes ``submission.csv`` there, with the columns of
+        :func:`wmrl.tasks.metrics.submission_columns`.
+
+    Raises:
+        ValueError: the task's metric does not apply to its type (a broken task, not a broken model).
+    """
+    kind = prediction_kind(task.type, task.metric)
+    columns = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes)
+    classes = [str(c) for c in task.classes]
+    if task.type != "regression" and len(classes) < 2:
+        raise ValueError(f"task {task.id!r} is {task.type} but lists {len(classes)} classes; "
+                         "its task.yaml needs a 'classes' list")
+    return _TEMPLATE.format(
+        task_id=task.id,
+        imports=import_block(),
+        task_type=task.type,
+        kind=kind,
+        target=task.target,
+        id_column=task.id_column,
+        classes=classes,
+        columns=columns,
+        model_source=textwrap.dedent(model_source).strip("\n"),
+    )

@@ -1,0 +1,766 @@
+"""``wmrl bench``: WMRL side by side with real-execution GRPO and the ablations (issue 7).
+
+A bench runs a *method matrix* on the same train tasks, seeds and step budget::
+
+    grpo             every group executed (the baseline)
+    wm               pure world model: no anchors, no correction
+    wmrl             anchors + isotonic debiasing + inverse-variance fusion
+    wmrl-no-debias   wmrl without debiasing
+    wmrl-no-denoise  wmrl without inverse-variance fusion (all samples weighted equally)
+    wmrl-ppi         wmrl with the PPI++ rectified estimator (``wmrl.fusion: ppi``)
+
+Each (method, seed) is a normal run directory ``OUT/<method>/seed<k>`` written by
+:func:`wmrl.training.trainer.run_training`; the final policy is evaluated with real execution on the
+held-out tasks by the trainer's end-of-run evaluation (``eval.at_end``). The bench is resumable: a run
+with ``summary.json`` is skipped, a run with a complete checkpoint is resumed, anything else restarts.
+
+A *preset* is a YAML file in ``configs/bench/`` (or any path)::
+
+    preset: cpu-small
+    description: one paragraph shown in the output
+    backbone_note: how the policy is built (e.g. a small backbone trained from scratch + grammar scaffold)
+    seeds: 4                 # number of seeds (0 .. seeds-1)
+    methods: [grpo, wm, wmrl, wmrl-no-debias, wmrl-no-denoise, wmrl-ppi]
+    expected_hours: 2.0      # rough wall time on the machine it was sized for
+    config: {...}            # a wmrl.training.config.TrainConfig, validated by its loader
+
+Outputs in ``OUT``: ``bench.json`` (plan, command, machine), ``results.csv`` (one row per run),
+``table.csv``, ``bench.md`` and ``bench.html`` (the table, the reward-against-compute plot, the command,
+the machine, notes on overlapping standard errors) and ``reward_vs_compute.png``.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from wmrl.training.config import (
+    ConfigError,
+    TrainConfig,
+    apply_overrides,
+    config_from_dict,
+    config_to_dict,
+    save_config,
+)
+
+#: The method matrix: bench method name -> config overrides (``--set`` syntax).
+METHODS: dict[str, list[str]] = {
+    "grpo": ["method=grpo"],
+    "wm": ["method=wm"],
+    "wmrl": ["method=wmrl"],
+    "wmrl-no-debias": ["method=wmrl", "wmrl.debias=false"],
+    "wmrl-no-denoise": ["method=wmrl", "wmrl.denoise=false"],
+    "wmrl-ppi": ["method=wmrl", "wmrl.fusion=ppi"],
+}
+REFERENCE = "grpo"
+
+#: What each method is, for the output's legend.
+METHOD_HELP: dict[str, str] = {
+    "grpo": "GRPO with every group executed for real (the baseline)",
+    "wm": "pure world model: every reward predicted, no anchors, no correction",
+    "wmrl": "WMRL: anchor executions + isotonic debiasing + inverse-variance fusion",
+    "wmrl-no-debias": "WMRL without the isotonic debiasing (raw world-model rewards)",
+    "wmrl-no-denoise": "WMRL without inverse-variance fusion (every sample weighted equally)",
+    "wmrl-ppi": "WMRL with the PPI++ rectified estimator instead of inverse-variance fusion",
+}
+
+
+class BenchError(ValueError):
+    """A preset or bench folder is not usable; the message says what is wrong and how to fix it."""
+
+
+def preset_dir() -> Path:
+    """The folder of the shipped presets: ``<repo>/configs/bench``."""
+    return Path(__file__).resolve().parents[2] / "configs" / "bench"
+
+
+def list_presets() -> list[str]:
+    """Names of the shipped presets (YAML files in :func:`preset_dir`), sorted."""
+    d = preset_dir()
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+@dataclass
+class Preset:
+    """A bench preset (see the module docstring); ``config`` is the raw base config dict."""
+
+    name: str
+    description: str
+    backbone_note: str
+    seeds: int
+    methods: list[str]
+    config: dict[str, Any]
+    expected_hours: float | None = None
+    path: Path | None = None
+
+
+def load_preset(name_or_path: str | Path) -> Preset:
+    """Load a preset by name (``configs/bench/NAME.yaml``) or path, and validate it.
+
+    Every method's config is built once with the trainer's loader, so a bad key fails here, before
+    anything runs.
+
+    Raises:
+        BenchError: unknown preset name, missing keys, unknown methods, or an invalid config
+            (the trainer's :class:`ConfigError` message is included).
+    """
+    p = Path(name_or_path)
+    if not p.suffix and not p.exists():
+        p = preset_dir() / f"{name_or_path}.yaml"
+    if not p.is_file():
+        raise BenchError(
+            f"unknown bench preset {str(name_or_path)!r}: choose one of {', '.join(list_presets()) or '(none)'} "
+            f"or pass a YAML file path"
+        )
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise BenchError(f"{p}: not valid YAML: {exc}") from exc
+    allowed = {"preset", "description", "backbone_note", "seeds", "methods", "config", "expected_hours"}
+    unknown = set(data) - allowed
+    if unknown:
+        raise BenchError(f"{p}: unknown preset keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    if not isinstance(data.get("config"), dict):
+        raise BenchError(f"{p}: needs a 'config:' mapping (a wmrl train config)")
+    methods = list(data.get("methods") or METHODS)
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise BenchError(f"{p}: unknown methods {bad}; known: {', '.join(METHODS)}")
+    seeds = int(data.get("seeds", 1))
+    if seeds < 1:
+        raise BenchError(f"{p}: seeds must be >= 1, got {seeds}")
+    preset = Preset(
+        name=str(data.get("preset") or p.stem),
+        description=str(data.get("description") or "").strip(),
+        backbone_note=str(data.get("backbone_note") or "").strip(),
+        seeds=seeds,
+        methods=methods,
+        config=data["config"],
+        expected_hours=data.get("expected_hours"),
+        path=p,
+    )
+    for m in methods:
+        try:
+            method_config(preset, m, seed=0, run_dir=Path("/nonexistent"))
+        except ConfigError as exc:
+            raise BenchError(f"{p}: config for method {m!r} is invalid: {exc}") from exc
+    return preset
+
+
+def method_config(
+    preset: Preset, method: str, seed: int, run_dir: Path, overrides: Sequence[str] = ()
+) -> TrainConfig:
+    """The train config of one bench run: the preset's config + the method's overrides + seed,
+    run directory and name, then the user's ``overrides`` (applied last, to every method).
+
+    Raises:
+        ConfigError: an override names an unknown key or a bad value.
+        KeyError: ``method`` is not in :data:`METHODS`.
+    """
+    data = json.loads(json.dumps(preset.config))  # deep copy of plain YAML data
+    apply_overrides(data, list(METHODS[method]))
+    data["seed"] = seed
+    data["run_dir"] = str(run_dir)
+    data["name"] = f"{method}-seed{seed}"
+    data["progress"] = False
+    apply_overrides(data, list(overrides))
+    return config_from_dict(data)
+
+
+@dataclass
+class PlannedRun:
+    """One cell of the method matrix."""
+
+    method: str
+    seed: int
+    run_dir: Path
+    config: TrainConfig
+
+
+def plan(
+    preset: Preset,
+    out: Path,
+    seeds: int | None = None,
+    steps: int | None = None,
+    methods: Sequence[str] | None = None,
+    overrides: Sequence[str] = (),
+) -> list[PlannedRun]:
+    """The runs of a bench, seed-major (all methods of seed 0, then seed 1, ...) so that an
+    interrupted bench has complete seeds to compare.
+
+    Args:
+        seeds: number of seeds (``0..seeds-1``); default the preset's.
+        steps: training steps of every run (``optim.steps``); default the preset's.
+        methods: subset of the preset's methods; default all of them. ``grpo`` should be among
+            them for the relative columns.
+
+    Raises:
+        BenchError: unknown method, or ``seeds``/``steps`` below 1.
+    """
+    n_seeds = preset.seeds if seeds is None else int(seeds)
+    if n_seeds < 1:
+        raise BenchError(f"--seeds must be >= 1, got {n_seeds}")
+    ms = list(methods) if methods else list(preset.methods)
+    bad = [m for m in ms if m not in METHODS]
+    if bad:
+        raise BenchError(f"unknown methods {bad}; known: {', '.join(METHODS)}")
+    ov = list(overrides)
+    if steps is not None:
+        if int(steps) < 1:
+            raise BenchError(f"--steps must be >= 1, got {steps}")
+        ov.append(f"optim.steps={int(steps)}")
+    runs = []
+    for s in range(n_seeds):
+        for m in ms:
+            rd = Path(out) / m / f"seed{s}"
+            runs.append(PlannedRun(m, s, rd, method_config(preset, m, s, rd, ov)))
+    return runs
+
+
+def run_state(run_dir: Path) -> str:
+    """``"finished"`` (summary.json), ``"resumable"`` (a complete checkpoint named by
+    ``checkpoints/latest``), ``"partial"`` (the folder exists without either) or ``"new"``."""
+    rd = Path(run_dir)
+    if (rd / "summary.json").is_file():
+        return "finished"
+    latest = rd / "checkpoints" / "latest"
+    if latest.is_file():
+        name = latest.read_text(encoding="utf-8").strip()
+        if name and (rd / "checkpoints" / name).is_dir():
+            return "resumable"
+    return "partial" if rd.exists() else "new"
+
+
+_IGNORED_KEYS = {"run_dir", "progress", "name"}
+
+
+def _config_mismatch(saved: dict[str, Any], planned: dict[str, Any], prefix: str = "") -> list[str]:
+    diffs = []
+    for k in sorted(set(saved) | set(planned)):
+        if not prefix and k in _IGNORED_KEYS:
+            continue
+        a, b = saved.get(k), planned.get(k)
+        key = f"{prefix}{k}"
+        if isinstance(a, dict) and isinstance(b, dict):
+            diffs += _config_mismatch(a, b, key + ".")
+        elif a != b:
+            diffs.append(f"{key}: {a!r} on disk, {b!r} planned")
+    return diffs
+
+
+def check_existing(run: PlannedRun) -> None:
+    """Refuse to mix runs of different settings in one bench folder.
+
+    Raises:
+        BenchError: ``run.run_dir/config.yaml`` exists and differs from the planned config (lists
+            the differing keys and says to use another ``--out`` or the same options as before).
+    """
+    cfg_path = run.run_dir / "config.yaml"
+    if not cfg_path.is_file():
+        return
+    saved = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
+    diffs = _config_mismatch(saved, config_to_dict(run.config))
+    if diffs:
+        raise BenchError(
+            f"{run.run_dir} was trained with other settings ({'; '.join(diffs[:5])}"
+            f"{'; ...' if len(diffs) > 5 else ''}); rerun with the same preset and options, or pass another --out"
+        )
+
+
+TrainFn = Callable[..., Any]
+
+
+def _default_train_fn(config: TrainConfig, resume: bool) -> Any:
+    from wmrl.training import trainer  # noqa: PLC0415 - heavy (torch)
+
+    if resume:
+        return trainer.run_training(config, resume=True)
+    return trainer.run_training(config)
+
+
+def run_bench(
+    preset: Preset,
+    out: str | Path,
+    seeds: int | None = None,
+    steps: int | None = None,
+    methods: Sequence[str] | None = None,
+    overrides: Sequence[str] = (),
+    command: str = "",
+    train_fn: TrainFn | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Path]:
+    """Run (or resume) the whole bench, then write the table and plot. Returns the output paths.
+
+    ``train_fn(config, resume: bool)`` trains one run; default :func:`wmrl.training.trainer.run_training`.
+    A run that raises is logged, left as it is (resumable if it checkpointed) and the bench goes on
+    with the next one; the table is written from the runs that finished and says which are missing.
+
+    Raises:
+        BenchError: a run folder holds a run with other settings (see :func:`check_existing`).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = plan(preset, out, seeds, steps, methods, overrides)
+    for r in runs:
+        check_existing(r)
+    meta = _bench_meta(preset, runs, command, out)
+    (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    train = train_fn or _default_train_fn
+    failures: list[str] = []
+    t0 = time.time()
+    for i, r in enumerate(runs, 1):
+        state = run_state(r.run_dir)
+        tag = f"[{i}/{len(runs)}] {r.method} seed {r.seed}"
+        if state == "finished":
+            log(f"{tag}: finished earlier, skipped")
+            continue
+        if state == "partial":
+            # Started but never checkpointed: nothing to resume; start again from scratch.
+            shutil.rmtree(r.run_dir)
+        resume = state == "resumable"
+        log(f"{tag}: {'resuming' if resume else 'training'} -> {r.run_dir} ({time.time() - t0:.0f} s into the bench)")
+        r.run_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            train(r.config, resume)
+        except KeyboardInterrupt:
+            log(f"{tag}: interrupted; rerun the same command to resume")
+            raise
+        except Exception as exc:  # noqa: BLE001 - one broken run must not lose the others
+            failures.append(f"{r.method} seed {r.seed}: {type(exc).__name__}: {exc}")
+            log(f"{tag}: FAILED: {type(exc).__name__}: {exc}")
+    meta["finished_at"] = _now()
+    meta["failures"] = failures
+    (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    return write_outputs(out)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path) -> dict[str, Any]:
+    from wmrl.report.machine import machine_info  # noqa: PLC0415
+
+    old = {}
+    if (out / "bench.json").is_file():
+        try:
+            old = json.loads((out / "bench.json").read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            old = {}
+    cfg0 = runs[0].config
+    return {
+        "preset": preset.name,
+        "preset_path": str(preset.path) if preset.path else None,
+        "description": preset.description,
+        "backbone_note": preset.backbone_note,
+        "methods": list(dict.fromkeys(r.method for r in runs)),
+        "seeds": sorted({r.seed for r in runs}),
+        "steps": cfg0.optim.steps,
+        "model": cfg0.model.name,
+        "scaffold": cfg0.scaffold.name,
+        "train_tasks": cfg0.tasks.train,
+        "heldout_tasks": cfg0.tasks.heldout,
+        "rollout": {"tasks_per_step": cfg0.rollout.tasks_per_step, "group_size": cfg0.rollout.group_size},
+        "anchor_fraction": cfg0.wmrl.anchor_fraction,
+        "command": command,
+        "commands": list(dict.fromkeys((old.get("commands") or []) + ([command] if command else []))),
+        "machine": machine_info(),
+        "started_at": old.get("started_at") or _now(),
+        "runs": [{"method": r.method, "seed": r.seed, "run_dir": str(r.run_dir)} for r in runs],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# collecting results
+
+
+def collect(out: str | Path) -> pd.DataFrame:
+    """One row per finished run of the bench in ``out`` (``OUT/<method>/seed<k>/summary.json``).
+
+    Columns (units): ``method``, ``seed``, ``heldout_percentile`` and ``heldout_valid_rate``
+    (final held-out evaluation, [0, 1]), ``train_executions`` (anchor + warm-up executions),
+    ``train_sandbox_cpu_s`` (CPU-seconds of those executions), ``train_compute_cpu_s`` (trainer CPU +
+    training sandbox CPU), ``eval_compute_cpu_s``, ``total_cpu_s`` (train + eval compute),
+    ``wall_s`` (the run's wall seconds, evaluation included), ``steps``, ``anchor_fraction``.
+    Unfinished runs are left out (they appear in :func:`missing_runs`).
+    """
+    from wmrl.report.runs import load_run, train_executions  # noqa: PLC0415
+
+    rows = []
+    for rd in sorted(Path(out).glob("*/seed*")):
+        if not (rd / "summary.json").is_file() or rd.parent.name not in METHODS:
+            continue
+        run = load_run(rd)
+        tot = run.totals()
+        ev = run.final_eval("heldout") or {}
+        ex = (run.ledger or {}).get("executions") or {}
+        sbx = sum(float((ex.get(k) or {}).get("sandbox_cpu_s") or 0.0) for k in ("anchor", "warmup"))
+        train_c = tot.get("train_compute_cpu_s")
+        eval_c = tot.get("eval_compute_cpu_s")
+        rows.append({
+            "method": rd.parent.name,
+            "seed": int(rd.name.removeprefix("seed")),
+            "heldout_percentile": ev.get("mean_percentile"),
+            "heldout_valid_rate": ev.get("valid_rate"),
+            "heldout_samples": ev.get("n_samples"),
+            "train_executions": train_executions(run),
+            "train_sandbox_cpu_s": sbx,
+            "train_compute_cpu_s": train_c,
+            "eval_compute_cpu_s": eval_c,
+            "total_cpu_s": (train_c or 0.0) + (eval_c or 0.0) if train_c is not None else None,
+            "wall_s": tot.get("wall_s"),
+            "steps": int(run.metrics["step"].max()) if not run.metrics.empty else 0,
+            "anchor_fraction": ((run.ledger or {}).get("groups") or {}).get("anchor_fraction"),
+        })
+    cols = ["method", "seed", "heldout_percentile", "heldout_valid_rate", "heldout_samples", "train_executions",
+            "train_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s", "total_cpu_s", "wall_s",
+            "steps", "anchor_fraction"]
+    df = pd.DataFrame(rows, columns=cols)
+    order = {m: i for i, m in enumerate(METHODS)}
+    if not df.empty:
+        df = df.sort_values(["method", "seed"], key=lambda s: s.map(order) if s.name == "method" else s)
+    return df.reset_index(drop=True)
+
+
+def missing_runs(out: str | Path) -> list[str]:
+    """``"<method> seed <k>"`` for every planned run of ``out/bench.json`` without ``summary.json``."""
+    meta_path = Path(out) / "bench.json"
+    if not meta_path.is_file():
+        return []
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    return [f"{r['method']} seed {r['seed']}" for r in meta.get("runs", [])
+            if not (Path(r["run_dir"]) / "summary.json").is_file()]
+
+
+@dataclass
+class MethodRow:
+    """Aggregated numbers of one method over seeds (see :func:`bench_table`)."""
+
+    method: str
+    n: int
+    percentile: Any
+    paired: Any | None
+    valid_rate: Any
+    executions: float
+    sandbox_cpu_h: float
+    train_cpu_h: float
+    total_cpu_h: float
+    wall_h: float
+    compute_ratio: float | None
+    notes: list[str] = field(default_factory=list)
+
+
+def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodRow]:
+    """Per-method aggregates over seeds of :func:`collect`'s rows.
+
+    ``percentile``: mean ± SE (over seeds) of the final held-out mean leaderboard percentile.
+    ``paired``: mean ± SE over seeds of (method - reference) on the seeds both finished.
+    ``compute_ratio``: mean training compute of the method / that of the reference (CPU-seconds of
+    trainer + training sandbox; < 1 means cheaper). Resource columns are means per seed (hours).
+    """
+    from wmrl.report.stats import mean_se, paired_difference  # noqa: PLC0415
+
+    if results.empty:
+        return []
+    ref = results[results["method"] == reference]
+    ref_pct = dict(zip(ref["seed"], ref["heldout_percentile"]))
+    ref_compute = float(pd.to_numeric(ref["train_compute_cpu_s"], errors="coerce").mean()) if not ref.empty else math.nan
+    rows = []
+    for method, g in results.groupby("method", sort=False):
+        pct = mean_se(list(g["heldout_percentile"]))
+        paired = None
+        if method != reference and ref_pct:
+            paired = paired_difference(dict(zip(g["seed"], g["heldout_percentile"])), ref_pct)
+
+        def mean(col: str, scale: float = 1.0) -> float:
+            v = pd.to_numeric(g[col], errors="coerce")
+            return float(v.mean()) / scale if v.notna().any() else math.nan
+
+        tc = mean("train_compute_cpu_s")
+        ratio = tc / ref_compute if ref_compute and math.isfinite(ref_compute) and ref_compute > 0 else None
+        rows.append(MethodRow(
+            method=str(method), n=len(g), percentile=pct, paired=paired,
+            valid_rate=mean_se(list(g["heldout_valid_rate"])),
+            executions=mean("train_executions"), sandbox_cpu_h=mean("train_sandbox_cpu_s", 3600.0),
+            train_cpu_h=tc / 3600.0, total_cpu_h=mean("total_cpu_s", 3600.0), wall_h=mean("wall_s", 3600.0),
+            compute_ratio=ratio,
+        ))
+    return rows
+
+
+def bench_table(rows: Sequence[MethodRow], reference: str = REFERENCE) -> pd.DataFrame:
+    """The bench table (strings, ready for Markdown/HTML), one row per method.
+
+    Columns: ``method``, ``seeds``, ``held-out percentile`` (mean ± SE), ``Δ vs grpo (paired)``
+    (mean ± SE), ``valid rate``, ``real executions`` (training, per seed), ``sandbox CPU-h``
+    (training executions, per seed), ``train compute CPU-h`` (trainer + sandbox), ``total CPU-h``
+    (training + evaluation), ``wall h``, ``compute vs grpo`` (ratio of training compute).
+    """
+    out = []
+    for r in rows:
+        ratio = "" if r.compute_ratio is None else (
+            f"{r.compute_ratio:.2f}x" + (f" ({1 / r.compute_ratio:.1f}x less)" if 0 < r.compute_ratio < 1 else ""))
+        out.append({
+            "method": r.method,
+            "seeds": r.n,
+            "held-out percentile": r.percentile.fmt(3),
+            f"Δ vs {reference} (paired)": "—" if r.method == reference else (r.paired.fmt(3) if r.paired else "n/a"),
+            "valid rate": r.valid_rate.fmt(2),
+            "real executions": _num(r.executions, 0),
+            "sandbox CPU-h": _num(r.sandbox_cpu_h, 3),
+            "train compute CPU-h": _num(r.train_cpu_h, 3),
+            "total CPU-h": _num(r.total_cpu_h, 3),
+            "wall h": _num(r.wall_h, 3),
+            f"compute vs {reference}": ratio if r.method != reference else "1.00x",
+        })
+    return pd.DataFrame(out)
+
+
+def _num(x: float, digits: int) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def overlap_notes(rows: Sequence[MethodRow], reference: str = REFERENCE,
+                  methods: Sequence[str] | None = None) -> list[str]:
+    """Plain-language notes comparing each method's held-out percentile with the reference's.
+
+    Says whether the ``mean ± SE`` intervals overlap (then the bench does not separate the two
+    methods at this number of seeds) and whether the paired difference is more than two paired
+    SEs from zero.
+    """
+    from wmrl.report.stats import intervals_overlap  # noqa: PLC0415
+
+    ref = next((r for r in rows if r.method == reference), None)
+    if ref is None:
+        return [f"No finished {reference} run: the relative columns are empty."]
+    notes = []
+    for r in rows:
+        if r.method == reference or (methods is not None and r.method not in methods):
+            continue
+        ov = intervals_overlap(r.percentile, ref.percentile)
+        s = (f"{r.method} vs {reference}: held-out percentile {r.percentile.fmt(3)} vs {ref.percentile.fmt(3)}; "
+             + ("standard errors OVERLAP, so this bench does not separate them" if ov
+                else "standard errors do not overlap"))
+        if r.paired is not None and r.paired.n >= 2 and math.isfinite(r.paired.se):
+            z = r.paired.mean / r.paired.se if r.paired.se > 0 else math.inf * np.sign(r.paired.mean)
+            s += (f"; paired difference {r.paired.fmt(3)} over {r.paired.n} seeds "
+                  + ("is more than 2 SE from zero" if abs(z) > 2 else "is within 2 SE of zero"))
+        elif r.paired is not None:
+            s += f"; paired difference {r.paired.fmt(3)} from {r.paired.n} seed(s), SE undefined"
+        notes.append(s + ".")
+    return notes
+
+
+# ---------------------------------------------------------------------------------------------
+# curves and outputs
+
+
+def _step0_compute(m: pd.DataFrame) -> float:
+    """Compute (CPU-s) spent before step 1: setup, warm-up and world-model fit.
+
+    ``cum_compute_cpu_s`` at step 1 minus that step's own trainer CPU and sandbox CPU.
+    """
+    first = m.iloc[0]
+    c = float(first.get("cum_compute_cpu_s") or 0.0)
+    c -= float(first.get("step_cpu_s") or 0.0) + float(first.get("exec_sandbox_cpu_s") or 0.0)
+    return max(c, 0.0)
+
+
+def curves(out: str | Path) -> tuple[dict[str, list], dict[str, list]]:
+    """Reward-against-compute curves of every finished run, grouped by method.
+
+    Returns ``(train, heldout)``: ``{method: [(compute_cpu_h [S], reward [S]) per seed]}``. ``train``:
+    the true reward of each step's executed trajectories (none for ``wm``) against cumulative
+    training compute. ``heldout``: each held-out evaluation's mean percentile against the training
+    compute spent up to the evaluated step (step 0 = compute before the first step).
+    """
+    from wmrl.report.runs import load_run  # noqa: PLC0415
+
+    train: dict[str, list] = {}
+    held: dict[str, list] = {}
+    for rd in sorted(Path(out).glob("*/seed*")):
+        if not (rd / "summary.json").is_file() or rd.parent.name not in METHODS:
+            continue
+        run = load_run(rd)
+        m = run.metrics
+        if m.empty or "cum_compute_cpu_s" not in m:
+            continue
+        x = pd.to_numeric(m["cum_compute_cpu_s"], errors="coerce").to_numpy(float) / 3600.0
+        y = pd.to_numeric(m.get("reward_true_mean"), errors="coerce").to_numpy(float) if "reward_true_mean" in m else np.full_like(x, np.nan)
+        train.setdefault(rd.parent.name, []).append((x, y))
+        ev = run.evals
+        if not ev.empty and "split" in ev:
+            ev = ev[ev["split"] == "heldout"]
+            step_to_c = dict(zip(m["step"].astype(int), x))
+            step_to_c[0] = _step0_compute(m) / 3600.0
+            pts = [(step_to_c.get(int(s), math.nan), float(p)) for s, p in zip(ev["step"], ev["mean_percentile"])
+                   if p is not None]
+            if pts:
+                pts.sort()
+                held.setdefault(rd.parent.name, []).append((np.array([p[0] for p in pts]), np.array([p[1] for p in pts])))
+    order = {mm: i for i, mm in enumerate(METHODS)}
+    return (dict(sorted(train.items(), key=lambda kv: order[kv[0]])),
+            dict(sorted(held.items(), key=lambda kv: order[kv[0]])))
+
+
+def fig_curves(train: dict[str, list], held: dict[str, list]) -> Any | None:
+    """Two panels: true training reward against compute, and held-out percentile against compute.
+
+    Colours are fixed per method (in :data:`METHODS` order); thin lines are seeds, thick lines the
+    seed average (left: on a common compute grid; right: per evaluation, at the mean compute).
+    """
+    if not any(train.values()) and not any(held.values()):
+        return None
+    from wmrl.report.plots import _plt, color_for  # noqa: PLC0415
+
+    plt = _plt()
+    fig, (ax_t, ax_h) = plt.subplots(1, 2, figsize=(13, 4.8))
+    idx = {m: i for i, m in enumerate(METHODS)}
+    for method, seeds in train.items():
+        c = color_for(idx[method])
+        good = []
+        for x, y in seeds:
+            ok = np.isfinite(x) & np.isfinite(y)
+            if ok.sum() == 0:
+                continue
+            ax_t.plot(x[ok], y[ok], color=c, alpha=0.2, lw=0.8)
+            w = max(1, int(ok.sum()) // 6)
+            ys = pd.Series(y[ok]).rolling(w, min_periods=1, center=True).mean().to_numpy()
+            good.append((x[ok], ys))
+        if not good:
+            continue
+        lo = max(g[0].min() for g in good)
+        hi = min(g[0].max() for g in good)
+        if hi > lo:
+            grid = np.linspace(lo, hi, 60)
+            avg = np.mean([np.interp(grid, gx, gy) for gx, gy in good], axis=0)
+            ax_t.plot(grid, avg, color=c, lw=2.4, label=f"{method} ({len(good)} seeds)")
+        else:
+            ax_t.plot(good[0][0], good[0][1], color=c, lw=2.4, label=f"{method} ({len(good)} seeds)")
+    for method, seeds in held.items():
+        c = color_for(idx[method])
+        for x, y in seeds:
+            ax_h.plot(x, y, "o-", color=c, alpha=0.25, lw=0.8, ms=3)
+        n = min(len(x) for x, _ in seeds)
+        xs = np.nanmean([x[:n] for x, _ in seeds], axis=0)
+        ys = np.nanmean([y[:n] for _, y in seeds], axis=0)
+        ax_h.plot(xs, ys, "o-", color=c, lw=2.4, label=f"{method} ({len(seeds)} seeds)")
+    ax_t.set_title("true reward of executed training trajectories\n(grpo: all groups; wmrl: anchors; wm: none)", fontsize=10)
+    ax_t.set_ylabel("leaderboard percentile")
+    ax_h.set_title("held-out mean leaderboard percentile (real execution)", fontsize=10)
+    for ax in (ax_t, ax_h):
+        ax.set_xlabel("training compute so far (CPU-hours: trainer + sandbox)")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def write_outputs(out: str | Path) -> dict[str, Path]:
+    """Write ``results.csv``, ``table.csv``, ``bench.md``, ``bench.html`` and
+    ``reward_vs_compute.png`` for the bench in ``out`` from the runs finished so far.
+
+    Raises:
+        BenchError: ``out`` holds no finished run.
+    """
+    from wmrl.report import html as H  # noqa: PLC0415
+    from wmrl.report.html import figure_to_data_uri  # noqa: PLC0415
+    from wmrl.report.machine import machine_line  # noqa: PLC0415
+
+    out = Path(out)
+    results = collect(out)
+    if results.empty:
+        raise BenchError(f"{out}: no finished bench run (no <method>/seed<k>/summary.json); run `wmrl bench` first")
+    meta = json.loads((out / "bench.json").read_text(encoding="utf-8")) if (out / "bench.json").is_file() else {}
+    rows = aggregate(results)
+    table = bench_table(rows)
+    notes = overlap_notes(rows)
+    if any(r.method == "wmrl" for r in rows):
+        ablations = [m for m in ("wm", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi") if m in set(results["method"])]
+        if ablations:
+            notes += overlap_notes(aggregate(results, reference="wmrl"), reference="wmrl", methods=ablations)
+    missing = missing_runs(out)
+    results.to_csv(out / "results.csv", index=False)
+    table.to_csv(out / "table.csv", index=False)
+    train, held = curves(out)
+    fig = fig_curves(train, held)
+    png = out / "reward_vs_compute.png"
+    uri = None
+    if fig is not None:
+        fig.savefig(png, dpi=110, bbox_inches="tight")
+        uri = figure_to_data_uri(fig)
+
+    machine = meta.get("machine")
+    mline = machine_line(machine) if machine else machine_line()
+    cmds = meta.get("commands") or ([meta["command"]] if meta.get("command") else [])
+    setting = (
+        f"preset `{meta.get('preset', '?')}`; methods {', '.join(meta.get('methods', []))}; seeds "
+        f"{meta.get('seeds')}; {meta.get('steps')} steps of {meta.get('rollout', {}).get('tasks_per_step')} tasks x "
+        f"{meta.get('rollout', {}).get('group_size')} samples; anchor fraction {meta.get('anchor_fraction')}; "
+        f"model `{meta.get('model')}`, scaffold `{meta.get('scaffold')}`; train tasks {meta.get('train_tasks')}; "
+        f"held-out tasks {meta.get('heldout_tasks')}."
+    )
+    legend = [f"- `{m}`: {METHOD_HELP[m]}" for m in meta.get("methods", []) if m in METHOD_HELP]
+    cols_help = (
+        "Held-out percentile: the final policy's mean leaderboard percentile (MLE-Dojo position score, [0, 1]) "
+        "over held-out tasks and samples, executed for real; mean ± standard error over seeds. Δ vs grpo: mean ± SE "
+        "over seeds of the per-seed difference. Real executions, sandbox CPU-h: training executions (anchors + "
+        "world-model warm-up), per seed. Train compute: trainer-process CPU + training sandbox CPU, per seed. "
+        "Total CPU-h adds evaluation. Wall h: the run's wall time including evaluation. Compute vs grpo: ratio "
+        "of mean training compute."
+    )
+    md = [f"# wmrl bench: {meta.get('preset', out.name)}", ""]
+    if meta.get("description"):
+        md += [meta["description"], ""]
+    if meta.get("backbone_note"):
+        md += [f"**Backbone and scaffold.** {meta['backbone_note']}", ""]
+    md += [f"**Setting.** {setting}", "", f"**Machine.** {mline}", ""]
+    md += ["**Command.**", "", "```bash", *cmds, "```", ""]
+    md += [H.table_markdown(table), "", cols_help, ""]
+    md += ["**Methods.**", "", *legend, ""]
+    md += ["**Standard errors.**", "", *[f"- {n}" for n in notes], ""]
+    if missing:
+        md += [f"**Not finished** (left out of the table): {', '.join(missing)}.", ""]
+    if meta.get("failures"):
+        md += ["**Failed runs:**", "", *[f"- {f}" for f in meta["failures"]], ""]
+    if fig is not None:
+        md += [f"![reward against compute]({png.name})", ""]
+    md += [f"Per-run numbers: `results.csv`. Generated {_now()}."]
+    (out / "bench.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+
+    parts = []
+    if meta.get("description"):
+        parts.append(H.paragraph(meta["description"]))
+    if meta.get("backbone_note"):
+        parts.append(f"<p><b>Backbone and scaffold.</b> {H.esc(meta['backbone_note'])}</p>")
+    parts.append(f"<p><b>Setting.</b> {H.esc(setting)}</p><p><b>Machine.</b> {H.esc(mline)}</p>")
+    parts.append("<p><b>Command.</b></p>" + H.pre("\n".join(cmds)))
+    parts.append(H.table_html(table) + H.paragraph(cols_help, "note"))
+    parts.append("<ul>" + "".join(f"<li><code>{H.esc(m)}</code>: {H.esc(METHOD_HELP[m])}</li>"
+                                  for m in meta.get("methods", []) if m in METHOD_HELP) + "</ul>")
+    parts.append("<p><b>Standard errors.</b></p><ul>" + "".join(f"<li>{H.esc(n)}</li>" for n in notes) + "</ul>")
+    if missing:
+        parts.append(H.paragraph(f"Not finished (left out of the table): {', '.join(missing)}.", "warn"))
+    if meta.get("failures"):
+        parts.append(H.paragraph("Failed runs: " + "; ".join(meta["failures"]), "warn"))
+    if uri:
+        parts.append(f'<img alt="reward against compute" src="{uri}">')
+    parts.append(H.details("per-run numbers", H.table_html(results)))
+    (out / "bench.html").write_text(H.render_page(f"wmrl bench: {meta.get('preset', out.name)}", parts),
+                                    encoding="utf-8")
+    paths = {"markdown": out / "bench.md", "html": out / "bench.html", "results": out / "results.csv",
+             "table": out / "table.csv"}
+    if fig is not None:
+        paths["plot"] = png
+    return paths

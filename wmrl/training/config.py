@@ -1,0 +1,491 @@
+"""Typed training configuration: nested dataclasses, YAML loading, ``--set`` overrides, validation.
+
+Every field carries a help text (``field(metadata={"help": ...})``) that ``wmrl config show`` prints.
+Unknown keys and bad values raise :class:`ConfigError` with a message that names the key, the bad
+value and the allowed values or range, so a typo in a YAML file never trains silently with defaults.
+
+Usage::
+
+    cfg = load_config("configs/quickstart.yaml", overrides=["optim.steps=3", "method=grpo"])
+    save_config(cfg, run_dir / "config.yaml")
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, get_args, get_origin
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config key or value is not valid; the message names it and says what is allowed."""
+
+
+def _f(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = None,
+       min: float | None = None, max: float | None = None) -> Any:
+    """A dataclass field with a help text and an optional numeric range [min, max]."""
+    meta = {"help": help, "min": min, "max": max}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+Method = Literal["grpo", "wm", "wmrl"]
+
+
+@dataclass
+class ModelConfig:
+    """The policy's backbone and LoRA adapter."""
+
+    name: str = _f("smollm2-135m", "Backbone: 'smollm2-135m' (the embedded default LM), 'tiny' (a small "
+                   "random model for tests), a Hugging Face model id or a local model folder.")
+    lora_r: int = _f(8, "LoRA rank of the policy adapter.", min=1)
+    lora_alpha: int = _f(16, "LoRA alpha (scaling = alpha / r).", min=1)
+    lora_dropout: float = _f(0.0, "LoRA dropout probability.", min=0.0, max=1.0)
+
+
+@dataclass
+class ScaffoldConfig:
+    """How completions become solution programs."""
+
+    name: Optional[str] = _f(None, "Scaffold name (see `wmrl scaffolds`); null = the models package's "
+                             "default scaffold.")
+
+
+@dataclass
+class TasksConfig:
+    """Which tasks train and which evaluate."""
+
+    root: Optional[str] = _f(None, "Task suite folder; null = the built-in suite under $WMRL_HOME/tasks "
+                             "(build it with `wmrl tasks build`).")
+    train: Optional[list[str]] = _f(None, "Task ids used for RL; null = every task of the 'train' split.")
+    heldout: Optional[list[str]] = _f(None, "Task ids used only for evaluation; null = every task of the "
+                                      "'heldout' split; [] = no held-out evaluation.")
+
+
+@dataclass
+class RolloutConfig:
+    """Sampling of trajectories (groups) each step."""
+
+    tasks_per_step: int = _f(4, "M: groups (tasks) per step; tasks are cycled through in a seeded "
+                             "shuffled order.", min=1)
+    group_size: int = _f(4, "G: trajectories sampled per task (one group).", min=1)
+    max_new_tokens: int = _f(96, "Completion length limit, tokens.", min=1)
+    temperature: float = _f(1.0, "Sampling temperature.", min=1e-6)
+    top_p: float = _f(1.0, "Nucleus sampling threshold.", min=1e-6, max=1.0)
+
+
+@dataclass
+class WmrlConfig:
+    """Options of the WMRL method (anchors and corrections); ignored by `grpo` and `wm`."""
+
+    anchor_fraction: float = _f(0.1, "rho: long-run fraction of groups executed for real (anchors).",
+                                min=0.0, max=1.0)
+    min_anchor_every: int = _f(10, "Guarantee at least one anchor group every N steps (0 = off). With few "
+                               "groups per step and a small rho this keeps the calibrator fed; the router "
+                               "pays the forced anchor back later, so the long-run fraction stays rho.",
+                               min=0)
+    router: Literal["fraction", "stratified"] = _f("fraction", "Anchor router: 'fraction' (carry the "
+                                                   "fractional part between steps) or 'stratified' "
+                                                   "(also balance anchors across tasks).")
+    debias: bool = _f(True, "Online isotonic debiasing of world-model rewards (fitted on earlier anchors).")
+    denoise: bool = _f(True, "Inverse-variance fusion of the anchor and world-model gradients; off = "
+                       "every sample weighted equally.")
+    fusion: Literal["ivw", "ppi"] = _f("ivw", "Fusion rule: 'ivw' (inverse-variance weights) or 'ppi' "
+                                       "(PPI++ rectified estimator with power-tuned lambda).")
+    bias_aware: bool = _f(False, "Count a residual bias B^2 as extra world-model variance in alpha.")
+    calibrator_window: int = _f(256, "Anchor pairs (most recent) the calibrator is fitted on.", min=1)
+    calibrator_min_anchors: int = _f(8, "Below this many anchor pairs the calibrator falls back to an "
+                                     "identity/affine map.", min=1)
+    calibrator_fallback: Literal["identity", "affine"] = _f("identity", "Map used below "
+                                                            "calibrator_min_anchors: 'identity' or 'affine' "
+                                                            "(least squares with positive slope).")
+    alpha_floor: float = _f(0.05, "Lower clip of alpha (anchor-gradient weight).", min=0.0, max=1.0)
+    alpha_ceiling: float = _f(0.95, "Upper clip of alpha.", min=0.0, max=1.0)
+
+
+@dataclass
+class WorldModelConfig:
+    """The world model that scores trajectories without running them (the policy's backbone, shared,
+    plus its own LoRA adapter and a regression head)."""
+
+    path: Optional[str] = _f(None, "A pre-fitted world model folder (`wmrl wm fit`); null = fit one on a "
+                             "warm-up corpus at the start of the run (its cost goes into the ledger).")
+    adapter: bool = _f(True, "Train a LoRA adapter of the world model (true) or only its regression head on "
+                       "frozen backbone features (false: much cheaper on CPU).")
+    lora_r: int = _f(8, "LoRA rank of the world model's adapter.", min=1)
+    max_length: int = _f(320, "Tokens per world-model input (prompt + program, left-truncated).", min=8)
+    warmup_samples_per_task: int = _f(8, "Warm-up corpus: programs sampled from the initial policy and "
+                                      "executed per train task.", min=1)
+    warmup_corpus: Optional[str] = _f(None, "Reuse an execution log (SQLite) as the warm-up corpus instead "
+                                      "of collecting one.")
+    fit_epochs: int = _f(3, "Epochs of world-model fitting.", min=1)
+    fit_lr: float = _f(3e-4, "Learning rate of the world model's LoRA weights.", min=0.0)
+    head_lr: float = _f(3e-3, "Learning rate of the world model's regression head.", min=0.0)
+    fit_time_budget_s: Optional[float] = _f(None, "Stop fitting after this many wall seconds (null = no limit).",
+                                            min=1.0)
+    heldout_fraction: float = _f(0.2, "Fraction of warm-up groups held out to report the world model's "
+                                 "accuracy (0 = fit on all).", min=0.0, max=0.9)
+    batch_size: int = _f(8, "World-model fit batch size (trajectories per gradient step).", min=1)
+    refresh_every_k: int = _f(0, "Refit the world model on the warm-up corpus plus all anchors gathered "
+                              "so far every K steps (0 = off; the paper keeps it fixed).", min=0)
+
+
+@dataclass
+class OptimConfig:
+    """Policy optimisation (GRPO loss and AdamW)."""
+
+    steps: int = _f(10, "Training steps.", min=1)
+    lr: float = _f(1e-5, "AdamW learning rate.", min=0.0)
+    weight_decay: float = _f(0.0, "AdamW weight decay.", min=0.0)
+    clip_low: float = _f(0.2, "PPO clip epsilon below 1 (ratio >= 1 - clip_low).", min=0.0, max=1.0)
+    clip_high: float = _f(0.2, "PPO clip epsilon above 1 (ratio <= 1 + clip_high; DAPO uses 0.28).",
+                          min=0.0)
+    beta: float = _f(0.0, "KL penalty weight (k3 estimator against the reference policy); 0 = off.",
+                     min=0.0)
+    aggregation: Literal["token_mean", "seq_mean"] = _f("token_mean", "Loss aggregation: 'token_mean' (every "
+                                                        "completion token weighs the same) or 'seq_mean' "
+                                                        "(per-sequence token mean).")
+    normalize_std: bool = _f(True, "Divide group advantages by the group std (False = Dr. GRPO).")
+    adv_eps: float = _f(1e-6, "Added to the group std before dividing.", min=0.0)
+    grad_clip: float = _f(1.0, "Max gradient norm (0 = no clipping).", min=0.0)
+    micro_batch: int = _f(4, "Trajectories per forward/backward pass (gradient accumulation).", min=1)
+
+
+@dataclass
+class ExecutorConfig:
+    """Where real executions run."""
+
+    kind: Literal["local", "ray"] = _f("local", "'local' (process pool on this machine) or 'ray'.")
+    workers: int = _f(2, "Concurrent executions.", min=1)
+    address: Optional[str] = _f(None, "Ray address (kind=ray); null = start a local Ray instance.")
+    sandbox: bool = _f(True, "Run programs inside the bubblewrap sandbox (turn off only for trusted code).")
+    time_limit_s: Optional[float] = _f(None, "Per-execution wall limit, seconds; null = each task's own.",
+                                       min=0.1)
+
+
+@dataclass
+class EvalConfig:
+    """Held-out evaluation with real execution."""
+
+    every_k: int = _f(0, "Evaluate every K steps (0 = only at the end).", min=0)
+    at_start: bool = _f(False, "Also evaluate the initial policy (step 0).")
+    at_end: bool = _f(True, "Evaluate the final policy.")
+    samples_per_task: int = _f(4, "Trajectories sampled and executed per evaluation task.", min=1)
+    temperature: float = _f(1.0, "Sampling temperature during evaluation.", min=1e-6)
+    train_tasks: bool = _f(True, "Also evaluate on the training tasks.")
+
+
+@dataclass
+class TrainConfig:
+    """Everything `wmrl train` needs. See docs/training.md."""
+
+    method: Method = _f("wmrl", "'grpo' (every group executed: the baseline), 'wm' (pure world model, "
+                        "no anchors, no correction) or 'wmrl' (anchors + corrections).")
+    name: str = _f("", "Free-form run name (shown in reports); empty = the method.")
+    run_dir: Optional[str] = _f(None, "Run directory; null = runs/<method>-<UTC timestamp>.")
+    seed: int = _f(0, "Seed of every RNG (python, numpy, torch, task order, router).")
+    checkpoint_every: int = _f(1, "Checkpoint every N steps (1 = a SIGKILL loses at most the step in "
+                               "flight).", min=1)
+    keep_checkpoints: int = _f(2, "Complete checkpoints kept on disk (older ones are pruned).", min=1)
+    progress: bool = _f(True, "Show a live progress bar.")
+    threads: int = _f(0, "torch intra-op threads (0 = leave torch's default).", min=0)
+    model: ModelConfig = _f(factory=ModelConfig)
+    scaffold: ScaffoldConfig = _f(factory=ScaffoldConfig)
+    tasks: TasksConfig = _f(factory=TasksConfig)
+    rollout: RolloutConfig = _f(factory=RolloutConfig)
+    wmrl: WmrlConfig = _f(factory=WmrlConfig)
+    world_model: WorldModelConfig = _f(factory=WorldModelConfig)
+    optim: OptimConfig = _f(factory=OptimConfig)
+    executor: ExecutorConfig = _f(factory=ExecutorConfig)
+    eval: EvalConfig = _f(factory=EvalConfig)
+
+
+# --------------------------------------------------------------------------------------------------
+# conversion and validation
+
+
+def _is_section(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in get_args(tp))
+    if origin is list:
+        return f"list[{_type_name(get_args(tp)[0])}]"
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Coerce ``value`` to the annotated type ``tp`` or raise :class:`ConfigError` naming ``key``."""
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = get_args(tp)
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("null", "none", "~")):
+            if type(None) in args:
+                return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(f"{key}: {value!r} is not a valid {_type_name(tp)}")
+    if origin is Literal:
+        allowed = get_args(tp)
+        if value in allowed:
+            return value
+        close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"{key}: {value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}{hint}")
+    if origin is list:
+        (inner,) = get_args(tp)
+        if isinstance(value, str):
+            parsed = yaml.safe_load(value) if value.strip().startswith("[") else [
+                v.strip() for v in value.split(",") if v.strip()]
+            value = parsed
+        if isinstance(value, tuple):
+            value = list(value)
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list ({_type_name(tp)}), got {value!r}")
+        return [_coerce(v, inner, f"{key}[{i}]") for i, v in enumerate(value)]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1"):
+            return True
+        if isinstance(value, str) and value.strip().lower() in ("false", "no", "off", "0"):
+            return False
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise ConfigError(f"{key}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    raise ConfigError(f"{key}: unsupported type {tp!r}")  # pragma: no cover
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
+    """Build dataclass ``cls`` from a (possibly partial) dict, checking keys, types and ranges."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping of keys, got {data!r}")
+    hints = _hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for k in data:
+        if k not in fields:
+            where = f"{prefix}.{k}" if prefix else k
+            close = difflib.get_close_matches(str(k), list(fields), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown config key {where!r}.{hint} Allowed keys"
+                              f"{' in ' + prefix if prefix else ''}: {', '.join(fields)}")
+    kwargs = {}
+    for name, f in fields.items():
+        key = f"{prefix}.{name}" if prefix else name
+        tp = hints[name]
+        if _is_section(tp):
+            kwargs[name] = _build(tp, data.get(name) or {}, key)
+            continue
+        if name not in data:
+            continue
+        v = _coerce(data[name], tp, key)
+        lo, hi = f.metadata.get("min"), f.metadata.get("max")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if lo is not None and v < lo:
+                raise ConfigError(f"{key}: {v!r} is below the minimum {lo}")
+            if hi is not None and v > hi:
+                raise ConfigError(f"{key}: {v!r} is above the maximum {hi}")
+        kwargs[name] = v
+    return cls(**kwargs)
+
+
+def validate(cfg: TrainConfig) -> TrainConfig:
+    """Cross-field checks; returns ``cfg`` or raises :class:`ConfigError`."""
+    w = cfg.wmrl
+    if w.alpha_floor > w.alpha_ceiling:
+        raise ConfigError(f"wmrl.alpha_floor ({w.alpha_floor}) must not exceed wmrl.alpha_ceiling "
+                          f"({w.alpha_ceiling})")
+    if cfg.method == "wmrl" and w.anchor_fraction <= 0.0 and w.min_anchor_every == 0:
+        raise ConfigError("method 'wmrl' needs anchors: set wmrl.anchor_fraction > 0 (or use method 'wm' "
+                          "for a pure world model)")
+    if cfg.tasks.train is not None and len(cfg.tasks.train) == 0:
+        raise ConfigError("tasks.train is empty: list at least one task id, or null for the train split")
+    return cfg
+
+
+def config_from_dict(data: dict[str, Any] | None) -> TrainConfig:
+    """Build and validate a :class:`TrainConfig` from nested dicts (e.g. parsed YAML).
+
+    Raises:
+        ConfigError: unknown key, wrong type, out-of-range or disallowed value.
+    """
+    return validate(_build(TrainConfig, dict(data or {}), ""))
+
+
+def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """The config as plain nested dicts (YAML/JSON-serialisable)."""
+    return dataclasses.asdict(cfg)
+
+
+def _set_path(data: dict[str, Any], dotted: str, raw: str) -> None:
+    """Set ``data[a][b] = value`` for ``dotted='a.b'``, checking every part against the dataclasses."""
+    parts = dotted.split(".")
+    cls: Any = TrainConfig
+    node = data
+    for i, part in enumerate(parts):
+        hints = _hints(cls)
+        names = [f.name for f in dataclasses.fields(cls)]
+        where = ".".join(parts[: i + 1])
+        if part not in names:
+            close = difflib.get_close_matches(part, names, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"--set: unknown config key {where!r}.{hint} Allowed: {', '.join(names)}")
+        tp = hints[part]
+        if i < len(parts) - 1:
+            if not _is_section(tp):
+                raise ConfigError(f"--set: {where!r} is a value, not a section")
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+            cls = tp
+            continue
+        if _is_section(tp):
+            raise ConfigError(f"--set: {dotted!r} is a section; set one of its keys, e.g. "
+                              f"{dotted}.{dataclasses.fields(tp)[0].name}=...")
+        # YAML parsing gives numbers, booleans, null and lists; the type coercion does the rest.
+        # String fields keep the raw text (so "model.name=1e3" stays "1e3"), except null.
+        try:
+            value = yaml.safe_load(raw) if raw.strip() != "" else ""
+        except yaml.YAMLError:
+            value = raw
+        str_like = tp is str or (get_origin(tp) in (typing.Union, types.UnionType) and str in get_args(tp))
+        if str_like and value is not None:
+            value = raw
+        node[part] = value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
+    """Apply ``key.sub=value`` strings to nested dict ``data`` (in place; also returned).
+
+    Raises:
+        ConfigError: an override without ``=`` or naming an unknown key.
+    """
+    for ov in overrides or []:
+        if "=" not in ov:
+            raise ConfigError(f"--set expects key=value (e.g. optim.steps=3), got {ov!r}")
+        k, v = ov.split("=", 1)
+        k = k.strip()
+        if not k:
+            raise ConfigError(f"--set expects key=value, got {ov!r}")
+        _set_path(data, k, v)
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    """Read a YAML config (or the defaults when ``path`` is None), apply overrides, validate.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ConfigError: invalid YAML, unknown keys or bad values (message names them).
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"config file {str(p)!r} not found")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: not valid YAML: {e}") from e
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: the top level must be a mapping of keys, got {type(data).__name__}")
+    data = _deep_copy(data)
+    apply_overrides(data, overrides)
+    return config_from_dict(data)
+
+
+def _deep_copy(d: Any) -> Any:
+    if isinstance(d, dict):
+        return {k: _deep_copy(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_deep_copy(v) for v in d]
+    return d
+
+
+def dump_config(cfg: TrainConfig) -> str:
+    """The resolved config as YAML text (every field, sections in declaration order)."""
+    return yaml.safe_dump(config_to_dict(cfg), sort_keys=False, default_flow_style=False)
+
+
+def save_config(cfg: TrainConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML (atomically: temp file + rename)."""
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(dump_config(cfg))
+    tmp.replace(p)
+
+
+def describe_fields(cls: type = TrainConfig, prefix: str = "", obj: Any = None) -> list[tuple[str, str, str, str]]:
+    """Rows ``(key, type, value, help)`` for every field, nested sections flattened with dots.
+
+    ``obj`` (an instance of ``cls``) gives the values; defaults are used when it is None.
+    """
+    obj = obj if obj is not None else cls()
+    rows = []
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}.{f.name}" if prefix else f.name
+        tp = hints[f.name]
+        if _is_section(tp):
+            rows.extend(describe_fields(tp, key, getattr(obj, f.name)))
+            continue
+        help_text = f.metadata.get("help", "")
+        lo, hi = f.metadata.get("min"), f.metadata.get("max")
+        if lo is not None or hi is not None:
+            help_text += f" [range: {lo if lo is not None else '-inf'} .. {hi if hi is not None else 'inf'}]"
+        rows.append((key, _type_name(tp), yaml.safe_dump(getattr(obj, f.name), default_flow_style=True)
+                     .strip().removesuffix("...").strip(), help_text))
+    return rows

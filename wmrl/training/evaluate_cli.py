@@ -1,0 +1,75 @@
+"""``wmrl eval RUN_DIR``: real-execution evaluation of any checkpoint of a run."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from wmrl.training.config import ConfigError, load_config
+from wmrl.training.rundir import RunDir
+
+
+def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_ids: list[str] | None = None,
+                 samples_per_task: int | None = None, out_name: str = "eval_cli.jsonl") -> list[dict[str, Any]]:
+    """Evaluate the policy of one checkpoint with real execution.
+
+    Args:
+        run_dir: a run directory written by ``wmrl train``.
+        checkpoint: ``"latest"``, a step number, or a folder name (``step_000004``).
+        task_ids: tasks to evaluate on (split ``custom``); None = the run's held-out tasks and, when
+            ``eval.train_tasks`` is on, its train tasks.
+        samples_per_task: None = the run's ``eval.samples_per_task``.
+        out_name: JSON-lines file in ``run_dir`` the records are appended to.
+
+    Returns:
+        The ``eval.jsonl``-style records (one per split), with ``checkpoint`` set.
+
+    Raises:
+        FileNotFoundError: not a run directory, or the checkpoint does not exist (message lists them).
+        ConfigError: an unknown task id.
+    """
+    from wmrl.models.policy import Policy
+    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
+    from wmrl.models.types import LoraSettings
+    from wmrl.training.evaluation import evaluate_policy
+    from wmrl.training.parts import load_policy_backbone, make_executor, resolve_tasks
+    from wmrl.training.rundir import to_json_line
+    from wmrl.training.trainer import sampling_seed
+
+    rd = RunDir(run_dir)
+    if not rd.config.is_file():
+        raise FileNotFoundError(f"{rd.root} has no config.yaml: not a run directory")
+    cfg = load_config(rd.config)
+    ck = rd.checkpoint(int(checkpoint) if str(checkpoint).isdigit() else str(checkpoint))
+    step = int(json.loads((ck / "trainer_state.json").read_text())["step"])
+    train, heldout = resolve_tasks(cfg)
+    if task_ids:
+        from wmrl.tasks.loader import TaskSuite, default_suite
+
+        suite = TaskSuite(cfg.tasks.root) if cfg.tasks.root else default_suite()
+        try:
+            splits = [("custom", [suite.get(t) for t in task_ids])]
+        except KeyError as e:
+            raise ConfigError(str(e.args[0])) from None
+    else:
+        splits = ([("heldout", heldout)] if heldout else []) + ([("train", train)] if cfg.eval.train_tasks else [])
+    model, tok = load_policy_backbone(cfg)
+    policy = Policy(model, tok, lora=LoraSettings(r=cfg.model.lora_r, alpha=cfg.model.lora_alpha,
+                                                   dropout=cfg.model.lora_dropout))
+    policy.load(ck / "policy")
+    scaffold = get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD)
+    executor = make_executor(cfg, rd)
+    recs = []
+    try:
+        for i, (split, tasks) in enumerate(splits):
+            rec, _ = evaluate_policy(policy, scaffold, tasks, executor, step=step, split=split,
+                                     samples_per_task=samples_per_task or cfg.eval.samples_per_task,
+                                     max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.eval.temperature,
+                                     top_p=cfg.rollout.top_p, checkpoint=ck.name, run_name=cfg.name or cfg.method,
+                                     seed=sampling_seed(cfg.seed, step, 101 + i))
+            recs.append(rec)
+            with open(rd.root / out_name, "a") as fh:
+                fh.write(to_json_line(rec) + "\n")
+    finally:
+        executor.close()
+    return recs

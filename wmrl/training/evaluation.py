@@ -1,0 +1,156 @@
+"""Evaluation with real execution: sample the current policy on tasks, run every program, aggregate.
+
+The aggregate (:func:`summarize_eval`) is a pure function of the execution results; its keys are
+the ``eval.jsonl`` keys of docs/run-directory.md:
+
+- ``mean_percentile``: mean leaderboard percentile (MLE-Dojo position score, DESIGN.md §5) over all
+  samples; program failures count with the task's failure reward; infrastructure failures are
+  left out (and counted in ``n_infra_errors``).
+- ``best_percentile_mean``: mean over tasks of the best sample's percentile (pass@k-style).
+- ``valid_rate``: fraction of samples whose submission could be graded (status ``ok``).
+- ``medals``: Kaggle medals (MLE-bench thresholds) counted over samples; ``medal_rate``,
+  ``above_median_rate``: fractions of samples.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+MEDALS = ("gold", "silver", "bronze")
+
+
+def _status(r: Any) -> str:
+    return str(getattr(r.status, "value", r.status))
+
+
+def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int, split: str,
+                   checkpoint: str | None = None) -> dict[str, Any]:
+    """Aggregate execution results of one evaluation into an ``eval.jsonl`` record.
+
+    Args:
+        task_ids: [N] task id of each sample.
+        results: [N] :class:`~wmrl.execution.types.ExecutionResult` (``status``, ``reward``,
+            ``medal``, ``above_median``, ``cpu_s``, ``wall_s``), same order as ``task_ids``.
+        step: the policy step evaluated (0 = initial policy).
+        split: ``heldout`` or ``train``.
+        checkpoint: checkpoint folder name, or None for the live policy.
+
+    Returns:
+        dict with the keys listed in the module docstring plus ``step``, ``split``, ``checkpoint``,
+        ``n_tasks``, ``n_samples``, ``n_infra_errors``, ``per_task``, ``sandbox_cpu_s``.
+        Means over zero samples are None.
+
+    Raises:
+        ValueError: ``task_ids`` and ``results`` differ in length.
+    """
+    if len(task_ids) != len(results):
+        raise ValueError(f"task_ids ({len(task_ids)}) and results ({len(results)}) must have the same length")
+    per_task: dict[str, dict[str, Any]] = {}
+    rewards, valid, medal_any, above = [], [], [], []
+    medals = {m: 0 for m in MEDALS}
+    n_infra = 0
+    cpu = 0.0
+    for tid, r in zip(task_ids, results):
+        cpu += float(r.cpu_s or 0.0)
+        st = _status(r)
+        if st == "infra_error" or r.reward is None:
+            n_infra += 1
+            continue
+        rew = float(r.reward)
+        ok = st == "ok"
+        rewards.append(rew)
+        valid.append(ok)
+        medal = r.medal if ok else None
+        if medal in medals:
+            medals[medal] += 1
+        medal_any.append(medal in medals)
+        above.append(bool(r.above_median) if ok and r.above_median is not None else False)
+        t = per_task.setdefault(tid, {"rewards": [], "valid": [], "medals": {m: 0 for m in MEDALS}})
+        t["rewards"].append(rew)
+        t["valid"].append(ok)
+        if medal in medals:
+            t["medals"][medal] += 1
+
+    def _mean(x: list[float] | list[bool]) -> float | None:
+        return float(np.mean(x)) if len(x) else None
+
+    pt = {
+        tid: {"mean_percentile": _mean(v["rewards"]), "best_percentile": float(max(v["rewards"])),
+              "valid_rate": _mean(v["valid"]), "medals": v["medals"], "n": len(v["rewards"])}
+        for tid, v in sorted(per_task.items())
+    }
+    return {
+        "step": int(step),
+        "split": split,
+        "checkpoint": checkpoint,
+        "n_tasks": len(set(task_ids)),
+        "n_samples": len(results),
+        "mean_percentile": _mean(rewards),
+        "best_percentile_mean": _mean([v["best_percentile"] for v in pt.values()]),
+        "valid_rate": _mean(valid),
+        "medals": medals,
+        "medal_rate": _mean(medal_any),
+        "above_median_rate": _mean(above),
+        "n_infra_errors": n_infra,
+        "per_task": pt,
+        "sandbox_cpu_s": cpu,
+    }
+
+
+def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: Any, *, step: int, split: str,
+                    samples_per_task: int, max_new_tokens: int, temperature: float, top_p: float = 1.0,
+                    checkpoint: str | None = None, run_name: str = "",
+                    seed: int | None = None) -> tuple[dict[str, Any], list[Any]]:
+    """Sample ``samples_per_task`` programs per task from ``policy`` and execute them all for real.
+
+    Args:
+        policy: a :class:`wmrl.models.policy.Policy` (``sample(...) -> RolloutBatch`` with ``programs``).
+        scaffold: the scaffold the policy was trained with.
+        tasks: the tasks to evaluate on (one group each).
+        executor: a :class:`wmrl.interfaces.Executor`.
+        step, split, checkpoint: recorded in the result.
+        samples_per_task, max_new_tokens, temperature, top_p: sampling settings.
+        run_name: stored in each execution request's ``meta``.
+        seed: sampling seed (None = the policy's default RNG).
+
+    Returns:
+        (record, results): the :func:`summarize_eval` record (plus ``wall_s`` and ``time``) and the raw
+        execution results in sample order.
+    """
+    from wmrl.execution.types import ExecutionRequest
+
+    t0 = time.perf_counter()
+    if not tasks:
+        raise ValueError(f"no tasks to evaluate for split {split!r}")
+    import torch
+
+    with torch.no_grad():
+        batch = policy.sample(list(tasks), scaffold, group_size=samples_per_task, max_new_tokens=max_new_tokens,
+                              temperature=temperature, top_p=top_p, generator_seed=seed)
+    by_id = {t.id: t for t in tasks}
+    programs = _programs(batch, scaffold, by_id)
+    reqs = [
+        ExecutionRequest(task=by_id[tid], program=prog, request_id=f"eval-{split}-s{step}-{i}",
+                         meta={"stream": "eval", "split": split, "step": step, "group_id": int(g), "task_id": tid,
+                               "prompt": p, "completion": c, "scaffold": getattr(scaffold, "name", ""),
+                               "run": run_name, "checkpoint": checkpoint})
+        for i, (tid, prog, g, p, c) in enumerate(zip(batch.task_ids, programs, batch.group_ids,
+                                                    batch.prompts, batch.completions))
+    ]
+    results = executor.run_batch(reqs)
+    rec = summarize_eval(batch.task_ids, results, step=step, split=split, checkpoint=checkpoint)
+    rec["wall_s"] = time.perf_counter() - t0
+    rec["time"] = time.time()
+    return rec, results
+
+
+def _programs(batch: Any, scaffold: Any, tasks_by_id: dict[str, Any]) -> list[str]:
+    """The programs of a rollout batch: ``batch.programs`` when the policy rendered them, else rendered
+    here with the scaffold."""
+    progs = getattr(batch, "programs", None)
+    if progs is not None and len(progs) == len(batch.completions):
+        return list(progs)
+    return [scaffold.render(tasks_by_id[t], c) for t, c in zip(batch.task_ids, batch.completions)]

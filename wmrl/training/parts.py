@@ -1,0 +1,176 @@
+"""Building the trainer's parts from a config: tasks, scaffold, policy, executor, world model.
+
+The only module of ``wmrl.training`` that knows the concrete classes of the other packages; the
+trainer itself sees them through :class:`wmrl.training.trainer.Components`. Heavy imports (torch,
+transformers) happen inside the functions.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from wmrl.training.config import ConfigError, TrainConfig
+from wmrl.training.ledger import Ledger
+from wmrl.training.rundir import RunDir, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+
+def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
+    """The train and held-out tasks of the config.
+
+    Raises:
+        SuiteNotBuilt: no suite (message says to run ``wmrl tasks build``).
+        ConfigError: an unknown task id (message lists the known ones) or no train task.
+    """
+    from wmrl.tasks.loader import TaskSuite, default_suite
+
+    suite = TaskSuite(cfg.tasks.root) if cfg.tasks.root else default_suite()
+
+    def _get(ids: list[str], key: str) -> list[Any]:
+        out = []
+        for i in ids:
+            try:
+                out.append(suite.get(i))
+            except KeyError as e:
+                raise ConfigError(f"{key}: {e.args[0]}") from None
+        return out
+
+    train = _get(cfg.tasks.train, "tasks.train") if cfg.tasks.train is not None else suite.tasks("train")
+    heldout = _get(cfg.tasks.heldout, "tasks.heldout") if cfg.tasks.heldout is not None else suite.tasks("heldout")
+    if not train:
+        raise ConfigError(f"no train tasks: the suite at {suite.root} has no task of the 'train' split; list ids "
+                          "in tasks.train")
+    overlap = {t.id for t in train} & {t.id for t in heldout}
+    if overlap:
+        raise ConfigError(f"tasks {sorted(overlap)} are both train and held-out tasks; held-out tasks must be unseen")
+    return train, heldout
+
+
+def load_policy_backbone(cfg: TrainConfig) -> tuple[Any, Any]:
+    """The backbone (model, tokenizer) named by ``model.name`` (``tiny`` seeded with ``seed``)."""
+    from wmrl.models import backbone
+
+    if cfg.model.name == "tiny":
+        return backbone.tiny_backbone(seed=cfg.seed)
+    return backbone.load_backbone(cfg.model.name)
+
+
+def make_executor(cfg: TrainConfig, rd: RunDir) -> Any:
+    """The executor of ``executor.kind``, logging every execution to ``rd.executions``."""
+    from wmrl.execution.log import ExecutionLog
+
+    exlog = ExecutionLog(rd.executions)
+    e = cfg.executor
+    if e.kind == "ray":
+        from wmrl.execution.ray_pool import RayExecutor
+
+        return RayExecutor(address=e.address, max_workers=e.workers, sandbox=e.sandbox, log=exlog)
+    from wmrl.execution.pool import LocalExecutor
+
+    return LocalExecutor(max_workers=e.workers, sandbox=e.sandbox, log=exlog)
+
+
+def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bool = False) -> Any:
+    """Tasks, scaffold, policy, executor and (for ``wm``/``wmrl``) the world model.
+
+    The world model is, in order: the one in ``rd/world_model`` (a resumed run), the pre-fitted one at
+    ``world_model.path`` (copied into the run), or one fitted now on a warm-up corpus (collected with
+    the initial policy and executed for real; timed as the ``warmup`` and ``wm_fit`` phases).
+    """
+    from wmrl.models.policy import Policy
+    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
+    from wmrl.models.types import LoraSettings
+    from wmrl.training.trainer import Components
+
+    train, heldout = resolve_tasks(cfg)
+    scaffold = get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD)
+    model, tok = load_policy_backbone(cfg)
+    policy = Policy(model, tok, lora=LoraSettings(r=cfg.model.lora_r, alpha=cfg.model.lora_alpha,
+                                                   dropout=cfg.model.lora_dropout))
+    executor = make_executor(cfg, rd)
+    comps = Components(train_tasks=train, heldout_tasks=heldout, scaffold=scaffold, policy=policy,
+                       executor=executor, close=executor.close)
+    if cfg.method in ("wm", "wmrl"):
+        try:
+            comps.world_model = _world_model(cfg, rd, ledger, model, tok, policy, scaffold, train, executor)
+        except BaseException:
+            executor.close()
+            raise
+        if cfg.world_model.refresh_every_k:
+            comps.refit_world_model = lambda step: refit_world_model(cfg, rd, comps.world_model)
+    return comps
+
+
+def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: Any, policy: Any,
+                 scaffold: Any, train: list[Any], executor: Any) -> Any:
+    from wmrl.models.types import LoraSettings
+    from wmrl.models.world_model import RegressionWorldModel
+
+    wmc = cfg.world_model
+    if (rd.world_model / "DONE").is_file():
+        return RegressionWorldModel.load(rd.world_model, model=model, tokenizer=tok)
+    if wmc.path:
+        src = Path(wmc.path)
+        if not src.is_dir():
+            raise FileNotFoundError(f"world_model.path {src} is not a folder (fit one with `wmrl wm fit`)")
+        wm = RegressionWorldModel.load(src, model=model, tokenizer=tok)
+        _save_wm(wm, rd)
+        return wm
+    records = warmup_records(cfg, rd, ledger, policy, scaffold, train, executor)
+    with ledger.phase("wm_fit"):
+        lora = LoraSettings(r=wmc.lora_r, alpha=2 * wmc.lora_r) if wmc.adapter else None
+        wm = RegressionWorldModel(model, tok, lora=lora, max_length=wmc.max_length)
+        fit = _fit(wm, records, cfg)
+    _save_wm(wm, rd)
+    write_json_atomic(rd.root / "world_model_fit.json", {"phase": "initial", **fit})
+    return wm
+
+
+def _fit(wm: Any, records: list[Any], cfg: TrainConfig) -> dict[str, Any]:
+    wmc = cfg.world_model
+    return wm.fit(records, epochs=wmc.fit_epochs, lr=wmc.fit_lr, batch_size=wmc.batch_size,
+                  heldout_fraction=wmc.heldout_fraction, seed=cfg.seed, head_lr=wmc.head_lr,
+                  time_budget_s=wmc.fit_time_budget_s)
+
+
+def _save_wm(wm: Any, rd: RunDir) -> None:
+    tmp = rd.world_model.with_name("world_model.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    wm.save(tmp)
+    (tmp / "DONE").write_text("ok\n")
+    if rd.world_model.exists():
+        shutil.rmtree(rd.world_model)
+    tmp.rename(rd.world_model)
+
+
+def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, scaffold: Any, train: list[Any],
+                   executor: Any) -> list[Any]:
+    """The warm-up corpus: ``warmup_samples_per_task`` programs per train task sampled from the initial
+    policy and executed for real (or read from ``world_model.warmup_corpus``). Cost goes to the ledger
+    (phase ``warmup``, executions ``warmup``)."""
+    from wmrl.execution.log import ExecutionLog
+    from wmrl.models.warmup import collect_warmup
+
+    wmc = cfg.world_model
+    with ledger.phase("warmup"):
+        if wmc.warmup_corpus:
+            return list(ExecutionLog(wmc.warmup_corpus).records())
+        records, results = collect_warmup(policy, scaffold, train, executor, samples_per_task=wmc.warmup_samples_per_task,
+                                          max_new_tokens=cfg.rollout.max_new_tokens,
+                                          temperature=cfg.rollout.temperature, seed=cfg.seed)
+        ledger.add_executions("warmup", results)
+    return records
+
+
+def refit_world_model(cfg: TrainConfig, rd: RunDir, wm: Any) -> dict[str, Any]:
+    """Refit ``wm`` on every warm-up and anchor execution in the run's execution log."""
+    from wmrl.execution.log import ExecutionLog
+
+    recs = [r for r in ExecutionLog(rd.executions).records()
+            if (getattr(r, "meta", None) or {}).get("stream") in ("warmup", "anchor")]
+    stats = _fit(wm, recs, cfg)
+    return {"n_records": len(recs), **{k: v for k, v in stats.items() if not isinstance(v, list)}}

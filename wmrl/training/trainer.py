@@ -1,0 +1,817 @@
+"""The WMRL training loop: a short linear pipeline of timed stages (issue 6; DESIGN.md §3).
+
+One step ``t`` (M groups of G trajectories)::
+
+    generate    policy samples G trajectories for each of M train tasks
+    route       router marks anchor groups (grpo: all, wm: none, wmrl: fraction rho)
+    execute  || wm_predict
+                anchor programs go to the executor (futures) while the world model scores every
+                trajectory; the two overlap in time
+    calibrate   r_tilde = f_hat(r_hat) with f_hat fitted on anchors of steps < t, then the
+                calibrator learns this step's anchors
+    advantages  group-relative advantages per stream (true reward on anchors, r_tilde elsewhere)
+    fuse        IVW weights alpha/n_A, (1-alpha)/n_W, or PPI++ (lambda)
+    update      micro-batched log-probs, grpo_loss with sample weights, one AdamW step
+    log         metrics.jsonl, samples.jsonl, calibration.jsonl, TensorBoard, progress bar
+    eval        every ``eval.every_k`` steps: held-out (and train) tasks executed for real
+    checkpoint  atomic, every ``checkpoint_every`` steps
+
+Infrastructure failures (:attr:`ExecutionStatus.INFRA_ERROR`, or an executor future that raised) are
+dropped from the gradient, the baselines and the calibration, and counted.
+
+The trainer talks to its parts only through :class:`Components` (task source, scaffold, policy,
+world model, executor), built by :func:`wmrl.training.parts.build_components` from the config, or
+injected by tests.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config
+from wmrl.training.fusion_step import FusionResult, fusion_for_step, stream_advantages
+from wmrl.training.ledger import Ledger, format_ledger
+from wmrl.training.rundir import RunDir, read_jsonl, rng_state, seed_everything, set_rng_state, \
+    write_json_atomic
+
+log = logging.getLogger(__name__)
+
+CAL_GRID = np.linspace(0.0, 1.0, 51)
+
+
+class RunDirError(RuntimeError):
+    """The run directory is not usable as asked (exists already, nothing to resume, ...)."""
+
+
+@dataclass
+class Components:
+    """The parts the trainer drives (all behind the protocols of :mod:`wmrl.interfaces`).
+
+    Attributes:
+        train_tasks: tasks used for RL (non-empty). heldout_tasks: evaluation-only tasks.
+        scaffold: a :class:`wmrl.interfaces.Scaffold`.
+        policy: ``sample(tasks, scaffold, group_size, max_new_tokens, temperature, top_p) -> RolloutBatch``,
+            ``logprobs(batch) -> [B, T]`` (with grad), ``ref_logprobs(batch)``, ``trainable_parameters()``,
+            ``save(dir)``, ``load(dir)``.
+        executor: a :class:`wmrl.interfaces.Executor`.
+        world_model: a :class:`wmrl.interfaces.WorldModel` (None for ``grpo``); ``fit``/``save``/``load``
+            are used for refresh and checkpoints when present.
+        close: called when training ends (stops executors, ...).
+        refit_world_model: optional ``f(step) -> dict`` that refits the world model on the warm-up corpus
+            plus anchors so far (``world_model.refresh_every_k``).
+    """
+
+    train_tasks: list[Any]
+    heldout_tasks: list[Any]
+    scaffold: Any
+    policy: Any
+    executor: Any
+    world_model: Any | None = None
+    close: Callable[[], None] | None = None
+    refit_world_model: Callable[[int], dict[str, Any]] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunSummary:
+    """What :func:`run_training` returns (also written to ``summary.json``).
+
+    Attributes:
+        run_dir: the run directory. method: ``grpo``/``wm``/``wmrl``. status: ``completed``.
+        steps: steps completed. wall_s: wall seconds of the whole run (across resumes).
+        ledger: the ``ledger.json`` document. final_eval: ``{split: eval record}`` of the last evaluation.
+        last_metrics: the last metrics.jsonl record. anchor_fraction: realised anchor fraction of groups.
+        reward_true_mean_last: mean anchor reward over the last quarter of steps (None without anchors).
+    """
+
+    run_dir: Path
+    method: str
+    status: str
+    steps: int
+    wall_s: float
+    ledger: dict[str, Any]
+    final_eval: dict[str, Any]
+    last_metrics: dict[str, Any]
+    anchor_fraction: float | None
+    reward_true_mean_last: float | None
+    started_at: str = ""
+    finished_at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["run_dir"] = str(self.run_dir)
+        d["ledger_totals"] = self.ledger.get("totals", {})
+        return d
+
+
+def select_tasks(task_ids: Sequence[str], m: int, step: int, seed: int) -> list[int]:
+    """Indices of the M tasks of ``step`` (1-based): the task list is cycled through in a seeded
+    shuffled order, reshuffled every pass (epoch). Pure function of its arguments, so a resumed run
+    picks the same tasks."""
+    n = len(task_ids)
+    if n == 0:
+        raise ValueError("no train tasks")
+    out = []
+    for j in range(m):
+        k = (step - 1) * m + j
+        epoch, pos = divmod(k, n)
+        perm = np.random.default_rng([seed, epoch, 7919]).permutation(n)
+        out.append(int(perm[pos]))
+    return out
+
+
+def sampling_seed(seed: int, step: int, stream: int = 0) -> int:
+    """Seed of the policy's sampling at ``step`` (stream 0 = training, 1 = evaluation): a pure function,
+    so a resumed run draws the same trajectories as an uninterrupted one."""
+    return int(np.random.SeedSequence([seed, step, stream]).generate_state(1)[0])
+
+
+def _now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _status(r: Any) -> str:
+    return str(getattr(r.status, "value", r.status))
+
+
+def _mean(x: np.ndarray) -> float | None:
+    x = np.asarray(x, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else None
+
+
+def _var(x: np.ndarray) -> float | None:
+    x = np.asarray(x, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    return float(x.var(ddof=1)) if x.size >= 2 else None
+
+
+class _InfraFailure:
+    """Stands in for an :class:`ExecutionResult` when the executor future itself raised."""
+
+    def __init__(self, request_id: str, task_id: str, error: str):
+        from wmrl.execution.types import ExecutionStatus
+
+        self.request_id, self.task_id = request_id, task_id
+        self.status = ExecutionStatus.INFRA_ERROR
+        self.score = self.reward = None
+        self.wall_s = self.cpu_s = 0.0
+        self.peak_rss_bytes = 0
+        self.stdout = ""
+        self.stderr = ""
+        self.error = error
+        self.medal = None
+        self.above_median = None
+
+
+class Trainer:
+    """Runs the steps of one training run (create with :func:`run_training` / :func:`resume_training`)."""
+
+    def __init__(self, cfg: TrainConfig, rd: RunDir, comps: Components, ledger: Ledger):
+        import torch
+
+        from wmrl.core.calibration import IsotonicCalibrator
+        from wmrl.core.routing import make_router
+
+        self.cfg, self.rd, self.c, self.ledger = cfg, rd, comps, ledger
+        self.method = cfg.method
+        w = cfg.wmrl
+        fraction = {"grpo": 1.0, "wm": 0.0, "wmrl": w.anchor_fraction}[cfg.method]
+        self.router = make_router(w.router, fraction=fraction,
+                                  min_every=(w.min_anchor_every or None) if cfg.method == "wmrl" else None,
+                                  seed=cfg.seed)
+        self.calibrator = IsotonicCalibrator(window=w.calibrator_window, min_anchors=w.calibrator_min_anchors,
+                                             fallback=w.calibrator_fallback)
+        # out-of-sample anchor pairs (true reward, calibrated prediction, global group id) for V_A,
+        # sigma_xi^2 and lambda; same window length as the calibrator
+        self.window: dict[str, list] = {"true": [], "cal": [], "group": []}
+        self.params = list(comps.policy.trainable_parameters())
+        if not self.params:
+            raise RuntimeError("the policy has no trainable parameters (LoRA adapter missing?)")
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+        self.step = 0
+        self.n_infra_total = 0
+        self.started_at = _now_iso()
+        self.wm_refreshed = False
+        self.tb = None
+        self._last_eval: dict[str, dict[str, Any]] = {}
+        self._live: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """The JSON part of a checkpoint (``trainer_state.json``)."""
+        return {
+            "step": self.step,
+            "method": self.method,
+            "calibrator": self.calibrator.state_dict(),
+            "router": self.router.state_dict(),
+            "ledger": self.ledger.state_dict(),
+            "window": self.window,
+            "n_infra_total": self.n_infra_total,
+            "line_counts": dict(self.rd.line_counts()),
+            "started_at": self.started_at,
+            "last_eval": self._last_eval,
+            "world_model_in_checkpoint": self.wm_refreshed,
+            "time": time.time(),
+        }
+
+    def save_checkpoint(self) -> Path:
+        """Write ``checkpoints/step_NNNNNN`` atomically (policy adapter, optimizer, RNG, trainer state)."""
+        import torch
+
+        self.rd.sync_logs()
+        with self.rd.write_checkpoint(self.step, keep=self.cfg.keep_checkpoints) as tmp:
+            self.c.policy.save(tmp / "policy")
+            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+            torch.save(rng_state(), tmp / "rng.pt")
+            if self.wm_refreshed and self.c.world_model is not None:
+                self.c.world_model.save(tmp / "world_model")
+            (tmp / "trainer_state.json").write_text(json.dumps(_json_safe(self.state_dict()), indent=1))
+        return self.rd.checkpoints / self.rd.checkpoint_name(self.step)
+
+    def load_checkpoint(self, path: Path) -> None:
+        """Restore everything :meth:`save_checkpoint` wrote (the policy, optimizer, RNG, calibrator,
+        router, ledger, counters)."""
+        import torch
+
+        st = json.loads((path / "trainer_state.json").read_text())
+        self.c.policy.load(path / "policy")
+        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+        self.calibrator.load_state_dict(st["calibrator"])
+        self.router.load_state_dict(st["router"])
+        self.ledger.load_state_dict(st["ledger"])
+        self.window = st["window"]
+        self.n_infra_total = int(st["n_infra_total"])
+        self.step = int(st["step"])
+        self.started_at = st.get("started_at", self.started_at)
+        self._last_eval = st.get("last_eval", {})
+        self.wm_refreshed = bool(st.get("world_model_in_checkpoint"))
+        if self.wm_refreshed and self.c.world_model is not None:
+            self.c.world_model.load(path / "world_model")
+        dropped = self.rd.truncate_logs(self.step, st.get("line_counts"))
+        set_rng_state(torch.load(path / "rng.pt", weights_only=False))
+        self.rd.log_line(f"{_now_iso()} resumed from {path.name} (step {self.step}); dropped log lines "
+                         f"after it: {dropped}")
+
+    # ------------------------------------------------------------------ one step
+    def train_step(self) -> dict[str, Any]:
+        """Run step ``self.step + 1`` end to end; returns its metrics record."""
+        import torch
+
+        cfg, c, L = self.cfg, self.c, self.ledger
+        step = self.step + 1
+        L.begin_step()
+        ro = cfg.rollout
+
+        # generate ---------------------------------------------------------------------------------
+        with L.stage("generate"):
+            idx = select_tasks([t.id for t in c.train_tasks], ro.tasks_per_step, step, cfg.seed)
+            tasks = [c.train_tasks[i] for i in idx]
+            with torch.no_grad():
+                batch = c.policy.sample(tasks, c.scaffold, group_size=ro.group_size,
+                                        max_new_tokens=ro.max_new_tokens, temperature=ro.temperature,
+                                        top_p=ro.top_p, generator_seed=sampling_seed(cfg.seed, step))
+        B = len(batch.completions)
+        gid = np.asarray(batch.group_ids, dtype=np.int64)
+        M = len(tasks)
+
+        # route ------------------------------------------------------------------------------------
+        with L.stage("route"):
+            anchor_groups = np.asarray(self.router.route([t.id for t in tasks], step), dtype=bool)
+            is_anchor = anchor_groups[gid]
+            L.add_groups(M, int(anchor_groups.sum()))
+
+        # execute || world model -------------------------------------------------------------------
+        from wmrl.execution.types import ExecutionRequest
+
+        by_id = {t.id: t for t in tasks}
+        programs = list(batch.programs) if len(getattr(batch, "programs", []) or []) == B else [
+            c.scaffold.render(by_id[t], comp) for t, comp in zip(batch.task_ids, batch.completions)]
+        anchor_idx = np.flatnonzero(is_anchor)
+        done_at: dict[int, float] = {}
+        w0, c0 = time.perf_counter(), time.process_time()
+        futures: dict[int, Future] = {}
+        for i in anchor_idx:
+            req = ExecutionRequest(
+                task=by_id[batch.task_ids[i]], program=programs[i], request_id=f"s{step}-g{gid[i]}-i{i}",
+                time_limit_s=cfg.executor.time_limit_s,
+                meta={"stream": "anchor", "step": step, "group_id": int(gid[i]), "sample": int(i),
+                      "task_id": batch.task_ids[i], "prompt": batch.prompts[i], "completion": batch.completions[i],
+                      "scaffold": getattr(c.scaffold, "name", ""), "run": cfg.name or cfg.method})
+            fut = c.executor.submit(req)
+            fut.add_done_callback(lambda _f, _i=int(i): done_at.__setitem__(_i, time.perf_counter()))
+            futures[int(i)] = fut
+        submit_cpu = time.process_time() - c0
+        r_hat = np.full(B, np.nan)
+        if c.world_model is not None and self.method != "grpo":
+            with L.stage("wm_predict"):
+                with torch.no_grad():
+                    r_hat = np.asarray(c.world_model.predict(batch.prompts, batch.completions), dtype=np.float64)
+                if r_hat.shape != (B,):
+                    raise RuntimeError(f"world model returned shape {r_hat.shape}, expected ({B},)")
+        c2 = time.process_time()
+        results: dict[int, Any] = {}
+        for i, fut in futures.items():
+            try:
+                results[i] = fut.result()
+            except Exception as e:  # the executor itself failed: infrastructure, not the program
+                results[i] = _InfraFailure(f"s{step}-i{i}", batch.task_ids[i], f"{type(e).__name__}: {e}")
+                done_at.setdefault(i, time.perf_counter())
+        if futures:
+            L.add_stage("execute", max(done_at.values(), default=w0) - w0, submit_cpu + time.process_time() - c2)
+            L.add_executions("anchor", results.values())
+
+        r_true = np.full(B, np.nan)
+        status: list[str | None] = [None] * B
+        valid = np.ones(B, dtype=bool)
+        for i, r in results.items():
+            status[i] = _status(r)
+            if status[i] == "infra_error" or r.reward is None:
+                valid[i] = False
+            else:
+                r_true[i] = float(r.reward)
+        n_infra = int((~valid).sum())
+        self.n_infra_total += n_infra
+
+        # calibrate --------------------------------------------------------------------------------
+        cal_rec = None
+        with L.stage("calibrate"):
+            a_ok = is_anchor & valid
+            cal_mode = None
+            if self.method == "wmrl" and cfg.wmrl.debias:
+                map_y = self.calibrator.transform(CAL_GRID)
+                cal_mode = self.calibrator.mode
+                n_window = self.calibrator.n_anchors
+                r_cal = self.calibrator.transform(r_hat, step=step)
+                diag = self.calibrator.diagnostics(r_hat[a_ok], r_true[a_ok])
+                self.calibrator.update(r_hat[a_ok], r_true[a_ok], step)
+            else:
+                r_cal = r_hat.copy()
+                map_y, n_window, diag = CAL_GRID.copy(), 0, {}
+                cal_mode = "identity" if c.world_model is not None and self.method != "grpo" else None
+            if self.method == "wmrl":
+                # out-of-sample pairs (map fitted before this step) feed V_A, sigma_xi^2, lambda
+                self.window["true"].extend(r_true[a_ok].tolist())
+                self.window["cal"].extend(r_cal[a_ok].tolist())
+                self.window["group"].extend([int(step * 100000 + g) for g in gid[a_ok]])
+                keep = cfg.wmrl.calibrator_window
+                for k in self.window:
+                    self.window[k] = self.window[k][-keep:]
+            if cal_mode is not None:
+                cal_rec = {
+                    "step": step, "mode": cal_mode, "n_window": n_window,
+                    "map_x": CAL_GRID.tolist(), "map_y": np.asarray(map_y).tolist(),
+                    "anchor_wm": r_hat[a_ok].tolist(), "anchor_wm_calibrated": r_cal[a_ok].tolist(),
+                    "anchor_true": r_true[a_ok].tolist(),
+                    "anchor_task_ids": [batch.task_ids[i] for i in np.flatnonzero(a_ok)],
+                    "residual_var_raw": _var(r_true[a_ok] - r_hat[a_ok]),
+                    "residual_var_calibrated": _var(r_true[a_ok] - r_cal[a_ok]),
+                    "diagnostics": diag,
+                }
+
+        # advantages, fusion -----------------------------------------------------------------------
+        with L.stage("advantages"):
+            used, adv = stream_advantages(method=self.method, group_ids=gid, is_anchor=is_anchor, valid=valid,
+                                          r_true=r_true, r_wm_cal=r_cal, normalize_std=cfg.optim.normalize_std,
+                                          adv_eps=cfg.optim.adv_eps)
+        with L.stage("fuse"):
+            w = cfg.wmrl
+            fr: FusionResult = fusion_for_step(
+                method=self.method, group_ids=gid, is_anchor=is_anchor, valid=valid, r_true=r_true,
+                r_wm_cal=r_cal, reward_used=used, advantages=adv, denoise=w.denoise, fusion=w.fusion,
+                window_true=np.asarray(self.window["true"]), window_cal=np.asarray(self.window["cal"]),
+                window_groups=np.asarray(self.window["group"]), bias_aware=w.bias_aware,
+                alpha_floor=w.alpha_floor, alpha_ceiling=w.alpha_ceiling, min_pairs=w.calibrator_min_anchors,
+                normalize_std=cfg.optim.normalize_std, adv_eps=cfg.optim.adv_eps)
+
+        # update -----------------------------------------------------------------------------------
+        with L.stage("update"):
+            upd = self._update(batch, fr.advantages, fr.weights, valid)
+
+        # optional world-model refresh on the anchors so far (off by default) ------------------------
+        refresh = None
+        k = cfg.world_model.refresh_every_k
+        if k and c.refit_world_model is not None and step % k == 0:
+            with L.stage("wm_refresh"):
+                refresh = c.refit_world_model(step)
+            self.wm_refreshed = True
+
+        # metrics ----------------------------------------------------------------------------------
+        self.step = step
+        a_ok = is_anchor & valid
+        comp_tokens = batch.completion_mask.sum(dim=1).cpu().numpy()
+        rec: dict[str, Any] = {
+            "step": step, "time": time.time(), "method": self.method,
+            "n_groups": M, "n_samples": B,
+            "n_anchor_groups": int(anchor_groups.sum()), "n_wm_groups": int((~anchor_groups).sum()),
+            "n_infra_errors": n_infra, "n_infra_errors_total": self.n_infra_total,
+            "reward_true_mean": _mean(r_true[a_ok]),
+            "valid_rate_anchor": (float(np.mean([s == "ok" for s in (status[i] for i in anchor_idx)]))
+                                  if anchor_idx.size else None),
+            "reward_wm_mean": _mean(r_hat),
+            "reward_wm_calibrated_mean": _mean(r_cal),
+            "reward_wm_anchor_mean": _mean(r_hat[a_ok]),
+            "reward_used_mean": _mean(fr.reward_used),
+            "wm_bias": _mean(r_hat[a_ok] - r_true[a_ok]) if a_ok.any() else None,
+            "wm_bias_calibrated": _mean(r_cal[a_ok] - r_true[a_ok]) if a_ok.any() else None,
+            "calibrator_n_anchors": self.calibrator.n_anchors if self.method == "wmrl" else None,
+            "calibrator_mode": cal_rec["mode"] if cal_rec else None,
+            "completion_tokens_mean": float(comp_tokens.mean()) if B else None,
+            "scaffold_valid_rate": (float(np.mean(batch.valid)) if getattr(batch, "valid", None) else None),
+        }
+        rec.update(fr.stats)
+        rec.update(upd)
+        if refresh is not None:
+            rec["wm_refresh_records"] = refresh.get("n_records")
+        if self.method == "grpo":
+            rec["alpha"] = 1.0
+        elif self.method == "wm":
+            rec["alpha"] = 0.0
+        rec.update(L.end_step())
+        samples = [
+            {"step": step, "group": int(gid[i]), "task_id": batch.task_ids[i],
+             "stream": "anchor" if is_anchor[i] else "wm",
+             "reward_true": r_true[i], "status": status[i], "reward_wm": r_hat[i], "reward_wm_calibrated": r_cal[i],
+             "reward_used": fr.reward_used[i], "advantage": fr.advantages[i], "weight": fr.weights[i],
+             "dropped": not bool(valid[i]), "completion_tokens": int(comp_tokens[i]),
+             "completion": batch.completions[i][:2000]}
+            for i in range(B)
+        ]
+        with L.stage("log"):
+            self.rd.append("metrics", rec)
+            self.rd.append_many("samples", samples)
+            if cal_rec is not None:
+                self.rd.append("calibration", cal_rec)
+            self._tb_scalars(rec)
+            self.rd.log_line(_step_line(rec))
+        return rec
+
+    def _update(self, batch: Any, adv: np.ndarray, weights: np.ndarray, valid: np.ndarray) -> dict[str, Any]:
+        """One AdamW step on the fused GRPO loss, micro-batched with exact token-mean rescaling.
+
+        Rows with weight 0, or with advantage 0 when beta = 0, contribute exactly nothing to the
+        gradient and are skipped. For ``token_mean`` the core loss divides by the micro-batch's mean
+        completion length nbar_mb; each micro-batch loss is rescaled by nbar_mb / nbar (nbar over all
+        valid rows of the step), so the accumulated gradient equals the full-batch one.
+        """
+        import torch
+
+        from wmrl.core.losses import grpo_loss
+
+        o = self.cfg.optim
+        lens = batch.completion_mask.sum(dim=1).to(torch.float64).cpu().numpy()
+        nbar = float(lens[valid].mean()) if valid.any() else 1.0
+        rows = np.flatnonzero(valid & (weights != 0) & ((adv != 0) | (o.beta > 0)))
+        out = {"loss": 0.0, "kl": None, "clip_frac": None, "grad_norm": None, "lr": o.lr,
+               "update_rows": int(rows.size), "update_skipped": bool(rows.size == 0)}
+        if rows.size == 0:
+            return out
+        self.optimizer.zero_grad(set_to_none=True)
+        tot_tokens, clip_tok, kl_tok, loss_sum = 0.0, 0.0, 0.0, 0.0
+        for s in range(0, rows.size, o.micro_batch):
+            mb = rows[s:s + o.micro_batch].tolist()
+            sub = batch.slice(mb)
+            lp = self.c.policy.logprobs(sub)
+            ref = None
+            if o.beta > 0:
+                with torch.no_grad():
+                    ref = self.c.policy.ref_logprobs(sub)
+            mask = sub.completion_mask.bool()
+            loss, st = grpo_loss(
+                lp, sub.old_logprobs.to(lp.dtype), torch.as_tensor(adv[mb], dtype=lp.dtype), mask,
+                sample_weights=torch.as_tensor(weights[mb], dtype=lp.dtype), ref_logprobs=ref,
+                clip_low=o.clip_low, clip_high=o.clip_high, beta=o.beta, aggregation=o.aggregation)
+            if o.aggregation == "token_mean":
+                nbar_mb = float(lens[mb].mean())
+                loss = loss * (nbar_mb / max(nbar, 1e-12))
+            loss.backward()
+            n_tok = st["n_tokens"]
+            tot_tokens += n_tok
+            clip_tok += st["clip_frac"] * n_tok
+            if math.isfinite(st["kl_mean"]):
+                kl_tok += st["kl_mean"] * n_tok
+            loss_sum += float(loss.detach())
+        if o.grad_clip > 0:
+            gn = torch.nn.utils.clip_grad_norm_(self.params, o.grad_clip)
+        else:
+            gn = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in self.params if p.grad is not None]))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        out.update(loss=loss_sum, clip_frac=clip_tok / max(tot_tokens, 1.0),
+                   kl=(kl_tok / max(tot_tokens, 1.0)) if o.beta > 0 else None, grad_norm=float(gn))
+        return out
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, *, in_step: bool) -> dict[str, dict[str, Any]]:
+        """Real-execution evaluation of the current policy on held-out (and train) tasks; appends to
+        ``eval.jsonl``. Time goes to the ``eval`` stage (inside a step) or phase (at the end)."""
+        from wmrl.training.evaluation import evaluate_policy
+
+        cfg, c, L = self.cfg, self.c, self.ledger
+        splits = []
+        if c.heldout_tasks:
+            splits.append(("heldout", c.heldout_tasks))
+        if cfg.eval.train_tasks:
+            splits.append(("train", c.train_tasks))
+        out = {}
+        ctx = L.stage("eval") if in_step else L.phase("eval")
+        with ctx:
+            for split, tasks in splits:
+                rec, results = evaluate_policy(
+                    c.policy, c.scaffold, tasks, c.executor, step=self.step, split=split,
+                    samples_per_task=cfg.eval.samples_per_task, max_new_tokens=cfg.rollout.max_new_tokens,
+                    temperature=cfg.eval.temperature, top_p=cfg.rollout.top_p, run_name=cfg.name or cfg.method,
+                    seed=sampling_seed(cfg.seed, self.step, 1 + len(out)))
+                L.add_executions("eval", results)
+                self.rd.append("eval", rec)
+                out[split] = rec
+                if self.tb is not None:
+                    for k in ("mean_percentile", "valid_rate", "medal_rate", "best_percentile_mean"):
+                        if rec.get(k) is not None:
+                            self.tb.add_scalar(f"eval_{split}/{k}", rec[k], self.step)
+                self.rd.log_line(f"{_now_iso()} eval step {self.step} {split}: percentile "
+                                 f"{_fmt(rec['mean_percentile'])} valid {_fmt(rec['valid_rate'])} "
+                                 f"medals {rec['medals']}")
+        self._last_eval.update(out)
+        return out
+
+    # ------------------------------------------------------------------ logging helpers
+    def _tb_scalars(self, rec: dict[str, Any]) -> None:
+        if self.tb is None:
+            return
+        for k, v in rec.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("step", "time") \
+                    and math.isfinite(float(v)):
+                self.tb.add_scalar(k.replace(".", "/"), float(v), rec["step"])
+
+
+def _fmt(x: Any, nd: int = 3) -> str:
+    return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
+
+
+def _step_line(rec: dict[str, Any]) -> str:
+    return (f"{_now_iso()} step {rec['step']}: anchors {rec['n_anchor_groups']}/{rec['n_groups']} "
+            f"r_true {_fmt(rec.get('reward_true_mean'))} r_wm {_fmt(rec.get('reward_wm_mean'))} "
+            f"r_cal {_fmt(rec.get('reward_wm_calibrated_mean'))} alpha {_fmt(rec.get('alpha'))} "
+            f"loss {_fmt(rec.get('loss'), 4)} infra {rec['n_infra_errors']} "
+            f"wall {rec['step_wall_s']:.1f}s")
+
+
+def _json_safe(obj: Any) -> Any:
+    from wmrl.training.rundir import _clean
+
+    return _clean(obj)
+
+
+# ----------------------------------------------------------------------------------------------
+# entry points
+
+
+def _open_tb(rd: RunDir, purge_step: int | None) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception as e:  # tensorboard missing: keep training, say so once
+        log.warning("TensorBoard events disabled: %s", e)
+        return None
+    return SummaryWriter(log_dir=str(rd.tb), purge_step=purge_step)
+
+
+def _default_run_dir(cfg: TrainConfig) -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return str(Path("runs") / f"{cfg.name or cfg.method}-{stamp}")
+
+
+def run_training(config: TrainConfig, *, resume: bool = False,
+                 components: Components | None = None,
+                 stop_after_step: int | None = None,
+                 progress: bool | None = None) -> RunSummary:
+    """Train (or resume) one run and return its summary (the main API; ``wmrl train`` calls it).
+
+    Args:
+        config: the resolved config; ``config.run_dir`` None means ``runs/<method>-<timestamp>``.
+        resume: continue the run in ``config.run_dir`` from its latest checkpoint (the config must
+            match the saved one except ``optim.steps``, ``eval``, ``progress`` and ``executor`` fields).
+        components: parts to use instead of building them from the config (tests, benchmarks).
+        stop_after_step: stop (as if killed) after this step's checkpoint; for tests and benchmarks.
+        progress: override ``config.progress``.
+
+    Returns:
+        :class:`RunSummary` (also written to ``summary.json``).
+
+    Raises:
+        RunDirError: the run directory holds another run (without ``resume``) or nothing to resume.
+        ConfigError, FileNotFoundError: from the config and the parts.
+    """
+    import torch
+
+    cfg = config
+    if cfg.run_dir is None:
+        cfg.run_dir = _default_run_dir(cfg)
+    rd = RunDir(cfg.run_dir)
+    latest = rd.latest_checkpoint() if rd.root.exists() else None
+    if resume:
+        if not rd.config.is_file():
+            raise RunDirError(f"{rd.root} has no config.yaml: nothing to resume (start it with --config)")
+        if rd.summary.is_file() and latest is not None:
+            done = json.loads(rd.summary.read_text())
+            if done.get("status") == "completed" and done.get("steps", 0) >= cfg.optim.steps:
+                log.info("run %s already completed %s steps", rd.root, done.get("steps"))
+                return _summary_from_file(rd, done)
+    else:
+        if rd.root.exists() and (latest is not None or rd.metrics.is_file() or rd.config.is_file()):
+            raise RunDirError(f"{rd.root} already holds a run; continue it with `wmrl train --resume {rd.root}` "
+                              f"or choose another run_dir")
+    rd.create()
+    if rd.summary.is_file():
+        rd.summary.unlink()
+    save_config(cfg, rd.config)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    ledger = Ledger(method=cfg.method,
+                    anchor_fraction_configured={"grpo": 1.0, "wm": 0.0, "wmrl": cfg.wmrl.anchor_fraction}[cfg.method])
+    rd.log_line(f"{_now_iso()} {'resume' if resume else 'start'} method={cfg.method} run_dir={rd.root}")
+
+    own_components = components is None
+    if components is None:
+        from wmrl.training.parts import build_components
+
+        with ledger.phase("setup"):
+            components = build_components(cfg, rd, ledger, resume=resume and latest is not None)
+    trainer = Trainer(cfg, rd, components, ledger)
+    try:
+        if latest is not None:
+            trainer.load_checkpoint(latest)
+        else:
+            rd.truncate_logs(0, {w: 0 for w in RunDir.JSONL})
+            # step-0 checkpoint: warm-up and world-model fit (and their ledger) survive a kill
+            trainer.save_checkpoint()
+        write_json_atomic(rd.ledger, ledger.to_json())
+        trainer.tb = _open_tb(rd, purge_step=trainer.step + 1 if trainer.step > 0 else None)
+        show = cfg.progress if progress is None else progress
+        _loop(trainer, show, stop_after_step)
+        if stop_after_step is not None and trainer.step < cfg.optim.steps:
+            return _partial_summary(trainer)
+        if cfg.eval.at_end and (trainer.c.heldout_tasks or cfg.eval.train_tasks):
+            if not _evaluated_at(rd, trainer.step):
+                trainer.evaluate(in_step=False)
+        summary = _finish(trainer)
+    finally:
+        if trainer.tb is not None:
+            trainer.tb.close()
+        if own_components and components.close is not None:
+            components.close()
+    return summary
+
+
+def _evaluated_at(rd: RunDir, step: int) -> bool:
+    return any(r.get("step") == step and r.get("checkpoint") is None for r in read_jsonl(rd.eval))
+
+
+def _loop(trainer: Trainer, show: bool, stop_after_step: int | None) -> None:
+    cfg = trainer.cfg
+    total = cfg.optim.steps
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn
+
+    console = Console(stderr=True)
+    live = show and console.is_terminal
+    prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                    TextColumn("{task.fields[info]}"), console=console, disable=not live)
+    with prog:
+        task = prog.add_task(f"{cfg.method} train", total=total, completed=trainer.step, info="")
+        if cfg.eval.at_start and trainer.step == 0 and not _evaluated_at(trainer.rd, 0):
+            trainer.evaluate(in_step=False)
+        while trainer.step < total:
+            rec = trainer.train_step()
+            s = trainer.step
+            if cfg.eval.every_k and s % cfg.eval.every_k == 0 and s < total:
+                trainer.evaluate(in_step=True)
+            if s % cfg.checkpoint_every == 0 or s == total or s == stop_after_step:
+                with trainer.ledger.stage("checkpoint"):
+                    trainer.save_checkpoint()
+                write_json_atomic(trainer.rd.ledger, trainer.ledger.to_json())
+            held = trainer._last_eval.get("heldout", {}).get("mean_percentile")
+            info = (f"r_true {_fmt(rec.get('reward_true_mean'))} r_wm {_fmt(rec.get('reward_wm_calibrated_mean'))} "
+                    f"alpha {_fmt(rec.get('alpha'), 2)} held-out {_fmt(held)}")
+            prog.update(task, completed=s, info=info)
+            if show and not live:
+                console.print(_step_line(rec), highlight=False)
+            if stop_after_step is not None and s >= stop_after_step:
+                break
+
+
+def _partial_summary(trainer: Trainer) -> RunSummary:
+    return RunSummary(run_dir=trainer.rd.root, method=trainer.method, status="stopped", steps=trainer.step,
+                      wall_s=trainer.ledger.wall_s(), ledger=trainer.ledger.to_json(), final_eval={},
+                      last_metrics=(read_jsonl(trainer.rd.metrics) or [{}])[-1], anchor_fraction=None,
+                      reward_true_mean_last=None, started_at=trainer.started_at)
+
+
+def _finish(trainer: Trainer) -> RunSummary:
+    rd, L = trainer.rd, trainer.ledger
+    metrics = read_jsonl(rd.metrics)
+    last_q = metrics[-max(1, len(metrics) // 4):] if metrics else []
+    rt = [m["reward_true_mean"] for m in last_q if m.get("reward_true_mean") is not None]
+    led = L.to_json()
+    evals = read_jsonl(rd.eval)
+    final_eval: dict[str, Any] = {}
+    for r in evals:
+        if r.get("checkpoint") is None:
+            final_eval[r["split"]] = r
+    summary = RunSummary(
+        run_dir=rd.root, method=trainer.method, status="completed", steps=trainer.step, wall_s=L.wall_s(),
+        ledger=led, final_eval=final_eval, last_metrics=metrics[-1] if metrics else {},
+        anchor_fraction=led["groups"]["anchor_fraction"], reward_true_mean_last=float(np.mean(rt)) if rt else None,
+        started_at=trainer.started_at, finished_at=_now_iso())
+    write_json_atomic(rd.ledger, led)
+    write_json_atomic(rd.summary, summary.to_dict())
+    rd.log_line(f"{_now_iso()} finished: {trainer.step} steps, wall {L.wall_s():.1f}s")
+    return summary
+
+
+def _summary_from_file(rd: RunDir, d: dict[str, Any]) -> RunSummary:
+    return RunSummary(run_dir=rd.root, method=d["method"], status=d["status"], steps=d["steps"], wall_s=d["wall_s"],
+                      ledger=d["ledger"], final_eval=d.get("final_eval", {}), last_metrics=d.get("last_metrics", {}),
+                      anchor_fraction=d.get("anchor_fraction"), reward_true_mean_last=d.get("reward_true_mean_last"),
+                      started_at=d.get("started_at", ""), finished_at=d.get("finished_at", ""))
+
+
+RESUME_MUTABLE = ("optim.steps", "progress", "threads", "eval.", "executor.", "checkpoint_every",
+                  "keep_checkpoints")
+
+
+def resume_training(run_dir: str | Path, overrides: list[str] | None = None, **kw: Any) -> RunSummary:
+    """Continue the run in ``run_dir`` from its latest checkpoint (``wmrl train --resume RUN_DIR``).
+
+    The config is read back from ``run_dir/config.yaml``; ``overrides`` may change only fields that do
+    not alter the trajectory so far (``optim.steps``, ``eval.*``, ``executor.*``, ``progress``, ``threads``,
+    ``checkpoint_every``, ``keep_checkpoints``).
+
+    Raises:
+        RunDirError: no config.yaml in ``run_dir``. ConfigError: an override of a frozen field.
+    """
+    rd = RunDir(run_dir)
+    if not rd.config.is_file():
+        raise RunDirError(f"{rd.root} has no config.yaml: not a run directory (nothing to resume)")
+    for ov in overrides or []:
+        key = ov.split("=", 1)[0].strip()
+        if not any(key == m or (m.endswith(".") and key.startswith(m)) for m in RESUME_MUTABLE):
+            raise ConfigError(f"--set {key} cannot change on --resume (it would change the run's past); allowed: "
+                              f"{', '.join(RESUME_MUTABLE)}")
+    cfg = load_config(rd.config, overrides)
+    cfg.run_dir = str(rd.root)
+    return run_training(cfg, resume=True, **kw)
+
+
+def print_summary(summary: RunSummary, console: Any = None) -> None:
+    """A clean end-of-run table (rich) plus the compute ledger."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    t = Table(title=f"wmrl train: {summary.method} ({summary.status})", show_header=True)
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    led = summary.ledger
+    tot = led.get("totals", {})
+    ex = led.get("executions", {})
+    t.add_row("run dir", str(summary.run_dir))
+    t.add_row("steps", str(summary.steps))
+    t.add_row("wall time", f"{summary.wall_s:.1f} s")
+    t.add_row("train compute", f"{tot.get('train_compute_cpu_s', 0):.1f} CPU-s")
+    t.add_row("eval compute", f"{tot.get('eval_compute_cpu_s', 0):.1f} CPU-s")
+    g = led.get("groups", {})
+    t.add_row("groups (anchor / total)", f"{g.get('anchor')} / {g.get('total')}")
+    t.add_row("anchor fraction (realised / configured)",
+              f"{_fmt(g.get('anchor_fraction'))} / {_fmt(g.get('anchor_fraction_configured'))}")
+    for k in ("warmup", "anchor", "eval"):
+        e = ex.get(k, {})
+        t.add_row(f"{k} executions", f"{e.get('count', 0)} ({e.get('infra_errors', 0)} infra errors, "
+                                     f"{e.get('sandbox_cpu_s', 0):.1f} sandbox CPU-s)")
+    m = summary.last_metrics
+    t.add_row("last step: true reward (anchors)", _fmt(m.get("reward_true_mean")))
+    t.add_row("last step: world-model reward (calibrated)", _fmt(m.get("reward_wm_calibrated_mean")))
+    t.add_row("last step: alpha", _fmt(m.get("alpha")))
+    for split, r in summary.final_eval.items():
+        t.add_row(f"{split} (step {r.get('step')}): mean percentile", _fmt(r.get("mean_percentile")))
+        t.add_row(f"{split}: valid-submission rate", _fmt(r.get("valid_rate")))
+        t.add_row(f"{split}: medals", " ".join(f"{k} {v}" for k, v in (r.get("medals") or {}).items()))
+    console.print(t)
+    console.print(format_ledger(led), highlight=False)
+
+
+__all__ = ["Components", "RunSummary", "Trainer", "run_training", "resume_training", "print_summary",
+           "select_tasks", "RunDirError", "config_to_dict"]
