@@ -10,16 +10,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pandas as pd
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from wmrl.cli import app
 from wmrl.training import bench
 
 pytestmark = pytest.mark.slow
-
-#: A small held-out task (442 rows, from scikit-learn) next to the two small train tasks.
-HELDOUT_TASK = "sklearn-diabetes"
 
 EXPECTED_COLUMNS = [
     "method", "seeds", "held-out percentile", "Δ vs grpo (paired)", "valid rate", "real executions",
@@ -28,38 +24,10 @@ EXPECTED_COLUMNS = [
 
 
 @pytest.fixture(scope="module")
-def mini_bench(tmp_path_factory):
-    from wmrl.tasks.build import build_suite
-    from wmrl.tasks.datasets import SMALL_TASKS
+def mini_bench():
+    from _real_runs import mini_bench as build
 
-    root = tmp_path_factory.mktemp("bench-mini")
-    tasks_dir = root / "tasks"
-    ids = [*SMALL_TASKS, HELDOUT_TASK]
-    build_suite(tasks_dir, ids)
-    train_ids, heldout_ids = list(SMALL_TASKS), [HELDOUT_TASK]
-    preset = root / "mini.yaml"
-    preset.write_text(yaml.safe_dump({
-        "preset": "ci-mini",
-        "description": "CI miniature",
-        "backbone_note": "tiny random backbone, grammar scaffold",
-        "seeds": 1,
-        "methods": ["grpo", "wmrl"],
-        "config": {
-            "model": {"name": "tiny"},
-            "scaffold": {"name": "grammar"},
-            "tasks": {"root": str(tasks_dir), "train": train_ids, "heldout": heldout_ids},
-            "rollout": {"tasks_per_step": 2, "group_size": 2, "max_new_tokens": 64},
-            "wmrl": {"anchor_fraction": 0.5},
-            "world_model": {"warmup_samples_per_task": 1, "fit_epochs": 1},
-            "optim": {"steps": 2},
-            "executor": {"workers": 2},
-            "eval": {"samples_per_task": 2, "train_tasks": False},
-        },
-    }))
-    out = root / "out"
-    res = CliRunner().invoke(app, ["bench", "--preset", str(preset), "--out", str(out), "--steps", "2"])
-    assert res.exit_code == 0, res.output + repr(res.exception)
-    return out, res.output
+    return build()
 
 
 def test_table_columns_and_numbers(mini_bench):

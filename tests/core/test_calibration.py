@@ -122,3 +122,23 @@ def test_bad_update():
         cal.update([0.1, 0.2], [0.1], step=0)
     with pytest.raises(ValueError, match="NaN"):
         cal.update([float("nan")], [0.1], step=0)
+
+
+def test_applied_base_map_equals_sklearn_predict():
+    rng = np.random.default_rng(3)
+    cal = IsotonicCalibrator(min_anchors=8, tie_break=0.0)
+    x = rng.random(200)
+    cal.update(x, np.clip(x**2 + 0.1 * rng.standard_normal(200), 0, 1), step=0)
+    q = np.concatenate([rng.random(100) * 1.4 - 0.2, x[:20]])
+    from sklearn.isotonic import IsotonicRegression
+
+    ref = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=0.0, y_max=1.0)
+    ref.fit(cal._wm, np.clip(cal._true, 0, 1))
+    np.testing.assert_allclose(cal.transform(q), ref.predict(q), atol=1e-12)
+    # with duplicate x and recency weights too
+    rc = IsotonicCalibrator(min_anchors=4, tie_break=0.0, recency_halflife=2.0)
+    xs = np.round(rng.random(60), 1)
+    rc.update(xs[:30], rng.random(30), step=0)
+    rc.update(xs[30:], rng.random(30), step=4)
+    ref.fit(rc._wm, rc._true, sample_weight=np.r_[np.full(30, 0.25), np.ones(30)])
+    np.testing.assert_allclose(rc.transform(q), ref.predict(q), atol=1e-12)

@@ -1,8 +1,201 @@
-"""Commands of ``wmrl.execution``. Imports of heavy libraries stay inside the commands."""
+"""Commands of ``wmrl.execution``: ``wmrl exec`` and ``wmrl sandbox-bench``.
+
+Heavy imports (pandas via the grader, ray) stay inside the commands.
+"""
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+MiB = 1024**2
+
+
+def _load_task(task_id: str, tasks_dir: Optional[Path]):
+    """A task by id from ``tasks_dir`` (or the default suite), or from a task folder given as a path."""
+    from wmrl.tasks.loader import TaskSuite, default_suite, detect_layout, load_task
+
+    as_path = Path(task_id)
+    if as_path.is_dir() and detect_layout(as_path):
+        return load_task(as_path)
+    suite = TaskSuite(tasks_dir) if tasks_dir is not None else default_suite()
+    return suite.get(task_id)
+
+
+def _fail(msg: str, code: int = 1) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(code)
+
+
+def exec_command(
+    task_id: str = typer.Argument(..., help="Task id in the suite, or the path of a task folder."),
+    program: Path = typer.Argument(..., help="The solution program (Python file)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the outcome as one JSON object."),
+    tasks_dir: Optional[Path] = typer.Option(None, "--tasks-dir", help="Task suite folder (default: the built-in suite)."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Wall-clock limit, seconds (default: the task's)."),
+    memory_mb: int = typer.Option(4096, "--memory-mb", help="Address-space limit per process, MiB."),
+    threads: int = typer.Option(1, "--threads", help="BLAS/OpenMP threads of the program."),
+    unsandboxed: bool = typer.Option(False, "--unsandboxed",
+                                     help="Allow the weak rlimit-only mode when bwrap is missing (no isolation!)."),
+    log_path: Optional[Path] = typer.Option(None, "--log", help="Append the execution to this SQLite execution log."),
+) -> None:
+    """Run PROGRAM on TASK_ID in the sandbox, grade it, print the outcome.
+
+    Exits 0 whenever the program ran (whatever its status), 1 when the tool could not run it
+    (unknown task, unreadable program, bwrap missing), 2 on an infrastructure error.
+    """
+    from wmrl.execution.log import ExecutionLog
+    from wmrl.execution.runner import execute
+    from wmrl.execution.sandbox import SandboxConfig, SandboxUnavailable
+    from wmrl.execution.types import ExecutionRequest, ExecutionStatus
+
+    try:
+        source = program.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        _fail(f"cannot read the program {program}: {exc}")
+    try:
+        task = _load_task(task_id, tasks_dir)
+    except (KeyError, FileNotFoundError, ValueError) as exc:
+        _fail(str(exc).strip('"'))
+    try:
+        config = SandboxConfig(memory_bytes=memory_mb * MiB, threads=threads, allow_unsandboxed=unsandboxed)
+    except ValueError as exc:
+        _fail(str(exc))
+    request = ExecutionRequest(task=task, program=source, time_limit_s=time_limit,
+                               meta={"source": "wmrl exec", "program_path": str(program)})
+    try:
+        result = execute(request, config)
+    except SandboxUnavailable as exc:
+        _fail(str(exc))
+    except ValueError as exc:
+        _fail(str(exc))
+    if log_path is not None:
+        with ExecutionLog(log_path) as lg:
+            lg.append(request, result)
+    if json_out:
+        typer.echo(json.dumps(_json_safe(result.to_dict()), default=str))
+    else:
+        _print_result(result)
+    if result.status == ExecutionStatus.INFRA_ERROR:
+        raise typer.Exit(2)
+
+
+def _json_safe(d: dict) -> dict:
+    """Non-finite floats (a reward of NaN when a task has no leaderboard) become ``null``."""
+    import math
+
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+def _print_result(result) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(show_header=False, box=None)
+    colour = {"ok": "green", "infra_error": "magenta"}.get(result.status.value, "red")
+    table.add_row("status", f"[{colour}]{result.status.value}[/]")
+    table.add_row("task", result.task_id)
+    for name in ("score", "reward", "medal", "above_median"):
+        table.add_row(name, "-" if getattr(result, name) is None else f"{getattr(result, name)}")
+    table.add_row("wall", f"{result.wall_s:.3f} s (limit {result.time_limit_s:g} s)")
+    table.add_row("cpu", f"{result.cpu_s:.3f} CPU-s (whole process tree)")
+    table.add_row("peak memory", f"{result.peak_rss_bytes / MiB:.1f} MiB")
+    table.add_row("exit code", str(result.exit_code))
+    table.add_row("sandbox", result.sandbox)
+    table.add_row("program sha256", result.program_sha256[:16] + "...")
+    if result.error:
+        table.add_row("error", result.error)
+    console.print(table)
+    for name in ("stdout", "stderr"):
+        text = getattr(result, name).rstrip()
+        if text:
+            tail = text[-2000:]
+            console.print(f"[bold]{name}[/] ({getattr(result, name + '_bytes')} bytes, last {len(tail)} chars):")
+            console.print(tail, markup=False, highlight=False)
+
+
+def sandbox_bench_command(
+    repeats: int = typer.Option(20, "--repeats", help="Executions of the trivial program per mode."),
+    task_id: Optional[str] = typer.Option(None, "--task", help="Task for the pool throughput (default: the smallest train task)."),
+    tasks_dir: Optional[Path] = typer.Option(None, "--tasks-dir", help="Task suite folder (default: the built-in suite)."),
+    solutions: int = typer.Option(4, "--solutions", help="Reference solutions run at each concurrency."),
+    concurrency: str = typer.Option("1,2", "--concurrency", help="Comma-separated pool sizes."),
+    skip_pool: bool = typer.Option(False, "--skip-pool", help="Only measure the sandbox overhead."),
+    json_out: bool = typer.Option(False, "--json", help="Print the figures as one JSON object."),
+) -> None:
+    """Sandbox overhead per execution (bwrap vs plain subprocess, side by side) and pool throughput."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from wmrl.execution.bench import pool_throughput, sandbox_overhead
+    from wmrl.execution.sandbox import SandboxUnavailable
+
+    console = Console(stderr=json_out)
+    report: dict = {}
+    try:
+        levels = [int(x) for x in concurrency.split(",") if x.strip()]
+    except ValueError:
+        _fail(f"--concurrency must be comma-separated integers like '1,2', got {concurrency!r}")
+    try:
+        timings = sandbox_overhead(repeats)
+    except (SandboxUnavailable, ValueError) as exc:
+        _fail(str(exc))
+    report["overhead"] = {k: t.as_dict() for k, t in timings.items()}
+    report["overhead"]["bwrap_minus_plain_median_s"] = timings["bwrap"].median - timings["plain"].median
+    report["overhead"]["rlimit_minus_plain_median_s"] = timings["rlimit"].median - timings["plain"].median
+    t = Table(title=f"Trivial program, {repeats} runs each (interleaved), seconds per execution")
+    for col in ("mode", "median", "mean", "p90", "min"):
+        t.add_column(col)
+    for k in ("plain", "rlimit", "bwrap"):
+        d = timings[k].as_dict()
+        t.add_row(k, f"{d['median_s']:.4f}", f"{d['mean_s']:.4f}", f"{d['p90_s']:.4f}", f"{d['min_s']:.4f}")
+    console.print(t)
+    console.print(f"sandbox overhead (median bwrap - plain): {report['overhead']['bwrap_minus_plain_median_s'] * 1000:.1f} ms "
+                  f"per execution; launcher/limits alone (rlimit - plain): "
+                  f"{report['overhead']['rlimit_minus_plain_median_s'] * 1000:.1f} ms")
+
+    if not skip_pool:
+        from wmrl.tasks.reference import reference_programs
+
+        try:
+            if task_id is not None:
+                task = _load_task(task_id, tasks_dir)
+            else:
+                from wmrl.tasks.loader import TaskSuite, default_suite
+
+                suite = TaskSuite(tasks_dir) if tasks_dir is not None else default_suite()
+                task = min(suite.tasks("train"), key=lambda x: (x.n_rows or 10**12, x.id))
+        except (KeyError, FileNotFoundError, ValueError) as exc:
+            _fail(str(exc).strip('"'))
+        progs = reference_programs(task)
+        step = max(1, len(progs) // max(1, solutions))
+        chosen = progs[::step][:solutions]
+        console.print(f"pool throughput on task {task.id} ({task.n_rows} rows), reference solutions: "
+                      + ", ".join(n for n, _ in chosen))
+        levels_out = pool_throughput(task, [p for _, p in chosen], levels)
+        report["pool"] = {"task_id": task.id, "solutions": [n for n, _ in chosen],
+                          "levels": [x.as_dict() for x in levels_out]}
+        t2 = Table(title=f"LocalExecutor on {task.id}: {len(chosen)} reference solutions")
+        for col in ("concurrency", "batch wall s", "executions/min", "CPU-s total", "mean exec wall s", "statuses"):
+            t2.add_column(col)
+        for x in levels_out:
+            d = x.as_dict()
+            t2.add_row(str(x.concurrency), f"{x.wall_s:.2f}", f"{x.per_minute:.1f}", f"{x.cpu_s:.2f}",
+                       f"{d['mean_exec_wall_s']:.2f}", json.dumps(x.statuses))
+        console.print(t2)
+        if len(levels_out) > 1:
+            same = all(a == b for a, b in zip(levels_out[0].scores, levels_out[-1].scores))
+            report["pool"]["same_scores_across_levels"] = same
+            console.print(f"same scores at every concurrency: {same}")
+    if json_out:
+        sys.stdout.write(json.dumps(report, default=str) + "\n")
 
 
 def register(app: typer.Typer) -> None:
     """Add this package's commands to the top-level ``wmrl`` app."""
+    app.command(name="exec")(exec_command)
+    app.command(name="sandbox-bench")(sandbox_bench_command)

@@ -138,7 +138,11 @@ def _grade(task, submission: bytes, grader: Grader):
             f.write(submission)
         try:
             grade = grader(task, Path(name))
-        except ValueError as exc:  # InvalidSubmission, pandas parse errors, bad encodings
+        except (ValueError, UnicodeError) as exc:
+            if type(exc).__name__ == "LeaderboardError":  # the task's boards are broken, not the program
+                log.error("leaderboard of task %s is unreadable: %s", task.id, exc)
+                return ExecutionStatus.INFRA_ERROR, f"grader failed: {type(exc).__name__}: {exc}", None
+            # InvalidSubmission (the grader's verdict), parse errors, bad encodings
             return ExecutionStatus.INVALID_SUBMISSION, f"invalid submission: {exc}", None
         except Exception as exc:  # noqa: BLE001 - the grader's own failure is not the program's
             log.error("grader failed on task %s: %s", task.id, traceback.format_exc())

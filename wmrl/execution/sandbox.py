@@ -159,6 +159,8 @@ class SandboxConfig:
         if self.memory_bytes < 64 * MiB:
             raise ValueError(f"SandboxConfig.memory_bytes={self.memory_bytes} is below 64 MiB: the "
                              "interpreter alone needs more; pass at least 256 MiB")
+        if not 1 <= self.uid_base <= 2**31 - 1 - 4096 * 256:
+            raise ValueError(f"SandboxConfig.uid_base must be in [1, {2**31 - 1 - 4096 * 256}], got {self.uid_base}")
         if self.poll_s <= 0:
             raise ValueError(f"SandboxConfig.poll_s must be > 0, got {self.poll_s!r}")
         if isinstance(self.env, dict):  # accept a dict for convenience, keep the dataclass hashable

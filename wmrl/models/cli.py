@@ -1,8 +1,410 @@
-"""Commands of ``wmrl.models``. Imports of heavy libraries stay inside the commands."""
+"""Commands of ``wmrl.models``. Imports of heavy libraries stay inside the commands.
+
+* ``wmrl scaffolds``: valid-program rate of each scaffold on the built-in train tasks.
+* ``wmrl wm warmup``: sample the base policy on train tasks, execute everything, log it.
+* ``wmrl wm fit``: fit the regression world model on an execution log; held-out metrics, PNG.
+* ``wmrl wm eval``: metrics of a saved world model on an execution log.
+* ``wmrl wm bench``: sampling tokens/s, world-model predictions/s and real execution time of the
+  same trajectories, side by side, with the world-model-to-execution cost ratio.
+"""
 from __future__ import annotations
 
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Any, Optional
+
 import typer
+
+wm_app = typer.Typer(help="World model: warm-up corpus, fitting, evaluation, throughput.", no_args_is_help=True)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _quiet() -> None:
+    """Silence library chatter (progress bars, deprecation warnings) in command output."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def _backbone(name: str, seed: int = 0) -> tuple[Any, Any]:
+    from wmrl.models.backbone import load_backbone, tiny_backbone
+
+    if name == "tiny":
+        return tiny_backbone(seed=seed)
+    return load_backbone(name)
+
+
+def _train_tasks(ids: Optional[str], tasks_dir: Optional[Path], split: str = "train") -> list[Any]:
+    from wmrl.tasks.loader import TaskSuite, default_suite
+
+    suite = TaskSuite(tasks_dir) if tasks_dir else default_suite()
+    if ids:
+        wanted = [s.strip() for s in ids.split(",") if s.strip()]
+        tasks = [suite.get(t) for t in wanted]
+        held = [t.id for t in tasks if t.split != split]
+        if held and split == "train":
+            raise typer.BadParameter(f"{held} are held-out tasks; the world model and the warm-up may only use "
+                                     "train tasks", param_hint="--tasks")
+        return tasks
+    tasks = suite.tasks(split)  # type: ignore[arg-type]
+    if not tasks:
+        raise typer.BadParameter(f"the suite at {suite.root} has no {split} task", param_hint="--tasks")
+    return tasks
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return "nan" if math.isnan(x) else f"{x:.{digits}f}"
+    return str(x)
+
+
+def _executor(workers: int, log_path: Optional[Path]) -> Any:
+    from wmrl.execution.log import ExecutionLog
+    from wmrl.execution.pool import LocalExecutor
+
+    return LocalExecutor(max_workers=workers, log=ExecutionLog(log_path) if log_path else None)
+
+
+# ------------------------------------------------------------------------------------------ scaffolds
+
+
+def scaffolds_cmd(
+    samples: int = typer.Option(4, "--samples", "-n", help="Samples per train task and scaffold."),
+    model: str = typer.Option("smollm2-135m", "--model", help="Backbone: smollm2-135m, tiny, an HF id or a folder."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated task ids (default: all train tasks)."),
+    tasks_dir: Optional[Path] = typer.Option(None, "--tasks-dir", help="Task suite folder (default: the built-in suite)."),
+    scaffold: Optional[list[str]] = typer.Option(None, "--scaffold", help="Scaffolds to measure (repeatable; default all)."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Override each scaffold's token budget."),
+    temperature: float = typer.Option(1.0, "--temperature"),
+    workers: int = typer.Option(2, "--workers", help="Concurrent sandboxed executions."),
+    seed: int = typer.Option(0, "--seed"),
+    log: Optional[Path] = typer.Option(None, "--log", help="Also store every execution in this SQLite log."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the measured rates as JSON here."),
+) -> None:
+    """Valid-program rate of each scaffold on the built-in train tasks (sampled, then executed)."""
+    _quiet()
+    from rich.console import Console
+    from rich.table import Table
+
+    from wmrl.models.policy import Policy
+    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLD_NAMES, get_scaffold
+    from wmrl.models.warmup import collect_warmup
+
+    console = Console()
+    names = list(scaffold or SCAFFOLD_NAMES)
+    task_list = _train_tasks(tasks, tasks_dir)
+    m, tok = _backbone(model, seed)
+    policy = Policy(m, tok)
+    rows = []
+    executor = _executor(workers, log)
+    try:
+        for name in names:
+            sc = get_scaffold(name)
+            console.print(f"[bold]{name}[/]: sampling {samples} x {len(task_list)} tasks ...")
+            recs, _ = collect_warmup(policy, sc, task_list, executor, samples_per_task=samples,
+                                     max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                                     run=f"scaffolds-{name}", progress=lambda s: console.print("  " + s))
+            n = len(recs)
+            ok = [r for r in recs if r["status"] == "ok"]
+            infra = sum(r["status"] == "infra_error" for r in recs)
+            counted = n - infra
+            rewards = [r["reward"] for r in ok if r["reward"] is not None and math.isfinite(r["reward"])]
+            rows.append({
+                "scaffold": name,
+                "samples": n,
+                "well_formed": sum(bool(r["meta"].get("valid")) for r in recs) / n if n else float("nan"),
+                "valid_program_rate": len(ok) / counted if counted else float("nan"),
+                "infra_errors": infra,
+                "mean_reward_valid": sum(rewards) / len(rewards) if rewards else float("nan"),
+                "mean_reward_all": (sum(rewards) / counted) if counted else float("nan"),
+                "gen_s_per_sample": sum(r["meta"]["gen_seconds_per_sample"] for r in recs) / n if n else float("nan"),
+                "exec_s_per_sample": sum(r["wall_s"] for r in recs) / n if n else float("nan"),
+                "statuses": {s: sum(r["status"] == s for r in recs) for s in sorted({r["status"] for r in recs})},
+            })
+    finally:
+        executor.close()
+    best = max(rows, key=lambda r: (-1 if math.isnan(r["valid_program_rate"]) else r["valid_program_rate"]))
+    table = Table(title=f"Valid-program rate per scaffold ({model}, {len(task_list)} train tasks, {samples} samples each)")
+    for col in ("scaffold", "samples", "well-formed", "valid programs (executed ok)", "mean reward (all)",
+                "gen s/sample", "exec s/sample", "statuses"):
+        table.add_column(col)
+    for r in rows:
+        mark = " (default)" if r["scaffold"] == DEFAULT_SCAFFOLD else ""
+        table.add_row(r["scaffold"] + mark, str(r["samples"]), _fmt(r["well_formed"]), _fmt(r["valid_program_rate"]),
+                      _fmt(r["mean_reward_all"]), _fmt(r["gen_s_per_sample"], 2), _fmt(r["exec_s_per_sample"], 2),
+                      ", ".join(f"{k}={v}" for k, v in r["statuses"].items()))
+    console.print(table)
+    console.print(f"Highest valid-program rate: [bold]{best['scaffold']}[/] ({_fmt(best['valid_program_rate'])}); "
+                  f"DEFAULT_SCAFFOLD = {DEFAULT_SCAFFOLD!r}"
+                  + ("" if best["scaffold"] == DEFAULT_SCAFFOLD or len(rows) < len(SCAFFOLD_NAMES)
+                     else "  [yellow](the measurement disagrees with the default for this model)[/]"))
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps({"model": model, "tasks": [t.id for t in task_list], "samples": samples,
+                                        "default": DEFAULT_SCAFFOLD, "best": best["scaffold"], "rows": rows}, indent=2))
+
+
+# ------------------------------------------------------------------------------------------ wm warmup
+
+
+@wm_app.command("warmup")
+def warmup_cmd(
+    log: Path = typer.Option(..., "--log", help="Execution log (SQLite) to append the corpus to."),
+    samples_per_task: int = typer.Option(8, "--samples-per-task", "-n", help="Group size per train task."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated train task ids (default: all)."),
+    tasks_dir: Optional[Path] = typer.Option(None, "--tasks-dir", help="Task suite folder (default: built-in)."),
+    model: str = typer.Option("smollm2-135m", "--model"),
+    scaffold: Optional[str] = typer.Option(None, "--scaffold", help="Default: DEFAULT_SCAFFOLD."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens"),
+    temperature: float = typer.Option(1.0, "--temperature"),
+    workers: int = typer.Option(2, "--workers"),
+    seed: int = typer.Option(0, "--seed"),
+    run: str = typer.Option("warmup", "--run", help="Corpus name stored in meta.run."),
+) -> None:
+    """Sample the base policy on the train tasks, execute everything, store it in the execution log."""
+    _quiet()
+    from rich.console import Console
+
+    from wmrl.models.policy import Policy
+    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD
+    from wmrl.models.warmup import collect_warmup
+
+    console = Console()
+    task_list = _train_tasks(tasks, tasks_dir)
+    m, tok = _backbone(model, seed)
+    policy = Policy(m, tok)
+    executor = _executor(workers, log)
+    try:
+        recs, _ = collect_warmup(policy, scaffold or DEFAULT_SCAFFOLD, task_list, executor,
+                                 samples_per_task=samples_per_task, max_new_tokens=max_new_tokens,
+                                 temperature=temperature, seed=seed, run=run,
+                                 progress=lambda s: console.print(s))
+    finally:
+        executor.close()
+    ok = [r for r in recs if r["status"] == "ok"]
+    rewards = [r["reward"] for r in recs if r["reward"] is not None and math.isfinite(r["reward"])]
+    console.print(f"warm-up corpus: {len(recs)} trajectories on {len(task_list)} tasks, {len(ok)} ok, "
+                  f"mean reward {_fmt(sum(rewards) / len(rewards) if rewards else float('nan'))}, "
+                  f"execution wall {sum(r['wall_s'] for r in recs):.0f} s, CPU {sum(r['cpu_s'] for r in recs):.0f} s "
+                  f"-> {log}")
+
+
+# ------------------------------------------------------------------------------------------ wm fit / eval
+
+
+def _print_metrics(console: Any, title: str, m: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title=title)
+    for c in ("n", "MAE", "RMSE", "bias", "Spearman", "Pearson", "pairwise acc. (in groups)", "pairs", "residual std"):
+        t.add_column(c)
+    t.add_row(str(m["n"]), _fmt(m["mae"]), _fmt(m["rmse"]), _fmt(m["bias"]), _fmt(m["spearman"]), _fmt(m["pearson"]),
+              _fmt(m["pairwise_accuracy"]), str(m["n_pairs"]), _fmt(m["residual_std"]))
+    console.print(t)
+    d = Table(title="bias by decile of the prediction")
+    for c in ("decile", "n", "pred range", "mean pred", "mean true", "bias"):
+        d.add_column(c)
+    for b in m["bias_by_decile"]:
+        d.add_row(str(b["bin"] + 1), str(b["n"]), f"{b['pred_lo']:.3f}-{b['pred_hi']:.3f}", _fmt(b["pred_mean"]),
+                  _fmt(b["true_mean"]), f"{b['bias']:+.3f}")
+    console.print(d)
+
+
+@wm_app.command("fit")
+def fit_cmd(
+    log: Path = typer.Option(..., "--log", help="Execution log (SQLite) with executed trajectories."),
+    out: Path = typer.Option(..., "--out", help="Folder for the fitted world model, metrics.json, calibration.png."),
+    model: str = typer.Option("smollm2-135m", "--model", help="Backbone (the policy's)."),
+    epochs: int = typer.Option(2, "--epochs"),
+    lr: float = typer.Option(3e-4, "--lr", help="LoRA learning rate."),
+    head_lr: float = typer.Option(3e-3, "--head-lr"),
+    batch_size: int = typer.Option(8, "--batch-size"),
+    heldout_fraction: float = typer.Option(0.25, "--heldout-fraction", help="Fraction of groups held out."),
+    lora_r: int = typer.Option(8, "--lora-r", help="LoRA rank; 0 = frozen backbone, head only."),
+    max_length: int = typer.Option(320, "--max-length", help="Tokens per input (left-truncated)."),
+    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Stop training after this many seconds."),
+    seed: int = typer.Option(0, "--seed"),
+    stream: Optional[str] = typer.Option(None, "--stream", help="Only rows with this meta.stream (e.g. warmup)."),
+) -> None:
+    """Fit the regression world model on executed trajectories; print held-out metrics, write a PNG."""
+    _quiet()
+    import torch
+    from rich.console import Console
+
+    from wmrl.execution.log import ExecutionLog
+    from wmrl.models.types import LoraSettings
+    from wmrl.models.world_model import RegressionWorldModel, calibration_plot
+
+    console = Console()
+    if not log.is_file():
+        raise typer.BadParameter(f"{log} does not exist; collect a corpus with 'wmrl wm warmup --log {log}'",
+                                 param_hint="--log")
+    records = ExecutionLog(log).records()
+    if stream:
+        records = [r for r in records if (r.get("meta") or {}).get("stream") == stream]
+    torch.manual_seed(seed)
+    m, tok = _backbone(model, seed)
+    lora = LoraSettings(r=lora_r, alpha=2 * lora_r) if lora_r > 0 else None
+    wm = RegressionWorldModel(m, tok, lora=lora, max_length=max_length)
+    console.print(f"fitting the world model on {len(records)} log rows from {log} ...")
+    res = wm.fit(records, epochs=epochs, lr=lr, batch_size=batch_size, heldout_fraction=heldout_fraction, seed=seed,
+                 head_lr=head_lr, log_every=10, time_budget_s=time_budget)
+    wm.save(out)
+    console.print(f"trained on {res['n_train']} trajectories ({res['steps']} steps, {res['train_seconds']:.0f} s), "
+                  f"held out {res['n_heldout']}; skipped {res['skipped']}")
+    _print_metrics(console, "train metrics", res["train"])
+    if "heldout" in res:
+        _print_metrics(console, "held-out metrics", res["heldout"])
+        png = calibration_plot(res["heldout_pred"], res["heldout_true"], out / "calibration.png",
+                               title=f"World model calibration (held out, n={res['n_heldout']})")
+        console.print(f"calibration plot: {png}")
+    (out / "metrics.json").write_text(json.dumps(res, indent=2, default=str))
+    console.print(f"world model saved to {out}")
+
+
+@wm_app.command("eval")
+def eval_cmd(
+    wm_dir: Path = typer.Option(..., "--wm", help="A world model folder written by 'wmrl wm fit'."),
+    log: Path = typer.Option(..., "--log", help="Execution log with executed trajectories."),
+    model: str = typer.Option("smollm2-135m", "--model", help="The backbone the world model was fitted on."),
+    png: Optional[Path] = typer.Option(None, "--png", help="Write a calibration plot here."),
+) -> None:
+    """Metrics of a saved world model on every usable trajectory of an execution log."""
+    _quiet()
+    import numpy as np
+    from rich.console import Console
+
+    from wmrl.execution.log import ExecutionLog
+    from wmrl.models.world_model import RegressionWorldModel, calibration_plot, examples_from_records, world_model_metrics
+
+    console = Console()
+    examples, counts = examples_from_records(ExecutionLog(log).records())
+    if not examples:
+        raise typer.BadParameter(f"no usable trajectory in {log} ({counts})", param_hint="--log")
+    m, tok = _backbone(model)
+    wm = RegressionWorldModel.load(wm_dir, m, tok)
+    pred = wm.predict([e["prompt"] for e in examples], [e["completion"] for e in examples])
+    true = np.array([e["reward"] for e in examples])
+    _print_metrics(console, f"world model {wm_dir} on {log}", world_model_metrics(pred, true, [e["group"] for e in examples]))
+    if png:
+        console.print(f"calibration plot: {calibration_plot(pred, true, png)}")
+
+
+# ------------------------------------------------------------------------------------------ wm bench
+
+
+@wm_app.command("bench")
+def bench_cmd(
+    model: str = typer.Option("smollm2-135m", "--model"),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated train task ids (default: first 2)."),
+    tasks_dir: Optional[Path] = typer.Option(None, "--tasks-dir"),
+    samples: int = typer.Option(4, "--samples", "-n", help="Trajectories per task."),
+    scaffold: Optional[str] = typer.Option(None, "--scaffold", help="Default: DEFAULT_SCAFFOLD."),
+    wm_dir: Optional[Path] = typer.Option(None, "--wm", help="A fitted world model (default: a fresh one; same cost)."),
+    workers: int = typer.Option(2, "--workers", help="Concurrent executions."),
+    seed: int = typer.Option(0, "--seed"),
+    json_out: Optional[Path] = typer.Option(None, "--json"),
+) -> None:
+    """Policy sampling, world-model prediction and real execution of the same trajectories, side by side."""
+    _quiet()
+    import time
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from wmrl.execution.pool import result_or_infra
+    from wmrl.execution.types import ExecutionRequest
+    from wmrl.models.policy import Policy
+    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
+    from wmrl.models.world_model import RegressionWorldModel
+
+    console = Console()
+    task_list = _train_tasks(tasks, tasks_dir)
+    if not tasks:
+        task_list = task_list[:2]
+    sc = get_scaffold(scaffold or DEFAULT_SCAFFOLD)
+    m, tok = _backbone(model, seed)
+    policy = Policy(m, tok)
+    wm = RegressionWorldModel.load(wm_dir, m, tok) if wm_dir else RegressionWorldModel(m, tok)
+
+    c0, t0 = time.process_time(), time.perf_counter()
+    batch = policy.sample(task_list, sc, group_size=samples, generator_seed=seed)
+    gen_wall, gen_cpu = time.perf_counter() - t0, time.process_time() - c0
+    n = len(batch)
+    new_tokens = int(batch.completion_mask.sum())
+
+    wm.predict(batch.prompts[:1], batch.completions[:1])  # warm-up (first-call allocations)
+    c0, t0 = time.process_time(), time.perf_counter()
+    wm.predict(batch.prompts, batch.completions)
+    wm_wall, wm_cpu = time.perf_counter() - t0, time.process_time() - c0
+
+    by_id = {t.id: t for t in task_list}
+    executor = _executor(workers, None)
+    try:
+        t0 = time.perf_counter()
+        reqs = [ExecutionRequest(task=by_id[tid], program=p, request_id=f"bench-{i}")
+                for i, (tid, p) in enumerate(zip(batch.task_ids, batch.programs))]
+        futs = [executor.submit(r) for r in reqs]
+        results = [result_or_infra(f, r) for f, r in zip(futs, reqs)]
+        ex_wall = time.perf_counter() - t0
+    finally:
+        executor.close()
+    ex_sum_wall = sum(r.wall_s for r in results)
+    ex_cpu = sum(r.cpu_s for r in results)
+    statuses: dict[str, int] = {}
+    for r in results:
+        k = getattr(r.status, "value", r.status)
+        statuses[k] = statuses.get(k, 0) + 1
+
+    res = {
+        "model": model, "scaffold": sc.name, "trajectories": n, "tasks": [t.id for t in task_list],
+        "sampling": {"wall_s": gen_wall, "cpu_s": gen_cpu, "new_tokens": new_tokens,
+                     "tokens_per_s": new_tokens / gen_wall, "trajectories_per_s": n / gen_wall},
+        "world_model": {"wall_s": wm_wall, "cpu_s": wm_cpu, "predictions_per_s": n / wm_wall,
+                        "wall_s_per_trajectory": wm_wall / n, "cpu_s_per_trajectory": wm_cpu / n},
+        "execution": {"batch_wall_s": ex_wall, "workers": workers, "sum_wall_s": ex_sum_wall, "cpu_s": ex_cpu,
+                      "wall_s_per_trajectory": ex_sum_wall / n, "cpu_s_per_trajectory": ex_cpu / n,
+                      "statuses": statuses},
+    }
+    res["ratio_wm_to_execution_wall"] = res["world_model"]["wall_s_per_trajectory"] / max(res["execution"]["wall_s_per_trajectory"], 1e-9)
+    res["ratio_wm_to_execution_cpu"] = res["world_model"]["cpu_s_per_trajectory"] / max(res["execution"]["cpu_s_per_trajectory"], 1e-9)
+
+    t = Table(title=f"Throughput on this machine: {n} trajectories ({model}, scaffold {sc.name}, "
+                    f"{len(task_list)} tasks x {samples})")
+    for c in ("stage", "wall s (batch)", "per trajectory (wall s)", "per trajectory (CPU s)", "throughput"):
+        t.add_column(c)
+    t.add_row("policy sampling", _fmt(gen_wall, 2), _fmt(gen_wall / n, 3), _fmt(gen_cpu / n, 3),
+              f"{new_tokens / gen_wall:.1f} tokens/s ({new_tokens} tokens)")
+    t.add_row("world-model prediction", _fmt(wm_wall, 2), _fmt(wm_wall / n, 3), _fmt(wm_cpu / n, 3),
+              f"{n / wm_wall:.2f} predictions/s")
+    t.add_row(f"real execution ({workers} workers)", _fmt(ex_wall, 2), _fmt(ex_sum_wall / n, 3), _fmt(ex_cpu / n, 3),
+              f"{n / ex_wall:.2f} executions/s; " + ", ".join(f"{k}={v}" for k, v in statuses.items()))
+    console.print(t)
+    console.print(f"world model / execution cost per trajectory: wall {res['ratio_wm_to_execution_wall']:.3f}, "
+                  f"CPU {res['ratio_wm_to_execution_cpu']:.3f} "
+                  f"(execution is {1 / max(res['ratio_wm_to_execution_cpu'], 1e-9):.1f}x the world model's CPU cost)")
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(res, indent=2))
 
 
 def register(app: typer.Typer) -> None:
     """Add this package's commands to the top-level ``wmrl`` app."""
+    app.command(name="scaffolds")(scaffolds_cmd)
+    app.add_typer(wm_app, name="wm")

@@ -39,8 +39,8 @@ SCAFFOLD_NAMES: tuple[str, ...] = ("script", "function", "grammar")
 #: programs, so it is the default.
 DEFAULT_SCAFFOLD: str = "grammar"
 
-_MAX_DESCRIPTION_CHARS = 360
-_MAX_SCHEMA_COLUMNS = 16
+_MAX_DESCRIPTION_CHARS = 240
+_MAX_SCHEMA_COLUMNS = 12
 
 
 # --------------------------------------------------------------------------------------------
@@ -68,7 +68,7 @@ def _schema_cached(train_path: str, target: str, id_column: str, mtime: float) -
 def data_schema(task: Task) -> str:
     """A compact one-line schema of ``train.csv`` features: ``name(num)`` / ``name(catK)``.
 
-    At most 16 columns are listed (``+N more`` for the rest); the target and id columns are left
+    At most 12 columns are listed (``+N more`` for the rest); the target and id columns are left
     out. Read from the first 500 rows; cached per file. Returns ``""`` when the file is missing.
     """
     p = Path(task.public_dir) / "train.csv"
@@ -78,7 +78,8 @@ def data_schema(task: Task) -> str:
 
 
 def _short_description(task: Task) -> str:
-    text = re.sub(r"[#*`>]+", " ", task.description or "")
+    text = re.sub(r"^\s*#[^\n]*\n", "", task.description or "", count=1)  # the title heading
+    text = re.sub(r"[#*`>|]+", " ", text)
     text = re.sub(r"\s+", " ", text).strip()
     if len(text) > _MAX_DESCRIPTION_CHARS:
         cut = text[:_MAX_DESCRIPTION_CHARS]
@@ -89,7 +90,7 @@ def _short_description(task: Task) -> str:
 def task_header(task: Task) -> str:
     """The task part shared by every scaffold's prompt (about 100-150 tokens).
 
-    Title/description (first 360 characters), task type, metric and direction, target, rows and the
+    Title/description (first 240 characters), task type, metric and direction, target, rows and the
     compact data schema of :func:`data_schema`.
     """
     direction = "lower is better" if task.lower_is_better else "higher is better"

@@ -67,24 +67,29 @@ class _hybridmethod:
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         if obj is None:
-            return self.fclass.__get__(objtype, type(objtype))
+            return self.fclass.__get__(None, objtype)
         return self.finstance.__get__(obj, objtype)
 
 
 def examples_from_records(records: Sequence[Any]) -> tuple[list[WorldModelExample], dict[str, int]]:
     """Turn execution-log records (dicts or record objects) into world-model examples.
 
-    Rows with status ``infra_error``, a missing reward, or no ``meta.prompt`` / ``meta.completion``
-    are skipped (counted in the returned dict: ``used``, ``skipped_infra``, ``skipped_no_text``).
+    Rows with status ``infra_error``, a missing or non-finite reward (e.g. a task without a
+    leaderboard), or no ``meta.prompt`` / ``meta.completion`` are skipped (counted in the returned
+    dict: ``used``, ``skipped_infra``, ``skipped_no_reward``, ``skipped_no_text``).
     The group of a row is ``(meta.run, meta.step, task id, meta.group_id)``.
     """
     out: list[WorldModelExample] = []
-    counts = {"used": 0, "skipped_infra": 0, "skipped_no_text": 0}
+    counts = {"used": 0, "skipped_infra": 0, "skipped_no_reward": 0, "skipped_no_text": 0}
     for r in records:
         status = _field(r, "status")
         status = getattr(status, "value", status)
-        if status == "infra_error" or _field(r, "reward") is None:
+        if status == "infra_error":
             counts["skipped_infra"] += 1
+            continue
+        reward = _field(r, "reward")
+        if reward is None or not math.isfinite(float(reward)):
+            counts["skipped_no_reward"] += 1
             continue
         meta = _field(r, "meta") or {}
         if "prompt" not in meta or "completion" not in meta:
@@ -94,7 +99,7 @@ def examples_from_records(records: Sequence[Any]) -> tuple[list[WorldModelExampl
             WorldModelExample(
                 prompt=str(meta["prompt"]),
                 completion=str(meta["completion"]),
-                reward=float(_field(r, "reward")),
+                reward=float(reward),
                 group=_group_key(r),
                 task_id=meta.get("task_id", _field(r, "task_id", "")),
             )
@@ -290,7 +295,8 @@ class RegressionWorldModel:
         if epochs < 1 or batch_size < 1 or lr <= 0:
             raise ValueError(f"need epochs >= 1, batch_size >= 1 and lr > 0, got {epochs}, {batch_size}, {lr}")
         if records and isinstance(records[0], WorldModelExample):
-            examples, counts = list(records), {"used": len(records), "skipped_infra": 0, "skipped_no_text": 0}
+            examples, counts = list(records), {"used": len(records), "skipped_infra": 0, "skipped_no_reward": 0,
+                                               "skipped_no_text": 0}
         else:
             examples, counts = examples_from_records(records)
         if len(examples) < 2:
@@ -432,8 +438,28 @@ class RegressionWorldModel:
             adapters.save_adapter(self.peft_model, self.adapter_name, d, self.lora)
         return d
 
+    def _load_into(self, directory: str | Path) -> "RegressionWorldModel":
+        """Instance form of :meth:`load`: ``wm.load(dir)`` loads saved weights into this world model.
+
+        Raises:
+            FileNotFoundError: nothing saved there.
+            ValueError: the saved head or adapter does not fit (other backbone or LoRA rank).
+        """
+        from safetensors.torch import load_file
+
+        d = Path(directory)
+        if not (d / "head.safetensors").is_file():
+            raise FileNotFoundError(f"{d / 'head.safetensors'} is missing: save the world model there first")
+        try:
+            self.head.load_state_dict({k: v.to(self.device) for k, v in load_file(str(d / "head.safetensors")).items()})
+        except RuntimeError as e:
+            raise ValueError(f"the world model head in {d} does not fit this backbone: {e}") from e
+        if self.lora is not None:
+            adapters.load_adapter(self.peft_model, self.adapter_name, d)
+        return self
+
     @classmethod
-    def load(cls, directory: str | Path, model: Any, tokenizer: Any, *, adapter_name: str | None = None) -> "RegressionWorldModel":
+    def _load_new(cls, directory: str | Path, model: Any, tokenizer: Any, *, adapter_name: str | None = None) -> "RegressionWorldModel":
         """Rebuild a world model saved by :meth:`save` on ``model`` (the same backbone it was fitted on).
 
         Args:
@@ -444,8 +470,6 @@ class RegressionWorldModel:
             FileNotFoundError: ``world_model.json`` missing.
             ValueError: the backbone's hidden size differs from the saved head's.
         """
-        from safetensors.torch import load_file
-
         d = Path(directory)
         p = d / "world_model.json"
         if not p.is_file():

@@ -41,6 +41,11 @@ def _col(df: pd.DataFrame, name: str) -> pd.Series | None:
     return None if s.notna().sum() == 0 else s
 
 
+def _marker(mask: pd.Series) -> str | None:
+    """Dots on short curves (at most 20 points), where a bare line hides how few points there are."""
+    return "o" if int(mask.sum()) <= 20 else None
+
+
 def _smooth(y: pd.Series) -> pd.Series:
     """Centred rolling mean over ~1/8 of the points (at least 1), ignoring missing values."""
     w = max(1, len(y) // 8)
@@ -82,7 +87,7 @@ def fig_reward_curves(
         if yt is not None:
             m = yt.notna()
             ax_t.plot(xs[m], yt[m], color=c, alpha=0.3, lw=1)
-            ax_t.plot(xs[m], _smooth(yt[m]), color=c, lw=2, label=lab)
+            ax_t.plot(xs[m], _smooth(yt[m]), color=c, lw=2, label=lab, marker=_marker(m))
             any_data = True
         yw = _col(run.metrics, "reward_wm_mean")
         yc = _col(run.metrics, "reward_wm_calibrated_mean")
@@ -92,7 +97,7 @@ def fig_reward_curves(
             any_data = True
         if yc is not None:
             m = yc.notna()
-            ax_w.plot(xs[m], _smooth(yc[m]), color=c, lw=2, label=lab)
+            ax_w.plot(xs[m], _smooth(yc[m]), color=c, lw=2, label=lab, marker=_marker(m))
             any_data = True
     if not any_data:
         plt.close(fig)
@@ -201,7 +206,7 @@ def fig_calibration(run: RunData) -> Any | None:
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     fig.colorbar(sc, ax=[ax_b, ax_a], label="step", shrink=0.85)
-    fig.suptitle(f"{run.name} [{run.method}]: calibration on anchor trajectories")
+    fig.suptitle(f"{run.name} [{run.method}]: calibration on anchor trajectories", y=1.04)
     return fig
 
 
@@ -223,12 +228,12 @@ def fig_alpha_noise(runs: Sequence[RunData], labels: Sequence[str] | None = None
         a = _col(run.metrics, "alpha")
         if a is not None:
             m = a.notna()
-            ax_a.plot(st[m], a[m], color=c, lw=1.8, label=lab)
+            ax_a.plot(st[m], a[m], color=c, lw=1.8, label=lab, marker=_marker(m))
             any_a = True
         rv = _col(run.metrics, "residual_var")
         if rv is not None:
             m = rv.notna()
-            ax_v.plot(st[m], rv[m], color=c, lw=1.8, label=f"{lab}: sigma_xi^2")
+            ax_v.plot(st[m], rv[m], color=c, lw=1.8, label=f"{lab}: sigma_xi^2", marker=_marker(m))
             any_v = True
         va = _col(run.metrics, "var_anchor")
         if va is not None:

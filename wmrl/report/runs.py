@@ -192,8 +192,14 @@ def load_run(run_dir: str | Path, name: str | None = None) -> RunData:
 
 
 def load_runs(run_dirs: list[str | Path]) -> list[RunData]:
-    """Load several run directories; names are made unique (``a``, ``a#2``) for the legend."""
+    """Load several run directories. Display names are the folder names, or ``parent/folder`` where
+    folder names repeat (bench runs ``grpo/seed0``, ``wmrl/seed0``), then ``#2``, ``#3`` suffixes."""
     runs = [load_run(d) for d in run_dirs]
+    names = [r.name for r in runs]
+    if len(set(names)) < len(names):
+        for r in runs:
+            if names.count(r.path.name) > 1:
+                r.name = f"{r.path.parent.name}/{r.path.name}"
     seen: dict[str, int] = {}
     for r in runs:
         if r.name in seen:

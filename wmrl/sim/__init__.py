@@ -1,1 +1,6 @@
-"""wmrl.sim"""
+"""wmrl.sim: the convergence study of issue 4 (``wmrl simulate``).
+
+:mod:`~wmrl.sim.bandit` (the seeded problem and world-model error shapes),
+:mod:`~wmrl.sim.engine` (the vectorised training loop on the real ``wmrl.core`` functions),
+:mod:`~wmrl.sim.study` (sweeps, tables, plots). Results and their reading: docs/simulation.md.
+"""

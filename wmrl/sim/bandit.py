@@ -1,8 +1,15 @@
 """The synthetic problem of the convergence study: a contextual bandit with an imperfect world model.
 
-Tasks c = 0..C-1 (the "prompts"), K arms per task (the "programs"). The true reward r(c, a) in
-[0, 1] is drawn once per seed from Beta(2, 2) and is known exactly, so the policy's true expected
-reward J(theta) = mean_c sum_a pi(a|c) r(c, a) is computed exactly (no evaluation noise).
+Tasks c = 0..C-1 (the "prompts"), K arms per task (the "programs"). Every (task, arm) pair has a
+feature vector phi(c, a) in R^d (i.i.d. standard normal). The policy shares one parameter vector
+across tasks, pi(a | c) = softmax_a(phi(c, a) . theta), as an LM shares its weights across prompts:
+the anchor stream and the world-model stream therefore estimate the gradient of the same
+parameters, which is what fusing them presumes (DESIGN.md §3).
+
+True reward (exactly known): r(c, a) = Phi_N((phi(c, a) . w* + 0.5 eps(c, a)) / sqrt(1.25)) in
+[0, 1], with a unit vector w* and idiosyncratic eps ~ N(0, 1), so r is marginally uniform and the
+best arm is not exactly reachable by a linear policy. The policy's true expected reward
+J(theta) = mean_c sum_a pi(a|c) r(c, a) is computed exactly (no evaluation noise).
 
 The world model follows DESIGN.md §2, r_hat = r + b(tau) + xi, with three shapes of bias b of
 magnitude B and fresh Gaussian noise xi ~ N(0, sigma^2) at every query:
@@ -12,11 +19,11 @@ magnitude B and fresh Gaussian noise xi ~ N(0, sigma^2) at every query:
   under-separates the best programs. E[r | r_hat] is monotone, the case isotonic debiasing targets.
 - ``offset``: r_hat = r + B u_{c,t} + xi with u ~ N(0, 1) drawn per group and step: a group-level
   offset (the world model misjudges a whole task at once). GRPO's group baseline cancels it.
-- ``exploit``: r_hat = r + B * 1[a in E_c] + xi, where E_c is a fixed set of 10% of task c's arms
-  (at least one) drawn among those with below-median true reward. A persistent, trajectory-specific,
-  non-monotone error: a deterministic world model over-rates the same mediocre programs every time
-  it is asked, and the policy can learn to exploit them (as in AutoResearch). No monotone map of the
-  score removes it.
+- ``exploit``: r_hat = r + B * 1[phi(c, a) . e in the top 10% of task c's arms], e a fixed unit
+  vector orthogonal to w*. A persistent, trajectory-specific, non-monotone error: the world model
+  over-rates one *kind* of program (those with a large component along e, of average true quality)
+  every time it is asked, and the shared policy can learn to produce that kind (as an AutoResearch
+  agent can learn to please a deterministic world model). No monotone map of the score removes it.
 """
 from __future__ import annotations
 
@@ -56,38 +63,47 @@ class WorldModelSpec:
 
 @dataclass
 class BanditProblem:
-    """True rewards and the fixed parts of the world model for one seed.
+    """Features, true rewards and the fixed parts of the world model for one seed.
 
     Attributes:
+        features: [C, K, d] float64 phi(c, a).
         rewards: [C, K] float64 true rewards in [0, 1].
         exploit: [C, K] bool, the arms the ``exploit`` world model over-rates.
     """
 
+    features: np.ndarray
     rewards: np.ndarray
     exploit: np.ndarray
 
     @classmethod
-    def make(cls, n_tasks: int, n_arms: int, seed: int) -> "BanditProblem":
-        """Draw a problem: r ~ Beta(2, 2) i.i.d., 10% exploit arms (>= 1) below each task's median."""
-        if n_tasks < 1 or n_arms < 2:
-            raise ValueError(f"need n_tasks >= 1 and n_arms >= 2, got {n_tasks}, {n_arms}")
+    def make(cls, n_tasks: int, n_arms: int, seed: int, dim: int = 8, idio: float = 1.0) -> "BanditProblem":
+        """Draw a problem (module docstring); deterministic in ``seed``."""
+        from scipy.stats import norm
+
+        if n_tasks < 1 or n_arms < 10 or dim < 2:
+            raise ValueError(f"need n_tasks >= 1, n_arms >= 10 and dim >= 2, got {n_tasks}, {n_arms}, {dim}")
         rng = np.random.default_rng([seed, 7919])
-        r = rng.beta(2.0, 2.0, size=(n_tasks, n_arms))
-        ex = np.zeros_like(r, dtype=bool)
+        phi = rng.standard_normal((n_tasks, n_arms, dim))
+        w = rng.standard_normal(dim)
+        w /= np.linalg.norm(w)
+        e = rng.standard_normal(dim)
+        e -= (e @ w) * w
+        e /= np.linalg.norm(e)
+        z = phi @ w + idio * rng.standard_normal((n_tasks, n_arms))
+        r = norm.cdf(z / np.sqrt(1.0 + idio**2))
+        proj = phi @ e
         n_ex = max(1, int(round(0.1 * n_arms)))
-        for c in range(n_tasks):
-            low = np.flatnonzero(r[c] < np.median(r[c]))
-            ex[c, rng.choice(low, size=min(n_ex, low.size), replace=False)] = True
-        return cls(rewards=r, exploit=ex)
+        thresh = np.sort(proj, axis=1)[:, -n_ex][:, None]
+        return cls(features=phi, rewards=r, exploit=proj >= thresh)
 
     @property
     def optimum(self) -> float:
-        """J* = mean over tasks of the best arm's reward."""
+        """J* = mean over tasks of the best arm's reward (an upper bound for a linear policy)."""
         return float(self.rewards.max(axis=1).mean())
 
     @property
     def uniform_value(self) -> float:
-        """J of the uniform policy (the starting point)."""
+        """J of the uniform policy (theta = 0, the starting point)."""
         return float(self.rewards.mean())
 
 

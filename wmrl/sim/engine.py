@@ -1,14 +1,14 @@
 """The simulation loop: GRPO on the contextual bandit with the real wmrl.core functions.
 
-Every run trains a softmax policy pi(a | c) = softmax(theta[c]) (theta: [C, K], initialised to 0,
-i.e. the uniform policy) with Adam on the GRPO loss. One step samples one group of G arms per task
+Every run trains the shared linear softmax policy pi(a | c) = softmax_a(phi(c, a) . theta)
+(theta: [d], initialised to 0, i.e. the uniform policy) with Adam on the GRPO loss. One step samples one group of G arms per task
 (M = C groups, B = C*G trajectories, each a one-token "completion"), routes the groups with
 :class:`wmrl.core.routing.FractionRouter`, scores them (true reward for anchors, world model for the
 rest), debiases with :class:`wmrl.core.calibration.IsotonicCalibrator`, computes advantages with
 :func:`wmrl.core.advantages.group_advantages`, weights the samples with :mod:`wmrl.core.fusion`
 and takes one step of :func:`wmrl.core.losses.grpo_loss` (on-policy, ratio 1).
 
-Many runs are simulated together: their parameters live in one tensor [S, C, K] and their losses
+Many runs are simulated together: their parameters live in one tensor [S, d] and their losses
 are summed, so every run gets exactly its own gradient (Adam is per-parameter). Each run draws its
 samples and world-model noise from its own generators seeded by (seed, stream), so a run's result
 does not depend on which other runs share the batch, and the methods of one seed see common random
@@ -53,7 +53,8 @@ class SimConfig:
     """Size and hyper-parameters shared by all runs of a study.
 
     Attributes:
-        n_tasks: C, tasks (= groups per step). n_arms: K, arms per task. group_size: G.
+        n_tasks: C, tasks (= groups per step). n_arms: K, arms per task. dim: d, feature size.
+        group_size: G.
         steps: training steps. lr: Adam learning rate. log_every: steps between curve points.
         normalize_std: GRPO std normalisation of advantages.
         min_every: the router's K (one anchor group at least every this many steps).
@@ -64,6 +65,7 @@ class SimConfig:
 
     n_tasks: int = 20
     n_arms: int = 32
+    dim: int = 8
     group_size: int = 8
     steps: int = 200
     lr: float = 0.05
@@ -162,7 +164,7 @@ class _RunState:
         # streams with a world model and anchors
         if self.cal is not None:
             tilde = self.cal.transform(hf, step=t)
-            tilde2 = self.cal.transform(h2, step=t)
+            tilde2 = self.cal.transform(h2, step=t) if m == "wmrl_ba" else h2
             if a.any():
                 d = self.cal.diagnostics(hf[a], rf[a])
                 self.mae_log.append((d["mae_before"], d["mae_after"]))
@@ -226,28 +228,49 @@ def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -
     if not runs:
         raise ValueError("no runs to simulate")
     t0 = time.perf_counter()
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: extra threads only add contention on a shared machine
+    try:
+        return _simulate(runs, cfg, progress, t0)
+    finally:
+        torch.set_num_threads(n_threads)
+
+
+def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
+    import pandas as pd
+    import torch
+
+    from wmrl.core.advantages import group_advantages
+    from wmrl.core.losses import grpo_loss
+
     C, K, G = cfg.n_tasks, cfg.n_arms, cfg.group_size
     problems: dict[int, BanditProblem] = {}
     for spec in runs:
         if spec.seed not in problems:
-            problems[spec.seed] = BanditProblem.make(C, K, spec.seed)
+            problems[spec.seed] = BanditProblem.make(C, K, spec.seed, dim=cfg.dim)
     states = [_RunState(s, problems[s.seed], cfg) for s in runs]
     S = len(runs)
     R = torch.tensor(np.stack([st.problem.rewards for st in states]), dtype=torch.float64)
-    theta = torch.zeros(S, C, K, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.Adam([theta], lr=cfg.lr)
+    Phi = torch.tensor(np.stack([st.problem.features for st in states]), dtype=torch.float64)
+    theta = torch.zeros(S, cfg.dim, dtype=torch.float64, requires_grad=True)
+    table = torch.zeros(S, C, K, dtype=torch.float64, requires_grad=True)
+
+    def logits() -> "torch.Tensor":
+        return torch.einsum("sckd,sd->sck", Phi, theta) + table
+
+    opt = torch.optim.Adam([theta, table], lr=cfg.lr)
     rows: list[dict] = []
 
     def log(step: int) -> None:
         with torch.no_grad():
-            J = (torch.softmax(theta, -1) * R).sum(-1).mean(-1).numpy()
+            J = (torch.softmax(logits(), -1) * R).sum(-1).mean(-1).numpy()
         for i, st in enumerate(states):
             rows.append(dict(run=i, step=step, executions=st.executions, J=float(J[i])))
 
     log(0)
     for t in range(cfg.steps):
         with torch.no_grad():
-            probs = torch.softmax(theta, -1).numpy()
+            probs = torch.softmax(logits(), -1).numpy()
         idx_all, rew_all, gid_all, w_all = [], [], [], []
         for i, st in enumerate(states):
             arms = st.sample(probs[i])
@@ -263,7 +286,7 @@ def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -
         gids = torch.as_tensor(np.concatenate(gid_all), dtype=torch.int64)
         weights = torch.as_tensor(np.concatenate(w_all), dtype=torch.float64)
         adv = group_advantages(rewards, gids, normalize_std=cfg.normalize_std)
-        logp = torch.log_softmax(theta, -1)[idx[:, 0], idx[:, 1], idx[:, 2]].unsqueeze(1)
+        logp = torch.log_softmax(logits(), -1)[idx[:, 0], idx[:, 1], idx[:, 2]].unsqueeze(1)
         mask = torch.ones_like(logp, dtype=torch.bool)
         loss, _ = grpo_loss(logp, logp.detach(), adv, mask, sample_weights=weights, aggregation="token_mean")
         opt.zero_grad()

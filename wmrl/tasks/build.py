@@ -14,6 +14,8 @@ from the committed ``wmrl/tasks/leaderboards/<id>.csv`` (rebuild them with
 """
 from __future__ import annotations
 
+import functools
+import math
 import re
 import shutil
 import zlib
@@ -47,6 +49,30 @@ def task_seed(task_id: str) -> int:
 def committed_leaderboard(task_id: str) -> Path:
     """Path of the committed leaderboard CSV of a built-in task (may not exist yet)."""
     return LEADERBOARD_DIR / f"{task_id}.csv"
+
+
+@functools.lru_cache(maxsize=1)
+def _reference_runs() -> dict[str, float]:
+    """Largest CPU-seconds of a successful reference run per task, from ``reference_runs.csv``."""
+    path = LEADERBOARD_DIR / "reference_runs.csv"
+    if not path.is_file():
+        return {}
+    runs = pd.read_csv(path)
+    ok = runs[runs["status"] == "ok"]
+    return {str(k): float(v) for k, v in ok.groupby("task_id")["cpu_s"].max().items()}
+
+
+def measured_time_limit(task_id: str, fallback: float) -> float:
+    """Execution time limit of a task, seconds: ``max(60, 3 x the slowest reference run's CPU-seconds)``,
+    rounded up to a multiple of 30 s; ``fallback`` when the reference pool was never run.
+
+    CPU-seconds rather than wall seconds because the sandbox runs single-threaded and the wall time of
+    the reference runs depends on how loaded the machine was.
+    """
+    slowest = _reference_runs().get(task_id)
+    if slowest is None:
+        return float(fallback)
+    return float(max(60, 30 * math.ceil(3 * slowest / 30)))
 
 
 def prepare_table(d: TaskDef) -> tuple[pd.DataFrame, str]:
@@ -210,7 +236,7 @@ def build_task(d: TaskDef, out: Path) -> Task:
         "id": d.id, "title": d.title, "type": d.type, "metric": d.metric,
         "lower_is_better": metric_info(d.metric).lower_is_better,
         "target": d.target, "id_column": ID_COLUMN, "classes": list(classes),
-        "time_limit_s": float(d.time_limit_s), "split": d.split,
+        "time_limit_s": measured_time_limit(d.id, d.time_limit_s), "split": d.split,
         "source": d.source, "license": d.license,
         "n_train": int(len(train)), "n_test": int(len(test)),
         "n_features": int(train.shape[1] - 2),

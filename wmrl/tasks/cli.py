@@ -1,8 +1,179 @@
-"""Commands of ``wmrl.tasks``. Imports of heavy libraries stay inside the commands."""
+"""Commands of ``wmrl.tasks``: ``wmrl tasks build | list | show | grade``.
+
+Imports of heavy libraries stay inside the commands.
+"""
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
 
 import typer
 
+tasks_app = typer.Typer(help="The task suite: build it, list it, show a task, grade a submission.",
+                        no_args_is_help=True)
+
+_DIR_HELP = "suite directory (default: $WMRL_TASKS_DIR or $WMRL_HOME/tasks)"
+
+
+def _suite_dir(dir_: Optional[Path]) -> Path:
+    from wmrl.paths import default_tasks_dir
+
+    return Path(dir_).expanduser() if dir_ else default_tasks_dir()
+
+
+def _resolve_task(task: str, dir_: Optional[Path]):
+    """A task by id in the suite, or a task folder of any layout given as a path."""
+    from wmrl.tasks.loader import SuiteNotBuilt, TaskSuite, load_task
+
+    if Path(task).expanduser().is_dir():
+        return load_task(task)
+    root = _suite_dir(dir_)
+    try:
+        return TaskSuite(root).get(task)
+    except SuiteNotBuilt as exc:
+        typer.secho(str(exc), fg="red", err=True)
+        raise typer.Exit(2)
+    except KeyError as exc:
+        typer.secho(exc.args[0], fg="red", err=True)
+        raise typer.Exit(2)
+
+
+@tasks_app.command("build")
+def build_cmd(
+    out: Optional[Path] = typer.Option(None, "--out", help=_DIR_HELP),
+    leaderboards: bool = typer.Option(False, "--leaderboards",
+                                      help="also rerun the reference pools in the sandbox and rewrite the "
+                                           "committed leaderboards (about 30 CPU-minutes for all tasks)"),
+    only: Optional[list[str]] = typer.Option(None, "--only", help="build only these task ids (repeatable)"),
+) -> None:
+    """Build the built-in suite of real tasks (seconds); leaderboards come from the committed CSVs."""
+    import time
+
+    from rich.console import Console
+
+    from wmrl.tasks.build import build_suite
+
+    console = Console()
+    root = _suite_dir(out)
+    t0 = time.perf_counter()
+    try:
+        tasks = build_suite(root, only or None)
+    except KeyError as exc:
+        typer.secho(exc.args[0], fg="red", err=True)
+        raise typer.Exit(2)
+    console.print(f"built {len(tasks)} tasks in {root} ({time.perf_counter() - t0:.1f}s)")
+    if leaderboards:
+        from wmrl.tasks.reference import rebuild_leaderboards
+
+        t1 = time.perf_counter()
+        rebuild_leaderboards(tasks, log=console.print)
+        tasks = build_suite(root, [t.id for t in tasks])  # copy the new boards into the task folders
+        console.print(f"rebuilt {len(tasks)} leaderboards in {time.perf_counter() - t1:.0f}s")
+    missing = [t.id for t in tasks if not t.leaderboard_paths]
+    if missing:
+        console.print(f"[yellow]no leaderboard yet for: {', '.join(missing)} "
+                      "(run 'wmrl tasks build --leaderboards')[/yellow]")
+
+
+@tasks_app.command("list")
+def list_cmd(
+    as_json: bool = typer.Option(False, "--json", help="print JSON (one object per task) for scripts"),
+    dir_: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
+) -> None:
+    """A table of the tasks: id, type, rows, columns, metric, split."""
+    from wmrl.tasks.loader import SuiteNotBuilt, TaskSuite
+
+    root = _suite_dir(dir_)
+    try:
+        tasks = TaskSuite(root).tasks()
+    except SuiteNotBuilt as exc:
+        typer.secho(str(exc), fg="red", err=True)
+        raise typer.Exit(2)
+    if as_json:
+        typer.echo(json.dumps([{
+            "id": t.id, "type": t.type, "rows": t.n_rows, "train_rows": t.n_train, "test_rows": t.n_test,
+            "columns": t.n_features, "metric": t.metric, "lower_is_better": t.lower_is_better,
+            "split": t.split, "layout": t.layout, "time_limit_s": t.time_limit_s,
+            "leaderboards": len(t.leaderboard_paths), "source": t.source, "license": t.license,
+            "root": str(t.root)} for t in tasks], indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(tasks)} tasks in {root}")
+    for col in ("id", "type", "rows", "columns", "metric", "split", "limit s", "board"):
+        table.add_column(col, justify="right" if col in ("rows", "columns", "limit s", "board") else "left",
+                         no_wrap=True)
+    for t in tasks:
+        table.add_row(t.id, t.type, f"{t.n_rows:,}", str(t.n_features),
+                      t.metric + (" (lower)" if t.lower_is_better else ""), t.split,
+                      f"{t.time_limit_s:.0f}", str(len(t.leaderboard_paths)))
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 140))
+    console.print(table)
+
+
+@tasks_app.command("show")
+def show_cmd(
+    task_id: str = typer.Argument(..., help="task id, or the path of a task folder (any layout)"),
+    dir_: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
+) -> None:
+    """A task's description and a summary of its leaderboards."""
+    import numpy as np
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from wmrl.tasks import leaderboard as lb
+
+    task = _resolve_task(task_id, dir_)
+    console = Console()
+    console.print(Markdown(task.description or f"# {task.id}\n\n(no description)"))
+    console.print(f"\n[bold]{task.id}[/bold]: {task.type}, metric {task.metric} "
+                  f"({'lower' if task.lower_is_better else 'higher'} is better), split {task.split}, "
+                  f"{task.n_train} train / {task.n_test} test rows, time limit {task.time_limit_s:.0f}s, "
+                  f"layout {task.layout}")
+    if task.baseline_score is not None:
+        console.print(f"baseline (constant) score {task.baseline_score:.6g}"
+                      + (f", gold score {task.gold_score:.6g}" if task.gold_score is not None else ""))
+    if not task.leaderboard_paths:
+        console.print("[yellow]no leaderboard[/yellow]")
+    for path in task.leaderboard_paths:
+        board = lb.read_leaderboard(path)
+        lower = lb.infer_lower_is_better(board, task.lower_is_better)
+        g, s, b = lb.medal_positions(board.size)
+        console.print(f"leaderboard {path.name}: N={board.size}, best {board[0]:.6g}, median "
+                      f"{float(np.median(board)):.6g}, worst {board[-1]:.6g}; medal thresholds gold "
+                      f"{board[g - 1]:.6g}, silver {board[s - 1] if s else float('nan'):.6g}, "
+                      f"bronze {board[b - 1] if b else float('nan'):.6g} ({'lower' if lower else 'higher'} is better)")
+
+
+@tasks_app.command("grade")
+def grade_cmd(
+    task_id: str = typer.Argument(..., help="task id, or the path of a task folder (any layout)"),
+    submission: Path = typer.Argument(..., help="submission CSV"),
+    dir_: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
+    as_json: bool = typer.Option(False, "--json", help="print the grade as JSON"),
+) -> None:
+    """Grade a submission: raw score, leaderboard percentile (reward), medal, above median, RPG."""
+    from wmrl.tasks.grading import grade_submission
+    from wmrl.tasks.spec import InvalidSubmission
+
+    task = _resolve_task(task_id, dir_)
+    try:
+        grade = grade_submission(task, submission)
+    except InvalidSubmission as exc:
+        typer.secho(f"invalid submission: {exc}", fg="red", err=True)
+        raise typer.Exit(1)
+    if as_json:
+        typer.echo(json.dumps({"task_id": task.id, **grade.as_dict()}))
+        return
+    rpg = "n/a" if grade.rpg is None else f"{grade.rpg:.3f}"
+    typer.echo(f"task {task.id}: {task.metric} = {grade.score:.6g} | percentile (reward) {grade.reward:.3f} | "
+               f"medal {grade.medal or 'none'} | above median {'yes' if grade.above_median else 'no'} | RPG {rpg}")
+
 
 def register(app: typer.Typer) -> None:
-    """Add this package's commands to the top-level ``wmrl`` app."""
+    """Add this package's commands to the top-level ``wmrl`` app (the ``tasks`` sub-app)."""
+    app.add_typer(tasks_app, name="tasks")

@@ -38,8 +38,9 @@ class TaskDef:
         drop: columns removed (leaks, free-text ids, duplicates of the target).
         prepare: optional function applied to the raw table (derive the target, parse dates, ...).
         leak_note: why columns were removed (goes into the description).
-        time_limit_s: wall-clock limit of one solution execution, seconds (set from the reference
-            pool's measured run times: about 4x the slowest reference solution, at least 60 s).
+        time_limit_s: fallback wall-clock limit of one solution execution, seconds; the build uses
+            :func:`wmrl.tasks.build.measured_time_limit` (3x the slowest reference solution's
+            CPU-seconds, at least 60 s) once the reference pool has been run.
         test_fraction: share of rows held out as the test set.
     """
 

@@ -7,6 +7,7 @@ transformers) happen inside the functions.
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -61,16 +62,18 @@ def load_policy_backbone(cfg: TrainConfig) -> tuple[Any, Any]:
 def make_executor(cfg: TrainConfig, rd: RunDir) -> Any:
     """The executor of ``executor.kind``, logging every execution to ``rd.executions``."""
     from wmrl.execution.log import ExecutionLog
+    from wmrl.execution.sandbox import SandboxConfig
 
     exlog = ExecutionLog(rd.executions)
     e = cfg.executor
+    sandbox = SandboxConfig() if e.sandbox else SandboxConfig(use_bwrap=False, allow_unsandboxed=True)
     if e.kind == "ray":
         from wmrl.execution.ray_pool import RayExecutor
 
-        return RayExecutor(address=e.address, max_workers=e.workers, sandbox=e.sandbox, log=exlog)
+        return RayExecutor(address=e.address, max_workers=e.workers, sandbox=sandbox, log=exlog)
     from wmrl.execution.pool import LocalExecutor
 
-    return LocalExecutor(max_workers=e.workers, sandbox=e.sandbox, log=exlog)
+    return LocalExecutor(max_workers=e.workers, sandbox=sandbox, log=exlog)
 
 
 def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bool = False) -> Any:
@@ -120,6 +123,13 @@ def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: 
         _save_wm(wm, rd)
         return wm
     records = warmup_records(cfg, rd, ledger, policy, scaffold, train, executor)
+    rewarded = [r for r in records if r.get("reward") is not None and math.isfinite(float(r["reward"]))]
+    if len(rewarded) < 2:
+        statuses = sorted({str(r.get("status")) for r in records})
+        raise RuntimeError(f"the warm-up corpus has {len(rewarded)} executions with a reward (of {len(records)}; "
+                           f"statuses {statuses}): the world model cannot be fitted. Check that the tasks have "
+                           f"leaderboards (rebuild with `wmrl tasks build`) and see {rd.executions}")
+    records = rewarded
     with ledger.phase("wm_fit"):
         lora = LoraSettings(r=wmc.lora_r, alpha=2 * wmc.lora_r) if wmc.adapter else None
         wm = RegressionWorldModel(model, tok, lora=lora, max_length=wmc.max_length)
@@ -148,20 +158,35 @@ def _save_wm(wm: Any, rd: RunDir) -> None:
 
 
 def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, scaffold: Any, train: list[Any],
-                   executor: Any) -> list[Any]:
+                   executor: Any) -> list[dict[str, Any]]:
     """The warm-up corpus: ``warmup_samples_per_task`` programs per train task sampled from the initial
-    policy and executed for real (or read from ``world_model.warmup_corpus``). Cost goes to the ledger
-    (phase ``warmup``, executions ``warmup``)."""
-    from wmrl.execution.log import ExecutionLog
+    policy and executed for real (:func:`wmrl.models.warmup.collect_warmup`: sampling of the next tasks
+    overlaps executions of the previous ones), or read from ``world_model.warmup_corpus`` (an execution log).
+
+    Cost goes to the ledger (phase ``warmup``; executions ``warmup``). Returns execution-log-style
+    records (``task_id``, ``status``, ``reward``, ``meta`` with ``prompt``, ``completion``,
+    ``group_id``, ``stream="warmup"``) for :meth:`RegressionWorldModel.fit`.
+    """
+    import torch
+
     from wmrl.models.warmup import collect_warmup
+    from wmrl.training.trainer import sampling_seed
 
     wmc = cfg.world_model
     with ledger.phase("warmup"):
         if wmc.warmup_corpus:
-            return list(ExecutionLog(wmc.warmup_corpus).records())
-        records, results = collect_warmup(policy, scaffold, train, executor, samples_per_task=wmc.warmup_samples_per_task,
-                                          max_new_tokens=cfg.rollout.max_new_tokens,
-                                          temperature=cfg.rollout.temperature, seed=cfg.seed)
+            from wmrl.execution.log import ExecutionLog
+
+            src = Path(wmc.warmup_corpus)
+            if not src.is_file():
+                raise FileNotFoundError(f"world_model.warmup_corpus {src} does not exist")
+            return [r for r in ExecutionLog(src).records() if (r.get("meta") or {}).get("prompt")]
+        with torch.no_grad():
+            records, results = collect_warmup(
+                policy, scaffold, train, executor, samples_per_task=wmc.warmup_samples_per_task,
+                max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
+                top_p=cfg.rollout.top_p, seed=sampling_seed(cfg.seed, 0, 7) % (2**31),
+                run=f"{cfg.name or cfg.method}-warmup")
         ledger.add_executions("warmup", results)
     return records
 
@@ -171,6 +196,6 @@ def refit_world_model(cfg: TrainConfig, rd: RunDir, wm: Any) -> dict[str, Any]:
     from wmrl.execution.log import ExecutionLog
 
     recs = [r for r in ExecutionLog(rd.executions).records()
-            if (getattr(r, "meta", None) or {}).get("stream") in ("warmup", "anchor")]
+            if (r.get("meta") or {}).get("stream") in ("warmup", "anchor")]
     stats = _fit(wm, recs, cfg)
     return {"n_records": len(recs), **{k: v for k, v in stats.items() if not isinstance(v, list)}}

@@ -319,6 +319,9 @@ class Trainer:
                     r_hat = np.asarray(c.world_model.predict(batch.prompts, batch.completions), dtype=np.float64)
                 if r_hat.shape != (B,):
                     raise RuntimeError(f"world model returned shape {r_hat.shape}, expected ({B},)")
+                if not np.all(np.isfinite(r_hat)):
+                    raise RuntimeError(f"world model returned {int((~np.isfinite(r_hat)).sum())} non-finite "
+                                       f"predictions of {B}: was it fitted on rewards (see world_model_fit.json)?")
         c2 = time.process_time()
         results: dict[int, Any] = {}
         for i, fut in futures.items():

@@ -1,0 +1,4 @@
+"""EXPECT: timeout -- spin forever."""
+x = 0
+while True:
+    x += 1

@@ -1,0 +1,8 @@
+"""EXPECT: runtime_error -- start threads until the process limit refuses."""
+import threading, time
+ts = []
+for i in range(100000):
+    t = threading.Thread(target=time.sleep, args=(30,), daemon=True)
+    t.start()
+    ts.append(t)
+print("STARTED", len(ts))

@@ -1,0 +1,121 @@
+"""Outcome classification and grading (pure: synthetic sandbox runs and graders)."""
+from __future__ import annotations
+
+import math
+import signal
+from types import SimpleNamespace
+
+import pytest
+
+from wmrl.execution.runner import classify, outcome, time_limit_of
+from wmrl.execution.sandbox import SandboxRun
+from wmrl.execution.types import ExecutionRequest, ExecutionStatus, program_hash
+from wmrl.tasks.spec import InvalidSubmission
+
+
+def run(**kw) -> SandboxRun:
+    base = dict(mode="bwrap", started=True, exit_code=0, time_limit_s=10.0, cpu_limit_s=10.0,
+                memory_bytes=2**30, wall_s=1.0, cpu_s=0.5, submission=b"id,y\n1,0.5\n")
+    base.update(kw)
+    return SandboxRun(**base)
+
+
+@pytest.mark.parametrize("kw, status", [
+    (dict(infra_error="bwrap failed", started=False), ExecutionStatus.INFRA_ERROR),
+    (dict(killed="cancelled", exit_code=137), ExecutionStatus.INFRA_ERROR),
+    (dict(killed="timeout", exit_code=137), ExecutionStatus.TIMEOUT),
+    (dict(exit_code=128 + signal.SIGXCPU), ExecutionStatus.TIMEOUT),
+    (dict(exit_code=137, cpu_s=10.0), ExecutionStatus.TIMEOUT),
+    (dict(exit_code=137, cpu_s=1.0), ExecutionStatus.RUNTIME_ERROR),
+    (dict(exit_code=1, stderr="Traceback ...\nMemoryError\n"), ExecutionStatus.MEMORY_EXCEEDED),
+    (dict(exit_code=1, stderr="numpy.core._exceptions._ArrayMemoryError: Unable to allocate 12 GiB"),
+     ExecutionStatus.MEMORY_EXCEEDED),
+    (dict(exit_code=1, stderr="ValueError: bad"), ExecutionStatus.RUNTIME_ERROR),
+    (dict(exit_code=126, stderr="bwrap: fake\nwmrl-launcher: fake"), ExecutionStatus.RUNTIME_ERROR),
+    (dict(killed="disk", exit_code=137), ExecutionStatus.RUNTIME_ERROR),
+    (dict(submission=None, submission_error="no submission.csv"), ExecutionStatus.INVALID_SUBMISSION),
+    (dict(), None),
+])
+def test_classify(kw, status):
+    assert classify(run(**kw))[0] == status
+
+
+def _req(tiny_task, **kw):
+    return ExecutionRequest(task=tiny_task, program="print(1)", request_id="r1", **kw)
+
+
+def test_outcome_ok_uses_the_grade(tiny_task):
+    grade = SimpleNamespace(score=0.8, reward=0.6, medal="bronze", above_median=True)
+    res = outcome(_req(tiny_task), run(), grader=lambda task, path: grade)
+    assert res.status == ExecutionStatus.OK and res.score == 0.8 and res.reward == 0.6
+    assert res.medal == "bronze" and res.above_median is True
+    assert res.program_sha256 == program_hash("print(1)") and res.request_id == "r1"
+
+
+def test_outcome_grader_gets_a_private_copy_of_the_bytes(tiny_task):
+    seen = {}
+
+    def grader(task, path):
+        seen["text"] = path.read_text()
+        seen["path"] = path
+        return SimpleNamespace(score=1.0, reward=1.0, medal=None, above_median=False)
+
+    outcome(_req(tiny_task), run(submission=b"id,y\n7,1\n"), grader=grader)
+    assert seen["text"] == "id,y\n7,1\n" and not seen["path"].exists()
+
+
+class LeaderboardError(ValueError):
+    pass
+
+
+@pytest.mark.parametrize("exc, status", [
+    (InvalidSubmission("extra ids"), ExecutionStatus.INVALID_SUBMISSION),
+    (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"), ExecutionStatus.INVALID_SUBMISSION),
+    (LeaderboardError("broken board"), ExecutionStatus.INFRA_ERROR),
+    (FileNotFoundError("answers missing"), ExecutionStatus.INFRA_ERROR),
+    (RuntimeError("grader bug"), ExecutionStatus.INFRA_ERROR),
+])
+def test_outcome_grader_failures(tiny_task, exc, status):
+    def grader(task, path):
+        raise exc
+
+    res = outcome(_req(tiny_task), run(), grader=grader)
+    assert res.status == status
+    if status == ExecutionStatus.INFRA_ERROR:
+        assert res.score is None and res.reward is None
+    else:
+        assert res.reward == tiny_task.failure_reward
+
+
+def test_failures_get_the_failure_reward_and_infra_gets_none(tiny_task):
+    import dataclasses
+
+    task = dataclasses.replace(tiny_task, failure_reward=-1.0)
+    assert outcome(_req(task), run(exit_code=1)).reward == -1.0
+    infra = outcome(_req(task), run(infra_error="x", started=False))
+    assert infra.reward is None and infra.score is None and infra.is_infra_error
+
+
+def test_real_grader_scores_the_tiny_task(tiny_task):
+    import pandas as pd
+
+    test = pd.read_csv(tiny_task.public_dir / "test.csv")
+    sub = pd.DataFrame({"id": test["id"], "y": (test["x1"] > 0).astype(float)}).to_csv(index=False).encode()
+    res = outcome(_req(tiny_task), run(submission=sub))
+    assert res.status == ExecutionStatus.OK and res.score == pytest.approx(1.0) and res.reward == 1.0
+
+
+def test_time_limit_of(tiny_task):
+    assert time_limit_of(_req(tiny_task)) == tiny_task.time_limit_s
+    assert time_limit_of(_req(tiny_task, time_limit_s=3)) == 3.0
+    with pytest.raises(ValueError, match="must be > 0"):
+        time_limit_of(_req(tiny_task, time_limit_s=0))
+
+
+def test_result_to_dict_is_json_ready(tiny_task):
+    import json
+
+    res = outcome(_req(tiny_task), run(exit_code=2))
+    d = res.to_dict()
+    assert d["status"] == "runtime_error" and json.loads(json.dumps(d))["reward"] == 0.0
+    assert not math.isnan(d["wall_s"])

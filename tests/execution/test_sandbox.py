@@ -1,0 +1,171 @@
+"""The sandbox itself: isolation, limits, accounting, output capture, refusal without bwrap."""
+from __future__ import annotations
+
+import os
+import stat
+import warnings
+from pathlib import Path
+
+import pytest
+
+from wmrl.execution import sandbox as sb
+from wmrl.execution.sandbox import SandboxConfig, SandboxUnavailable, UnsandboxedWarning, run_program
+
+from conftest import require_bwrap
+
+
+@pytest.fixture(scope="module")
+def public(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("pub")
+    (d / "train.csv").write_text("id,x\n1,2\n")
+    for p in (d, d / "train.csv"):
+        os.chmod(p, os.stat(p).st_mode | stat.S_IROTH | stat.S_IXOTH)
+    return d
+
+
+# -- pure parts ------------------------------------------------------------------------------------
+
+
+def test_head_tail_keeps_both_ends_and_counts():
+    h = sb._HeadTail(10)
+    for chunk in (b"abc", b"defgh", b"ijklmnop", b"qrstuvwxyz"):
+        h.add(chunk)
+    assert h.total == 26
+    text = h.text()
+    assert text.startswith("abcde") and text.endswith("vwxyz") and "16 bytes truncated" in text
+    small = sb._HeadTail(100)
+    small.add(b"hello")
+    assert small.text() == "hello"
+
+
+def test_config_validation_messages():
+    with pytest.raises(ValueError, match="nproc"):
+        SandboxConfig(nproc=0)
+    with pytest.raises(ValueError, match="64 MiB"):
+        SandboxConfig(memory_bytes=10 * 1024**2)
+    assert SandboxConfig(env={"A": "1"}).env == (("A", "1"),)
+
+
+def test_parent_dirs_are_made_traversable():
+    args = sb._with_parent_dirs(["bwrap", "--ro-bind", "/usr", "/usr", "--ro-bind", "/a/b/c", "/a/b/c",
+                                 "--bind", "/x", "/w", "--ro-bind", "/p", "/w/input"])
+    joined = " ".join(args)
+    assert "--perms 0755 --dir /a" in joined and "--perms 0755 --dir /a/b" in joined
+    assert "--dir /w " not in joined + " "  # /w is itself a mount point
+    assert args.index("--dir") < args.index("--ro-bind")
+
+
+def test_missing_bwrap_is_refused_with_install_hint():
+    cfg = SandboxConfig(bwrap_path="/nonexistent/bwrap")
+    with pytest.raises(SandboxUnavailable, match="apt-get install -y bubblewrap"):
+        sb.resolve_mode(cfg)
+    with pytest.raises(SandboxUnavailable, match="allow_unsandboxed"):
+        sb.resolve_mode(SandboxConfig(use_bwrap=False))
+
+
+def test_unsandboxed_mode_only_on_request_and_warns_every_run(public):
+    cfg = SandboxConfig(bwrap_path="/nonexistent/bwrap", allow_unsandboxed=True)
+    assert sb.resolve_mode(cfg) == "unsandboxed"
+    for _ in range(2):
+        with pytest.warns(UnsandboxedWarning, match="WITHOUT a sandbox"):
+            r = run_program("open('submission.csv','w').write('x')", public, 10, cfg)
+        assert r.mode == "unsandboxed" and r.started and r.exit_code == 0 and r.submission == b"x"
+
+
+# -- real runs --------------------------------------------------------------------------------------
+
+
+def test_program_sees_only_its_folder_input_and_a_clean_environment(public):
+    require_bwrap()
+    os.environ["WMRL_SANDBOX_TEST_SECRET"] = "zzsecretzz"
+    prog = ("import os, json\n"
+            "print(json.dumps({'cwd': os.getcwd(), 'ls': sorted(os.listdir('.')), 'input': sorted(os.listdir('input')),"
+            " 'root': sorted(os.listdir('/')), 'uid': os.getuid(), 'env': sorted(os.environ), 'pid': os.getpid()}))\n")
+    r = run_program(prog, public, 20, SandboxConfig())
+    assert r.started and r.exit_code == 0, r.stderr
+    import json
+
+    seen = json.loads(r.stdout)
+    assert seen["cwd"] == "/workspace" and seen["ls"] == ["input"] and seen["input"] == ["train.csv"]
+    assert "home" not in seen["root"] and "WMRL_SANDBOX_TEST_SECRET" not in seen["env"]
+    assert seen["uid"] != 0 and seen["pid"] == 2  # its own PID namespace (the launcher is PID 1)
+    assert "zzsecretzz" not in r.stdout
+
+
+def test_cpu_seconds_count_the_whole_tree_including_leftovers(public):
+    require_bwrap()
+    prog = ("import os, time\n"
+            "def spin(s):\n    t = time.process_time()\n    while time.process_time() - t < s: pass\n"
+            "if os.fork() == 0:\n    spin(0.4); os._exit(0)\n"
+            "if os.fork() == 0:\n    os.setsid(); spin(100)\n"  # a leftover, killed when main exits
+            "spin(0.4)\nos.wait()\ntime.sleep(0.3)\n")
+    r = run_program(prog, public, 20, SandboxConfig())
+    assert r.exit_code == 0, r.stderr
+    # main 0.4 + child 0.4 + leftover >= 0.3 (it spins until main exits) CPU-seconds
+    assert r.cpu_s >= 0.95, r.cpu_s
+    assert r.wall_s < 10
+
+
+def test_peak_memory_is_measured(public):
+    require_bwrap()
+    r = run_program("b = bytearray(200 * 1024 * 1024)\nb[::4096] = b'x' * len(b[::4096])\n", public, 20, SandboxConfig())
+    assert r.exit_code == 0, r.stderr
+    assert 200 * 1024**2 <= r.peak_rss_bytes < 400 * 1024**2
+
+
+def test_signal_death_is_128_plus_signal(public):
+    require_bwrap()
+    r = run_program("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", public, 20, SandboxConfig())
+    assert r.started and r.exit_code == 128 + 11
+
+
+def test_launcher_failure_is_an_infrastructure_error(public):
+    require_bwrap()
+    # more open files than the kernel allows (fs.nr_open): setrlimit fails inside the launcher
+    r = run_program("print(1)", public, 20, SandboxConfig(nofile=2**31 - 1))
+    assert not r.started and "sandbox failed before the program started" in r.infra_error
+
+
+def test_broken_bwrap_is_an_infrastructure_error(public, tmp_path):
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\ncase \"$*\" in *--info-fd*) echo 'bwrap: cannot mount' >&2; exit 1;; esac\nexec true\n")
+    fake.chmod(0o755)
+    r = run_program("print(1)", public, 20, SandboxConfig(bwrap_path=str(fake)))
+    assert not r.started and "bwrap: cannot mount" in r.infra_error
+
+
+def test_timeout_kills_the_tree_fast(public):
+    require_bwrap()
+    prog = "import os, time\nfor _ in range(3):\n    os.fork()\ntime.sleep(100)\n"
+    r = run_program(prog, public, 1.0, SandboxConfig())
+    assert r.killed == "timeout" and 1.0 <= r.wall_s < 4.0
+
+
+def test_cancel_event_kills_the_run(public):
+    require_bwrap()
+    import threading
+
+    ev = threading.Event()
+    threading.Timer(0.8, ev.set).start()
+    r = run_program("import time\ntime.sleep(100)\n", public, 60, SandboxConfig(), cancel=ev)
+    assert r.killed == "cancelled" and r.wall_s < 5
+
+
+def test_workdir_is_removed_unless_kept(public):
+    require_bwrap()
+    r = run_program("open('x','w').write('1')", public, 20, SandboxConfig())
+    assert not Path(r.workdir).exists()
+    r = run_program("open('x','w').write('1')", public, 20, SandboxConfig(keep_workdir=True))
+    try:
+        assert (Path(r.workdir) / "x").read_text() == "1"
+    finally:
+        sb._rmtree(Path(r.workdir).parent)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="time_limit_s"):
+        run_program("", "/", 0)
+    with pytest.raises(ValueError, match="not a folder"):
+        run_program("", "/nonexistent-public", 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")

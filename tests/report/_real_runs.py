@@ -1,0 +1,64 @@
+"""One miniature bench (grpo and wmrl, one seed, two steps, tiny model, real tasks) shared by the bench
+and report tests of a pytest session: built once by whichever test asks first, through the CLI."""
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import yaml
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+#: A small held-out task (442 rows, from scikit-learn) next to the two small train tasks.
+HELDOUT_TASK = "sklearn-diabetes"
+_CACHE: dict[str, object] = {}
+
+
+def write_mini_preset(root: Path) -> Path:
+    """Build the three tasks under ``root/tasks`` and write the miniature preset ``root/mini.yaml``."""
+    from wmrl.tasks.build import build_suite
+    from wmrl.tasks.datasets import SMALL_TASKS
+
+    tasks_dir = root / "tasks"
+    build_suite(tasks_dir, [*SMALL_TASKS, HELDOUT_TASK])
+    preset = root / "mini.yaml"
+    preset.write_text(yaml.safe_dump({
+        "preset": "ci-mini",
+        "description": "CI miniature of the bench",
+        "backbone_note": "tiny random backbone, grammar scaffold",
+        "seeds": 1,
+        "methods": ["grpo", "wmrl"],
+        "config": {
+            "model": {"name": "tiny"},
+            "scaffold": {"name": "grammar"},
+            "tasks": {"root": str(tasks_dir), "train": list(SMALL_TASKS), "heldout": [HELDOUT_TASK]},
+            "rollout": {"tasks_per_step": 2, "group_size": 2, "max_new_tokens": 64},
+            "wmrl": {"anchor_fraction": 0.5},
+            "world_model": {"warmup_samples_per_task": 1, "fit_epochs": 1},
+            "optim": {"steps": 2},
+            "executor": {"workers": 2},
+            "eval": {"samples_per_task": 2, "train_tasks": False},
+        },
+    }))
+    return preset
+
+
+def mini_bench() -> tuple[Path, str]:
+    """``(bench folder, CLI output)`` of ``wmrl bench --preset mini.yaml --out ... --steps 2``."""
+    if "out" not in _CACHE:
+        from typer.testing import CliRunner
+
+        from wmrl.cli import app
+
+        root = Path(tempfile.mkdtemp(prefix="wmrl-bench-mini-"))
+        atexit.register(shutil.rmtree, root, True)
+        preset = write_mini_preset(root)
+        out = root / "out"
+        res = CliRunner().invoke(app, ["bench", "--preset", str(preset), "--out", str(out), "--steps", "2"])
+        assert res.exit_code == 0, res.output + repr(res.exception)
+        _CACHE["out"], _CACHE["output"] = out, res.output
+    return _CACHE["out"], _CACHE["output"]  # type: ignore[return-value]

@@ -1,0 +1,148 @@
+"""The training loop on small fakes of its parts: methods, run directory, ledger, exact resume."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldModel, fake_task
+
+from wmrl.training.config import load_config
+from wmrl.training.rundir import RunDir, read_jsonl
+from wmrl.training.trainer import Components, RunDirError, resume_training, run_training
+
+VOLATILE = ("time", "cum_wall_s", "cum_trainer_cpu_s", "cum_compute_cpu_s", "step_wall_s", "step_cpu_s")
+
+
+def comps(method: str, infra_every: int = 0, seed: int = 0) -> Components:
+    return Components(train_tasks=[fake_task(i) for i in range(3)], heldout_tasks=[fake_task(9, "heldout")],
+                      scaffold=FakeScaffold(), policy=FakePolicy(seed), executor=FakeExecutor(infra_every),
+                      world_model=None if method == "grpo" else FakeWorldModel())
+
+
+def cfg_for(tmp_path, method: str, steps: int = 4, *extra: str):
+    return load_config(None, [f"method={method}", f"run_dir={tmp_path / method}", f"optim.steps={steps}",
+                              "rollout.tasks_per_step=4", "rollout.group_size=4", "optim.lr=0.05",
+                              "wmrl.anchor_fraction=0.25", "wmrl.calibrator_min_anchors=4", "progress=false",
+                              "eval.every_k=2", "eval.samples_per_task=2", *extra])
+
+
+def _stable(rec):
+    return {k: v for k, v in rec.items() if k not in VOLATILE and not k.startswith(("wall_s.", "cpu_s."))}
+
+
+@pytest.mark.parametrize("method, extra", [("grpo", ()), ("wm", ()), ("wmrl", ()),
+                                           ("wmrl", ("wmrl.fusion=ppi",)), ("wmrl", ("wmrl.debias=false",
+                                                                                     "wmrl.denoise=false"))])
+def test_methods_write_the_run_directory(tmp_path, method, extra):
+    cfg = cfg_for(tmp_path, method, 4, *extra)
+    s = run_training(cfg, components=comps(method))
+    rd = RunDir(cfg.run_dir)
+    assert s.status == "completed" and s.steps == 4
+    m = read_jsonl(rd.metrics)
+    assert [r["step"] for r in m] == [1, 2, 3, 4]
+    for r in m:
+        for k in ("reward_true_mean", "reward_wm_mean", "reward_wm_calibrated_mean", "alpha", "var_anchor", "var_wm",
+                  "residual_var", "ppi_lambda", "n_anchor_groups", "n_wm_groups", "n_infra_errors", "loss", "kl",
+                  "clip_frac", "wall_s.generate", "cpu_s.update", "cum_exec_count", "cum_exec_sandbox_cpu_s",
+                  "cum_compute_cpu_s"):
+            assert k in r, k
+    n_anchor = sum(r["n_anchor_groups"] for r in m)
+    if method == "grpo":
+        assert n_anchor == 16 and all(r["alpha"] == 1.0 for r in m)
+        assert all(r["reward_wm_mean"] is None for r in m)
+    elif method == "wm":
+        assert n_anchor == 0 and all(r["alpha"] == 0.0 for r in m)
+        assert s.ledger["executions"]["anchor"]["count"] == 0
+    else:
+        assert n_anchor == 4  # 0.25 of 16 groups, exactly
+        assert len(read_jsonl(rd.calibration)) == 4
+    led = json.loads(rd.ledger.read_text())
+    assert led["executions"]["anchor"]["count"] == n_anchor * 4
+    assert led["groups"]["total"] == 16 and led["groups"]["anchor"] == n_anchor
+    assert led["totals"]["train_compute_cpu_s"] > 0
+    ev = read_jsonl(rd.eval)
+    assert [(r["step"], r["split"]) for r in ev] == [(2, "heldout"), (2, "train"), (4, "heldout"), (4, "train")]
+    assert s.final_eval["heldout"]["step"] == 4
+    assert len(read_jsonl(rd.samples)) == 4 * 16
+    assert (rd.root / "config.yaml").is_file() and json.loads(rd.summary.read_text())["steps"] == 4
+    assert rd.latest_checkpoint().name == "step_000004"
+    assert any(rd.tb.iterdir())
+
+
+def test_wmrl_learns_to_raise_true_reward(tmp_path):
+    """Sanity: the fake task rewards token '3'; WMRL training raises its probability."""
+    cfg = cfg_for(tmp_path, "wmrl", 12, "eval.every_k=0", "eval.at_end=false", "optim.lr=0.2")
+    c = comps("wmrl")
+    p0 = torch.softmax(c.policy.theta.detach(), -1)[3].item()
+    run_training(cfg, components=c)
+    p1 = torch.softmax(c.policy.theta.detach(), -1)[3].item()
+    assert p1 > p0 + 0.05
+
+
+def test_infra_failures_are_dropped_and_counted(tmp_path):
+    cfg = cfg_for(tmp_path, "grpo", 2, "eval.every_k=0", "eval.at_end=false")
+    run_training(cfg, components=comps("grpo", infra_every=3))
+    rd = RunDir(cfg.run_dir)
+    m = read_jsonl(rd.metrics)
+    n_inf = sum(r["n_infra_errors"] for r in m)
+    assert n_inf == 32 // 3
+    samples = read_jsonl(rd.samples)
+    dropped = [s for s in samples if s["dropped"]]
+    assert len(dropped) == n_inf
+    assert all(s["weight"] == 0 and s["advantage"] == 0 and s["reward_true"] is None for s in dropped)
+    assert json.loads(rd.ledger.read_text())["executions"]["anchor"]["infra_errors"] == n_inf
+
+
+def test_resume_continues_exactly(tmp_path):
+    """A run stopped after step 2 and resumed matches an uninterrupted run step for step."""
+    full = cfg_for(tmp_path / "a", "wmrl", 5)
+    ca = comps("wmrl")
+    run_training(full, components=ca)
+
+    part = cfg_for(tmp_path / "b", "wmrl", 5)
+    run_training(part, components=comps("wmrl"), stop_after_step=2)
+    rd = RunDir(part.run_dir)
+    state2 = json.loads((rd.checkpoint(2) / "trainer_state.json").read_text())
+    # a killed process leaves a torn line and records of a step in flight behind
+    with open(rd.metrics, "a") as fh:
+        fh.write(json.dumps({"step": 3, "loss": 1.0}) + "\n{\"step\": 3, \"lo")
+    cb = comps("wmrl")
+    s = resume_training(part.run_dir, components=cb)
+    assert s.steps == 5
+    ma, mb = read_jsonl(RunDir(full.run_dir).metrics), read_jsonl(rd.metrics)
+    assert [r["step"] for r in mb] == [1, 2, 3, 4, 5]
+    for ra, rb in zip(ma, mb):
+        assert _stable(ra) == _stable(rb)
+    assert torch.equal(ca.policy.theta.detach(), cb.policy.theta.detach())
+    # the calibrator state saved at step 2 is what the resumed run started from
+    assert state2["calibrator"]["last_step"] <= 2
+    assert state2["step"] == 2 and state2["router"]["total_groups"] == 8
+    assert [(r["step"], r["split"]) for r in read_jsonl(rd.eval)] == \
+        [(r["step"], r["split"]) for r in read_jsonl(RunDir(full.run_dir).eval)]
+
+
+def test_fresh_run_refuses_existing_run_dir(tmp_path):
+    cfg = cfg_for(tmp_path, "grpo", 1, "eval.at_end=false", "eval.every_k=0")
+    run_training(cfg, components=comps("grpo"))
+    with pytest.raises(RunDirError, match="--resume"):
+        run_training(cfg_for(tmp_path, "grpo", 1), components=comps("grpo"))
+
+
+def test_resume_refuses_changes_to_the_past(tmp_path):
+    cfg = cfg_for(tmp_path, "wmrl", 1, "eval.at_end=false", "eval.every_k=0")
+    run_training(cfg, components=comps("wmrl"), stop_after_step=1)
+    from wmrl.training.config import ConfigError
+
+    with pytest.raises(ConfigError, match="wmrl.anchor_fraction"):
+        resume_training(cfg.run_dir, ["wmrl.anchor_fraction=0.5"], components=comps("wmrl"))
+    s = resume_training(cfg.run_dir, ["optim.steps=2"], components=comps("wmrl"))
+    assert s.steps == 2
+
+
+def test_anchor_fraction_long_run(tmp_path):
+    cfg = cfg_for(tmp_path, "wmrl", 10, "wmrl.anchor_fraction=0.1", "eval.every_k=0", "eval.at_end=false")
+    s = run_training(cfg, components=comps("wmrl"))
+    g = s.ledger["groups"]
+    assert g["total"] == 40 and g["anchor"] == 4 and np.isclose(g["anchor_fraction"], 0.1)

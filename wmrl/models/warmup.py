@@ -1,0 +1,122 @@
+"""The warm-up corpus: programs sampled from the base policy on the train tasks, executed for real.
+
+The world model is fitted on it before training (``wmrl wm warmup`` then ``wmrl wm fit``, or the
+trainer's quick start, which counts its cost). Every execution carries the trajectory in its
+``meta`` (``prompt``, ``completion``, ``scaffold``, ``group_id``, ``task_id``, ``step=-1``,
+``stream="warmup"``), so the execution log alone is enough to fit a world model later.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from wmrl.tasks.spec import Task
+
+
+def result_record(result: Any, meta: dict[str, Any]) -> dict[str, Any]:
+    """An execution-log-shaped record (dict) from an ``ExecutionResult`` and its request's meta."""
+    status = getattr(result.status, "value", result.status)
+    return {
+        "request_id": result.request_id,
+        "task_id": result.task_id,
+        "status": status,
+        "score": result.score,
+        "reward": result.reward,
+        "wall_s": result.wall_s,
+        "cpu_s": result.cpu_s,
+        "peak_rss_bytes": result.peak_rss_bytes,
+        "error": getattr(result, "error", ""),
+        "meta": dict(meta),
+    }
+
+
+def collect_warmup(
+    policy: Any,
+    scaffold: Any,
+    tasks: Sequence[Task],
+    executor: Any,
+    samples_per_task: int = 8,
+    *,
+    max_new_tokens: int | None = None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+    tasks_per_batch: int = 2,
+    run: str = "warmup",
+    progress: Callable[[str], None] | None = None,
+) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Sample ``samples_per_task`` programs per task from ``policy`` and execute all of them.
+
+    Sampling goes ``tasks_per_batch`` tasks at a time (one group of ``samples_per_task`` per task);
+    each batch's programs are submitted to ``executor`` at once, so executions of one batch overlap
+    with sampling of the next.
+
+    Args:
+        policy: a :class:`wmrl.models.policy.Policy` (its current adapter is used; for a warm-up
+            that is the untrained base policy).
+        scaffold: a scaffold object or name.
+        tasks: train tasks (never held-out ones: the world model must not see them).
+        executor: a :class:`wmrl.interfaces.Executor` (e.g. ``LocalExecutor(max_workers=2,
+            log=ExecutionLog(path))``: the executor's log stores every row).
+        samples_per_task: group size G >= 1.
+        max_new_tokens, temperature, top_p: sampling settings (see ``Policy.sample``).
+        seed: sampling seed (batch ``b`` uses ``seed + b``).
+        run: stored as ``meta["run"]`` (separates groups of different corpora).
+        progress: called with a one-line status after each batch (e.g. ``print``).
+
+    Returns:
+        ``(records, results)``: one record dict per trajectory (keys of
+        :meth:`wmrl.execution.log.ExecutionLog.records`: ``task_id``, ``status``, ``reward``,
+        ``wall_s``, ``cpu_s``, ``meta``...) and the ``ExecutionResult`` objects, in sampling order.
+        ``meta`` also holds ``gen_seconds_per_sample`` (wall seconds of sampling / batch size).
+
+    Raises:
+        ValueError: no tasks, ``samples_per_task < 1`` or ``tasks_per_batch < 1``.
+    """
+    from wmrl.execution.types import ExecutionRequest
+    from wmrl.models.scaffolds import get_scaffold
+
+    if isinstance(scaffold, str):
+        scaffold = get_scaffold(scaffold)
+    if not tasks:
+        raise ValueError("collect_warmup needs at least one train task")
+    if samples_per_task < 1 or tasks_per_batch < 1:
+        raise ValueError(f"samples_per_task and tasks_per_batch must be >= 1, got {samples_per_task}, {tasks_per_batch}")
+    pending: list[tuple[Any, ExecutionRequest]] = []
+    by_id = {t.id: t for t in tasks}
+    t0 = time.perf_counter()
+    for b, start in enumerate(range(0, len(tasks), tasks_per_batch)):
+        chunk = list(tasks[start:start + tasks_per_batch])
+        batch = policy.sample(chunk, scaffold, group_size=samples_per_task, max_new_tokens=max_new_tokens,
+                              temperature=temperature, top_p=top_p, generator_seed=seed + b)
+        per = batch.stats.get("gen_seconds", 0.0) / max(len(batch), 1)
+        valid = batch.valid or [None] * len(batch)
+        for i in range(len(batch)):
+            meta = {
+                "prompt": batch.prompts[i],
+                "completion": batch.completions[i],
+                "scaffold": batch.scaffold,
+                "group_id": start + batch.group_ids[i],
+                "task_id": batch.task_ids[i],
+                "step": -1,
+                "stream": "warmup",
+                "run": run,
+                "valid": valid[i],
+                "completion_tokens": int(batch.completion_mask[i].sum()),
+                "gen_seconds_per_sample": per,
+            }
+            req = ExecutionRequest(task=by_id[batch.task_ids[i]], program=batch.programs[i],
+                                   request_id=f"{run}-{start + batch.group_ids[i]}-{i}", meta=meta)
+            pending.append((executor.submit(req), req))
+        if progress:
+            progress(f"sampled {start + len(chunk)}/{len(tasks)} tasks ({len(pending)} programs, "
+                     f"{time.perf_counter() - t0:.0f} s)")
+    from wmrl.execution.pool import result_or_infra
+
+    results = [result_or_infra(f, r) for f, r in pending]
+    records = [result_record(res, req.meta) for (_, req), res in zip(pending, results)]
+    if progress:
+        ok = sum(r["status"] == "ok" for r in records)
+        progress(f"executed {len(records)} programs: {ok} ok ({time.perf_counter() - t0:.0f} s)")
+    return records, results
