@@ -101,3 +101,42 @@ def test_aggregate_numbers(preset, tmp_path):
     assert 0 <= rows["wmrl"].percentile.mean <= 1
     meta = json.loads((out / "bench.json").read_text())
     assert meta["machine"]["cpu_count"] >= 1
+
+
+def test_cli_dry_run_and_table_only(preset, tmp_path):
+    from typer.testing import CliRunner
+
+    from wmrl.cli import app
+
+    out = tmp_path / "out"
+    runner = CliRunner()
+    res = runner.invoke(app, ["bench", "--preset", str(preset.path), "--out", str(out), "--dry-run",
+                              "--seeds", "1", "--methods", "grpo,wmrl"])
+    assert res.exit_code == 0, res.output
+    assert "grpo" in res.output and "new" in res.output and not out.exists()
+    res = runner.invoke(app, ["bench", "--preset", str(preset.path), "--out", str(out), "--table-only"])
+    assert res.exit_code == 2 and "no finished bench run" in res.output
+    bench.run_bench(preset, out, seeds=1, train_fn=fake_train([]), log=lambda s: None)
+    (out / "table.csv").unlink()
+    res = runner.invoke(app, ["bench", "--preset", str(preset.path), "--out", str(out), "--table-only"])
+    assert res.exit_code == 0, res.output
+    assert (out / "table.csv").is_file() and "held-out percentile" in res.output
+    res = runner.invoke(app, ["bench", "--preset", "nope"])
+    assert res.exit_code == 2 and "unknown bench preset" in res.output
+
+
+def test_shipped_presets_validate():
+    names = bench.list_presets()
+    assert {"cpu-small", "cpu-lm", "gpu-paper"} <= set(names)
+    for n in names:
+        p = bench.load_preset(n)  # builds every method's config with the trainer's loader
+        assert p.backbone_note and p.description
+        assert set(p.methods) == set(bench.METHODS)
+    small = bench.load_preset("cpu-small")
+    runs = bench.plan(small, bench.Path("/tmp/unused"))
+    assert len(runs) == small.seeds * 6
+    assert {r.config.model.name for r in runs} == {"tiny"} and {r.config.scaffold.name for r in runs} == {"grammar"}
+    assert [r.config.eval.at_start for r in runs[:2]] == [True, False]  # step-0 eval once per seed (grpo)
+    gpu = bench.load_preset("gpu-paper")
+    cfg = bench.method_config(gpu, "wmrl", 0, bench.Path("/tmp/unused"))
+    assert cfg.executor.kind == "ray" and "/" in cfg.model.name

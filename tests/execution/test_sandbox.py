@@ -169,3 +169,26 @@ def test_bad_arguments():
         run_program("", "/nonexistent-public", 1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+
+
+def test_user_namespace_mode_runs(public):
+    """The mode used when the driver is not root (forced here): uid 65534 inside, same isolation."""
+    require_bwrap()
+    prog = ("import os\nprint(os.getuid(), sorted(os.listdir('input')), os.path.exists('/root/.ssh'))\n"
+            "open('submission.csv', 'w').write('id,y\\n')\n")
+    r = run_program(prog, public, 20, SandboxConfig(user_namespace=True))
+    assert r.mode == "bwrap-userns" and r.exit_code == 0, r.stderr + r.infra_error
+    assert r.stdout.split()[0] == "65534" and "train.csv" in r.stdout and r.submission == b"id,y\n"
+
+
+def test_unreadable_public_files_are_an_infrastructure_error(tmp_path):
+    require_bwrap()
+    if os.geteuid() != 0:
+        pytest.skip("only the root mode runs the program under another uid")
+    pub = tmp_path / "pub"
+    pub.mkdir()
+    (pub / "train.csv").write_text("id\n1\n")
+    os.chmod(pub, 0o755)
+    os.chmod(pub / "train.csv", 0o600)
+    r = run_program("print(open('input/train.csv').read())", pub, 20, SandboxConfig())
+    assert not r.started and "chmod -R o+rX" in r.infra_error

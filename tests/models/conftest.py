@@ -68,3 +68,20 @@ def tiny():
     from wmrl.models.backbone import tiny_backbone
 
     return tiny_backbone(seed=0)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """One intra-op thread: on a shared 2-core machine more threads oversubscribe and crawl."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def task_factory():
+    """:func:`make_task` as a fixture (test modules cannot import conftest)."""
+    return make_task

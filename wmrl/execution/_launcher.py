@@ -53,6 +53,16 @@ def _kill_rest(main_pid: int) -> None:
             pass
 
 
+def _not_dumpable() -> None:
+    """PR_SET_DUMPABLE 0: a program with the launcher's uid (user-namespace mode) cannot ptrace it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except Exception:  # noqa: BLE001 - best effort; the marker protocol does not depend on it
+        pass
+
+
 def _child(spec: dict, err_w: int) -> None:
     try:
         os.setpgid(0, 0)
@@ -94,6 +104,8 @@ def main() -> int:
         os.close(err_r)
         _child(spec, err_w)
     os.close(err_w)
+    if os.geteuid() != 0:  # same uid as the program (user-namespace mode): forbid ptrace of us
+        _not_dumpable()
     chunks = []
     while True:
         try:

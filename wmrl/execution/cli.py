@@ -134,7 +134,7 @@ def sandbox_bench_command(
     from wmrl.execution.bench import pool_throughput, sandbox_overhead
     from wmrl.execution.sandbox import SandboxUnavailable
 
-    console = Console(stderr=json_out)
+    console = Console(stderr=json_out, width=max(110, Console().width))
     report: dict = {}
     try:
         levels = [int(x) for x in concurrency.split(",") if x.strip()]

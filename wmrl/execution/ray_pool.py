@@ -47,6 +47,7 @@ class RayExecutor:
         log: execution log, appended to from this process.
         grader: ``grader(task, path) -> Grade`` (default: the task suite's), run in this process.
         init_kwargs: more keyword arguments for ``ray.init`` when it is called here.
+        max_workers: alias of ``max_concurrency`` (the :class:`LocalExecutor` name).
 
     Raises:
         ImportError: ray is not installed (``pip install 'ray>=2.40'``).
@@ -54,8 +55,14 @@ class RayExecutor:
 
     def __init__(self, address: str | None = None, max_concurrency: int | None = None,
                  sandbox: SandboxConfig | None = None, log: ExecutionLog | None = None,
-                 grader: Grader | None = None, init_kwargs: dict[str, Any] | None = None):
+                 grader: Grader | None = None, init_kwargs: dict[str, Any] | None = None,
+                 max_workers: int | None = None):
         import ray
+
+        if max_workers is not None:  # the LocalExecutor spelling, accepted as an alias
+            if max_concurrency is not None and max_concurrency != max_workers:
+                raise ValueError(f"max_workers={max_workers} and max_concurrency={max_concurrency} disagree; pass one")
+            max_concurrency = max_workers
 
         self._ray = ray
         self.sandbox = sandbox or SandboxConfig()

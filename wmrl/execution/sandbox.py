@@ -20,15 +20,19 @@ Limits (``setrlimit`` in :mod:`wmrl.execution._launcher`, hard = soft, so the pr
 them): address space (``RLIMIT_AS``, bytes), CPU time per process (``RLIMIT_CPU``, seconds), number of
 processes/threads (``RLIMIT_NPROC``), file size (``RLIMIT_FSIZE``, bytes), open files
 (``RLIMIT_NOFILE``), no core dumps. The driver adds a wall-clock timeout, a disk quota on the
-working and scratch folders (polled), and truncation of stdout/stderr (head and tail kept). On
-timeout, cancellation or disk overrun the sandbox's PID-1 is killed, which makes the kernel kill
-every process of the PID namespace, so nothing is left behind; when the program's main process
-exits, bubblewrap's PID-1 exits with it and takes any leftover children down the same way.
+working and scratch folders (polled), and truncation of stdout/stderr (head and tail kept).
+
+Process tree: the launcher is PID 1 of the sandbox's PID namespace (``bwrap --as-pid-1``). It forks
+the program, reaps every process (orphans are re-parented to it), and when the program's main
+process exits, or when the driver sends SIGTERM on timeout, cancellation or disk overrun, it
+SIGKILLs every remaining process of the namespace and reaps them; 2 s later the driver SIGKILLs
+PID 1 itself if it is still there, which makes the kernel kill the whole namespace. Nothing
+survives an execution.
 
 CPU seconds are user+sys of the whole process tree, read from ``wait4`` rusage of the bubblewrap
-process once it has reaped its PID-1, which reaped every other process of the tree (the kernel adds
-each reaped child's usage to its reaper). Peak memory is the largest resident set of any single
-process of the tree (``ru_maxrss``), bytes.
+process: the launcher reaped every process of the tree (the kernel adds each reaped child's usage
+to its reaper's children usage) and bubblewrap reaped the launcher. Peak memory is the largest
+resident set of any single process of the tree (``ru_maxrss``), bytes.
 
 The weaker rlimit-only mode (no bubblewrap: the program sees the whole filesystem and the network)
 runs only when ``SandboxConfig.allow_unsandboxed`` is set, and warns on every execution.
@@ -590,6 +594,13 @@ def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float
             log.warning("unsandboxed mode: %s or %s is not readable by other users, so the program runs "
                         "as root and the process-count limit is not enforced", python, public)
         if as_root:
+            unreadable = _unreadable_by_others(public)
+            if unreadable:
+                result.infra_error = (
+                    f"the task's public files are not readable by other users ({', '.join(unreadable[:3])}), "
+                    f"so the sandboxed program (an unprivileged uid) could not read them; run "
+                    f"`chmod -R o+rX {public}`")
+                return result
             uid = _UIDS.acquire(config.uid_base)
         _prepare(root, program, public, mode, uid)
         _execute(result, root, public, python, mode, uid, config, cpu_limit_s, cancel)
@@ -617,6 +628,24 @@ def _others_can_use(path: str | os.PathLike) -> bool:
         return bool(os.stat(real).st_mode & stat.S_IROTH)
     except OSError:
         return False
+
+
+def _unreadable_by_others(public: Path) -> list[str]:
+    """Entries of ``public`` (top level) that a non-owner cannot read (dirs: also traverse)."""
+    bad = []
+    try:
+        entries = [public] + list(public.iterdir())
+    except OSError as exc:
+        return [f"{public} ({exc})"]
+    for p in entries:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(st.st_mode) else 0)
+        if st.st_mode & need != need:
+            bad.append(str(p))
+    return bad
 
 
 def _prepare(root: Path, program: str, public: Path, mode: str, uid: int | None) -> None:
@@ -827,7 +856,7 @@ def _execute(result: SandboxRun, root: Path, public: Path, python: str, mode: st
     result.killed = killed
     result.stdout, result.stderr = out.text(), err.text()
     result.stdout_bytes, result.stderr_bytes = out.total, err.total
-    if bytes(marker) != b"LS":
+    if not marker.startswith(b"LS"):
         if killed == "cancelled":
             return
         detail = bytes(marker[2:]).decode("utf-8", "replace") if marker.startswith(b"LE") else ""

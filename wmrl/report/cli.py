@@ -66,6 +66,9 @@ def bench_cmd(
     except (bench.BenchError, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    except KeyboardInterrupt:
+        typer.echo("interrupted: rerun the same command to resume (finished runs are skipped)", err=True)
+        raise typer.Exit(130) from None
     for k, v in paths.items():
         typer.echo(f"{k}: {v}")
     typer.echo((paths["markdown"]).read_text(encoding="utf-8"))

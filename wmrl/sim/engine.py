@@ -27,7 +27,12 @@ denoise         rho        raw r_hat                             IVW alpha from 
 wmrl            rho        calibrated f(r_hat)                   IVW alpha from r - f(r_hat) residuals
 wmrl_ba         rho        calibrated f(r_hat)                   bias-aware alpha (B^2 = persistent part)
 ppi             rho        calibrated f(r_hat)                   PPI++: 1/n_A, lambda/n_W, -lambda/n_A
+wmrl_flat       rho        isotonic f(r_hat) without tie-break   IVW as wmrl (ties inside flat blocks kept)
 ==============  =========  ====================================  ==========================================
+
+``wmrl_flat`` is a diagnostic, not a recommended method: it drops the strictly increasing tie-break
+of the calibrator (``tie_break=0``), so world-model scores that fall in one flat isotonic block get
+equal rewards and zero advantage between them.
 """
 from __future__ import annotations
 
@@ -43,9 +48,8 @@ from wmrl.core.fusion import estimate_fusion, fusion_weights, ppi_lambda, ppi_sa
 from wmrl.core.routing import FractionRouter
 from wmrl.sim.bandit import BanditProblem, WorldModelSpec, world_model_scores
 
-METHODS = ("grpo", "anchor_only", "wm", "debias", "denoise", "wmrl", "wmrl_ba", "ppi")
-_CALIBRATED = {"debias", "wmrl", "wmrl_ba", "ppi"}
-_USES_WM = {"wm", "debias", "denoise", "wmrl", "wmrl_ba", "ppi"}
+METHODS = ("grpo", "anchor_only", "wm", "debias", "denoise", "wmrl", "wmrl_ba", "ppi", "wmrl_flat")
+_CALIBRATED = {"debias", "wmrl", "wmrl_ba", "ppi", "wmrl_flat"}
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,8 @@ class _RunState:
         self.rng_wm = np.random.default_rng([spec.seed, 2])
         self.router = FractionRouter(fraction=spec.effective_rho, min_every=cfg.min_every, seed=spec.seed)
         self.cal = (
-            IsotonicCalibrator(window=cfg.cal_window, min_anchors=cfg.cal_min_anchors, fallback="identity")
+            IsotonicCalibrator(window=cfg.cal_window, min_anchors=cfg.cal_min_anchors, fallback="identity",
+                               tie_break=0.0 if spec.method == "wmrl_flat" else 1e-3)
             if spec.method in _CALIBRATED
             else None
         )
@@ -182,7 +187,7 @@ class _RunState:
             wr, wt, wt2, wg = (np.concatenate([w[k] for w in self.window]) for k in range(4))
         else:
             wr = wt = wt2 = wg = np.zeros(0)
-        if m in ("denoise", "wmrl", "wmrl_ba"):
+        if m in ("denoise", "wmrl", "wmrl_ba", "wmrl_flat"):
             noise_var = 0.5 * float(np.mean((wt - wt2) ** 2)) if wt.size else 0.0
             est = estimate_fusion(
                 wr, wt, wg, n_anchor=n_a, n_wm=n_w, alpha_min=cfg.alpha_min, alpha_max=cfg.alpha_max,

@@ -42,6 +42,8 @@ class Preset:
     rho_third_shapes: tuple[str, ...] = ("exploit",)
     rho_sweep: tuple[float, ...] = (0.05, 0.1, 0.2, THIRD)
     rho_sweep_errors: tuple[WorldModelSpec, ...] = ()
+    flat_shapes: tuple[str, ...] = ()
+    dr_errors: tuple[WorldModelSpec, ...] = ()
 
 
 PRESETS: dict[str, Preset] = {
@@ -55,6 +57,13 @@ PRESETS: dict[str, Preset] = {
             WorldModelSpec("exploit", 0.5, 0.1),
             WorldModelSpec("exploit", 1.0, 0.1),
         ),
+        flat_shapes=("monotone", "exploit"),
+        dr_errors=tuple(
+            [WorldModelSpec("monotone", 0.0, s) for s in (0.0, 0.1, 0.3)]
+            + [WorldModelSpec("monotone", 0.9, s) for s in (0.0, 0.1, 0.3)]
+            + [WorldModelSpec("offset", 1.0, 0.1)]
+            + [WorldModelSpec("exploit", b, s) for b in (0.5, 1.0) for s in (0.0, 0.1, 0.3)]
+        ),
     ),
     "small": Preset(
         cfg=SimConfig(steps=150),
@@ -63,25 +72,27 @@ PRESETS: dict[str, Preset] = {
         sigmas=(0.0, 0.3),
         rho_third_shapes=(),
         rho_sweep=(),
+        dr_errors=(WorldModelSpec("exploit", 1.0, 0.0),),
     ),
 }
 
 
-def build_runs(preset: Preset) -> list[RunSpec]:
-    """All runs of a preset, without duplicates (GRPO and anchor-only do not depend on the world model)."""
-    runs: list[RunSpec] = []
+def build_runs(preset: Preset) -> dict[bool, list[RunSpec]]:
+    """All runs of a preset keyed by ``normalize_std`` (True: GRPO advantages, False: Dr. GRPO),
+    without duplicates (GRPO and anchor-only do not depend on the world model)."""
+    out: dict[bool, list[RunSpec]] = {True: [], False: []}
     seen: set = set()
     none = WorldModelSpec("monotone", 0.0, 0.0)
 
-    def add(method: str, wm: WorldModelSpec, rho: float, seed: int) -> None:
+    def add(method: str, wm: WorldModelSpec, rho: float, seed: int, std: bool = True) -> None:
         if method in ("grpo", "anchor_only"):
             wm = none
         if method == "grpo":
             rho = 1.0
-        key = (method, wm, round(rho, 6), seed)
+        key = (method, wm, round(rho, 6), seed, std)
         if key not in seen:
             seen.add(key)
-            runs.append(RunSpec(method, wm, rho, seed))
+            out[std].append(RunSpec(method, wm, rho, seed))
 
     errors = [WorldModelSpec("monotone", 0.0, s) for s in preset.sigmas]
     for shape, bs in preset.biases.items():
@@ -92,6 +103,8 @@ def build_runs(preset: Preset) -> list[RunSpec]:
         for wm in errors:
             for m in WM_METHODS:
                 add(m, wm, preset.rho_main, seed)
+            if wm.shape in preset.flat_shapes and wm.bias > 0:
+                add("wmrl_flat", wm, preset.rho_main, seed)
         for wm in errors:
             if wm.shape in preset.rho_third_shapes or (wm.bias == 0.0 and preset.rho_third_shapes):
                 add("anchor_only", none, THIRD, seed)
@@ -102,7 +115,13 @@ def build_runs(preset: Preset) -> list[RunSpec]:
             for wm in preset.rho_sweep_errors:
                 for m in ("wmrl", "wmrl_ba", "ppi"):
                     add(m, wm, rho, seed)
-    return runs
+        if preset.dr_errors:
+            add("grpo", none, 1.0, seed, std=False)
+            add("anchor_only", none, preset.rho_main, seed, std=False)
+            for wm in preset.dr_errors:
+                for m in WM_METHODS:
+                    add(m, wm, preset.rho_main, seed, std=False)
+    return out
 
 
 def _interp_at_executions(curve, executions: float) -> float:
@@ -112,31 +131,51 @@ def _interp_at_executions(curve, executions: float) -> float:
     return float(np.interp(executions, x, y))
 
 
+def _executions_to_reach(curve, target: float) -> float:
+    """Executions after which GRPO's curve first reaches ``target`` (interpolated; inf if never)."""
+    x = curve["executions"].to_numpy(dtype=float)
+    y = curve["J"].to_numpy(dtype=float)
+    hit = np.flatnonzero(y >= target)
+    if hit.size == 0:
+        return float("inf")
+    i = int(hit[0])
+    if i == 0:
+        return float(x[0])
+    return float(x[i - 1] + (target - y[i - 1]) / (y[i] - y[i - 1]) * (x[i] - x[i - 1]))
+
+
 def summarise(curves, finals):
     """Per (setting, method) means over seeds, with GRPO references at equal steps and executions.
 
     Returns:
-        pandas DataFrame with columns shape, bias, sigma, rho, method, J_final (mean), J_sd,
+        pandas DataFrame with columns std_norm (GRPO std normalisation of advantages), shape, bias, sigma, rho, method, J_final (mean), J_sd,
         gap_final (J* - J), executions, exec_ratio (executions / GRPO's), vs_grpo_steps
-        (J - J_GRPO at equal steps), vs_grpo_exec (J - J_GRPO after the same number of executions),
+        (J - J_GRPO at equal steps), vs_grpo_exec (J - J_GRPO after the same number of executions), grpo_exec_to_match (median over seeds of the
+        executions GRPO needed to first reach this method's final J; inf if it never did),
         alpha_or_lambda, cal_mae_before, cal_mae_after, n_seeds.
     """
     import pandas as pd
 
     f = finals.copy()
-    grpo_final = f[f.method == "grpo"].set_index("seed")["J_final"]
-    grpo_exec = f[f.method == "grpo"].set_index("seed")["executions"]
-    grpo_runs = f[f.method == "grpo"].set_index("seed")["run"]
-    f["grpo_J"] = f["seed"].map(grpo_final)
-    f["exec_ratio"] = f["executions"] / f["seed"].map(grpo_exec)
+    if "std_norm" not in f:
+        f["std_norm"] = True
+    ref = f[f.method == "grpo"].set_index(["seed", "std_norm"])
+    keys_ref = list(zip(f["seed"], f["std_norm"]))
+    f["grpo_J"] = [ref.loc[k, "J_final"] for k in keys_ref]
+    f["exec_ratio"] = f["executions"].to_numpy() / np.array([ref.loc[k, "executions"] for k in keys_ref])
     eq = []
     for _, row in f.iterrows():
-        gc = curves[curves.run == grpo_runs[row.seed]].sort_values("executions")
+        gc = curves[curves.run == ref.loc[(row.seed, row.std_norm), "run"]].sort_values("executions")
         eq.append(_interp_at_executions(gc, row.executions) if row.executions > 0 else float(gc["J"].iloc[0]))
     f["grpo_J_eq_exec"] = eq
+    match = []
+    for _, row in f.iterrows():
+        gc = curves[curves.run == ref.loc[(row.seed, row.std_norm), "run"]].sort_values("executions")
+        match.append(_executions_to_reach(gc, row.J_final))
+    f["grpo_exec_to_match"] = match
     f["vs_grpo_steps"] = f["J_final"] - f["grpo_J"]
     f["vs_grpo_exec"] = f["J_final"] - f["grpo_J_eq_exec"]
-    keys = ["shape", "bias", "sigma", "rho", "method"]
+    keys = ["std_norm", "shape", "bias", "sigma", "rho", "method"]
     # GRPO / anchor-only have no world model: label them so they sort first
     f.loc[f.method.isin(["grpo", "anchor_only"]), ["shape", "bias", "sigma"]] = ["-", 0.0, 0.0]
     g = f.groupby(keys, sort=False)
@@ -149,6 +188,7 @@ def summarise(curves, finals):
         vs_grpo_steps=("vs_grpo_steps", "mean"),
         vs_grpo_steps_sd=("vs_grpo_steps", "std"),
         vs_grpo_exec=("vs_grpo_exec", "mean"),
+        grpo_exec_to_match=("grpo_exec_to_match", "median"),
         alpha_or_lambda=("alpha_or_lambda_mean", "mean"),
         cal_mae_before=("cal_mae_before", "mean"),
         cal_mae_after=("cal_mae_after", "mean"),
@@ -163,73 +203,97 @@ def _fmt(x: float, plus: bool = True) -> str:
     return f"{x:+.3f}" if plus else f"{x:.3f}"
 
 
+def _cell(r, margin: float) -> str:
+    v, sd = r.vs_grpo_steps, r.vs_grpo_steps_sd
+    txt = f"{v:+.3f}" + ("" if sd != sd else f" ±{sd:.3f}")
+    return f"**{txt}**" if v > -margin else txt
+
+
+def _saving(r) -> str:
+    if r.executions <= 0:
+        return "-"
+    x = r.grpo_exec_to_match
+    if not np.isfinite(x):  # GRPO never reached it: the saving is at least GRPO's total / this method's
+        return f">= {1.0 / r.exec_ratio:.0f}x"
+    return f"{x / r.executions:.1f}x"
+
+
+def _error_table(sub, methods: list[str], margin: float, saving_of: str | None) -> list[str]:
+    lines = ["| error | B | sigma | " + " | ".join(methods) + (f" | GRPO execs to match {saving_of} / its execs |" if saving_of else " |"),
+             "|---|---|---|" + "---|" * (len(methods) + (1 if saving_of else 0))]
+    errs = sub[sub.method != "wm"][["shape", "bias", "sigma"]].drop_duplicates()
+    order = {"monotone": 1, "offset": 2, "exploit": 3}
+    errs = errs.assign(o=[0 if b == 0 else order.get(x, 9) for x, b in zip(errs["shape"], errs["bias"])])
+    for _, e in errs.sort_values(["o", "bias", "sigma"]).iterrows():
+        here = sub[(sub["shape"] == e["shape"]) & (sub.bias == e["bias"]) & (sub.sigma == e["sigma"])]
+        cells = []
+        for m in methods:
+            r = here[here.method == m]
+            cells.append(_cell(r.iloc[0], margin) if len(r) else "-")
+        if saving_of:
+            r = here[here.method == saving_of]
+            cells.append(_saving(r.iloc[0]) if len(r) else "-")
+        name = "none" if e["bias"] == 0 else e["shape"]
+        lines.append(f"| {name} | {e['bias']:g} | {e['sigma']:g} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown_tables(summary, preset_name: str, cfg: SimConfig, wall_s: float, margin: float) -> str:
-    """The Markdown report: methods x errors at rho=0.1, pure-WM gaps, rho=1/3 region, rho sweep."""
+    """The Markdown report: reference runs, methods x errors per anchor fraction, Dr. GRPO, equal executions."""
     s = summary
     lines: list[str] = []
     base = s[s.method.isin(["grpo", "anchor_only"])]
-    g = base[base.method == "grpo"].iloc[0]
-    lines.append(f"Preset `{preset_name}`: {cfg.n_tasks} tasks x {cfg.group_size} samples per step, "
-                 f"{cfg.n_arms} arms, d={cfg.dim}, {cfg.steps} steps, Adam lr {cfg.lr}, "
-                 f"{int(g.n_seeds)} seeds; wall {wall_s:.0f} s.")
+    n_seeds = int(base.n_seeds.max())
+    lines += [f"Preset `{preset_name}`: {cfg.n_tasks} tasks x {cfg.group_size} samples per step, {cfg.n_arms} arms, "
+              f"d={cfg.dim}, {cfg.steps} steps, Adam lr {cfg.lr}, {n_seeds} seeds; simulation wall time {wall_s:.0f} s.", "",
+              "Cells: final true reward J (mean of the last 10% of the curve) minus real-execution GRPO's at equal "
+              f"steps, mean ±sd over seeds (paired: same problem per seed). Bold: within the margin {margin} of GRPO.", "",
+              "### Reference runs (no world model)", "",
+              "| method | advantages | rho | J final | J* - J | J - J_GRPO | executions |", "|---|---|---|---|---|---|---|"]
+    for _, r in base.sort_values(["std_norm", "method", "rho"], ascending=[False, True, True]).iterrows():
+        adv = "GRPO (std)" if r.std_norm else "Dr. GRPO (no std)"
+        lines.append(f"| {r.method} | {adv} | {r.rho:.2f} | {r.J_final:.3f} | {r.gap_final:.3f} | "
+                     f"{_cell(r, margin) if r.method != 'grpo' else '0'} | {r.executions:.0f} |")
     lines.append("")
-    lines.append("Reference runs (no world model): final true reward J (mean of the last 10% of the curve), "
-                 "gap to the optimum J* - J, executions.")
-    lines.append("")
-    lines.append("| method | rho | J final | J* - J | executions |")
-    lines.append("|---|---|---|---|---|")
-    for _, r in base.sort_values(["method", "rho"]).iterrows():
-        lines.append(f"| {r.method} | {r.rho:.2f} | {r.J_final:.3f} ± {0 if r.J_sd != r.J_sd else r.J_sd:.3f} | "
-                     f"{r.gap_final:.3f} | {r.executions:.0f} |")
-    lines.append("")
-    for rho in sorted(set(s.rho) - {0.0, 1.0}):
-        sub = s[(np.isclose(s.rho, rho) | (s.method == "wm")) & ~s.method.isin(["grpo", "anchor_only"])]
-        methods = [m for m in WM_METHODS if m in set(sub.method) and (m != "wm" or np.isclose(rho, 0.1))]
-        errs = sub[["shape", "bias", "sigma"]].drop_duplicates().sort_values(["shape", "bias", "sigma"])
-        sub_nowm = sub[sub.method != "wm"]
-        if sub_nowm.empty:
+    std = s[s.std_norm.astype(bool)]
+    for rho in sorted(set(np.round(std.rho, 6)) - {0.0, 1.0}):
+        sub = std[(np.isclose(std.rho, rho) | ((std.method == "wm") & np.isclose(rho, 0.1)))
+                  & ~std.method.isin(["grpo", "anchor_only"])]
+        if sub[sub.method != "wm"].empty:
             continue
-        errs = sub_nowm[["shape", "bias", "sigma"]].drop_duplicates().sort_values(["shape", "bias", "sigma"])
-        if len(errs) < 2:
-            continue
-        ao = base[(base.method == "anchor_only") & np.isclose(base.rho, rho)]
-        ao_txt = f"; anchor-only at this rho: {ao.iloc[0].vs_grpo_steps:+.3f}" if len(ao) else ""
-        lines.append(f"### J - J_GRPO at equal steps, anchor fraction rho = {rho:.2f}")
+        order = ["wm", "debias", "denoise", "wmrl", "wmrl_ba", "ppi", "wmrl_flat"]
+        methods = [m for m in order if m in set(sub.method)]
+        ao = base[(base.method == "anchor_only") & np.isclose(base.rho, rho) & base.std_norm.astype(bool)]
+        lines += [f"### Anchor fraction rho = {rho:.2f} (executions {rho:.2f} of GRPO's), GRPO advantages", ""]
+        if len(ao):
+            lines += [f"Anchor-only at this rho (the same executions, world model unused): {_cell(ao.iloc[0], margin)}.", ""]
+        lines += _error_table(sub, methods, margin, "wmrl" if "wmrl" in methods else None)
         lines.append("")
-        lines.append(f"Final true reward minus real-execution GRPO's (mean over seeds; > -{margin} "
-                     f"counts as a match, in bold){ao_txt}. Executions: {rho:.2f} of GRPO's "
-                     "(pure world model: 0).")
+    dr = s[~s.std_norm.astype(bool) & ~s.method.isin(["grpo", "anchor_only"])]
+    if len(dr):
+        ao = base[(base.method == "anchor_only") & ~base.std_norm.astype(bool)]
+        lines += ["### Dr. GRPO advantages (no std normalisation), rho = 0.10", ""]
+        if len(ao):
+            lines += [f"Anchor-only: {_cell(ao.iloc[0], margin)}.", ""]
+        methods = [m for m in ["wm", "debias", "denoise", "wmrl", "wmrl_ba", "ppi"] if m in set(dr.method)]
+        lines += _error_table(dr, methods, margin, "wmrl")
         lines.append("")
-        lines.append("| shape | B | sigma | " + " | ".join(methods) + " |")
-        lines.append("|---|---|---|" + "---|" * len(methods))
-        for _, e in errs.iterrows():
-            cells = []
-            for m in methods:
-                r = sub[(sub["shape"] == e["shape"]) & (sub.bias == e["bias"]) & (sub.sigma == e["sigma"]) & (sub.method == m)]
-                if not len(r):
-                    cells.append("-")
-                    continue
-                v = r.iloc[0].vs_grpo_steps
-                cells.append(f"**{v:+.3f}**" if v > -margin else f"{v:+.3f}")
-            shape = "none" if e["bias"] == 0 else e["shape"]
-            lines.append(f"| {shape} | {e['bias']:g} | {e['sigma']:g} | " + " | ".join(cells) + " |")
-        lines.append("")
-    # equal executions
-    lines.append("### Equal executions")
-    lines.append("")
-    lines.append("J of each method at the end minus GRPO's J after the same number of executions "
-                 "(GRPO's curve interpolated), rho = 0.10, averaged over all errors of each shape.")
-    lines.append("")
-    sub = s[np.isclose(s.rho, 0.1) & ~s.method.isin(["grpo", "wm"])]
+    lines += ["### Equal executions", "",
+              "J at the end minus GRPO's J after the same number of executions (GRPO's curve interpolated), "
+              "rho = 0.10, GRPO advantages, mean over the errors of each shape.", ""]
+    sub = std[np.isclose(std.rho, 0.1) & ~std.method.isin(["grpo", "wm"])]
     methods = [m for m in ("anchor_only", "debias", "denoise", "wmrl", "wmrl_ba", "ppi") if m in set(sub.method)]
-    lines.append("| shape | " + " | ".join(methods) + " |")
-    lines.append("|---|" + "---|" * len(methods))
-    shapes = [x for x in ("monotone", "offset", "exploit") if x in set(sub["shape"])]
-    for sh in shapes:
+    lines += ["| error | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+    for sh in ("none", "monotone", "offset", "exploit"):
         cells = []
         for m in methods:
-            r = sub[(sub.method == m) & ((sub["shape"] == sh) | (sub.method == "anchor_only"))]
-            cells.append(_fmt(r.vs_grpo_exec.mean()))
+            if m == "anchor_only":
+                r = sub[sub.method == m]
+            elif sh == "none":
+                r = sub[(sub.method == m) & (sub.bias == 0)]
+            else:
+                r = sub[(sub.method == m) & (sub["shape"] == sh) & (sub.bias > 0)]
+            cells.append(_fmt(r.vs_grpo_exec.mean()) if len(r) else "-")
         lines.append(f"| {sh} | " + " | ".join(cells) + " |")
     lines.append("")
     return "\n".join(lines)
@@ -246,7 +310,8 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
     paths: list[Path] = []
     colors = {"grpo": "k", "anchor_only": "0.55", "wm": "tab:red", "debias": "tab:orange",
               "denoise": "tab:purple", "wmrl": "tab:blue", "wmrl_ba": "tab:cyan", "ppi": "tab:green"}
-    c = curves.copy()
+    c = curves[curves["std_norm"].astype(bool)].copy() if "std_norm" in curves else curves.copy()
+    summary = summary[summary["std_norm"].astype(bool)]
     c["rho_r"] = c["rho"].round(3)
     reps = []
     for shape, bs in preset.biases.items():
@@ -285,7 +350,8 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
               ("wmrl", THIRD, "WMRL rho=1/3: J - J_GRPO"), ("ppi", THIRD, "PPI rho=1/3: J - J_GRPO")]
     shapes = list(preset.biases)
     panels = [p_ for p_ in panels if ((summary.method == p_[0]) & np.isclose(summary.rho, p_[1])).any()]
-    fig, axes = plt.subplots(len(panels), len(shapes), figsize=(4.2 * len(shapes), 3.4 * len(panels)), squeeze=False)
+    fig, axes = plt.subplots(len(panels), len(shapes), figsize=(4.2 * len(shapes), 3.6 * len(panels)), squeeze=False,
+                             constrained_layout=True)
     for i, (m, rho, title) in enumerate(panels):
         for j, shape in enumerate(shapes):
             ax = axes[i][j]
@@ -299,7 +365,7 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
             grid = np.full((len(bs), len(ss)), np.nan)
             for _, r in sub.iterrows():
                 grid[bs.index(r.bias), ss.index(r.sigma)] = r.vs_grpo_steps
-            im = ax.imshow(grid, origin="lower", cmap="RdYlGn", vmin=-0.15, vmax=0.02, aspect="auto")
+            im = ax.imshow(grid, origin="lower", cmap="RdYlGn", vmin=-0.05, vmax=0.005, aspect="auto")
             for a_ in range(len(bs)):
                 for b_ in range(len(ss)):
                     if grid[a_, b_] == grid[a_, b_]:
@@ -309,7 +375,7 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
             ax.set_xlabel("sigma")
             ax.set_ylabel("B")
             ax.set_title(f"{title}\n{shape}", fontsize=9)
-    fig.colorbar(im, ax=axes, shrink=0.6)
+    fig.colorbar(im, ax=axes, shrink=0.6, label="J - J_GRPO at equal steps (clipped at -0.05)")
     p = out / "heatmaps_vs_grpo.png"
     fig.savefig(p, dpi=110)
     plt.close(fig)
@@ -368,9 +434,23 @@ def run_study(
         preset = replace(preset, seeds=tuple(range(seeds)))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    runs = build_runs(preset)
+    import pandas as pd
+
+    by_std = build_runs(preset)
     t0 = time.perf_counter()
-    curves, finals = simulate(runs, preset.cfg, progress=progress)
+    parts_c, parts_f, offset = [], [], 0
+    for std in (True, False):
+        if not by_std[std]:
+            continue
+        c, f = simulate(by_std[std], replace(preset.cfg, normalize_std=std), progress=progress)
+        for df in (c, f):
+            df["run"] += offset
+            df["std_norm"] = std
+        offset += len(by_std[std])
+        parts_c.append(c)
+        parts_f.append(f)
+    curves, finals = pd.concat(parts_c, ignore_index=True), pd.concat(parts_f, ignore_index=True)
+    runs = by_std[True] + by_std[False]
     wall = time.perf_counter() - t0
     summary = summarise(curves, finals)
     curves.to_csv(out / "curves.csv", index=False, float_format="%.5f")

@@ -27,7 +27,7 @@ import pandas as pd
 import yaml
 
 from wmrl.tasks import leaderboard as lb
-from wmrl.tasks.datasets import TASK_DEFS, TaskDef, load_source, task_def
+from wmrl.tasks.datasets import SMALL_TASKS, TASK_DEFS, TaskDef, load_source, task_def  # noqa: F401 (SMALL_TASKS re-exported)
 from wmrl.tasks.loader import load_task
 from wmrl.tasks.metrics import metric_info, prediction_kind, submission_columns
 from wmrl.tasks.spec import Task

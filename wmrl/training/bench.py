@@ -22,6 +22,7 @@ A *preset* is a YAML file in ``configs/bench/`` (or any path)::
     seeds: 4                 # number of seeds (0 .. seeds-1)
     methods: [grpo, wm, wmrl, wmrl-no-debias, wmrl-no-denoise, wmrl-ppi]
     expected_hours: 2.0      # rough wall time on the machine it was sized for
+    eval_initial: true       # also evaluate the initial policy (step 0) once per seed, in the grpo run
     config: {...}            # a wmrl.training.config.TrainConfig, validated by its loader
 
 Outputs in ``OUT``: ``bench.json`` (plan, command, machine), ``results.csv`` (one row per run),
@@ -101,6 +102,7 @@ class Preset:
     methods: list[str]
     config: dict[str, Any]
     expected_hours: float | None = None
+    eval_initial: bool = False
     path: Path | None = None
 
 
@@ -126,7 +128,8 @@ def load_preset(name_or_path: str | Path) -> Preset:
         data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise BenchError(f"{p}: not valid YAML: {exc}") from exc
-    allowed = {"preset", "description", "backbone_note", "seeds", "methods", "config", "expected_hours"}
+    allowed = {"preset", "description", "backbone_note", "seeds", "methods", "config", "expected_hours",
+               "eval_initial"}
     unknown = set(data) - allowed
     if unknown:
         raise BenchError(f"{p}: unknown preset keys {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -147,6 +150,7 @@ def load_preset(name_or_path: str | Path) -> Preset:
         methods=methods,
         config=data["config"],
         expected_hours=data.get("expected_hours"),
+        eval_initial=bool(data.get("eval_initial", False)),
         path=p,
     )
     for m in methods:
@@ -163,6 +167,10 @@ def method_config(
     """The train config of one bench run: the preset's config + the method's overrides + seed,
     run directory and name, then the user's ``overrides`` (applied last, to every method).
 
+    With ``preset.eval_initial`` the reference method's run also evaluates the initial policy
+    (``eval.at_start``): every method of a seed starts from the same seeded policy, so one step-0
+    evaluation per seed is the baseline of all of them (evaluation is not training compute).
+
     Raises:
         ConfigError: an override names an unknown key or a bad value.
         KeyError: ``method`` is not in :data:`METHODS`.
@@ -173,6 +181,8 @@ def method_config(
     data["run_dir"] = str(run_dir)
     data["name"] = f"{method}-seed{seed}"
     data["progress"] = False
+    if preset.eval_initial and method == REFERENCE:
+        data.setdefault("eval", {})["at_start"] = True
     apply_overrides(data, list(overrides))
     return config_from_dict(data)
 
@@ -297,7 +307,7 @@ def run_bench(
     overrides: Sequence[str] = (),
     command: str = "",
     train_fn: TrainFn | None = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] | None = None,
 ) -> dict[str, Path]:
     """Run (or resume) the whole bench, then write the table and plot. Returns the output paths.
 
@@ -316,6 +326,7 @@ def run_bench(
     meta = _bench_meta(preset, runs, command, out)
     (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
     train = train_fn or _default_train_fn
+    log = log or (lambda msg: print(msg, flush=True))
     failures: list[str] = []
     t0 = time.time()
     for i, r in enumerate(runs, 1):
@@ -388,7 +399,8 @@ def collect(out: str | Path) -> pd.DataFrame:
     """One row per finished run of the bench in ``out`` (``OUT/<method>/seed<k>/summary.json``).
 
     Columns (units): ``method``, ``seed``, ``heldout_percentile`` and ``heldout_valid_rate``
-    (final held-out evaluation, [0, 1]), ``train_executions`` (anchor + warm-up executions),
+    (final held-out evaluation, [0, 1]), ``initial_percentile`` (held-out evaluation of the initial
+    policy, step 0, when the run made one), ``train_executions`` (anchor + warm-up executions),
     ``train_sandbox_cpu_s`` (CPU-seconds of those executions), ``train_compute_cpu_s`` (trainer CPU +
     training sandbox CPU), ``eval_compute_cpu_s``, ``total_cpu_s`` (train + eval compute),
     ``wall_s`` (the run's wall seconds, evaluation included), ``steps``, ``anchor_fraction``.
@@ -407,10 +419,16 @@ def collect(out: str | Path) -> pd.DataFrame:
         sbx = sum(float((ex.get(k) or {}).get("sandbox_cpu_s") or 0.0) for k in ("anchor", "warmup"))
         train_c = tot.get("train_compute_cpu_s")
         eval_c = tot.get("eval_compute_cpu_s")
+        init = {}
+        if not run.evals.empty and "split" in run.evals:
+            e0 = run.evals[(run.evals["split"] == "heldout") & (run.evals["step"] == 0)]
+            if not e0.empty:
+                init = e0.iloc[-1].to_dict()
         rows.append({
             "method": rd.parent.name,
             "seed": int(rd.name.removeprefix("seed")),
             "heldout_percentile": ev.get("mean_percentile"),
+            "initial_percentile": init.get("mean_percentile"),
             "heldout_valid_rate": ev.get("valid_rate"),
             "heldout_samples": ev.get("n_samples"),
             "train_executions": train_executions(run),
@@ -422,7 +440,7 @@ def collect(out: str | Path) -> pd.DataFrame:
             "steps": int(run.metrics["step"].max()) if not run.metrics.empty else 0,
             "anchor_fraction": ((run.ledger or {}).get("groups") or {}).get("anchor_fraction"),
         })
-    cols = ["method", "seed", "heldout_percentile", "heldout_valid_rate", "heldout_samples", "train_executions",
+    cols = ["method", "seed", "heldout_percentile", "initial_percentile", "heldout_valid_rate", "heldout_samples", "train_executions",
             "train_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s", "total_cpu_s", "wall_s",
             "steps", "anchor_fraction"]
     df = pd.DataFrame(rows, columns=cols)
@@ -498,6 +516,28 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
     return rows
 
 
+INITIAL = "initial policy (step 0)"
+
+
+def initial_row(results: pd.DataFrame, reference: str = REFERENCE) -> MethodRow | None:
+    """The held-out percentile of the initial policy (step-0 evaluations), one value per seed, and
+    its paired difference to the reference's final policy (initial - reference, so a negative value
+    means the reference improved on the initial policy). ``None`` when no run evaluated step 0."""
+    from wmrl.report.stats import mean_se, paired_difference  # noqa: PLC0415
+
+    if results.empty or "initial_percentile" not in results:
+        return None
+    per_seed = results.dropna(subset=["initial_percentile"]).groupby("seed")["initial_percentile"].first()
+    if per_seed.empty:
+        return None
+    ref = results[results["method"] == reference]
+    paired = paired_difference(per_seed.to_dict(), dict(zip(ref["seed"], ref["heldout_percentile"])))
+    nan = math.nan
+    return MethodRow(method=INITIAL, n=len(per_seed), percentile=mean_se(list(per_seed)),
+                     paired=paired if paired.n else None, valid_rate=mean_se([]), executions=nan,
+                     sandbox_cpu_h=nan, train_cpu_h=nan, total_cpu_h=nan, wall_h=nan, compute_ratio=None)
+
+
 def bench_table(rows: Sequence[MethodRow], reference: str = REFERENCE) -> pd.DataFrame:
     """The bench table (strings, ready for Markdown/HTML), one row per method.
 
@@ -508,6 +548,12 @@ def bench_table(rows: Sequence[MethodRow], reference: str = REFERENCE) -> pd.Dat
     """
     out = []
     for r in rows:
+        if r.method == INITIAL:
+            out.append({"method": r.method, "seeds": r.n, "held-out percentile": r.percentile.fmt(3),
+                        f"Δ vs {reference} (paired)": r.paired.fmt(3) if r.paired else "n/a",
+                        "valid rate": "", "real executions": "0", "sandbox CPU-h": "", "train compute CPU-h": "",
+                        "total CPU-h": "", "wall h": "", f"compute vs {reference}": ""})
+            continue
         ratio = "" if r.compute_ratio is None else (
             f"{r.compute_ratio:.2f}x" + (f" ({1 / r.compute_ratio:.1f}x less)" if 0 < r.compute_ratio < 1 else ""))
         out.append({
@@ -552,12 +598,35 @@ def overlap_notes(rows: Sequence[MethodRow], reference: str = REFERENCE,
              + ("standard errors OVERLAP, so this bench does not separate them" if ov
                 else "standard errors do not overlap"))
         if r.paired is not None and r.paired.n >= 2 and math.isfinite(r.paired.se):
-            z = r.paired.mean / r.paired.se if r.paired.se > 0 else math.inf * np.sign(r.paired.mean)
+            z = r.paired.mean / r.paired.se if r.paired.se > 0 else (math.inf if r.paired.mean != 0 else 0.0)
             s += (f"; paired difference {r.paired.fmt(3)} over {r.paired.n} seeds "
                   + ("is more than 2 SE from zero" if abs(z) > 2 else "is within 2 SE of zero"))
         elif r.paired is not None:
             s += f"; paired difference {r.paired.fmt(3)} from {r.paired.n} seed(s), SE undefined"
         notes.append(s + ".")
+    return notes
+
+
+def learning_notes(results: pd.DataFrame) -> list[str]:
+    """Did each method improve on the initial policy? Per method, the paired difference over seeds of
+    (final held-out percentile - the seed's step-0 held-out percentile), and whether it is more than
+    two SEs from zero. Empty when no step-0 evaluation exists."""
+    from wmrl.report.stats import paired_difference  # noqa: PLC0415
+
+    if results.empty or results["initial_percentile"].isna().all():
+        return []
+    init = results.dropna(subset=["initial_percentile"]).groupby("seed")["initial_percentile"].first().to_dict()
+    notes = []
+    for method, g in results.groupby("method", sort=False):
+        d = paired_difference(dict(zip(g["seed"], g["heldout_percentile"])), init)
+        if d.n == 0:
+            continue
+        if d.n >= 2 and math.isfinite(d.se):
+            verdict = ("more than 2 SE from zero" if d.se == 0 and d.mean != 0 or d.se > 0 and abs(d.mean / d.se) > 2
+                       else "within 2 SE of zero: no learning resolved")
+        else:
+            verdict = "one seed, SE undefined"
+        notes.append(f"{method} vs the initial policy: held-out change {d.fmt(3)} over {d.n} seed(s), {verdict}.")
     return notes
 
 
@@ -684,12 +753,14 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
         raise BenchError(f"{out}: no finished bench run (no <method>/seed<k>/summary.json); run `wmrl bench` first")
     meta = json.loads((out / "bench.json").read_text(encoding="utf-8")) if (out / "bench.json").is_file() else {}
     rows = aggregate(results)
-    table = bench_table(rows)
+    init = initial_row(results)
+    table = bench_table(rows + ([init] if init else []))
     notes = overlap_notes(rows)
     if any(r.method == "wmrl" for r in rows):
         ablations = [m for m in ("wm", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi") if m in set(results["method"])]
         if ablations:
             notes += overlap_notes(aggregate(results, reference="wmrl"), reference="wmrl", methods=ablations)
+    notes += learning_notes(results)
     missing = missing_runs(out)
     results.to_csv(out / "results.csv", index=False)
     table.to_csv(out / "table.csv", index=False)
@@ -718,7 +789,8 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
         "over seeds of the per-seed difference. Real executions, sandbox CPU-h: training executions (anchors + "
         "world-model warm-up), per seed. Train compute: trainer-process CPU + training sandbox CPU, per seed. "
         "Total CPU-h adds evaluation. Wall h: the run's wall time including evaluation. Compute vs grpo: ratio "
-        "of mean training compute."
+        "of mean training compute. The initial-policy row (when the preset evaluates step 0) is the seeded "
+        "policy before any training, the same for every method of a seed; its Δ is initial - grpo final."
     )
     md = [f"# wmrl bench: {meta.get('preset', out.name)}", ""]
     if meta.get("description"):
