@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import stat
-import warnings
 from pathlib import Path
 
 import pytest
@@ -167,8 +166,6 @@ def test_bad_arguments():
         run_program("", "/", 0)
     with pytest.raises(ValueError, match="not a folder"):
         run_program("", "/nonexistent-public", 1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
 
 
 def test_user_namespace_mode_runs(public):

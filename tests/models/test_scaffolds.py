@@ -29,12 +29,13 @@ def test_unknown_scaffold():
 
 def test_function_scaffold_cuts_at_end_of_function(tasks):
     sc = get_scaffold("function")
-    comp = "    return RandomForestClassifier(n_estimators=10)\nprint('hello')\n```"
+    comp = "return RandomForestClassifier(n_estimators=10)\nprint('hello')\n```"
     assert sc.stop_at(comp) == comp.index("\nprint")
     src = sc.function_source(comp)
     assert "print" not in src and src.startswith("def build_model():")
     assert sc.is_valid(tasks[0], comp)
-    assert not sc.is_valid(tasks[0], "    x = (\n")
+    assert not sc.is_valid(tasks[0], "x = (\n")
+    assert sc.is_valid(tasks[0], "model = GaussianNB()\n    return model\n```")
     prog = sc.render(tasks[0], comp)
     ast.parse(prog)
     assert "RandomForestClassifier(n_estimators=10)" in prog

@@ -13,9 +13,9 @@ import os
 import queue
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future, InvalidStateError
-from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, RUNNING
+from concurrent.futures._base import CANCELLED_AND_NOTIFIED, RUNNING
 
 from wmrl.execution.log import ExecutionLog
 from wmrl.execution.runner import Grader, execute, infra_result

@@ -43,8 +43,6 @@ import json
 import logging
 import math
 import os
-import pwd
-import resource
 import selectors
 import shutil
 import signal
@@ -55,7 +53,7 @@ import tempfile
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 

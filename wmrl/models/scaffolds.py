@@ -189,7 +189,8 @@ class FunctionScaffold:
     """The model writes the body of ``build_model()``; the harness does everything else."""
 
     name = "function"
-    response_prefix = "```python\ndef build_model():\n"
+    # The body's first indentation is forced: the model starts writing the first statement.
+    response_prefix = "```python\ndef build_model():\n    "
     default_max_new_tokens = 96
 
     def prompt(self, task: Task) -> str:
@@ -212,10 +213,10 @@ class FunctionScaffold:
         return min(cuts) if cuts else None
 
     def function_source(self, completion: str) -> str:
-        """``def build_model():`` followed by the completion cut at :meth:`stop_at`."""
+        """``def build_model():`` + the forced indentation + the completion cut at :meth:`stop_at`."""
         end = self.stop_at(completion)
         body = completion if end is None else completion[:end]
-        return "def build_model():\n" + body.rstrip() + "\n"
+        return "def build_model():\n    " + body.rstrip() + "\n"
 
     def render(self, task: Task, completion: str) -> str:
         """The harness program around :meth:`function_source`; never raises."""

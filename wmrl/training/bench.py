@@ -651,32 +651,48 @@ def curves(out: str | Path) -> tuple[dict[str, list], dict[str, list]]:
     Returns ``(train, heldout)``: ``{method: [(compute_cpu_h [S], reward [S]) per seed]}``. ``train``:
     the true reward of each step's executed trajectories (none for ``wm``) against cumulative
     training compute. ``heldout``: each held-out evaluation's mean percentile against the training
-    compute spent up to the evaluated step (step 0 = compute before the first step).
+    compute spent up to the evaluated step. Step 0 (the initial policy, evaluated once per seed when
+    the preset has ``eval_initial``) is shared by every method of that seed and placed at each run's
+    own pre-training compute (set-up, warm-up and world-model fit).
     """
     from wmrl.report.runs import load_run  # noqa: PLC0415
 
-    train: dict[str, list] = {}
-    held: dict[str, list] = {}
+    loaded = []
+    initial: dict[int, float] = {}
     for rd in sorted(Path(out).glob("*/seed*")):
         if not (rd / "summary.json").is_file() or rd.parent.name not in METHODS:
             continue
         run = load_run(rd)
+        seed = int(rd.name.removeprefix("seed"))
+        ev = run.evals
+        if not ev.empty and "split" in ev:
+            ev = ev[ev["split"] == "heldout"]
+            e0 = ev[ev["step"] == 0]
+            if not e0.empty and e0.iloc[-1]["mean_percentile"] is not None:
+                initial.setdefault(seed, float(e0.iloc[-1]["mean_percentile"]))
+        loaded.append((rd.parent.name, seed, run, ev))
+    train: dict[str, list] = {}
+    held: dict[str, list] = {}
+    for method, seed, run, ev in loaded:
         m = run.metrics
         if m.empty or "cum_compute_cpu_s" not in m:
             continue
         x = pd.to_numeric(m["cum_compute_cpu_s"], errors="coerce").to_numpy(float) / 3600.0
-        y = pd.to_numeric(m.get("reward_true_mean"), errors="coerce").to_numpy(float) if "reward_true_mean" in m else np.full_like(x, np.nan)
-        train.setdefault(rd.parent.name, []).append((x, y))
-        ev = run.evals
-        if not ev.empty and "split" in ev:
-            ev = ev[ev["split"] == "heldout"]
-            step_to_c = dict(zip(m["step"].astype(int), x))
-            step_to_c[0] = _step0_compute(m) / 3600.0
-            pts = [(step_to_c.get(int(s), math.nan), float(p)) for s, p in zip(ev["step"], ev["mean_percentile"])
-                   if p is not None]
-            if pts:
-                pts.sort()
-                held.setdefault(rd.parent.name, []).append((np.array([p[0] for p in pts]), np.array([p[1] for p in pts])))
+        y = (pd.to_numeric(m["reward_true_mean"], errors="coerce").to_numpy(float)
+             if "reward_true_mean" in m else np.full_like(x, np.nan))
+        train.setdefault(method, []).append((x, y))
+        step_to_c = dict(zip(m["step"].astype(int), x))
+        step_to_c[0] = _step0_compute(m) / 3600.0
+        pts = {}
+        if seed in initial:
+            pts[0] = (step_to_c[0], initial[seed])
+        if not ev.empty and "mean_percentile" in ev:
+            for st, p in zip(ev["step"], ev["mean_percentile"]):
+                if p is not None and math.isfinite(float(p)):
+                    pts[int(st)] = (step_to_c.get(int(st), math.nan), float(p))
+        if pts:
+            xs, ys = zip(*[pts[k] for k in sorted(pts)])
+            held.setdefault(method, []).append((np.array(xs), np.array(ys)))
     order = {mm: i for i, mm in enumerate(METHODS)}
     return (dict(sorted(train.items(), key=lambda kv: order[kv[0]])),
             dict(sorted(held.items(), key=lambda kv: order[kv[0]])))
