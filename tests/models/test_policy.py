@@ -8,7 +8,7 @@ from wmrl.models.scaffolds import get_scaffold
 from wmrl.models.types import LoraSettings
 
 
-def _policy(tiny_pair, **kw):
+def _policy(_tiny, **kw):
     from wmrl.models.backbone import tiny_backbone
 
     model, tok = tiny_backbone(seed=0)  # fresh weights per test: adapters mutate the model
@@ -121,3 +121,14 @@ def test_bad_arguments_raise(tasks, tiny):
         pol.sample(tasks, "poetry", group_size=1, max_new_tokens=8)
     with pytest.raises(ValueError, match="top_p"):
         pol.sample(tasks, "grammar", group_size=1, max_new_tokens=8, top_p=0.0)
+
+
+def test_temperature_and_greedy_logprobs_are_consistent(tasks, tiny):
+    pol = _policy(tiny)
+    for temp in (0.7, 0.0):
+        batch = pol.sample(tasks, "grammar", group_size=2, max_new_tokens=128, temperature=temp, generator_seed=5)
+        assert batch.temperature == (temp or 1.0)
+        assert all(batch.valid)
+        assert torch.allclose(pol.logprobs(batch).detach(), batch.old_logprobs, atol=1e-4)
+    # greedy decoding is deterministic: every row of a group is the same
+    assert batch.completions[0] == batch.completions[1]

@@ -36,6 +36,7 @@ def test_function_scaffold_cuts_at_end_of_function(tasks):
     assert sc.is_valid(tasks[0], comp)
     assert not sc.is_valid(tasks[0], "x = (\n")
     assert sc.is_valid(tasks[0], "model = GaussianNB()\n    return model\n```")
+    assert sc.is_valid(tasks[0], " return GaussianNB()")  # a token with a leading space after the indentation
     prog = sc.render(tasks[0], comp)
     ast.parse(prog)
     assert "RandomForestClassifier(n_estimators=10)" in prog

@@ -70,45 +70,69 @@ class GrammarCache:
         return self._compiled[ck]
 
 
-class GrammarLogitsProcessor:
-    """A transformers logits processor that applies one xgrammar matcher per row (None = free row).
+class SamplingLogitsProcessor:
+    """A transformers logits processor that applies grammar masks and records sampling log-probs.
 
-    Unlike ``xgr.contrib.hf.LogitsProcessor`` it never modifies the logits in place (so the raw
-    logits that ``generate(output_logits=True)`` returns stay intact) and records the allowed-token
-    mask of every step, from which the sampling-time log-probs are computed. Use one instance per
-    ``generate`` call.
+    One xgrammar matcher per row (None = unconstrained row). At each step it masks disallowed tokens
+    with ``masked_fill(-inf)`` (never in place, so the caller's logits stay intact) and keeps
+    ``log_softmax(masked_logits / temperature)`` of that step; at the next step it reads the token
+    that was sampled (``input_ids[:, -1]``) and stores its log-prob. Memory is O(B x V), not
+    O(steps x B x V) as with ``generate(output_logits=True)``. Custom processors run before
+    transformers' temperature / top-p warpers, so ``scores`` are the raw logits here. Call
+    :meth:`finish` with the final sequences after ``generate`` for the last step's log-prob.
+    Use one instance per ``generate`` call.
     """
 
-    def __init__(self, compiled: Sequence[Any | None], vocab_size: int):
+    def __init__(self, compiled: Sequence[Any | None], vocab_size: int, temperature: float):
         import xgrammar as xgr
 
         self._xgr = xgr
         self.matchers = [xgr.GrammarMatcher(c) if c is not None else None for c in compiled]
+        self.constrained = any(m is not None for m in self.matchers)
         self.vocab_size = vocab_size
-        self.bitmask = xgr.allocate_token_bitmask(len(self.matchers), vocab_size)
-        self.masks: list[torch.Tensor] = []  # per step, [B, V] bool
-        self._started = False
+        self.temperature = temperature
+        self.bitmask = xgr.allocate_token_bitmask(len(self.matchers), vocab_size) if self.constrained else None
+        self.token_logprobs: list[torch.Tensor] = []  # per step, [B] float32 (CPU)
+        self._prev: torch.Tensor | None = None  # [B, V] log-probs of the last step
+
+    def _record(self, tokens: torch.Tensor) -> None:
+        assert self._prev is not None
+        self.token_logprobs.append(self._prev.gather(1, tokens.view(-1, 1).to(self._prev.device)).squeeze(1).float().cpu())
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if input_ids.shape[0] != len(self.matchers):
             raise RuntimeError(f"batch of {input_ids.shape[0]} rows for {len(self.matchers)} matchers")
-        if self._started:
+        if self._prev is not None:
+            last = input_ids[:, -1]
+            self._record(last)
             for i, m in enumerate(self.matchers):
                 if m is not None and not m.is_terminated():
-                    tok = int(input_ids[i, -1])
+                    tok = int(last[i])
                     if not m.accept_token(tok):
                         raise RuntimeError(f"grammar matcher rejected sampled token {tok} in row {i}")
-        self._started = True
-        self._xgr.reset_token_bitmask(self.bitmask)  # all allowed
-        for i, m in enumerate(self.matchers):
-            if m is not None and not m.is_terminated():
-                m.fill_next_token_bitmask(self.bitmask, i)
-        allowed = unpack_bitmask(self.bitmask, self.vocab_size).to(scores.device)
-        if allowed.shape[1] < scores.shape[1]:  # logits wider than the grammar's vocabulary
-            pad = torch.zeros(allowed.shape[0], scores.shape[1] - allowed.shape[1], dtype=torch.bool, device=scores.device)
-            allowed = torch.cat([allowed, pad], dim=1)
-        self.masks.append(allowed)
-        return scores.masked_fill(~allowed, float("-inf"))
+        out = scores
+        if self.constrained:
+            self._xgr.reset_token_bitmask(self.bitmask)  # all allowed
+            for i, m in enumerate(self.matchers):
+                if m is not None and not m.is_terminated():
+                    m.fill_next_token_bitmask(self.bitmask, i)
+            allowed = unpack_bitmask(self.bitmask, self.vocab_size).to(scores.device)
+            if allowed.shape[1] < scores.shape[1]:  # logits wider than the grammar's vocabulary
+                pad = torch.zeros(allowed.shape[0], scores.shape[1] - allowed.shape[1], dtype=torch.bool,
+                                  device=scores.device)
+                allowed = torch.cat([allowed, pad], dim=1)
+            out = scores.masked_fill(~allowed, float("-inf"))
+        self._prev = torch.log_softmax(out.float() / self.temperature, dim=-1)
+        return out
+
+    def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
+        """[B, L] float32 log-probs of the ``L`` generated tokens ``new_tokens`` ([B, L] int64)."""
+        L = new_tokens.shape[1]
+        if len(self.token_logprobs) == L - 1 and self._prev is not None:
+            self._record(new_tokens[:, -1])
+        if len(self.token_logprobs) != L:
+            raise RuntimeError(f"recorded {len(self.token_logprobs)} steps for {L} generated tokens")
+        return torch.stack(self.token_logprobs, dim=1) if L else torch.zeros(new_tokens.shape)
 
 
 class _StopAtScaffoldEnd:
@@ -348,12 +372,13 @@ class Policy:
         attn = enc["attention_mask"].to(self.device)
         P = input_ids.shape[1]
         keys = [r[4] for r in chunk]
-        processors = LogitsProcessorList()
-        gproc = None
+        compiled = [None] * len(chunk)
         if any(k is not None for k in keys):
             cache = self._grammar_cache()
-            gproc = GrammarLogitsProcessor([cache.get(scaffold, k) if k is not None else None for k in keys], self.vocab_size)
-            processors.append(gproc)
+            compiled = [cache.get(scaffold, k) if k is not None else None for k in keys]
+        temp = temperature if temperature > 0 else 1.0
+        proc = SamplingLogitsProcessor(compiled, self.vocab_size, temp)
+        gproc = proc if proc.constrained else None
         stopping = StoppingCriteriaList()
         stopper = None
         stop_at = getattr(scaffold, "stop_at", None)
@@ -362,10 +387,9 @@ class Policy:
             stopping.append(stopper)
         gen_kwargs: dict[str, Any] = dict(
             max_new_tokens=max_new_tokens,
-            logits_processor=processors,
+            logits_processor=LogitsProcessorList([proc]),
             stopping_criteria=stopping,
             return_dict_in_generate=True,
-            output_logits=True,
             pad_token_id=self.tokenizer.pad_token_id,
             eos_token_id=self.eos_token_ids,
         )
@@ -376,14 +400,8 @@ class Policy:
         out = self.model.generate(input_ids=input_ids, attention_mask=attn, **gen_kwargs)
         seq = out.sequences[:, P:].cpu()
         L = seq.shape[1]
-        temp = temperature if temperature > 0 else 1.0
-        # Log-probs of the sampled tokens under softmax(mask(raw logits / T)), step by step.
-        lps = torch.zeros(seq.shape, dtype=torch.float32)
-        for t, raw in enumerate(out.logits):
-            logits = raw.float().cpu() / temp
-            if gproc is not None:
-                logits = logits.masked_fill(~gproc.masks[t].cpu(), float("-inf"))
-            lps[:, t] = torch.log_softmax(logits, dim=-1).gather(1, seq[:, t:t + 1]).squeeze(1)
+        # log-probs of the sampled tokens under softmax(mask(raw logits) / T), recorded step by step
+        lps = proc.finish(seq)
         prompts, comps, comp_lps, gdone = [], [], [], []
         eos = torch.tensor(self.eos_token_ids)
         for i in range(seq.shape[0]):

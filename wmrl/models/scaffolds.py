@@ -216,7 +216,9 @@ class FunctionScaffold:
         """``def build_model():`` + the forced indentation + the completion cut at :meth:`stop_at`."""
         end = self.stop_at(completion)
         body = completion if end is None else completion[:end]
-        return "def build_model():\n    " + body.rstrip() + "\n"
+        # Tokens with a leading space (" return") after the forced indentation would indent the
+        # first statement by 5 columns; the first line's extra blanks are dropped.
+        return "def build_model():\n    " + body.lstrip(" \t").rstrip() + "\n"
 
     def render(self, task: Task, completion: str) -> str:
         """The harness program around :meth:`function_source`; never raises."""

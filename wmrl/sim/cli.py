@@ -7,7 +7,7 @@ import typer
 
 
 def simulate_command(
-    out: Path = typer.Option(Path("sim-out"), "--out", help="Folder for curves.csv, finals.csv, summary.csv/.md and PNG plots."),
+    out: Path = typer.Option(Path("sim-out"), "--out", help="Folder for curves.csv.gz, finals.csv, summary.csv/.md, meta.json and PNG plots."),
     preset: str = typer.Option("default", "--preset", help="'default' (full sweep, a few minutes on 2 cores) or 'small' (a quick look)."),
     seeds: int = typer.Option(None, "--seeds", min=1, help="Number of seeds 0..N-1 (default: the preset's, 3 for default)."),
     margin: float = typer.Option(0.01, "--margin", help="Reward margin below GRPO that counts as matching it in the tables."),
@@ -19,6 +19,7 @@ def simulate_command(
     anchor fraction. See docs/simulation.md.
     """
     from rich.console import Console
+    from rich.markdown import Markdown
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from wmrl.sim.study import PRESETS, run_study
@@ -32,8 +33,8 @@ def simulate_command(
         result = run_study(preset, out=out, seeds=seeds, margin=margin,
                            progress=lambda s, n: bar.update(task, completed=s))
     console.print(f"{result['runs']} runs in {result['wall_s']:.0f} s; wrote {out}/summary.md, summary.csv, "
-                  f"curves.csv, finals.csv and {len(result['plots'])} plots")
-    console.print((Path(out) / "summary.md").read_text())
+                  f"curves.csv.gz, finals.csv and {len(result['plots'])} plots")
+    console.print(Markdown((Path(out) / "summary.md").read_text()))
 
 
 def register(app: typer.Typer) -> None:

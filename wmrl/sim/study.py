@@ -9,8 +9,8 @@ Presets:
 - ``small``: the same code on a reduced grid (a handful of settings, 2 seeds, 150 steps); used by
   the test and for a quick look.
 
-Outputs (in ``out``): ``curves.csv`` (every run's J every ``log_every`` steps), ``finals.csv``
-(per run), ``summary.csv`` (mean and std over seeds per setting and method, with GRPO's final
+Outputs (in ``out``): ``curves.csv.gz`` (run, step, executions, J every ``log_every`` steps),
+``finals.csv`` (per run: its setting and final numbers; join on ``run``), ``meta.json``, ``summary.csv`` (mean and std over seeds per setting and method, with GRPO's final
 reward at equal steps and at equal executions), ``summary.md`` (the tables of docs/simulation.md),
 and PNG plots.
 """
@@ -309,7 +309,8 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
 
     paths: list[Path] = []
     colors = {"grpo": "k", "anchor_only": "0.55", "wm": "tab:red", "debias": "tab:orange",
-              "denoise": "tab:purple", "wmrl": "tab:blue", "wmrl_ba": "tab:cyan", "ppi": "tab:green"}
+              "denoise": "tab:purple", "wmrl": "tab:blue", "wmrl_ba": "tab:cyan", "ppi": "tab:green",
+              "wmrl_flat": "tab:brown"}
     c = curves[curves["std_norm"].astype(bool)].copy() if "std_norm" in curves else curves.copy()
     summary = summary[summary["std_norm"].astype(bool)]
     c["rho_r"] = c["rho"].round(3)
@@ -406,8 +407,33 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
     return paths
 
 
+def _render(curves, finals, out: Path, preset_name: str, preset: Preset, wall: float, margin: float):
+    summary = summarise(curves, finals)
+    summary.to_csv(out / "summary.csv", index=False, float_format="%.5f")
+    md = markdown_tables(summary, preset_name, preset.cfg, wall, margin)
+    (out / "summary.md").write_text(md + "\n")
+    plots = make_plots(curves, summary, out, preset)
+    return summary, plots
+
+
+def render(out: Path | str, margin: float | None = None) -> dict:
+    """Rebuild summary.csv, summary.md and the plots from a finished study's curves.csv/finals.csv/meta.json."""
+    import pandas as pd
+
+    out = Path(out)
+    meta = json.loads((out / "meta.json").read_text())
+    if meta["preset"] not in PRESETS:
+        raise ValueError(f"render needs a study of a named preset ({sorted(PRESETS)}), got {meta['preset']!r}")
+    preset = replace(PRESETS[meta["preset"]], seeds=tuple(meta["seeds"]))
+    finals = pd.read_csv(out / "finals.csv")
+    curves = pd.read_csv(out / "curves.csv.gz").merge(finals.drop(columns=["executions"]), on="run")
+    m = meta["margin"] if margin is None else margin
+    summary, plots = _render(curves, finals, out, meta["preset"], preset, meta["wall_s"], m)
+    return {"out": str(out), "summary": summary, "plots": [str(p) for p in plots]}
+
+
 def run_study(
-    preset_name: str = "default",
+    preset_name: "str | Preset" = "default",
     out: Path | str = "sim-out",
     seeds: int | None = None,
     margin: float = 0.01,
@@ -416,7 +442,7 @@ def run_study(
     """Run a preset, write CSV/Markdown/PNG into ``out`` and return a small dict of paths and timings.
 
     Args:
-        preset_name: ``"default"`` or ``"small"``.
+        preset_name: ``"default"`` or ``"small"`` (or a :class:`Preset`, reported as "custom").
         out: output folder (created).
         seeds: number of seeds (overrides the preset's; seeds are 0..seeds-1).
         margin: J margin below GRPO that still counts as a match in the tables (reward units).
@@ -425,9 +451,12 @@ def run_study(
     Raises:
         ValueError: unknown preset or seeds < 1.
     """
-    if preset_name not in PRESETS:
+    if isinstance(preset_name, Preset):
+        preset, preset_name = preset_name, "custom"
+    elif preset_name not in PRESETS:
         raise ValueError(f"unknown preset {preset_name!r}; choose one of {sorted(PRESETS)}")
-    preset = PRESETS[preset_name]
+    else:
+        preset = PRESETS[preset_name]
     if seeds is not None:
         if seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {seeds}")
@@ -453,14 +482,12 @@ def run_study(
     runs = by_std[True] + by_std[False]
     wall = time.perf_counter() - t0
     summary = summarise(curves, finals)
-    curves.to_csv(out / "curves.csv", index=False, float_format="%.5f")
+    # curves are stored slim (run, step, executions, J): the run's setting is in finals.csv
+    curves[["run", "step", "executions", "J"]].to_csv(out / "curves.csv.gz", index=False, float_format="%.5f")
     finals.to_csv(out / "finals.csv", index=False, float_format="%.5f")
-    summary.to_csv(out / "summary.csv", index=False, float_format="%.5f")
-    md = markdown_tables(summary, preset_name, preset.cfg, wall, margin)
-    (out / "summary.md").write_text(md + "\n")
-    plots = make_plots(curves, summary, out, preset)
     meta = {"preset": preset_name, "runs": len(runs), "wall_s": wall, "config": asdict(preset.cfg),
             "seeds": list(preset.seeds), "margin": margin}
     (out / "meta.json").write_text(json.dumps(meta, indent=2))
+    summary, plots = _render(curves, finals, out, preset_name, preset, wall, margin)
     return {"out": str(out), "runs": len(runs), "wall_s": wall, "plots": [str(p) for p in plots],
             "summary": summary}

@@ -212,7 +212,7 @@ TASK_DEFS: tuple[TaskDef, ...] = (
             target="survived", type="binary", metric="accuracy", split="train", classes=("died", "survived"),
             row="one passenger of the Titanic, with class, sex, age and family aboard", time_limit_s=60),
     TaskDef("modeldata-taxi", "Chicago taxi tips", **_r("modeldata", "taxi"),
-            target="tip", type="binary", metric="macro_f1", split="heldout", classes=("no", "yes"),
+            target="tip", type="binary", metric="log_loss", split="heldout", classes=("no", "yes"),
             row="one Chicago taxi trip, with distance, company, day and hour", time_limit_s=90),
     TaskDef("statsmodels-fair", "Extramarital affairs survey", source="statsmodels:fair",
             license="Used with express permission from the original author (Fair 1978), statsmodels data set",

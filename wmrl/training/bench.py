@@ -349,6 +349,14 @@ def run_bench(
         except Exception as exc:  # noqa: BLE001 - one broken run must not lose the others
             failures.append(f"{r.method} seed {r.seed}: {type(exc).__name__}: {exc}")
             log(f"{tag}: FAILED: {type(exc).__name__}: {exc}")
+        last_of_seed = i == len(runs) or runs[i].seed != r.seed
+        if last_of_seed and i < len(runs):
+            # A table after every complete seed, so an interrupted bench still has one.
+            try:
+                write_outputs(out)
+                log(f"seed {r.seed} done: table so far in {out / 'bench.md'}")
+            except BenchError:
+                pass
     meta["finished_at"] = _now()
     meta["failures"] = failures
     (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
