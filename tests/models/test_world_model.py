@@ -113,3 +113,40 @@ def test_fit_needs_records(tiny):
     wm = RegressionWorldModel(model, tok, lora=None)
     with pytest.raises(ValueError, match="warmup"):
         wm.fit([{"status": "infra_error", "reward": None, "meta": {}}])
+
+
+def test_collect_warmup_groups_and_meta(tasks):
+    """collect_warmup with a fake executor: groups, meta and records, no sandbox needed."""
+    from concurrent.futures import Future
+
+    from wmrl.execution.types import ExecutionResult, ExecutionStatus
+    from wmrl.models.backbone import tiny_backbone
+    from wmrl.models.policy import Policy
+    from wmrl.models.warmup import collect_warmup
+
+    class FakeExecutor:
+        def __init__(self):
+            self.requests = []
+
+        def submit(self, req):
+            self.requests.append(req)
+            f = Future()
+            f.set_result(ExecutionResult(request_id=req.request_id, task_id=req.task.id, status=ExecutionStatus.OK,
+                                         score=1.0, reward=0.5, wall_s=2.0, cpu_s=1.5, peak_rss_bytes=0, stdout="",
+                                         stderr="", program_sha256="x"))
+            return f
+
+    model, tok = tiny_backbone(seed=0)
+    ex = FakeExecutor()
+    recs, results = collect_warmup(Policy(model, tok), "grammar", tasks, ex, samples_per_task=4, group_size=2,
+                                   max_new_tokens=128, tasks_per_batch=1)
+    assert len(recs) == len(results) == 8
+    assert [r["meta"]["group_id"] for r in recs] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [r["task_id"] for r in recs] == [tasks[0].id] * 4 + [tasks[1].id] * 4
+    assert all(r["meta"]["stream"] == "warmup" and r["meta"]["step"] == -1 for r in recs)
+    assert all(req.program == r_prog for req, r_prog in zip(ex.requests, [q.program for q in ex.requests]))
+    assert all("def build_model" in q.program for q in ex.requests)
+    ex_examples, counts = examples_from_records(recs)
+    assert counts["used"] == 8 and len({e["group"] for e in ex_examples}) == 4
+    with pytest.raises(ValueError, match="divide"):
+        collect_warmup(Policy(*tiny_backbone(seed=0)), "grammar", tasks, ex, samples_per_task=4, group_size=3)

@@ -78,6 +78,12 @@ def test_wmrl_fits_world_model_on_warmup_and_trains(fitted_wm):
     assert sum(r["n_anchor_groups"] for r in m) == 2
     assert len(read_jsonl(run / "calibration.jsonl")) == 2
     assert summary.final_eval["train"]["n_samples"] == 2
+    # `wmrl eval RUN_DIR --checkpoint 1 --tasks ...` on a saved checkpoint
+    from wmrl.training.evaluate_cli import evaluate_run
+
+    recs = evaluate_run(run, checkpoint=1, task_ids=["aer-houseprices"], samples_per_task=1)
+    assert [(r["split"], r["checkpoint"], r["step"], r["n_samples"]) for r in recs] == [("custom", "step_000001", 1, 1)]
+    assert read_jsonl(run / "eval_cli.jsonl")[-1]["checkpoint"] == "step_000001"
 
 
 @pytest.mark.parametrize("method, extra", [("grpo", []), ("wm", []), ("wmrl", ["wmrl.fusion=ppi"])])

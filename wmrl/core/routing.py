@@ -65,6 +65,7 @@ class Router(abc.ABC):
         self.carry = 0.0
         self.last_anchor_step: int | None = None
         self.last_step: int | None = None
+        self._first_step: int | None = None
         self.total_groups = 0
         self.total_anchors = 0
 
@@ -119,7 +120,7 @@ class Router(abc.ABC):
             return False
         if self.last_anchor_step is None:
             # counts steps since the router started
-            first = getattr(self, "_first_step", None)
+            first = self._first_step
             if first is None:
                 self._first_step = int(step)
                 first = int(step)
@@ -155,7 +156,7 @@ class Router(abc.ABC):
             "carry": self.carry,
             "last_anchor_step": self.last_anchor_step,
             "last_step": self.last_step,
-            "first_step": getattr(self, "_first_step", None),
+            "first_step": self._first_step,
             "total_groups": self.total_groups,
             "total_anchors": self.total_anchors,
             "rng": self.rng.bit_generator.state,
@@ -171,8 +172,7 @@ class Router(abc.ABC):
         self.carry = float(state["carry"])
         self.last_anchor_step = state["last_anchor_step"]
         self.last_step = state["last_step"]
-        if state.get("first_step") is not None:
-            self._first_step = int(state["first_step"])
+        self._first_step = None if state.get("first_step") is None else int(state["first_step"])
         self.total_groups = int(state["total_groups"])
         self.total_anchors = int(state["total_anchors"])
         self.rng = np.random.default_rng()

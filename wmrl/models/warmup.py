@@ -43,6 +43,7 @@ def collect_warmup(
     top_p: float = 1.0,
     seed: int = 0,
     tasks_per_batch: int = 2,
+    group_size: int | None = None,
     run: str = "warmup",
     progress: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -59,7 +60,10 @@ def collect_warmup(
         tasks: train tasks (never held-out ones: the world model must not see them).
         executor: a :class:`wmrl.interfaces.Executor` (e.g. ``LocalExecutor(max_workers=2,
             log=ExecutionLog(path))``: the executor's log stores every row).
-        samples_per_task: group size G >= 1.
+        samples_per_task: trajectories per task (>= 1).
+        group_size: trajectories per group (default ``samples_per_task``: one group per task);
+            must divide ``samples_per_task``. Several groups per task let a group-level held-out
+            split keep every task in training while holding out some of its samples.
         max_new_tokens, temperature, top_p: sampling settings (see ``Policy.sample``).
         seed: sampling seed (batch ``b`` uses ``seed + b``).
         run: stored as ``meta["run"]`` (separates groups of different corpora).
@@ -72,7 +76,8 @@ def collect_warmup(
         ``meta`` also holds ``gen_seconds_per_sample`` (wall seconds of sampling / batch size).
 
     Raises:
-        ValueError: no tasks, ``samples_per_task < 1`` or ``tasks_per_batch < 1``.
+        ValueError: no tasks, ``samples_per_task < 1``, ``tasks_per_batch < 1``, or ``group_size``
+            not a divisor of ``samples_per_task``.
     """
     from wmrl.execution.types import ExecutionRequest
     from wmrl.models.scaffolds import get_scaffold
@@ -83,13 +88,18 @@ def collect_warmup(
         raise ValueError("collect_warmup needs at least one train task")
     if samples_per_task < 1 or tasks_per_batch < 1:
         raise ValueError(f"samples_per_task and tasks_per_batch must be >= 1, got {samples_per_task}, {tasks_per_batch}")
+    g = samples_per_task if group_size is None else int(group_size)
+    if g < 1 or samples_per_task % g:
+        raise ValueError(f"group_size={group_size} must be >= 1 and divide samples_per_task={samples_per_task}")
+    reps = samples_per_task // g
     pending: list[tuple[Any, ExecutionRequest]] = []
     by_id = {t.id: t for t in tasks}
     t0 = time.perf_counter()
     for b, start in enumerate(range(0, len(tasks), tasks_per_batch)):
         chunk = list(tasks[start:start + tasks_per_batch])
-        batch = policy.sample(chunk, scaffold, group_size=samples_per_task, max_new_tokens=max_new_tokens,
-                              temperature=temperature, top_p=top_p, generator_seed=seed + b)
+        batch = policy.sample([t for t in chunk for _ in range(reps)], scaffold, group_size=g,
+                              max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                              generator_seed=seed + b)
         per = batch.stats.get("gen_seconds", 0.0) / max(len(batch), 1)
         valid = batch.valid or [None] * len(batch)
         for i in range(len(batch)):
@@ -97,7 +107,7 @@ def collect_warmup(
                 "prompt": batch.prompts[i],
                 "completion": batch.completions[i],
                 "scaffold": batch.scaffold,
-                "group_id": start + batch.group_ids[i],
+                "group_id": start * reps + batch.group_ids[i],
                 "task_id": batch.task_ids[i],
                 "step": -1,
                 "stream": "warmup",
@@ -107,7 +117,7 @@ def collect_warmup(
                 "gen_seconds_per_sample": per,
             }
             req = ExecutionRequest(task=by_id[batch.task_ids[i]], program=batch.programs[i],
-                                   request_id=f"{run}-{start + batch.group_ids[i]}-{i}", meta=meta)
+                                   request_id=f"{run}-{start * reps + batch.group_ids[i]}-{i}", meta=meta)
             pending.append((executor.submit(req), req))
         if progress:
             progress(f"sampled {start + len(chunk)}/{len(tasks)} tasks ({len(pending)} programs, "

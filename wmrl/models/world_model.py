@@ -309,9 +309,10 @@ class RegressionWorldModel:
         train = [examples[i] for i in train_idx]
         held = [examples[i] for i in held_idx]
         rewards = np.array([e["reward"] for e in train], dtype=np.float64)
-        with torch.no_grad():  # start at the mean training reward
-            m = float(np.clip(rewards.mean(), 1e-3, 1 - 1e-3))
-            self.head.bias.fill_(math.log(m / (1 - m)))
+        if not self.history:  # first fit: start at the mean training reward (refits continue)
+            with torch.no_grad():
+                m = float(np.clip(rewards.mean(), 1e-3, 1 - 1e-3))
+                self.head.bias.fill_(math.log(m / (1 - m)))
         rng = random.Random(seed)
         t0 = time.perf_counter()
         step = 0

@@ -1,14 +1,15 @@
 """The simulation loop: GRPO on the contextual bandit with the real wmrl.core functions.
 
-Every run trains the shared linear softmax policy pi(a | c) = softmax_a(phi(c, a) . theta)
-(theta: [d], initialised to 0, i.e. the uniform policy) with Adam on the GRPO loss. One step samples one group of G arms per task
+Every run trains the softmax policy pi(a | c) = softmax_a(phi(c, a) . theta + table[c, a])
+(theta: [d] shared by all tasks, table: [C, K] per task; both initialised to 0, i.e. the uniform
+policy) with Adam on the GRPO loss. One step samples one group of G arms per task
 (M = C groups, B = C*G trajectories, each a one-token "completion"), routes the groups with
 :class:`wmrl.core.routing.FractionRouter`, scores them (true reward for anchors, world model for the
 rest), debiases with :class:`wmrl.core.calibration.IsotonicCalibrator`, computes advantages with
 :func:`wmrl.core.advantages.group_advantages`, weights the samples with :mod:`wmrl.core.fusion`
 and takes one step of :func:`wmrl.core.losses.grpo_loss` (on-policy, ratio 1).
 
-Many runs are simulated together: their parameters live in one tensor [S, d] and their losses
+Many runs are simulated together: their parameters live in tensors [S, d] and [S, C, K] and their losses
 are summed, so every run gets exactly its own gradient (Adam is per-parameter). Each run draws its
 samples and world-model noise from its own generators seeded by (seed, stream), so a run's result
 does not depend on which other runs share the batch, and the methods of one seed see common random
@@ -222,13 +223,12 @@ def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -
         columns run, method, shape, bias, sigma, rho, seed, step, executions, J (true expected
         reward), J_star, J_uniform, gap = J_star - J. ``finals`` has one row per run with the final
         J (mean of the last 10% of logged points), executions, mean alpha/lambda and calibration
-        MAE before/after, and wall seconds of the whole simulation.
-    """
-    import pandas as pd
-    import torch
+        MAE before/after, and wall seconds of the whole simulation (``attrs["wall_s"]``).
 
-    from wmrl.core.advantages import group_advantages
-    from wmrl.core.losses import grpo_loss
+    Raises:
+        ValueError: no runs.
+    """
+    import torch
 
     if not runs:
         raise ValueError("no runs to simulate")

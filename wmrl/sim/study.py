@@ -331,12 +331,18 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
                 if sel.empty:
                     continue
                 mean = sel.groupby("step")[["J", "executions"]].mean()
-                x = mean.index if xaxis == "step" else mean["executions"].clip(lower=1)
-                ax.plot(x, mean["J"], color=colors[m], label=m, lw=2 if m in ("grpo", "wmrl") else 1.2)
+                lw = 2 if m in ("grpo", "wmrl") else 1.2
+                if xaxis == "step":
+                    ax.plot(mean.index, mean["J"], color=colors[m], label=m, lw=lw)
+                elif m == "wm":  # no executions at all: its final J as a level
+                    ax.axhline(mean["J"].iloc[-1], color=colors[m], ls="--", lw=lw, label="wm (0 executions), final")
+                else:
+                    pos = mean[mean["executions"] > 0]
+                    ax.plot(pos["executions"], pos["J"], color=colors[m], label=m, lw=lw)
             if xaxis == "executions":
                 ax.set_xscale("log")
             ax.set_title(f"{shape}, B={b:g}, sigma={sg:g}, rho={preset.rho_main:g}")
-            ax.set_xlabel("training step" if xaxis == "step" else "executions (log)")
+            ax.set_xlabel("training step" if xaxis == "step" else "cumulative executions (log scale)")
             ax.set_ylabel("true expected reward J")
             ax.grid(alpha=0.3)
         axes[0][0].legend(fontsize=8, loc="lower right")
@@ -488,6 +494,9 @@ def run_study(
     meta = {"preset": preset_name, "runs": len(runs), "wall_s": wall, "config": asdict(preset.cfg),
             "seeds": list(preset.seeds), "margin": margin}
     (out / "meta.json").write_text(json.dumps(meta, indent=2))
+    # tables and plots are built from the files just written, so that `render(out)` reproduces them exactly
+    finals = pd.read_csv(out / "finals.csv")
+    curves = pd.read_csv(out / "curves.csv.gz").merge(finals.drop(columns=["executions"]), on="run")
     summary, plots = _render(curves, finals, out, preset_name, preset, wall, margin)
     return {"out": str(out), "runs": len(runs), "wall_s": wall, "plots": [str(p) for p in plots],
             "summary": summary}

@@ -53,6 +53,10 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             raise ConfigError(str(e.args[0])) from None
     else:
         splits = ([("heldout", heldout)] if heldout else []) + ([("train", train)] if cfg.eval.train_tasks else [])
+    if cfg.threads:
+        import torch
+
+        torch.set_num_threads(cfg.threads)
     model, tok = load_policy_backbone(cfg)
     policy = Policy(model, tok, lora=LoraSettings(r=cfg.model.lora_r, alpha=cfg.model.lora_alpha,
                                                    dropout=cfg.model.lora_dropout))
