@@ -5,6 +5,7 @@ Heavy imports (pandas via the grader, ray) stay inside the commands.
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Optional
@@ -21,8 +22,19 @@ def _load_task(task_id: str, tasks_dir: Optional[Path]):
     as_path = Path(task_id)
     if as_path.is_dir() and detect_layout(as_path):
         return load_task(as_path)
+    if tasks_dir is not None and not tasks_dir.is_dir():
+        raise FileNotFoundError(f"--tasks-dir {tasks_dir} is not a folder; pass the folder that "
+                                "'wmrl tasks build --out DIR' wrote")
     suite = TaskSuite(tasks_dir) if tasks_dir is not None else default_suite()
-    return suite.get(task_id)
+    try:
+        return suite.get(task_id)
+    except KeyError:
+        if task_id and as_path.is_dir():
+            raise FileNotFoundError(
+                f"{task_id} is a folder but not a task folder (expected task.yaml (wmrl), config.yaml + "
+                "prepared/ (MLE-bench) or data/public + data/private (MLE-Dojo)), and not a task id of "
+                "the suite; see 'wmrl tasks list'") from None
+        raise
 
 
 def _fail(msg: str, code: int = 1) -> None:
@@ -54,8 +66,11 @@ def exec_command(
 
     try:
         source = program.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        _fail(f"cannot read the program {program}: {exc}")
+    except UnicodeDecodeError as exc:
+        _fail(f"cannot read the program {program}: it is not UTF-8 text ({exc}); "
+              "save it as UTF-8 (wmrl runs Python source in UTF-8)")
+    except OSError as exc:
+        _fail(f"cannot read the program {program}: {exc.strerror or exc}")
     try:
         task = _load_task(task_id, tasks_dir)
     except (KeyError, FileNotFoundError, ValueError) as exc:
@@ -66,15 +81,28 @@ def exec_command(
         _fail(str(exc))
     request = ExecutionRequest(task=task, program=source, time_limit_s=time_limit,
                                meta={"source": "wmrl exec", "program_path": str(program)})
+    lg = None
+    if log_path is not None:  # open it first: a bad --log must not cost (or lose) an execution
+        try:
+            lg = ExecutionLog(log_path)
+        except (OSError, sqlite3.Error) as exc:
+            _fail(f"cannot open the execution log {log_path}: {exc}; pass the path of a new file or of "
+                  "an existing wmrl execution log (SQLite)")
     try:
-        result = execute(request, config)
-    except SandboxUnavailable as exc:
-        _fail(str(exc))
-    except ValueError as exc:
-        _fail(str(exc))
-    if log_path is not None:
-        with ExecutionLog(log_path) as lg:
-            lg.append(request, result)
+        try:
+            result = execute(request, config)
+        except SandboxUnavailable as exc:
+            _fail(str(exc))
+        except ValueError as exc:
+            _fail(str(exc))
+        if lg is not None:
+            try:
+                lg.append(request, result)
+            except (OSError, sqlite3.Error) as exc:
+                typer.echo(f"warning: could not append to the execution log {log_path}: {exc}", err=True)
+    finally:
+        if lg is not None:
+            lg.close()
     if json_out:
         typer.echo(json.dumps(_json_safe(result.to_dict()), default=str))
     else:

@@ -81,16 +81,20 @@ class ExecutionLog:
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False,
                                      isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
-        cols = ", ".join(f"{k} {v}" for k, v in COLUMNS.items())
-        with self._lock:
-            self._conn.execute(f"CREATE TABLE IF NOT EXISTS executions ({cols})")
-            self._conn.execute("CREATE INDEX IF NOT EXISTS executions_task ON executions(task_id)")
-            self._conn.execute("CREATE INDEX IF NOT EXISTS executions_status ON executions(status)")
-            self._conn.execute("CREATE TABLE IF NOT EXISTS wmrl_meta (key TEXT PRIMARY KEY, value TEXT)")
-            self._conn.execute("INSERT OR IGNORE INTO wmrl_meta VALUES ('schema_version', ?)",
-                               (str(SCHEMA_VERSION),))
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            cols = ", ".join(f"{k} {v}" for k, v in COLUMNS.items())
+            with self._lock:
+                self._conn.execute(f"CREATE TABLE IF NOT EXISTS executions ({cols})")
+                self._conn.execute("CREATE INDEX IF NOT EXISTS executions_task ON executions(task_id)")
+                self._conn.execute("CREATE INDEX IF NOT EXISTS executions_status ON executions(status)")
+                self._conn.execute("CREATE TABLE IF NOT EXISTS wmrl_meta (key TEXT PRIMARY KEY, value TEXT)")
+                self._conn.execute("INSERT OR IGNORE INTO wmrl_meta VALUES ('schema_version', ?)",
+                                   (str(SCHEMA_VERSION),))
+        except BaseException:
+            self._conn.close()  # a file that is not a database: do not leak the connection
+            raise
 
     def append(self, request: ExecutionRequest, result: ExecutionResult) -> int:
         """Append one execution in its own committed transaction; returns the row id.

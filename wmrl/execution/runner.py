@@ -24,6 +24,7 @@ must be left out of training (DESIGN.md §4).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import tempfile
@@ -34,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wmrl.execution.sandbox import SandboxConfig, SandboxRun, run_program
+from wmrl.execution.sandbox import MAX_TIME_LIMIT_S, SandboxConfig, SandboxRun, run_program
 from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus, program_hash
 
 log = logging.getLogger(__name__)
@@ -61,10 +62,15 @@ def time_limit_of(request: ExecutionRequest) -> float:
         ValueError: the limit is not a positive number.
     """
     limit = request.time_limit_s if request.time_limit_s is not None else request.task.time_limit_s
-    if limit is None or not float(limit) > 0:
-        raise ValueError(f"time limit for task {request.task.id!r} must be > 0 seconds, got {limit!r}; "
+    try:
+        value = float(limit) if limit is not None else math.nan
+    except (TypeError, ValueError):
+        value = math.nan
+    if not 0 < value <= MAX_TIME_LIMIT_S:
+        raise ValueError(f"time limit for task {request.task.id!r} must be a number of seconds in "
+                         f"(0, {MAX_TIME_LIMIT_S:g}], got {limit!r}; "
                          "set ExecutionRequest.time_limit_s or the task's time_limit_s")
-    return float(limit)
+    return value
 
 
 def classify(run: SandboxRun) -> tuple[ExecutionStatus | None, str]:

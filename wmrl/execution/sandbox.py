@@ -62,6 +62,10 @@ log = logging.getLogger(__name__)
 GiB = 1024**3
 MiB = 1024**2
 KiB = 1024
+#: Longest wall-clock (and per-process CPU) limit accepted, seconds: 30 days. Also rejects inf/NaN.
+MAX_TIME_LIMIT_S = 30 * 24 * 3600.0
+#: Largest value of an integer limit (bytes, counts): setrlimit takes a signed C long.
+MAX_LIMIT = 2**62
 
 INSTALL_HINT = (
     "bubblewrap (bwrap) is required to run untrusted solution programs. Install it with "
@@ -154,10 +158,11 @@ class SandboxConfig:
         for name in ("memory_bytes", "nproc", "fsize_bytes", "nofile", "output_bytes", "disk_bytes",
                      "max_files", "threads", "max_submission_bytes"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"SandboxConfig.{name} must be a positive integer, got {value!r}")
-        if self.cpu_time_s is not None and not self.cpu_time_s > 0:
-            raise ValueError(f"SandboxConfig.cpu_time_s must be > 0 or None, got {self.cpu_time_s!r}")
+            if not isinstance(value, int) or not 0 < value <= MAX_LIMIT:
+                raise ValueError(f"SandboxConfig.{name} must be a positive integer up to {MAX_LIMIT}, got {value!r}")
+        if self.cpu_time_s is not None and not 0 < self.cpu_time_s <= MAX_TIME_LIMIT_S:
+            raise ValueError(f"SandboxConfig.cpu_time_s must be in (0, {MAX_TIME_LIMIT_S:g}] seconds or None, "
+                             f"got {self.cpu_time_s!r}")
         if self.memory_bytes < 64 * MiB:
             raise ValueError(f"SandboxConfig.memory_bytes={self.memory_bytes} is below 64 MiB: the "
                              "interpreter alone needs more; pass at least 256 MiB")
@@ -397,7 +402,7 @@ def program_env(config: SandboxConfig, python: str) -> dict[str, str]:
 
 
 def _rlimits(config: SandboxConfig, cpu_limit_s: float) -> dict[str, list[int]]:
-    cpu = max(1, math.ceil(cpu_limit_s))
+    cpu = min(max(1, math.ceil(cpu_limit_s)), MAX_LIMIT - 1)  # setrlimit takes a C long
     return {
         "RLIMIT_AS": [config.memory_bytes, config.memory_bytes],
         "RLIMIT_CPU": [cpu, cpu + 1],  # SIGXCPU at the soft limit, SIGKILL one second later
@@ -565,8 +570,8 @@ def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float
         ValueError: ``time_limit_s`` is not positive or ``public_dir`` is not a folder.
     """
     config = config or SandboxConfig()
-    if not (time_limit_s > 0):
-        raise ValueError(f"time_limit_s must be > 0 seconds, got {time_limit_s!r}")
+    if not (0 < time_limit_s <= MAX_TIME_LIMIT_S):
+        raise ValueError(f"time_limit_s must be in (0, {MAX_TIME_LIMIT_S:g}] seconds, got {time_limit_s!r}")
     public = Path(public_dir)
     if not public.is_dir():
         raise ValueError(f"public_dir {public} is not a folder; it must hold train.csv, test.csv, "
