@@ -140,3 +140,13 @@ def test_shipped_presets_validate():
     gpu = bench.load_preset("gpu-paper")
     cfg = bench.method_config(gpu, "wmrl", 0, bench.Path("/tmp/unused"))
     assert cfg.executor.kind == "ray" and "/" in cfg.model.name
+
+
+def test_recorded_command_repeats_the_run(monkeypatch):
+    from wmrl.report.cli import _command
+
+    monkeypatch.setenv("WMRL_TASKS_DIR", "/data/my tasks")
+    monkeypatch.delenv("WMRL_HOME", raising=False)
+    cmd = _command(["bench"], {"--preset": "cpu-small", "--out": None, "--seeds": 2, "--steps": 5},
+                   [("--set", "optim.lr=0.01")])
+    assert cmd == "WMRL_TASKS_DIR='/data/my tasks' wmrl bench --preset cpu-small --seeds 2 --steps 5 --set optim.lr=0.01"

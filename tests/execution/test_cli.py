@@ -65,6 +65,33 @@ def test_exec_tool_failures_are_nonzero(app, suite_dir, tmp_path):
     assert r.exit_code == 1 and "cannot read" in r.output
 
 
+def test_exec_bad_input_is_a_clear_error_without_traceback(app, suite_dir, tmp_path):
+    """QA: each of these was a Python traceback (or an infra_error) instead of a one-line error."""
+    prog = tmp_path / "p.py"
+    prog.write_text("print(1)\n")
+    notdb = tmp_path / "notdb.sqlite"
+    notdb.write_text("junk")
+    latin1 = tmp_path / "latin1.py"
+    latin1.write_bytes(b"# caf\xe9\nprint(1)\n")
+    cases = [
+        (["tiny-binary", str(prog), "--time-limit", "inf"], "at most"),
+        (["tiny-binary", str(prog), "--time-limit", "1e308"], "at most"),
+        (["tiny-binary", str(prog), "--memory-mb", "99999999999999"], "memory_bytes"),
+        (["tiny-binary", str(prog), "--log", str(tmp_path)], "cannot open the execution log"),
+        (["tiny-binary", str(prog), "--log", str(notdb)], "cannot open the execution log"),
+        (["tiny-binary", str(latin1)], "not UTF-8"),
+        (["tiny-binary", str(tmp_path)], "cannot read the program"),
+        ([str(tmp_path), str(prog)], "not a task folder"),
+    ]
+    for args, msg in cases:
+        r = CliRunner().invoke(app, ["exec", *args, "--tasks-dir", str(suite_dir)])
+        assert r.exit_code == 1 and msg in r.output, (args, r.output)
+        assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
+    assert notdb.read_text() == "junk"  # left alone
+    r = CliRunner().invoke(app, ["exec", "tiny-binary", str(prog), "--tasks-dir", str(tmp_path / "missing")])
+    assert r.exit_code == 1 and "--tasks-dir" in r.output and "not a folder" in r.output
+
+
 def test_sandbox_bench_overhead_only(app):
     require_bwrap()
     r = CliRunner().invoke(app, ["sandbox-bench", "--repeats", "2", "--skip-pool", "--json"])

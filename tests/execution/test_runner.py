@@ -110,6 +110,9 @@ def test_time_limit_of(tiny_task):
     assert time_limit_of(_req(tiny_task, time_limit_s=3)) == 3.0
     with pytest.raises(ValueError, match="must be > 0"):
         time_limit_of(_req(tiny_task, time_limit_s=0))
+    for bad in (float("inf"), float("nan"), 1e308, -1):  # inf was an OverflowError traceback in `wmrl exec`
+        with pytest.raises(ValueError, match="must be > 0 seconds and at most"):
+            time_limit_of(_req(tiny_task, time_limit_s=bad))
 
 
 def test_result_to_dict_is_json_ready(tiny_task):

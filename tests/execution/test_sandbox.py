@@ -54,6 +54,39 @@ def test_parent_dirs_are_made_traversable():
     assert args.index("--dir") < args.index("--ro-bind")
 
 
+def test_parent_dirs_inside_a_writable_mount_are_made_there():
+    """A venv under /tmp (QA: a clone in /tmp/qa-clone): its parents must be made inside the /tmp bind,
+    after it, 0755; before, they were left to bwrap (0700 root) and every execution was an infra_error."""
+    args = sb._with_parent_dirs(["bwrap", "--ro-bind", "/usr", "/usr", "--perms", "1777", "--size", "5",
+                                 "--tmpfs", "/dev/shm", "--bind", "/h/tmp", "/tmp",
+                                 "--ro-bind", "/tmp/a/b/.venv", "/tmp/a/b/.venv"])
+    joined = " ".join(args)
+    assert "--perms 0755 --dir /tmp/a --perms 0755 --dir /tmp/a/b --ro-bind /tmp/a/b/.venv" in joined
+    assert joined.index("--bind /h/tmp /tmp") < joined.index("--dir /tmp/a")
+    assert "--perms 1777 --size 5 --tmpfs /dev/shm" in joined  # modifiers stay attached
+    assert "--dir /usr" not in joined and "--dir /tmp " not in joined + " "
+
+
+def test_interpreter_under_tmp_runs(public):
+    """The program runs when the interpreter's folder lies under /tmp (the sandbox's scratch mount)."""
+    require_bwrap()
+    import shutil
+    import sys
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="wmrl-qa-venv-", dir="/tmp"))
+    try:
+        (base / "env" / "bin").mkdir(parents=True)
+        os.chmod(base / "env", 0o755)
+        os.chmod(base / "env" / "bin", 0o755)
+        py = base / "env" / "bin" / "python"
+        py.symlink_to(os.path.realpath(sys.executable))
+        r = run_program("print('hello')", public, 30, SandboxConfig(python=str(py)))
+        assert r.infra_error == "" and r.exit_code == 0 and "hello" in r.stdout, (r.infra_error, r.stderr)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def test_missing_bwrap_is_refused_with_install_hint():
     cfg = SandboxConfig(bwrap_path="/nonexistent/bwrap")
     with pytest.raises(SandboxUnavailable, match="apt-get install -y bubblewrap"):
@@ -166,6 +199,14 @@ def test_bad_arguments():
         run_program("", "/", 0)
     with pytest.raises(ValueError, match="not a folder"):
         run_program("", "/nonexistent-public", 1)
+    for bad in (float("inf"), float("nan"), 1e308):  # were OverflowError / an infra_error
+        with pytest.raises(ValueError, match="time_limit_s"):
+            run_program("", "/", bad)
+    with pytest.raises(ValueError, match="memory_bytes"):
+        SandboxConfig(memory_bytes=10**20)  # does not fit setrlimit's C long
+    with pytest.raises(ValueError, match="cpu_time_s"):
+        SandboxConfig(cpu_time_s=float("inf"))
+    assert sb._rlimits(SandboxConfig(threads=2**40), 1e6)["RLIMIT_CPU"][1] < 2**63
 
 
 def test_user_namespace_mode_runs(public):

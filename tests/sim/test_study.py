@@ -50,3 +50,27 @@ def test_run_study_writes_tables_and_plots(tmp_path):
 def test_unknown_preset():
     with pytest.raises(ValueError, match="unknown preset"):
         run_study("huge")
+
+
+def test_simulate_bad_flags_are_clear_errors_before_any_run(tmp_path):
+    """QA: `--out FILE` / an uncreatable `--out` were tracebacks; `--margin nan` was accepted."""
+    import typer
+    from typer.testing import CliRunner
+
+    from wmrl.sim import cli as sim_cli
+
+    app = typer.Typer()
+    sim_cli.register(app)
+    app.command(name="noop")(lambda: None)  # two commands, so `simulate` is a subcommand
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    for args, hint in ([["--out", str(afile)], "not a folder"],
+                       [["--out", "/proc/wmrl-nope/x"], "cannot create"],
+                       [["--margin", "nan"], "--margin"],
+                       [["--margin", "-0.5"], "--margin"]):
+        r = CliRunner().invoke(app, ["simulate", "--preset", "small", "--seeds", "1", *args])
+        assert r.exit_code == 2 and hint in r.output, (args, r.output)
+        assert not isinstance(r.exception, (OSError, ValueError)), r.exception
+    assert afile.read_text() == "keep"
+    with pytest.raises(ValueError, match="margin"):
+        run_study("small", out=tmp_path / "o", margin=float("inf"))

@@ -89,6 +89,8 @@ def test_cli_list_show_grade(tasks, tmp_path):
                               "--dir", str(suite_dir), "--json"])
     assert res.exit_code == 0, res.output
     assert 0.0 <= json.loads(res.output)["reward"] <= 1.0
+    res = runner.invoke(app, ["tasks", "stats", "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["total"]["runs"] >= 30 * 24
     bad = tmp_path / "bad.csv"
     bad.write_text("id,survived\n1,died\n")
     res = runner.invoke(app, ["tasks", "grade", "vcdextra-titanicp", str(bad), "--dir", str(suite_dir)])

@@ -103,3 +103,13 @@ def test_write_and_read_leaderboard_roundtrip(tmp_path):
     (tmp_path / "bad.csv").write_text("rank,points\n1,3\n")
     with pytest.raises(lb.LeaderboardError, match="no 'score' column"):
         lb.read_leaderboard(tmp_path / "bad.csv")
+
+
+def test_ties_survive_csv_rounding(tmp_path):
+    score = 0.16900977995110025
+    (tmp_path / "b.csv").write_text(f"rank,score\n1,0.9\n2,{score:.10g}\n")  # an older 10-digit board
+    board = lb.read_leaderboard(tmp_path / "b.csv")
+    assert lb.position(score, board, False) == 2 and lb.position_score(score, board, False) == 0.5
+    board2 = lb.write_leaderboard(tmp_path / "c.csv", [0.9, score], lower_is_better=False)
+    assert list(lb.read_leaderboard(tmp_path / "c.csv")) == list(board2)  # full precision round trip
+    assert lb.position(score * (1 - 1e-6), board, False) == 3  # a real difference is not a tie

@@ -67,8 +67,8 @@ def time_limit_of(request: ExecutionRequest) -> float:
     except (TypeError, ValueError):
         value = math.nan
     if not 0 < value <= MAX_TIME_LIMIT_S:
-        raise ValueError(f"time limit for task {request.task.id!r} must be a number of seconds in "
-                         f"(0, {MAX_TIME_LIMIT_S:g}], got {limit!r}; "
+        raise ValueError(f"time limit for task {request.task.id!r} must be > 0 seconds and at most "
+                         f"{MAX_TIME_LIMIT_S:g} (30 days), got {limit!r}; "
                          "set ExecutionRequest.time_limit_s or the task's time_limit_s")
     return value
 

@@ -454,31 +454,66 @@ def _with_parent_dirs(args: list[str]) -> list[str]:
     """Insert ``--perms 0755 --dir D`` for every missing parent of a mount point.
 
     bwrap creates missing parents as 0700 root-owned folders, which the unprivileged program could
-    not traverse (e.g. ``/root`` above an interpreter installed under ``/root/.pyenv``).
+    not traverse (e.g. ``/root`` above an interpreter installed under ``/root/.pyenv``). Parents
+    outside every mount go before the first mount; parents inside an earlier writable mount (a venv
+    under ``/tmp``, which is the scratch bind) go right before the mount that needs them, so that
+    they are created inside that mount. Parents inside a read-only bind exist already.
     """
-    dests: list[str] = []
+    ops: list[tuple[int, str, str]] = []  # (index in args, option, destination)
     i = 0
     while i < len(args):
         n = _DEST_OPTS.get(args[i])
         if n:
-            dests.append(args[i + n])
+            ops.append((i, args[i], args[i + n]))
             i += n + 1
         else:
             i += 1
-    covered = set(dests)
-    parents: set[str] = set()
-    for d in dests:
-        p = os.path.dirname(d.rstrip("/"))
+    if not ops:
+        return list(args)
+
+    def under(p: str, d: str) -> bool:
+        return p == d or p.startswith(d.rstrip("/") + "/")
+
+    covered = {d for _, _, d in ops}
+    top: set[str] = set()
+    before: dict[int, list[str]] = {}
+    made: set[str] = set()
+    for k, (idx, _opt, dest) in enumerate(ops):
+        chain = []
+        p = os.path.dirname(dest.rstrip("/"))
         while p not in ("/", ""):
-            parents.add(p)
+            chain.append(p)
             p = os.path.dirname(p)
-    needed = sorted((p for p in parents if not any(p == c or p.startswith(c.rstrip("/") + "/") for c in covered)),
-                    key=lambda p: p.count("/"))
-    first = next(i for i, a in enumerate(args) if a in _DEST_OPTS)
-    extra: list[str] = []
-    for p in needed:
-        extra += ["--perms", "0755", "--dir", p]
-    return args[:first] + extra + args[first:]
+        for p in reversed(chain):  # top-down
+            if p in made:
+                continue
+            if not any(under(p, c) for c in covered):
+                top.add(p)
+                made.add(p)
+                continue
+            earlier = [(o, d) for _, o, d in ops[:k] if under(p, d)]
+            if not earlier or p in {d for _, d in earlier}:
+                continue  # a mount point itself, or under a mount that comes later: left to bwrap
+            opt, _ = max(earlier, key=lambda od: od[1].count("/"))  # the innermost earlier mount
+            if opt in ("--bind", "--tmpfs", "--dir"):
+                before.setdefault(idx, []).append(p)
+                made.add(p)
+    def start_of(idx: int) -> int:  # keep "--perms M --size N" attached to the option they modify
+        while idx >= 2 and args[idx - 2] in ("--perms", "--size"):
+            idx -= 2
+        return idx
+
+    before = {start_of(idx): ps for idx, ps in before.items()}
+    out: list[str] = []
+    first = start_of(ops[0][0])
+    for j, a in enumerate(args):
+        if j == first:
+            for p in sorted(top, key=lambda p: p.count("/")):
+                out += ["--perms", "0755", "--dir", p]
+        for p in before.get(j, ()):
+            out += ["--perms", "0755", "--dir", p]
+        out.append(a)
+    return out
 
 
 def _tree_usage(path: Path, byte_cap: int, file_cap: int) -> tuple[int, int]:
@@ -571,7 +606,8 @@ def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float
     """
     config = config or SandboxConfig()
     if not (0 < time_limit_s <= MAX_TIME_LIMIT_S):
-        raise ValueError(f"time_limit_s must be in (0, {MAX_TIME_LIMIT_S:g}] seconds, got {time_limit_s!r}")
+        raise ValueError(f"time_limit_s must be > 0 seconds and at most {MAX_TIME_LIMIT_S:g} (30 days), "
+                         f"got {time_limit_s!r}")
     public = Path(public_dir)
     if not public.is_dir():
         raise ValueError(f"public_dir {public} is not a folder; it must hold train.csv, test.csv, "

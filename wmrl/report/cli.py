@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -21,8 +20,9 @@ def report_cmd(
     from wmrl.report.runs import NotARunDir  # noqa: PLC0415
 
     target = out or (run_dirs[0] / "report.html" if len(run_dirs) == 1 else Path("report.html"))
+    cmd = _command(["report", *map(str, run_dirs)], {"--out": out, "--title": title})
     try:
-        path = write_report(run_dirs, target, title=title, command=_command_line())
+        path = write_report(run_dirs, target, title=title, command=cmd)
     except (NotARunDir, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -62,7 +62,9 @@ def bench_cmd(
         else:
             if p.expected_hours and seeds is None and steps is None:
                 typer.echo(f"preset {p.name}: about {p.expected_hours} h on the machine it was sized for")
-            paths = bench.run_bench(p, target, seeds, steps, ms, set_, command=_command_line())
+            cmd = _command(["bench"], {"--preset": preset, "--out": out, "--seeds": seeds, "--steps": steps,
+                                       "--methods": methods}, [("--set", v) for v in set_])
+            paths = bench.run_bench(p, target, seeds, steps, ms, set_, command=cmd)
     except (bench.BenchError, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -74,13 +76,26 @@ def bench_cmd(
     typer.echo((paths["markdown"]).read_text(encoding="utf-8"))
 
 
-def _command_line() -> str:
-    """The command as typed (``wmrl ...``), quoted so it can be pasted back into a shell."""
-    argv = list(sys.argv)
-    prog = Path(argv[0]).name if argv else "wmrl"
-    if prog in ("__main__.py", "cli.py"):
-        prog = "wmrl"
-    return " ".join([prog, *(shlex.quote(a) for a in argv[1:])])
+#: Environment variables that change what a command reads; the recorded command names them when set.
+_ENV_THAT_MATTERS = ("WMRL_HOME", "WMRL_TASKS_DIR")
+
+
+def _command(words: list[str], options: dict[str, object], repeated: list[tuple[str, str]] = ()) -> str:
+    """The command as a user would type it to repeat this run: ``[ENV=...] wmrl WORDS --opt value ...``.
+
+    Built from the parsed arguments (not ``sys.argv``, which is the test runner's under CliRunner);
+    options left at their defaults are omitted; values are shell-quoted.
+    """
+    import os  # noqa: PLC0415
+
+    env = [f"{k}={shlex.quote(os.environ[k])}" for k in _ENV_THAT_MATTERS if os.environ.get(k)]
+    parts = ["wmrl", *(shlex.quote(w) for w in words)]
+    for k, v in options.items():
+        if v is not None:
+            parts += [k, shlex.quote(str(v))]
+    for k, v in repeated:
+        parts += [k, shlex.quote(str(v))]
+    return " ".join(env + parts)
 
 
 def register(app: typer.Typer) -> None:

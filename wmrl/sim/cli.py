@@ -1,6 +1,7 @@
 """Commands of ``wmrl.sim``. Imports of heavy libraries stay inside the commands."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -27,6 +28,16 @@ def simulate_command(
     console = Console()
     if preset not in PRESETS:
         raise typer.BadParameter(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}", param_hint="--preset")
+    if not (math.isfinite(margin) and margin >= 0):
+        raise typer.BadParameter(f"must be a finite reward margin >= 0 (e.g. 0.01), got {margin!r}",
+                                 param_hint="--margin")
+    if out.exists() and not out.is_dir():
+        raise typer.BadParameter(f"{out} exists and is not a folder; pass a folder for the outputs",
+                                 param_hint="--out")
+    try:  # before simulating, so a bad --out does not cost the whole run
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot create the folder {out}: {exc.strerror or exc}", param_hint="--out")
     with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("sim", total=PRESETS[preset].cfg.steps)

@@ -17,6 +17,7 @@ and PNG plots.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -455,7 +456,7 @@ def run_study(
         progress: optional callable(step, steps).
 
     Raises:
-        ValueError: unknown preset or seeds < 1.
+        ValueError: unknown preset, seeds < 1, or a margin that is negative or not finite.
     """
     if isinstance(preset_name, Preset):
         preset, preset_name = preset_name, "custom"
@@ -463,6 +464,8 @@ def run_study(
         raise ValueError(f"unknown preset {preset_name!r}; choose one of {sorted(PRESETS)}")
     else:
         preset = PRESETS[preset_name]
+    if not (math.isfinite(margin) and margin >= 0):
+        raise ValueError(f"margin must be a finite reward margin >= 0, got {margin!r}")
     if seeds is not None:
         if seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {seeds}")

@@ -63,8 +63,11 @@ def _reference_runs() -> dict[str, float]:
 
 
 def measured_time_limit(task_id: str, fallback: float) -> float:
-    """Execution time limit of a task, seconds: ``max(60, 3 x the slowest reference run's CPU-seconds)``,
+    """Execution time limit of a task, seconds: ``max(60, 10 x the slowest reference run's CPU-seconds)``,
     rounded up to a multiple of 30 s; ``fallback`` when the reference pool was never run.
+
+    The factor 10 leaves room for solutions heavier than the (deliberately cheap) reference pool and for
+    a loaded machine; the floor of 60 s covers interpreter start-up and imports.
 
     CPU-seconds rather than wall seconds because the sandbox runs single-threaded and the wall time of
     the reference runs depends on how loaded the machine was.
@@ -72,7 +75,7 @@ def measured_time_limit(task_id: str, fallback: float) -> float:
     slowest = _reference_runs().get(task_id)
     if slowest is None:
         return float(fallback)
-    return float(max(60, 30 * math.ceil(3 * slowest / 30)))
+    return float(max(60, 30 * math.ceil(10 * slowest / 30)))
 
 
 def prepare_table(d: TaskDef) -> tuple[pd.DataFrame, str]:

@@ -174,6 +174,54 @@ def grade_cmd(
                f"medal {grade.medal or 'none'} | above median {'yes' if grade.above_median else 'no'} | RPG {rpg}")
 
 
+@tasks_app.command("stats")
+def stats_cmd(
+    as_json: bool = typer.Option(False, "--json", help="print JSON for scripts"),
+) -> None:
+    """Measured figures of the committed reference pools: runs, CPU-seconds, memory, board spread."""
+    import numpy as np
+    import pandas as pd
+
+    from wmrl.tasks import leaderboard as lb
+    from wmrl.tasks.build import LEADERBOARD_DIR
+
+    runs_path = LEADERBOARD_DIR / "reference_runs.csv"
+    if not runs_path.is_file():
+        typer.secho(f"no {runs_path}: run 'wmrl tasks build --leaderboards'", fg="red", err=True)
+        raise typer.Exit(2)
+    runs = pd.read_csv(runs_path)
+    rows = []
+    for task_id, g in runs.groupby("task_id"):
+        board_path = LEADERBOARD_DIR / f"{task_id}.csv"
+        board = lb.read_leaderboard(board_path) if board_path.is_file() else np.array([np.nan])
+        rows.append({"task_id": task_id, "runs": int(len(g)), "ok": int((g["status"] == "ok").sum()),
+                     "cpu_s_median": float(g["cpu_s"].median()), "cpu_s_max": float(g["cpu_s"].max()),
+                     "slowest": str(g.loc[g["cpu_s"].idxmax(), "solution"]),
+                     "peak_rss_mb_max": float(g["peak_rss_bytes"].max() / 2**20),
+                     "best": float(board[0]), "median": float(np.median(board)), "worst": float(board[-1])})
+    total = {"runs": int(len(runs)), "ok": int((runs["status"] == "ok").sum()),
+             "cpu_minutes": float(runs["cpu_s"].sum() / 60), "wall_minutes_summed": float(runs["wall_s"].sum() / 60)}
+    if as_json:
+        typer.echo(json.dumps({"tasks": rows, "total": total}, indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="reference pools (CPU-seconds per run; board = raw metric, best first)")
+    for col in ("task", "ok/runs", "cpu s median", "cpu s max", "slowest", "RSS MB max", "best", "median", "worst"):
+        table.add_column(col, no_wrap=True, justify="left" if col in ("task", "slowest") else "right")
+    for r in rows:
+        table.add_row(r["task_id"], f"{r['ok']}/{r['runs']}", f"{r['cpu_s_median']:.2f}", f"{r['cpu_s_max']:.2f}",
+                      r["slowest"], f"{r['peak_rss_mb_max']:.0f}", f"{r['best']:.4g}", f"{r['median']:.4g}",
+                      f"{r['worst']:.4g}")
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 150))
+    console.print(table)
+    console.print(f"total: {total['ok']}/{total['runs']} runs ok, {total['cpu_minutes']:.1f} CPU-minutes, "
+                  f"{total['wall_minutes_summed']:.1f} wall-minutes summed over runs")
+
+
 def register(app: typer.Typer) -> None:
     """Add this package's commands to the top-level ``wmrl`` app (the ``tasks`` sub-app)."""
     app.add_typer(tasks_app, name="tasks")

@@ -39,7 +39,7 @@ class TaskDef:
         prepare: optional function applied to the raw table (derive the target, parse dates, ...).
         leak_note: why columns were removed (goes into the description).
         time_limit_s: fallback wall-clock limit of one solution execution, seconds; the build uses
-            :func:`wmrl.tasks.build.measured_time_limit` (3x the slowest reference solution's
+            :func:`wmrl.tasks.build.measured_time_limit` (10x the slowest reference solution's
             CPU-seconds, at least 60 s) once the reference pool has been run.
         test_fraction: share of rows held out as the test set.
     """
@@ -117,7 +117,7 @@ def _seattle(df: pd.DataFrame) -> pd.DataFrame:
     date = pd.to_datetime(df["date"])
     df.insert(0, "year", date.dt.year)
     df.insert(1, "month", date.dt.month)
-    df.insert(2, "day_of_year", date.dt.dayofyear)
+    df.insert(2, "day_of_year", date.dt.day_of_year)
     df["weather"] = df["weather"].astype(str)
     return df.drop(columns=["date"])
 
@@ -142,7 +142,7 @@ def _hotel(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     d = pd.to_datetime(df["arrival_date"])
     df.insert(df.columns.get_loc("arrival_date"), "arrival_month", d.dt.month)
-    df.insert(df.columns.get_loc("arrival_date"), "arrival_weekday", d.dt.dayofweek)
+    df.insert(df.columns.get_loc("arrival_date"), "arrival_weekday", d.dt.day_of_week)
     return df.drop(columns=["arrival_date"])
 
 
@@ -212,7 +212,7 @@ TASK_DEFS: tuple[TaskDef, ...] = (
             target="survived", type="binary", metric="accuracy", split="train", classes=("died", "survived"),
             row="one passenger of the Titanic, with class, sex, age and family aboard", time_limit_s=60),
     TaskDef("modeldata-taxi", "Chicago taxi tips", **_r("modeldata", "taxi"),
-            target="tip", type="binary", metric="log_loss", split="heldout", classes=("no", "yes"),
+            target="tip", type="binary", metric="roc_auc", split="heldout", classes=("no", "yes"),
             row="one Chicago taxi trip, with distance, company, day and hour", time_limit_s=90),
     TaskDef("statsmodels-fair", "Extramarital affairs survey", source="statsmodels:fair",
             license="Used with express permission from the original author (Fair 1978), statsmodels data set",

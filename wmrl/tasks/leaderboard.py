@@ -6,6 +6,8 @@ is read off the order: a board whose first score is below its last is lower-is-b
 
 Formulas (DESIGN.md §5):
 
+Scores within a relative 1e-9 (:data:`TIE_RTOL`) of a board entry count as ties.
+
 * **Position score** (MLE-Dojo, the "leaderboard percentile" reward): with N scores sorted best-first,
   ``position`` = the first 1-based index whose score the submission is at least as good as
   (N + 1 if it is worse than all); position score = (N - position + 1) / N, in [0, 1].
@@ -73,7 +75,7 @@ def write_leaderboard(path: Path, scores: Sequence[float], lower_is_better: bool
     arr = arr[order]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({"rank": np.arange(1, arr.size + 1), "score": arr}).to_csv(path, index=False, float_format="%.10g")
+    pd.DataFrame({"rank": np.arange(1, arr.size + 1), "score": arr}).to_csv(path, index=False)
     return arr
 
 
@@ -85,8 +87,14 @@ def infer_lower_is_better(board: Sequence[float], default: bool) -> bool:
     return bool(b[0] < b[-1])
 
 
+#: Relative tolerance under which two scores count as tied (a board written with 10 significant
+#: digits must still rank a re-graded identical solution at its own position).
+TIE_RTOL = 1e-9
+
+
 def _at_least_as_good(score: float, other: np.ndarray, lower_is_better: bool) -> np.ndarray:
-    return score <= other if lower_is_better else score >= other
+    tol = TIE_RTOL * np.maximum(1.0, np.abs(other))
+    return score <= other + tol if lower_is_better else score >= other - tol
 
 
 def position(score: float, board: Sequence[float], lower_is_better: bool) -> int:
