@@ -87,6 +87,12 @@ def test_exec_bad_input_is_a_clear_error_without_traceback(app, suite_dir, tmp_p
         r = CliRunner().invoke(app, ["exec", *args, "--tasks-dir", str(suite_dir)])
         assert r.exit_code == 1 and msg in r.output, (args, r.output)
         assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
+    import os
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)  # reading it would block forever
+    for path in (fifo, "/dev/zero"):  # /dev/zero would fill memory
+        r = CliRunner().invoke(app, ["exec", "tiny-binary", str(path), "--tasks-dir", str(suite_dir)])
+        assert r.exit_code == 1 and "not a regular file" in r.output, r.output
     assert notdb.read_text() == "junk"  # left alone
     r = CliRunner().invoke(app, ["exec", "tiny-binary", str(prog), "--tasks-dir", str(tmp_path / "missing")])
     assert r.exit_code == 1 and "--tasks-dir" in r.output and "not a folder" in r.output
@@ -99,3 +105,14 @@ def test_sandbox_bench_overhead_only(app):
     report = json.loads(r.stdout.strip().splitlines()[-1])
     assert set(report["overhead"]) >= {"plain", "rlimit", "bwrap", "bwrap_minus_plain_median_s"}
     assert report["overhead"]["bwrap"]["n"] == 2
+
+
+def test_sandbox_bench_bad_flags_fail_fast(app, tmp_path):
+    """QA: --concurrency 0 was a ValueError traceback after the overhead runs; a bad --task/--tasks-dir
+    was reported only after them; --solutions 0 printed an empty table."""
+    for args, msg in ([["--concurrency", "0"], "--concurrency"], [["--concurrency", ","], "--concurrency"],
+                      [["--solutions", "0"], "--solutions"],
+                      [["--tasks-dir", str(tmp_path / "missing")], "not a folder"]):
+        r = CliRunner().invoke(app, ["sandbox-bench", "--repeats", "1", *args])
+        assert r.exit_code == 1 and msg in r.output, (args, r.output)
+        assert "sandbox overhead" not in r.output  # nothing was measured

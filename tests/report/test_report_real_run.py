@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from wmrl.cli import app
+from wmrl.report.plots import ledger_breakdown
 from wmrl.report.runs import load_run
 
 pytestmark = pytest.mark.slow
@@ -26,6 +27,8 @@ def test_report_from_real_runs(real_runs, tmp_path):
     assert [r.method for r in runs] == ["grpo", "wmrl"]
     assert all(r.finished and list(r.metrics["step"]) == [1, 2] for r in runs)
     assert runs[1].calibration, "wmrl writes calibration records"
+    for r in runs:  # the ledger parts add up to the training compute (nested phases counted once)
+        assert sum(ledger_breakdown(r).values()) == pytest.approx(r.totals()["train_compute_cpu_s"], rel=1e-6)
     out = tmp_path / "r.html"
     res = CliRunner().invoke(app, ["report", *map(str, real_runs), "--out", str(out)])
     assert res.exit_code == 0, res.output

@@ -64,6 +64,8 @@ def exec_command(
     from wmrl.execution.sandbox import SandboxConfig, SandboxUnavailable
     from wmrl.execution.types import ExecutionRequest, ExecutionStatus
 
+    if program.exists() and not program.is_file():  # a FIFO or /dev/zero would hang or fill memory
+        _fail(f"cannot read the program {program}: not a regular file; pass a Python source file")
     try:
         source = program.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -167,7 +169,26 @@ def sandbox_bench_command(
     try:
         levels = [int(x) for x in concurrency.split(",") if x.strip()]
     except ValueError:
-        _fail(f"--concurrency must be comma-separated integers like '1,2', got {concurrency!r}")
+        levels = []
+    if not skip_pool and (not levels or min(levels) < 1):
+        _fail(f"--concurrency must be comma-separated integers >= 1 like '1,2', got {concurrency!r}")
+    if not skip_pool and solutions < 1:
+        _fail(f"--solutions must be >= 1, got {solutions}")
+    task = None
+    if not skip_pool:  # resolve the task first: a typo must not cost the overhead measurement
+        try:
+            if task_id is not None:
+                task = _load_task(task_id, tasks_dir)
+            else:
+                from wmrl.tasks.loader import TaskSuite, default_suite
+
+                if tasks_dir is not None and not tasks_dir.is_dir():
+                    raise FileNotFoundError(f"--tasks-dir {tasks_dir} is not a folder; pass the folder that "
+                                            "'wmrl tasks build --out DIR' wrote")
+                suite = TaskSuite(tasks_dir) if tasks_dir is not None else default_suite()
+                task = min(suite.tasks("train"), key=lambda x: (x.n_rows or 10**12, x.id))
+        except (KeyError, FileNotFoundError, ValueError) as exc:
+            _fail(str(exc).strip('"'))
     try:
         timings = sandbox_overhead(repeats)
     except (SandboxUnavailable, ValueError) as exc:
@@ -189,16 +210,6 @@ def sandbox_bench_command(
     if not skip_pool:
         from wmrl.tasks.reference import reference_programs
 
-        try:
-            if task_id is not None:
-                task = _load_task(task_id, tasks_dir)
-            else:
-                from wmrl.tasks.loader import TaskSuite, default_suite
-
-                suite = TaskSuite(tasks_dir) if tasks_dir is not None else default_suite()
-                task = min(suite.tasks("train"), key=lambda x: (x.n_rows or 10**12, x.id))
-        except (KeyError, FileNotFoundError, ValueError) as exc:
-            _fail(str(exc).strip('"'))
         progs = reference_programs(task)
         step = max(1, len(progs) // max(1, solutions))
         chosen = progs[::step][:solutions]

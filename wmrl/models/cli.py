@@ -77,6 +77,22 @@ def _train_tasks(ids: Optional[str], tasks_dir: Optional[Path], split: str = "tr
     return tasks
 
 
+def _mean(xs: list[Any]) -> float:
+    """Mean of ``xs``; NaN when empty or when any value is None / NaN."""
+    if not xs or any(x is None or (isinstance(x, float) and math.isnan(x)) for x in xs):
+        return float("nan")
+    return float(sum(xs) / len(xs))
+
+
+def _console() -> Any:
+    """A rich console, 150 columns wide when the output is not a terminal (logs, docs)."""
+    import sys
+
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=150)
+
+
 def _fmt(x: Any, digits: int = 3) -> str:
     if x is None:
         return "-"
@@ -119,7 +135,7 @@ def scaffolds_cmd(
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLD_NAMES, get_scaffold
     from wmrl.models.warmup import collect_warmup
 
-    console = Console()
+    console = _console()
     names = list(scaffold or SCAFFOLD_NAMES)
     task_list = _train_tasks(tasks, tasks_dir)
     m, tok = _backbone(model, seed)
@@ -144,8 +160,9 @@ def scaffolds_cmd(
                 "well_formed": sum(bool(r["meta"].get("valid")) for r in recs) / n if n else float("nan"),
                 "valid_program_rate": len(ok) / counted if counted else float("nan"),
                 "infra_errors": infra,
+                # program failures get the failure reward (0); NaN when a task has no leaderboard
                 "mean_reward_valid": sum(rewards) / len(rewards) if rewards else float("nan"),
-                "mean_reward_all": (sum(rewards) / counted) if counted else float("nan"),
+                "mean_reward_all": _mean([r["reward"] for r in recs if r["status"] != "infra_error"]),
                 "gen_s_per_sample": sum(r["meta"]["gen_seconds_per_sample"] for r in recs) / n if n else float("nan"),
                 "exec_s_per_sample": sum(r["wall_s"] for r in recs) / n if n else float("nan"),
                 "statuses": {s: sum(r["status"] == s for r in recs) for s in sorted({r["status"] for r in recs})},
@@ -203,7 +220,7 @@ def warmup_cmd(
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD
     from wmrl.models.warmup import collect_warmup
 
-    console = Console()
+    console = _console()
     task_list = _train_tasks(tasks, tasks_dir)
     m, tok = _backbone(model, seed)
     policy = Policy(m, tok)
@@ -272,7 +289,7 @@ def fit_cmd(
     from wmrl.models.types import LoraSettings
     from wmrl.models.world_model import RegressionWorldModel, calibration_plot
 
-    console = Console()
+    console = _console()
     if not log.is_file():
         raise typer.BadParameter(f"{log} does not exist; collect a corpus with 'wmrl wm warmup --log {log}'",
                                  param_hint="--log")
@@ -316,7 +333,7 @@ def eval_cmd(
     from wmrl.execution.log import ExecutionLog
     from wmrl.models.world_model import RegressionWorldModel, calibration_plot, examples_from_records, world_model_metrics
 
-    console = Console()
+    console = _console()
     examples, counts = examples_from_records(ExecutionLog(log).records())
     if not examples:
         raise typer.BadParameter(f"no usable trajectory in {log} ({counts})", param_hint="--log")
@@ -359,7 +376,7 @@ def bench_cmd(
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
     from wmrl.models.world_model import RegressionWorldModel
 
-    console = Console()
+    console = _console()
     task_list = _train_tasks(tasks, tasks_dir)
     if not tasks:
         task_list = task_list[:2]

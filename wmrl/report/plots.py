@@ -258,7 +258,8 @@ def fig_alpha_noise(runs: Sequence[RunData], labels: Sequence[str] | None = None
 def ledger_breakdown(run: RunData) -> dict[str, float]:
     """Training compute of one run split into parts, in CPU-seconds (from ``ledger.json``).
 
-    Parts: ``setup``, ``warm-up (trainer)``, ``WM fit`` and other non-eval phases; the trainer stages
+    Parts: ``setup`` (without the warm-up and world-model fit the trainer times inside it),
+    ``warm-up (trainer)``, ``WM fit`` and other non-eval phases; the trainer stages
     in ``STAGES_SHOWN`` plus ``other stages``; ``other trainer CPU`` (trainer-process CPU outside any
     timed stage or phase, e.g. model loading and threads); ``sandbox: warm-up`` and
     ``sandbox: anchors`` (summed ``cpu_s`` of those executions). Evaluation is not training
@@ -268,11 +269,15 @@ def ledger_breakdown(run: RunData) -> dict[str, float]:
     led = run.ledger or {}
     out: dict[str, float] = {}
     labels = {"setup": "setup", "warmup": "warm-up (trainer)", "wm_fit": "WM fit"}
+    phases = {k: float((v or {}).get("cpu_s") or 0.0) for k, v in (led.get("phases") or {}).items()}
+    nested = phases.get("warmup", 0.0) + phases.get("wm_fit", 0.0)
+    if "setup" in phases and nested and phases["setup"] >= nested - 1e-6:
+        # The trainer times warm-up and world-model fit inside its set-up phase: count them once.
+        phases["setup"] -= nested
     timed = 0.0
-    for key, rec in (led.get("phases") or {}).items():
+    for key, v in phases.items():
         if key == "eval":
             continue
-        v = float((rec or {}).get("cpu_s") or 0.0)
         timed += v
         if v:
             lab = labels.get(key, key)
@@ -301,7 +306,7 @@ def ledger_breakdown(run: RunData) -> dict[str, float]:
         rest = float(total) - timed - sandbox
         if rest > 1e-6:
             out["other trainer CPU"] = rest
-    return out
+    return {k: v for k, v in out.items() if v > 0.0}
 
 
 def fig_ledger(runs: Sequence[RunData], labels: Sequence[str] | None = None) -> Any | None:

@@ -377,13 +377,19 @@ def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path)
         except json.JSONDecodeError:
             old = {}
     cfg0 = runs[0].config
+    # Several invocations on one folder (e.g. first `--methods grpo,wmrl --seeds 2`, then the rest) add up.
+    planned = {r["run_dir"]: r for r in old.get("runs", [])}
+    for r in runs:
+        planned[str(r.run_dir)] = {"method": r.method, "seed": r.seed, "run_dir": str(r.run_dir)}
+    order = {m: i for i, m in enumerate(METHODS)}
+    all_runs = sorted(planned.values(), key=lambda r: (r["seed"], order.get(r["method"], 99)))
     return {
         "preset": preset.name,
         "preset_path": str(preset.path) if preset.path else None,
         "description": preset.description,
         "backbone_note": preset.backbone_note,
-        "methods": list(dict.fromkeys(r.method for r in runs)),
-        "seeds": sorted({r.seed for r in runs}),
+        "methods": sorted({r["method"] for r in all_runs}, key=lambda m: order.get(m, 99)),
+        "seeds": sorted({r["seed"] for r in all_runs}),
         "steps": cfg0.optim.steps,
         "model": cfg0.model.name,
         "scaffold": cfg0.scaffold.name,
@@ -395,7 +401,7 @@ def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path)
         "commands": list(dict.fromkeys((old.get("commands") or []) + ([command] if command else []))),
         "machine": machine_info(),
         "started_at": old.get("started_at") or _now(),
-        "runs": [{"method": r.method, "seed": r.seed, "run_dir": str(r.run_dir)} for r in runs],
+        "runs": all_runs,
     }
 
 
@@ -411,7 +417,8 @@ def collect(out: str | Path) -> pd.DataFrame:
     policy, step 0, when the run made one), ``train_executions`` (anchor + warm-up executions),
     ``train_sandbox_cpu_s`` (CPU-seconds of those executions), ``train_compute_cpu_s`` (trainer CPU +
     training sandbox CPU), ``eval_compute_cpu_s``, ``total_cpu_s`` (train + eval compute),
-    ``wall_s`` (the run's wall seconds, evaluation included), ``steps``, ``anchor_fraction``.
+    ``wall_s`` (the run's wall seconds, evaluation included), ``steps``, ``anchor_fraction``, and the
+    per-unit costs of :func:`_unit_costs` (to tell work from measurement noise on a shared machine).
     Unfinished runs are left out (they appear in :func:`missing_runs`).
     """
     from wmrl.report.runs import load_run, train_executions  # noqa: PLC0415
@@ -447,15 +454,48 @@ def collect(out: str | Path) -> pd.DataFrame:
             "wall_s": tot.get("wall_s"),
             "steps": int(run.metrics["step"].max()) if not run.metrics.empty else 0,
             "anchor_fraction": ((run.ledger or {}).get("groups") or {}).get("anchor_fraction"),
+            **_unit_costs(run),
         })
     cols = ["method", "seed", "heldout_percentile", "initial_percentile", "heldout_valid_rate", "heldout_samples", "train_executions",
             "train_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s", "total_cpu_s", "wall_s",
-            "steps", "anchor_fraction"]
+            "steps", "anchor_fraction", "train_samples", "gen_cpu_s_per_sample", "sandbox_cpu_s_per_execution",
+            "update_cpu_s_per_step"]
     df = pd.DataFrame(rows, columns=cols)
     order = {m: i for i, m in enumerate(METHODS)}
     if not df.empty:
         df = df.sort_values(["method", "seed"], key=lambda s: s.map(order) if s.name == "method" else s)
     return df.reset_index(drop=True)
+
+
+def _unit_costs(run: Any) -> dict[str, float | int | None]:
+    """Per-unit costs of one run, from its ledger and metrics.
+
+    ``train_samples``: trajectories generated for training (steps plus warm-up corpus).
+    ``gen_cpu_s_per_sample``: trainer CPU-seconds of the ``generate`` stage and the ``warmup`` phase
+    per training trajectory (the warm-up phase is generation plus waiting for its executions).
+    ``sandbox_cpu_s_per_execution``: sandbox CPU-seconds per training execution.
+    ``update_cpu_s_per_step``: trainer CPU-seconds of the policy update per step.
+    On an oversubscribed machine the trainer's CPU-seconds per unit of work grow with the load
+    (threads waiting for a core), so comparing these across runs shows how much of a compute
+    difference is work and how much is measurement.
+    """
+    led = run.ledger or {}
+    stages, phases, ex = led.get("stages") or {}, led.get("phases") or {}, led.get("executions") or {}
+    m = run.metrics
+    n_steps = int(m["step"].max()) if not m.empty and "step" in m else 0
+    warm_n = int((ex.get("warmup") or {}).get("count") or 0)
+    samples = int(pd.to_numeric(m.get("n_samples"), errors="coerce").sum()) if "n_samples" in m else 0
+    samples += warm_n
+    gen = float((stages.get("generate") or {}).get("cpu_s") or 0.0) + float((phases.get("warmup") or {}).get("cpu_s") or 0.0)
+    n_exec = sum(int((ex.get(k) or {}).get("count") or 0) for k in ("anchor", "warmup"))
+    sbx = sum(float((ex.get(k) or {}).get("sandbox_cpu_s") or 0.0) for k in ("anchor", "warmup"))
+    upd = float((stages.get("update") or {}).get("cpu_s") or 0.0)
+    return {
+        "train_samples": samples,
+        "gen_cpu_s_per_sample": gen / samples if samples else None,
+        "sandbox_cpu_s_per_execution": sbx / n_exec if n_exec else None,
+        "update_cpu_s_per_step": upd / n_steps if n_steps else None,
+    }
 
 
 def missing_runs(out: str | Path) -> list[str]:
