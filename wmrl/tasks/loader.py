@@ -307,6 +307,10 @@ def _load_mledojo(root: Path) -> Task:
 def load_task(path: Path | str) -> Task:
     """Load one task folder of any supported layout (wmrl, prepared MLE-bench, prepared MLE-Dojo).
 
+    A folder without any leaderboard loads fine, but its :attr:`~wmrl.tasks.spec.Task.has_leaderboard`
+    is False and grading gives ``reward = NaN`` (only the raw score); refuse such a task for training
+    or evaluation.
+
     Raises:
         TaskFormatError: the folder is not a task in any layout, or its metadata is inconsistent;
             the message names the folder and what is missing.
@@ -329,6 +333,10 @@ class TaskSuite:
     """All task folders directly under ``root`` (any layout), in id order.
 
     Implements the ``TaskSource`` protocol of :mod:`wmrl.interfaces`. Tasks are loaded once, lazily.
+
+    A task folder without any leaderboard is still listed (its submissions can be scored, which the
+    leaderboard rebuild needs), but grading it gives ``reward = NaN``: a trainer or evaluator should
+    skip or refuse tasks whose :attr:`~wmrl.tasks.spec.Task.has_leaderboard` is False.
     """
 
     def __init__(self, root: Path | str):
@@ -337,6 +345,9 @@ class TaskSuite:
 
     def _load(self) -> dict[str, Task]:
         if self._tasks is None:
+            if self.root.exists() and not self.root.is_dir():
+                raise SuiteNotBuilt(f"task directory {self.root} is not a folder (it is a file); give the folder "
+                                    "the suite was built into (wmrl tasks build --out DIR)")
             if not self.root.is_dir():
                 raise SuiteNotBuilt(f"task directory {self.root} does not exist; build the suite with "
                                     f"'wmrl tasks build --out {self.root}'")

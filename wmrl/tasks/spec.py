@@ -80,6 +80,15 @@ class Task:
     title: str = ""
 
     @property
+    def has_leaderboard(self) -> bool:
+        """True when the task has at least one leaderboard, so that grading yields a reward.
+
+        Without one, :func:`wmrl.tasks.grading.grade_submission` still returns the raw score but the
+        reward is NaN; a trainer or evaluator should refuse such a task.
+        """
+        return len(self.leaderboard_paths) > 0
+
+    @property
     def train_path(self) -> Path:
         """``public/train.csv`` (features and target)."""
         return self.public_dir / "train.csv"
