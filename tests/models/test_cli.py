@@ -40,7 +40,7 @@ def test_wm_fit_and_eval_on_a_log(tmp_path, task_factory):
     _write_log(logp, task_factory)
     out = tmp_path / "wm"
     r = runner.invoke(app, ["wm", "fit", "--log", str(logp), "--out", str(out), "--model", "tiny",
-                            "--epochs", "3", "--lr", "2e-3", "--head-lr", "3e-2", "--lora-r", "4"])
+                            "--epochs", "3", "--lr", "2e-3", "--lora-r", "4"])
     assert r.exit_code == 0, r.output
     assert "held-out metrics" in r.output and "Spearman" in r.output
     assert (out / "calibration.png").stat().st_size > 1000

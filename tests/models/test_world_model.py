@@ -73,7 +73,7 @@ def test_fit_predict_save_load_and_shared_backbone(tiny, tmp_path):
     assert wm.peft_model is pol.peft_model
     assert sum(p.numel() for n, p in pol.model.named_parameters() if "lora_" not in n) == n_base
     policy_before = [p.detach().clone() for p in pol.trainable_parameters()]
-    res = wm.fit(_records(), epochs=4, lr=2e-3, batch_size=8, heldout_fraction=0.25, seed=0, head_lr=3e-2)
+    res = wm.fit(_records(), epochs=4, lr=2e-3, batch_size=8, heldout_fraction=0.25, seed=0)
     assert res["n_train"] == 36 and res["n_heldout"] == 12
     assert res["heldout"]["spearman"] > 0.5, res["heldout"]
     assert res["heldout"]["mae"] < 0.2
@@ -101,7 +101,7 @@ def test_head_only_variant(tiny):
 
     model, tok = tiny_backbone(seed=1)
     wm = RegressionWorldModel(model, tok, lora=None)
-    res = wm.fit(_records(seed=1), epochs=2, batch_size=8, heldout_fraction=0.25, seed=0, head_lr=1e-2)
+    res = wm.fit(_records(seed=1), epochs=2, batch_size=8, heldout_fraction=0.25, seed=0)
     assert res["heldout"]["spearman"] > 0.3
     assert not any(p.requires_grad for p in model.parameters())
 

@@ -1,9 +1,12 @@
 """The regression world model: the agent's backbone + its own LoRA adapter + a scalar reward head.
 
-``r_hat = sigmoid(w . [h_last ; h_mean] + b)`` in [0, 1], where ``h_last`` is the final-layer
-hidden state (after the final norm) of the last token of ``prompt + "\\n" + completion`` and
-``h_mean`` the mean over its tokens. The target is the executed reward (leaderboard percentile,
-DESIGN.md §5); the loss is the mean squared error. The backbone is the same base model object as
+``r_hat = clip(w . (f - mu) / sd + b, 0, 1)`` with ``f = [h_last ; h_mean]``: ``h_last`` is the
+final-layer hidden state (after the final norm) of the last token of the world model's input text
+(prompt, a separator, completion) and ``h_mean`` the mean over its tokens; ``mu``/``sd`` standardise
+the features with training-split statistics. The target is the executed reward (leaderboard
+percentile, DESIGN.md §5); the loss is the mean squared error (unclipped output). Fitting first
+solves the head in closed form (ridge regression, penalty chosen by group K-fold), then, with an
+adapter, fine-tunes LoRA and head jointly by AdamW. The backbone is the same base model object as
 the policy's: the world model adds a second named LoRA adapter (``"world_model"``) to the shared
 peft wrapper (see :mod:`wmrl.models.adapters`), so no second copy of the weights is held. With
 ``lora=None`` the backbone stays frozen and only the head is trained (fast on CPU: features are
@@ -130,6 +133,64 @@ def split_by_group(groups: Sequence[Hashable], heldout_fraction: float, seed: in
     return train_idx, held_idx
 
 
+class RewardHead(torch.nn.Module):
+    """Linear reward head on standardised features: ``w . (f - mu) / sd + b`` (unclipped).
+
+    ``mu`` and ``sd`` ([D] float32 buffers) are set from the training features at the first fit
+    (``sd`` floored at 1e-6), so the head sees unit-scale inputs whatever the backbone's hidden
+    state magnitudes (SmolLM2's reach |h| ~ 37). Predictions are clipped to [0, 1] by the world
+    model, not here, so that the training loss keeps its gradient outside the range.
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(dim, 1)
+        torch.nn.init.zeros_(self.linear.weight)
+        torch.nn.init.zeros_(self.linear.bias)
+        self.register_buffer("mu", torch.zeros(dim))
+        self.register_buffer("sd", torch.ones(dim))
+
+    def standardise(self, feats: torch.Tensor) -> torch.Tensor:
+        """[B, D] -> [B, D] standardised features."""
+        return (feats - self.mu) / self.sd
+
+    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+        """[B, D] features -> [B] unclipped reward predictions."""
+        return self.linear(self.standardise(feats)).squeeze(-1)
+
+
+def ridge_fit(Z: np.ndarray, y: np.ndarray, groups: Sequence[Hashable], alphas: Sequence[float] = (1.0, 10.0, 100.0, 1000.0),
+              seed: int = 0) -> tuple[np.ndarray, float, float]:
+    """Closed-form ridge regression of ``y`` on standardised features ``Z``, alpha by group K-fold.
+
+    Args:
+        Z: [N, D] standardised features; y: [N] rewards; groups: N group keys (folds never split a
+            group, so the chosen alpha is the one that generalises to unseen groups).
+        alphas: candidate L2 penalties (sklearn ``Ridge`` convention: ``||y - Zw - b||^2 + alpha ||w||^2``).
+
+    Returns:
+        ``(w [D], b, alpha)``.
+    """
+    from sklearn.linear_model import Ridge
+    from sklearn.model_selection import GroupKFold
+
+    keys = [repr(g) for g in groups]
+    n_groups = len(set(keys))
+    best = (float("inf"), alphas[0])
+    if n_groups >= 3 and len(alphas) > 1:
+        cv = GroupKFold(n_splits=min(5, n_groups))
+        for a in alphas:
+            err = 0.0
+            for tr, te in cv.split(Z, y, keys):
+                r = Ridge(alpha=a).fit(Z[tr], y[tr])
+                err += float(((r.predict(Z[te]) - y[te]) ** 2).sum())
+            if err < best[0]:
+                best = (err, a)
+    alpha = best[1]
+    r = Ridge(alpha=alpha).fit(Z, y)
+    return np.asarray(r.coef_, dtype=np.float64), float(r.intercept_), float(alpha)
+
+
 class RegressionWorldModel:
     """Predicts the reward of a (prompt, completion) trajectory without executing it.
 
@@ -142,7 +203,7 @@ class RegressionWorldModel:
             program and the end of the prompt).
         batch_size: rows per forward pass in :meth:`predict`.
 
-    The head output is ``sigmoid(linear)``, so predictions are always in [0, 1].
+    The head is linear and unconstrained for training; :meth:`predict` clips to [0, 1].
     """
 
     def __init__(
@@ -172,9 +233,7 @@ class RegressionWorldModel:
                 p.requires_grad_(False)
         hidden = int(self._base.config.hidden_size)
         dev = next(self._base.parameters()).device
-        self.head = torch.nn.Linear(2 * hidden, 1).to(dev)
-        torch.nn.init.normal_(self.head.weight, std=0.01)
-        torch.nn.init.zeros_(self.head.bias)
+        self.head = RewardHead(2 * hidden).to(dev)
         self.history: list[dict[str, float]] = []
 
     # ---------------------------------------------------------------- forward
@@ -218,16 +277,21 @@ class RegressionWorldModel:
         mean = (h * m).sum(1) / m.sum(1).clamp(min=1.0)
         return torch.cat([last, mean], dim=-1)
 
-    def _predict_features(self, feats: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(self.head(feats).squeeze(-1))
-
     def forward(self, prompts: Sequence[str], completions: Sequence[str]) -> torch.Tensor:
-        """[B] float32 predicted rewards in [0, 1], with grad (for training)."""
-        return self._predict_features(self._features(self._encode(prompts, completions)))
+        """[B] float32 unclipped reward predictions, with grad (for training)."""
+        return self.head(self._features(self._encode(prompts, completions)))
+
+    @torch.no_grad()
+    def features(self, prompts: Sequence[str], completions: Sequence[str]) -> torch.Tensor:
+        """[N, 2H] float32 pooled features (no grad), ``batch_size`` rows per forward pass."""
+        out = []
+        for s in range(0, len(prompts), self.batch_size):
+            out.append(self._features(self._encode(prompts[s:s + self.batch_size], completions[s:s + self.batch_size])))
+        return torch.cat(out) if out else torch.zeros((0, self.head.mu.shape[0]))
 
     @torch.no_grad()
     def predict(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
-        """Predicted rewards for N trajectories, float64 array [N] in [0, 1]; batched, no grad.
+        """Predicted rewards for N trajectories, float64 array [N] clipped to [0, 1]; batched, no grad.
 
         Inputs are sorted by length and run ``batch_size`` at a time to limit padding.
 
@@ -245,12 +309,12 @@ class RegressionWorldModel:
             idx = order[s:s + self.batch_size]
             r = self.forward([prompts[i] for i in idx], [completions[i] for i in idx])
             out[idx] = r.detach().cpu().double().numpy()
-        return out
+        return np.clip(out, 0.0, 1.0)
 
     # ---------------------------------------------------------------- training
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         """The head's parameters, plus this world model's LoRA weights when it has an adapter."""
-        params = list(self.head.parameters())
+        params = list(self.head.linear.parameters())
         if self.lora is not None:
             adapters.activate(self.peft_model, self.adapter_name)
             params += adapters.adapter_parameters(self.peft_model, self.adapter_name)
@@ -265,16 +329,21 @@ class RegressionWorldModel:
         heldout_fraction: float = 0.2,
         seed: int = 0,
         *,
-        head_lr: float = 3e-3,
+        head_lr: float = 1e-3,
         log_every: int = 0,
         time_budget_s: float | None = None,
     ) -> dict[str, Any]:
-        """Fit adapter and head on executed trajectories by mean squared error (AdamW).
+        """Fit the head (ridge, closed form) and then adapter + head (AdamW) by mean squared error.
+
+        Step 1 computes the pooled features of the training split (no grad), sets the
+        standardisation statistics on the first fit, and solves the head by ridge regression with
+        the penalty chosen by group K-fold among 1, 10, 100, 1000. Step 2 (only with a LoRA adapter)
+        runs ``epochs`` passes of AdamW over adapter and head, keeping the ridge penalty on ``w``.
 
         Args:
             records: execution-log rows (see the module docstring) or :class:`WorldModelExample`
                 dicts (``prompt``, ``completion``, ``reward``, ``group``).
-            epochs: passes over the training split.
+            epochs: passes over the training split in step 2 (ignored without an adapter).
             lr: AdamW learning rate of the LoRA weights; ``head_lr`` that of the head.
             batch_size: trajectories per gradient step.
             heldout_fraction: fraction of *groups* held out for the metrics (0 = none).
@@ -285,7 +354,8 @@ class RegressionWorldModel:
 
         Returns:
             dict with ``n_train``, ``n_heldout``, ``skipped`` counts, ``train_seconds``,
-            ``steps``, ``train_loss`` (last epoch mean MSE), ``train`` metrics and ``heldout``
+            ``steps``, ``train_loss`` (last epoch mean MSE), ``ridge_alpha``, ``ridge_train_mse``,
+            ``train`` metrics and ``heldout``
             metrics (:func:`world_model_metrics`; absent when nothing is held out), and the held-out
             ``heldout_pred`` / ``heldout_true`` lists (for the calibration plot).
 
@@ -309,39 +379,48 @@ class RegressionWorldModel:
         train = [examples[i] for i in train_idx]
         held = [examples[i] for i in held_idx]
         rewards = np.array([e["reward"] for e in train], dtype=np.float64)
-        if not self.history:  # first fit: start at the mean training reward (refits continue)
-            with torch.no_grad():
-                m = float(np.clip(rewards.mean(), 1e-3, 1 - 1e-3))
-                self.head.bias.fill_(math.log(m / (1 - m)))
         rng = random.Random(seed)
         t0 = time.perf_counter()
         step = 0
         last_epoch_loss = float("nan")
         stopped = False
-        if self.lora is None:
-            train_loss = self._fit_head_only(train, epochs, head_lr, batch_size, rng, time_budget_s)
-            step = train_loss.pop("steps")
-            last_epoch_loss = train_loss["loss"]
-        else:
+        # 1) features of the training split under the current backbone/adapter; standardisation
+        #    statistics (first fit only) and a closed-form ridge warm start of the head.
+        X = self.features([e["prompt"] for e in train], [e["completion"] for e in train])
+        if not self.history:
+            with torch.no_grad():
+                self.head.mu.copy_(X.mean(0))
+                self.head.sd.copy_(X.std(0).clamp(min=1e-6))
+        Z = self.head.standardise(X).cpu().double().numpy()
+        w, b, alpha = ridge_fit(Z, rewards, [e["group"] for e in train], seed=seed)
+        with torch.no_grad():
+            self.head.linear.weight.copy_(torch.as_tensor(w, dtype=torch.float32).view(1, -1))
+            self.head.linear.bias.fill_(b)
+        ridge_mse = float(((Z @ w + b - rewards) ** 2).mean())
+        # 2) with an adapter: fine-tune LoRA and head jointly by MSE; the head keeps the ridge
+        #    penalty (alpha / N per example, as weight decay on w in the loss).
+        if self.lora is not None:
             lora_params = adapters.adapter_parameters(self.peft_model, self.adapter_name)
             opt = torch.optim.AdamW(
-                [{"params": lora_params, "lr": lr}, {"params": self.head.parameters(), "lr": head_lr}],
+                [{"params": lora_params, "lr": lr}, {"params": self.head.linear.parameters(), "lr": head_lr}],
                 weight_decay=0.0,
             )
+            l2 = alpha / max(len(train), 1)
             for ep in range(epochs):
                 order = list(range(len(train)))
                 rng.shuffle(order)
                 losses = []
                 for s in range(0, len(order), batch_size):
-                    b = [train[i] for i in order[s:s + batch_size]]
-                    pred = self.forward([e["prompt"] for e in b], [e["completion"] for e in b])
-                    y = torch.tensor([e["reward"] for e in b], dtype=pred.dtype, device=pred.device)
-                    loss = torch.nn.functional.mse_loss(pred, y)
+                    bt = [train[i] for i in order[s:s + batch_size]]
+                    pred = self.forward([e["prompt"] for e in bt], [e["completion"] for e in bt])
+                    y = torch.tensor([e["reward"] for e in bt], dtype=pred.dtype, device=pred.device)
+                    mse = torch.nn.functional.mse_loss(pred, y)
+                    loss = mse + l2 * self.head.linear.weight.pow(2).sum()
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
-                    torch.nn.utils.clip_grad_norm_(lora_params + list(self.head.parameters()), 1.0)
+                    torch.nn.utils.clip_grad_norm_(lora_params + list(self.head.linear.parameters()), 1.0)
                     opt.step()
-                    losses.append(float(loss))
+                    losses.append(float(mse))
                     step += 1
                     if log_every and step % log_every == 0:
                         print(f"  world model step {step}: mse {np.mean(losses[-log_every:]):.4f}", flush=True)
@@ -352,6 +431,9 @@ class RegressionWorldModel:
                 self.history.append({"epoch": ep, "loss": last_epoch_loss})
                 if stopped:
                     break
+        else:
+            last_epoch_loss = ridge_mse
+            self.history.append({"epoch": 0, "loss": ridge_mse})
         train_seconds = time.perf_counter() - t0
         result: dict[str, Any] = {
             "n_train": len(train),
@@ -361,6 +443,8 @@ class RegressionWorldModel:
             "train_seconds": train_seconds,
             "train_loss": last_epoch_loss,
             "stopped_by_time_budget": stopped,
+            "ridge_alpha": alpha,
+            "ridge_train_mse": ridge_mse,
         }
         tr_pred = self.predict([e["prompt"] for e in train], [e["completion"] for e in train])
         result["train"] = world_model_metrics(tr_pred, rewards, [e["group"] for e in train])
@@ -371,34 +455,6 @@ class RegressionWorldModel:
             result["heldout_pred"] = h_pred.tolist()
             result["heldout_true"] = h_true.tolist()
         return result
-
-    def _fit_head_only(self, train, epochs, head_lr, batch_size, rng, time_budget_s) -> dict[str, float]:
-        with torch.no_grad():
-            feats = []
-            for s in range(0, len(train), self.batch_size):
-                b = train[s:s + self.batch_size]
-                feats.append(self._features(self._encode([e["prompt"] for e in b], [e["completion"] for e in b])))
-            X = torch.cat(feats)
-        y = torch.tensor([e["reward"] for e in train], dtype=torch.float32, device=X.device)
-        opt = torch.optim.AdamW(self.head.parameters(), lr=head_lr, weight_decay=1e-4)
-        steps = 0
-        loss_v = float("nan")
-        # features are cached, so many more (cheap) epochs are affordable
-        for ep in range(epochs * 50):
-            order = list(range(len(train)))
-            rng.shuffle(order)
-            ls = []
-            for s in range(0, len(order), batch_size):
-                idx = torch.tensor(order[s:s + batch_size], device=X.device)
-                loss = torch.nn.functional.mse_loss(self._predict_features(X[idx]), y[idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                ls.append(float(loss))
-                steps += 1
-            loss_v = float(np.mean(ls))
-        self.history.append({"epoch": epochs * 50 - 1, "loss": loss_v})
-        return {"loss": loss_v, "steps": steps}
 
     # ---------------------------------------------------------------- persistence
     def config(self) -> dict[str, Any]:
