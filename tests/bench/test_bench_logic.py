@@ -146,7 +146,10 @@ def test_recorded_command_repeats_the_run(monkeypatch):
     from wmrl.report.cli import _command
 
     monkeypatch.setenv("WMRL_TASKS_DIR", "/data/my tasks")
-    monkeypatch.delenv("WMRL_HOME", raising=False)
+    for var in ("WMRL_HOME", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # what `wmrl bench` sets before torch loads
     cmd = _command(["bench"], {"--preset": "cpu-small", "--out": None, "--seeds": 2, "--steps": 5},
                    [("--set", "optim.lr=0.01")])
-    assert cmd == "WMRL_TASKS_DIR='/data/my tasks' wmrl bench --preset cpu-small --seeds 2 --steps 5 --set optim.lr=0.01"
+    assert cmd == ("WMRL_TASKS_DIR='/data/my tasks' OMP_WAIT_POLICY=PASSIVE wmrl bench --preset cpu-small --seeds 2 "
+                   "--steps 5 --set optim.lr=0.01")

@@ -150,3 +150,18 @@ def test_collect_warmup_groups_and_meta(tasks):
     assert counts["used"] == 8 and len({e["group"] for e in ex_examples}) == 4
     with pytest.raises(ValueError, match="divide"):
         collect_warmup(Policy(*tiny_backbone(seed=0)), "grammar", tasks, ex, samples_per_task=4, group_size=3)
+
+
+def test_shared_prompt_features_equal_separate_passes(tiny):
+    from wmrl.models.backbone import tiny_backbone
+
+    model, tok = tiny_backbone(seed=2)
+    wm = RegressionWorldModel(model, tok, lora=LoraSettings(r=4, alpha=8), batch_size=3)
+    for p in wm.trainable_parameters():  # a non-trivial adapter and head
+        torch.nn.init.normal_(p, std=0.05)
+    prompts = ["Task: a. Predict y."] * 4 + ["Task: b. Predict z."] * 2 + ["Task: c."]
+    comps = list(_FAMILIES) + ["make_pipeline(GaussianNB())", "make_pipeline(Ridge(alpha=1.0))", "x"]
+    shared = wm.features(prompts, comps)
+    separate = wm.features(prompts, comps, share_prompts=False)
+    assert torch.allclose(shared, separate, atol=1e-5)
+    assert np.allclose(wm.predict(prompts, comps), np.clip(wm.head(separate).detach().numpy(), 0, 1), atol=1e-5)

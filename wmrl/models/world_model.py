@@ -247,34 +247,79 @@ class RegressionWorldModel:
         """The text the world model reads for one trajectory."""
         return f"{prompt}\n### Solution\n{completion}"
 
+    def _ids(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _prompt_ids(self, prompt: str) -> list[int]:
+        return self._ids(self.input_text(prompt, ""))
+
     def _encode(self, prompts: Sequence[str], completions: Sequence[str]) -> dict[str, torch.Tensor]:
-        texts = [self.input_text(p, c) for p, c in zip(prompts, completions)]
-        old_side, old_trunc = self.tokenizer.padding_side, getattr(self.tokenizer, "truncation_side", "right")
-        self.tokenizer.padding_side, self.tokenizer.truncation_side = "left", "left"
-        try:
-            enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
-                                 max_length=self.max_length, add_special_tokens=False)
-        finally:
-            self.tokenizer.padding_side, self.tokenizer.truncation_side = old_side, old_trunc
-        return {k: v.to(self.device) for k, v in enc.items()}
+        """Left-padded ``input_ids`` / ``attention_mask`` [B, T] of prompt part + completion part.
+
+        The two parts are tokenised separately and concatenated (so a shared prompt can be cached
+        in :meth:`predict` with identical tokens), then left-truncated to ``max_length``.
+        """
+        rows = [(self._prompt_ids(p) + self._ids(c))[-self.max_length:] for p, c in zip(prompts, completions)]
+        T = max(len(r) for r in rows)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = torch.full((len(rows), T), pad, dtype=torch.long)
+        am = torch.zeros((len(rows), T), dtype=torch.long)
+        for i, r in enumerate(rows):
+            if r:
+                ids[i, T - len(r):] = torch.tensor(r, dtype=torch.long)
+                am[i, T - len(r):] = 1
+        return {"input_ids": ids.to(self.device), "attention_mask": am.to(self.device)}
+
+    def _decoder(self, **kwargs: Any) -> Any:
+        """Run the backbone's decoder (no LM head: the vocabulary projection is skipped) with this
+        world model's adapter active (or all adapters disabled when it has none)."""
+        decoder = self._base.base_model  # e.g. LlamaModel
+        if self.lora is not None:
+            adapters.activate(self.peft_model, self.adapter_name)
+            return decoder(**kwargs)
+        if self.peft_model is not None:
+            with self.peft_model.disable_adapter():
+                return decoder(**kwargs)
+        return decoder(**kwargs)
 
     def _features(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
         """[B, 2H] float32: last-token and mean hidden states of the final layer."""
         am = enc["attention_mask"]
         pos = (am.cumsum(-1) - 1).clamp(min=0)
-        decoder = self._base.base_model  # e.g. LlamaModel: no LM head (the vocabulary projection is skipped)
-        if self.lora is not None:
-            adapters.activate(self.peft_model, self.adapter_name)
-            h = decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos, use_cache=False).last_hidden_state
-        elif self.peft_model is not None:
-            with self.peft_model.disable_adapter():
-                h = decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos, use_cache=False).last_hidden_state
-        else:
-            h = decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos, use_cache=False).last_hidden_state
+        h = self._decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos, use_cache=False).last_hidden_state
         h = h.float()
         last = h[:, -1, :]  # left padding: the last column is every row's last real token
         m = am.unsqueeze(-1).to(h.dtype)
         mean = (h * m).sum(1) / m.sum(1).clamp(min=1.0)
+        return torch.cat([last, mean], dim=-1)
+
+    @torch.no_grad()
+    def _shared_prompt_features(self, p_ids: list[int], comp_ids: list[list[int]]) -> torch.Tensor:
+        """[G, 2H] features of G completions of one prompt, running the prompt once (KV cache).
+
+        Identical to :meth:`_features` on the concatenated sequences (the prompt's hidden states and
+        keys/values do not depend on what follows), at the cost of P + sum(C_i) tokens instead of
+        G * P + sum(C_i).
+        """
+        dev = self.device
+        P = len(p_ids)
+        out = self._decoder(input_ids=torch.tensor([p_ids], device=dev), use_cache=True)
+        cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+        hp = out.last_hidden_state.float()  # [1, P, H]
+        G = len(comp_ids)
+        C = max(len(c) for c in comp_ids)
+        lens = torch.tensor([len(c) for c in comp_ids], device=dev)
+        ids = torch.zeros((G, C), dtype=torch.long, device=dev)
+        for i, c in enumerate(comp_ids):
+            ids[i, :len(c)] = torch.tensor(c, dtype=torch.long, device=dev)
+        cm = (torch.arange(C, device=dev)[None, :] < lens[:, None]).long()
+        am = torch.cat([torch.ones((G, P), dtype=torch.long, device=dev), cm], dim=1)
+        pos = P + torch.arange(C, device=dev)[None, :].expand(G, -1)
+        cache.batch_repeat_interleave(G)
+        hc = self._decoder(input_ids=ids, attention_mask=am, position_ids=pos, cache=cache, use_cache=True).last_hidden_state.float()
+        last = hc[torch.arange(G, device=dev), lens - 1]
+        total = hp.sum(1) + (hc * cm.unsqueeze(-1)).sum(1)
+        mean = total / (P + lens).unsqueeze(-1).to(total.dtype)
         return torch.cat([last, mean], dim=-1)
 
     def forward(self, prompts: Sequence[str], completions: Sequence[str]) -> torch.Tensor:
@@ -282,34 +327,57 @@ class RegressionWorldModel:
         return self.head(self._features(self._encode(prompts, completions)))
 
     @torch.no_grad()
-    def features(self, prompts: Sequence[str], completions: Sequence[str]) -> torch.Tensor:
-        """[N, 2H] float32 pooled features (no grad), ``batch_size`` rows per forward pass."""
-        out = []
-        for s in range(0, len(prompts), self.batch_size):
-            out.append(self._features(self._encode(prompts[s:s + self.batch_size], completions[s:s + self.batch_size])))
-        return torch.cat(out) if out else torch.zeros((0, self.head.mu.shape[0]))
+    def features(self, prompts: Sequence[str], completions: Sequence[str], share_prompts: bool = True) -> torch.Tensor:
+        """[N, 2H] float32 pooled features (no grad).
+
+        Trajectories that share a prompt (a GRPO group) run the prompt once and only their
+        completions after it (``share_prompts``; same values as separate passes); the rest go
+        ``batch_size`` rows per forward pass, sorted by length.
+        """
+        n = len(prompts)
+        if len(completions) != n:
+            raise ValueError(f"{n} prompts but {len(completions)} completions")
+        D = self.head.mu.shape[0]
+        out = torch.zeros((n, D), dtype=torch.float32, device=self.device)
+        if n == 0:
+            return out
+        rest: list[int] = []
+        by_prompt: dict[str, list[int]] = {}
+        for i, p in enumerate(prompts):
+            by_prompt.setdefault(p, []).append(i)
+        for p, idx in by_prompt.items():
+            if not share_prompts or len(idx) < 2:
+                rest += idx
+                continue
+            p_ids = self._prompt_ids(p)
+            c_ids = [self._ids(completions[i]) for i in idx]
+            if not c_ids or min(len(c) for c in c_ids) == 0 or len(p_ids) + max(len(c) for c in c_ids) > self.max_length:
+                rest += idx  # truncation or empty completions: the plain path handles them
+                continue
+            for s in range(0, len(idx), self.batch_size):
+                sub = idx[s:s + self.batch_size]
+                out[sub] = self._shared_prompt_features(p_ids, c_ids[s:s + self.batch_size])
+        rest.sort(key=lambda i: len(prompts[i]) + len(completions[i]))
+        for s in range(0, len(rest), self.batch_size):
+            sub = rest[s:s + self.batch_size]
+            out[sub] = self._features(self._encode([prompts[i] for i in sub], [completions[i] for i in sub]))
+        return out
 
     @torch.no_grad()
     def predict(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
         """Predicted rewards for N trajectories, float64 array [N] clipped to [0, 1]; batched, no grad.
 
-        Inputs are sorted by length and run ``batch_size`` at a time to limit padding.
+        Trajectories sharing a prompt run it once (see :meth:`features`).
 
         Raises:
             ValueError: ``prompts`` and ``completions`` differ in length.
         """
         if len(prompts) != len(completions):
             raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
-        n = len(prompts)
-        out = np.zeros(n, dtype=np.float64)
-        if n == 0:
-            return out
-        order = sorted(range(n), key=lambda i: len(prompts[i]) + len(completions[i]))
-        for s in range(0, n, self.batch_size):
-            idx = order[s:s + self.batch_size]
-            r = self.forward([prompts[i] for i in idx], [completions[i] for i in idx])
-            out[idx] = r.detach().cpu().double().numpy()
-        return np.clip(out, 0.0, 1.0)
+        if len(prompts) == 0:
+            return np.zeros(0, dtype=np.float64)
+        r = self.head(self.features(list(prompts), list(completions)))
+        return np.clip(r.detach().cpu().double().numpy(), 0.0, 1.0)
 
     # ---------------------------------------------------------------- training
     def trainable_parameters(self) -> list[torch.nn.Parameter]:

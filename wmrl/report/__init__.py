@@ -1,1 +1,29 @@
-"""wmrl.report"""
+"""wmrl.report: run directories into plots, HTML reports and benchmark tables.
+
+Public API::
+
+    from wmrl.report import load_run, load_runs, write_report, render_report
+    run = load_run("runs/wmrl-20260101-120000")      # RunData: config, metrics, evals, calibration, ledger
+    write_report(["runs/a", "runs/b"], "report.html")  # one self-contained HTML page
+
+The bench (``wmrl bench``) lives in :mod:`wmrl.training.bench` and uses this package for its table,
+plot and statistics (:mod:`wmrl.report.stats`). Matplotlib, pandas and the Agg backend are imported
+here; torch is not.
+"""
+from typing import Any
+
+_EXPORTS = {"render_report": "wmrl.report.report", "write_report": "wmrl.report.report",
+            "NotARunDir": "wmrl.report.runs", "RunData": "wmrl.report.runs", "load_run": "wmrl.report.runs",
+            "load_runs": "wmrl.report.runs"}
+
+
+def __getattr__(name: str) -> Any:
+    """Import on first use, so that ``wmrl --help`` (which imports ``wmrl.report.cli``) stays fast."""
+    if name in _EXPORTS:
+        import importlib  # noqa: PLC0415
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'wmrl.report' has no attribute {name!r}")
+
+
+__all__ = ["NotARunDir", "RunData", "load_run", "load_runs", "render_report", "write_report"]
