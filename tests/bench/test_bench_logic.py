@@ -57,10 +57,11 @@ def test_plan_same_tasks_seeds_steps(preset, tmp_path):
 
 
 def test_bench_runs_skips_and_writes_table(preset, tmp_path):
-    calls = []
+    calls, logged = [], []
     out = tmp_path / "out"
     paths = bench.run_bench(preset, out, train_fn=fake_train(calls), command="wmrl bench --preset mini",
-                            log=lambda s: None)
+                            log=logged.append)
+    assert any("seed 0 done" in m for m in logged)  # a table after every complete seed
     assert len(calls) == 8 and not any(r for _, r in calls)
     table = (out / "table.csv").read_text()
     assert "held-out percentile" in table and "compute vs grpo" in table
@@ -69,8 +70,9 @@ def test_bench_runs_skips_and_writes_table(preset, tmp_path):
     assert "OVERLAP" in md or "do not overlap" in md
     # second run: everything finished -> nothing trained
     calls.clear()
-    bench.run_bench(preset, out, train_fn=fake_train(calls), log=lambda s: None)
-    assert calls == []
+    logged.clear()
+    bench.run_bench(preset, out, train_fn=fake_train(calls), log=logged.append)
+    assert calls == [] and any("seed 0 done" in m for m in logged)
     # a partial run (no checkpoint) restarts; a checkpointed one resumes
     (out / "wm" / "seed1" / "summary.json").unlink()
     (out / "wmrl" / "seed1" / "summary.json").unlink()

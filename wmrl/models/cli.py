@@ -269,7 +269,7 @@ def fit_cmd(
     model: str = typer.Option("smollm2-135m", "--model", help="Backbone (the policy's)."),
     epochs: int = typer.Option(2, "--epochs"),
     lr: float = typer.Option(3e-4, "--lr", help="LoRA learning rate."),
-    head_lr: float = typer.Option(1e-3, "--head-lr"),
+    head_lr: float = typer.Option(1e-5, "--head-lr", help="AdamW learning rate of the head in the LoRA stage."),
     batch_size: int = typer.Option(8, "--batch-size"),
     heldout_fraction: float = typer.Option(0.25, "--heldout-fraction", help="Fraction of groups held out."),
     lora_r: int = typer.Option(8, "--lora-r", help="LoRA rank; 0 = frozen backbone, head only."),

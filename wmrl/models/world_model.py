@@ -397,7 +397,7 @@ class RegressionWorldModel:
         heldout_fraction: float = 0.2,
         seed: int = 0,
         *,
-        head_lr: float = 1e-3,
+        head_lr: float = 1e-5,
         log_every: int = 0,
         time_budget_s: float | None = None,
     ) -> dict[str, Any]:
@@ -406,7 +406,10 @@ class RegressionWorldModel:
         Step 1 computes the pooled features of the training split (no grad), sets the
         standardisation statistics on the first fit, and solves the head by ridge regression with
         the penalty chosen by group K-fold among 1, 10, 100, 1000. Step 2 (only with a LoRA adapter)
-        runs ``epochs`` passes of AdamW over adapter and head, keeping the ridge penalty on ``w``.
+        runs ``epochs`` passes of AdamW over adapter and head, keeping the ridge penalty on ``w``
+        (``head_lr`` must stay small: Adam moves each of the 2H weights by about ``head_lr`` per
+        step, i.e. the prediction by about ``head_lr * 2H``); step 3 recomputes the features under the
+        trained adapter and solves the head by ridge again.
 
         Args:
             records: execution-log rows (see the module docstring) or :class:`WorldModelExample`
@@ -499,6 +502,16 @@ class RegressionWorldModel:
                 self.history.append({"epoch": ep, "loss": last_epoch_loss})
                 if stopped:
                     break
+            # 3) re-solve the head in closed form on the adapted features (same standardisation),
+            #    so the final head is the ridge optimum for the final backbone.
+            if step:
+                X = self.features([e["prompt"] for e in train], [e["completion"] for e in train])
+                Z = self.head.standardise(X).cpu().double().numpy()
+                w, b, alpha = ridge_fit(Z, rewards, [e["group"] for e in train], seed=seed)
+                with torch.no_grad():
+                    self.head.linear.weight.copy_(torch.as_tensor(w, dtype=torch.float32).view(1, -1))
+                    self.head.linear.bias.fill_(b)
+                ridge_mse = float(((Z @ w + b - rewards) ** 2).mean())
         else:
             last_epoch_loss = ridge_mse
             self.history.append({"epoch": 0, "loss": ridge_mse})

@@ -330,27 +330,8 @@ def run_bench(
     failures: list[str] = []
     t0 = time.time()
     for i, r in enumerate(runs, 1):
-        state = run_state(r.run_dir)
-        tag = f"[{i}/{len(runs)}] {r.method} seed {r.seed}"
-        if state == "finished":
-            log(f"{tag}: finished earlier, skipped")
-            continue
-        if state == "partial":
-            # Started but never checkpointed: nothing to resume; start again from scratch.
-            shutil.rmtree(r.run_dir)
-        resume = state == "resumable"
-        log(f"{tag}: {'resuming' if resume else 'training'} -> {r.run_dir} ({time.time() - t0:.0f} s into the bench)")
-        r.run_dir.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            train(r.config, resume)
-        except KeyboardInterrupt:
-            log(f"{tag}: interrupted; rerun the same command to resume")
-            raise
-        except Exception as exc:  # noqa: BLE001 - one broken run must not lose the others
-            failures.append(f"{r.method} seed {r.seed}: {type(exc).__name__}: {exc}")
-            log(f"{tag}: FAILED: {type(exc).__name__}: {exc}")
-        last_of_seed = i == len(runs) or runs[i].seed != r.seed
-        if last_of_seed and i < len(runs):
+        _run_one(r, f"[{i}/{len(runs)}] {r.method} seed {r.seed}", train, failures, log, t0)
+        if i < len(runs) and runs[i].seed != r.seed:
             # A table after every complete seed, so an interrupted bench still has one.
             try:
                 write_outputs(out)
@@ -361,6 +342,29 @@ def run_bench(
     meta["failures"] = failures
     (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
     return write_outputs(out)
+
+
+def _run_one(r: PlannedRun, tag: str, train: TrainFn, failures: list[str], log: Callable[[str], None],
+             t0: float) -> None:
+    """Train, resume or skip one planned run (see :func:`run_bench`); failures are appended, not raised."""
+    state = run_state(r.run_dir)
+    if state == "finished":
+        log(f"{tag}: finished earlier, skipped")
+        return
+    if state == "partial":
+        # Started but never checkpointed: nothing to resume; start again from scratch.
+        shutil.rmtree(r.run_dir)
+    resume = state == "resumable"
+    log(f"{tag}: {'resuming' if resume else 'training'} -> {r.run_dir} ({time.time() - t0:.0f} s into the bench)")
+    r.run_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        train(r.config, resume)
+    except KeyboardInterrupt:
+        log(f"{tag}: interrupted; rerun the same command to resume")
+        raise
+    except Exception as exc:  # noqa: BLE001 - one broken run must not lose the others
+        failures.append(f"{r.method} seed {r.seed}: {type(exc).__name__}: {exc}")
+        log(f"{tag}: FAILED: {type(exc).__name__}: {exc}")
 
 
 def _now() -> str:
