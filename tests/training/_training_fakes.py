@@ -131,4 +131,11 @@ class FakeWorldModel:
         return np.asarray(out)
 
     def state_dict(self):
-        return {}
+        return {"offset": getattr(self, "offset", 0.0)}
+
+    def save(self, d):
+        Path(d).mkdir(parents=True, exist_ok=True)
+        (Path(d) / "wm.txt").write_text(str(getattr(self, "offset", 0.0)))
+
+    def load(self, d):
+        self.offset = float((Path(d) / "wm.txt").read_text())

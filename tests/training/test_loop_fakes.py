@@ -146,3 +146,26 @@ def test_anchor_fraction_long_run(tmp_path):
     s = run_training(cfg, components=comps("wmrl"))
     g = s.ledger["groups"]
     assert g["total"] == 40 and g["anchor"] == 4 and np.isclose(g["anchor_fraction"], 0.1)
+
+
+def test_world_model_refresh_every_k(tmp_path):
+    """refresh_every_k=2 refits the world model at steps 2 and 4; the refitted model goes into checkpoints."""
+    c = comps("wmrl")
+    calls = []
+
+    def refit(step):
+        calls.append(step)
+        c.world_model.offset = float(step)
+        return {"n_records": 10 * step}
+
+    c.refit_world_model = refit
+    cfg = cfg_for(tmp_path, "wmrl", 4, "world_model.refresh_every_k=2", "eval.every_k=0", "eval.at_end=false")
+    run_training(cfg, components=c)
+    assert calls == [2, 4]
+    rd = RunDir(cfg.run_dir)
+    m = read_jsonl(rd.metrics)
+    assert [r.get("wm_refresh_records") for r in m] == [None, 20, None, 40]
+    assert "wall_s.wm_refresh" in m[1]
+    assert (rd.checkpoint(4) / "world_model" / "wm.txt").read_text() == "4.0"
+    state = json.loads((rd.checkpoint(4) / "trainer_state.json").read_text())
+    assert state["world_model_in_checkpoint"] is True
