@@ -230,3 +230,15 @@ def test_unreadable_public_files_are_an_infrastructure_error(tmp_path):
     os.chmod(pub / "train.csv", 0o600)
     r = run_program("print(open('input/train.csv').read())", pub, 20, SandboxConfig())
     assert not r.started and "chmod -R o+rX" in r.infra_error
+
+
+def test_peak_memory_excludes_the_drivers_own_pages(public):
+    """A big driver (torch loaded, say) must not inflate the program's peak RSS through fork."""
+    require_bwrap()
+    ballast = bytearray(600 * 1024 * 1024)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # make the driver's pages resident
+    r = run_program("b = bytearray(50 * 1024 * 1024)\nb[::4096] = b'x' * len(b[::4096])\n", public, 20,
+                    SandboxConfig())
+    del ballast
+    assert r.exit_code == 0, r.stderr
+    assert 50 * 1024**2 <= r.peak_rss_bytes < 300 * 1024**2, r.peak_rss_bytes

@@ -138,6 +138,11 @@ def main() -> int:
             if not killed:
                 _kill_rest(pid)
                 killed = True
+    if not chunks:
+        # Peak RSS of the program's own tree, measured here (a fresh, small process): the driver's
+        # wait4 rusage would also count the driver's pages that its fork shared before exec.
+        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        os.write(marker, b"M%d" % peak_kib)
     os.close(marker)
     if chunks:
         return 126

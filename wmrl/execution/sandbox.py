@@ -43,6 +43,7 @@ import json
 import logging
 import math
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -889,7 +890,9 @@ def _execute(result: SandboxRun, root: Path, public: Path, python: str, mode: st
 
     result.wall_s = (reaped_at or time.monotonic()) - t0
     result.cpu_s = rusage.ru_utime + rusage.ru_stime
-    result.peak_rss_bytes = int(rusage.ru_maxrss) * 1024
+    m = re.search(rb"M(\d+)$", bytes(marker)) if marker.startswith(b"LS") else None
+    # the launcher's figure excludes the driver's own pages shared by fork before exec
+    result.peak_rss_bytes = int(m.group(1) if m else rusage.ru_maxrss) * 1024
     code = os.waitstatus_to_exitcode(status)
     result.exit_code = code if code >= 0 else 128 - code
     result.killed = killed

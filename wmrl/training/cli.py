@@ -9,6 +9,14 @@ from typing import Optional
 
 import typer
 
+def _print_error(console: object, e: BaseException) -> None:
+    """``error: <message>`` on the console, the message printed literally (no rich markup)."""
+    from rich.markup import escape
+
+    msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)  # KeyError's str() adds quotes
+    console.print(f"[red]error:[/red] {escape(str(msg))}", highlight=False)  # type: ignore[attr-defined]
+
+
 config_app = typer.Typer(help="Inspect training configs: every field with its type, value and help.",
                          no_args_is_help=True)
 
@@ -44,7 +52,7 @@ def train(
             cfg = load_config(config, list(set_ or []))
             summary = run_training(cfg, progress=False if no_progress else None)
     except (ConfigError, RunDirError, FileNotFoundError, KeyError) as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False)
+        _print_error(err, e)
         raise typer.Exit(2)
     except KeyboardInterrupt:
         err.print("interrupted: continue with `wmrl train --resume RUN_DIR` (the last checkpoint is kept)")
@@ -75,7 +83,7 @@ def evaluate(
     try:
         recs = evaluate_run(run_dir, checkpoint=checkpoint, task_ids=ids or None, samples_per_task=samples)
     except (ConfigError, FileNotFoundError, KeyError) as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False)
+        _print_error(err, e)
         raise typer.Exit(2)
     if json_out:
         for r in recs:
@@ -111,7 +119,7 @@ def show(
     try:
         cfg = load_config(config, list(set_ or [])) if (config or set_) else TrainConfig()
     except (ConfigError, FileNotFoundError) as e:
-        Console(stderr=True).print(f"[red]error:[/red] {e}", highlight=False)
+        _print_error(Console(stderr=True), e)
         raise typer.Exit(2)
     if yaml_out:
         typer.echo(dump_config(cfg), nl=False)

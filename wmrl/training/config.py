@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -27,9 +28,10 @@ class ConfigError(ValueError):
 
 
 def _f(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = None,
-       min: float | None = None, max: float | None = None) -> Any:
-    """A dataclass field with a help text and an optional numeric range [min, max]."""
-    meta = {"help": help, "min": min, "max": max}
+       min: float | None = None, max: float | None = None, gt: float | None = None) -> Any:
+    """A dataclass field with a help text and an optional numeric range: ``min <= v <= max`` and,
+    with ``gt``, ``v > gt`` (an open lower bound, e.g. a learning rate). Numbers must be finite."""
+    meta = {"help": help, "min": min, "max": max, "gt": gt}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -125,8 +127,8 @@ class WorldModelConfig:
     warmup_corpus: Optional[str] = _f(None, "Reuse an execution log (SQLite) as the warm-up corpus instead "
                                       "of collecting one.")
     fit_epochs: int = _f(3, "Epochs of world-model fitting.", min=1)
-    fit_lr: float = _f(3e-4, "Learning rate of the world model's LoRA weights.", min=0.0)
-    head_lr: float = _f(3e-3, "Learning rate of the world model's regression head.", min=0.0)
+    fit_lr: float = _f(3e-4, "Learning rate of the world model's LoRA weights.", gt=0.0)
+    head_lr: float = _f(3e-3, "Learning rate of the world model's regression head.", gt=0.0)
     fit_time_budget_s: Optional[float] = _f(None, "Stop fitting after this many wall seconds (null = no limit).",
                                             min=1.0)
     heldout_fraction: float = _f(0.2, "Fraction of warm-up groups held out to report the world model's "
@@ -141,7 +143,7 @@ class OptimConfig:
     """Policy optimisation (GRPO loss and AdamW)."""
 
     steps: int = _f(10, "Training steps.", min=1)
-    lr: float = _f(1e-5, "AdamW learning rate.", min=0.0)
+    lr: float = _f(1e-5, "AdamW learning rate.", gt=0.0)
     weight_decay: float = _f(0.0, "AdamW weight decay.", min=0.0)
     clip_low: float = _f(0.2, "PPO clip epsilon below 1 (ratio >= 1 - clip_low).", min=0.0, max=1.0)
     clip_high: float = _f(0.2, "PPO clip epsilon above 1 (ratio <= 1 + clip_high; DAPO uses 0.28).",
@@ -189,7 +191,7 @@ class TrainConfig:
                         "no anchors, no correction) or 'wmrl' (anchors + corrections).")
     name: str = _f("", "Free-form run name (shown in reports); empty = the method.")
     run_dir: Optional[str] = _f(None, "Run directory; null = runs/<method>-<UTC timestamp>.")
-    seed: int = _f(0, "Seed of every RNG (python, numpy, torch, task order, router).")
+    seed: int = _f(0, "Seed of every RNG (python, numpy, torch, task order, router).", min=0)
     checkpoint_every: int = _f(1, "Checkpoint every N steps (1 = a SIGKILL loses at most the step in "
                                "flight).", min=1)
     keep_checkpoints: int = _f(2, "Complete checkpoints kept on disk (older ones are pruned).", min=1)
@@ -308,7 +310,7 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
-    """Build dataclass ``cls`` from a (possibly partial) dict, checking keys, types and ranges."""
+    """Build dataclass ``cls`` from a (possibly partial) dict, checking keys and types (ranges: :func:`validate`)."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -331,19 +333,55 @@ def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
             continue
         if name not in data:
             continue
-        v = _coerce(data[name], tp, key)
-        lo, hi = f.metadata.get("min"), f.metadata.get("max")
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            if lo is not None and v < lo:
-                raise ConfigError(f"{key}: {v!r} is below the minimum {lo}")
-            if hi is not None and v > hi:
-                raise ConfigError(f"{key}: {v!r} is above the maximum {hi}")
-        kwargs[name] = v
+        kwargs[name] = _coerce(data[name], tp, key)
     return cls(**kwargs)
 
 
+def _range_text(meta: Any) -> str:
+    """The allowed range of a field as text (``'0.0 .. 1.0'``, ``'> 0.0'``, ``'>= 1'``), '' when none."""
+    lo, hi, gt = meta.get("min"), meta.get("max"), meta.get("gt")
+    low = f"> {gt}" if gt is not None else (f">= {lo}" if lo is not None else "")
+    if hi is None:
+        return low
+    if gt is None and lo is not None:
+        return f"{lo} .. {hi}"
+    return f"{low} and <= {hi}" if low else f"<= {hi}"
+
+
+def _check_range(v: Any, meta: Any, key: str) -> None:
+    """Raise :class:`ConfigError` naming ``key`` and the allowed range when the number ``v`` is not
+    finite or outside the field's range (``min``, ``max``, ``gt`` of its metadata)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return
+    rng = _range_text(meta)
+    kind = "an integer" if isinstance(v, int) else "a finite number"
+    allowed = kind + ((f" in {rng}" if ".." in rng else f" {rng}") if rng else "")
+    lo, hi, gt = meta.get("min"), meta.get("max"), meta.get("gt")
+    if not math.isfinite(v):
+        raise ConfigError(f"{key}: {v!r} is not allowed; expected {allowed}")
+    if gt is not None and not v > gt:
+        raise ConfigError(f"{key}: {v!r} is not above the minimum {gt}; expected {allowed}")
+    if lo is not None and v < lo:
+        raise ConfigError(f"{key}: {v!r} is below the minimum {lo}; expected {allowed}")
+    if hi is not None and v > hi:
+        raise ConfigError(f"{key}: {v!r} is above the maximum {hi}; expected {allowed}")
+
+
+def _check_ranges(obj: Any, prefix: str = "") -> None:
+    """:func:`_check_range` on every numeric field of the dataclass tree ``obj``."""
+    for f in dataclasses.fields(obj):
+        key = f"{prefix}.{f.name}" if prefix else f.name
+        v = getattr(obj, f.name)
+        if dataclasses.is_dataclass(v):
+            _check_ranges(v, key)
+        else:
+            _check_range(v, f.metadata, key)
+
+
 def validate(cfg: TrainConfig) -> TrainConfig:
-    """Cross-field checks; returns ``cfg`` or raises :class:`ConfigError`."""
+    """Range checks of every field (finite numbers within their ``min``/``max``/``gt``) and cross-field
+    checks; returns ``cfg`` or raises :class:`ConfigError` naming the key and the allowed range."""
+    _check_ranges(cfg)
     w = cfg.wmrl
     if w.alpha_floor > w.alpha_ceiling:
         raise ConfigError(f"wmrl.alpha_floor ({w.alpha_floor}) must not exceed wmrl.alpha_ceiling "
@@ -429,22 +467,40 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ConfigError: invalid YAML, unknown keys or bad values (message names them).
+        ConfigError: ``path`` is a folder, invalid YAML (message: file, line, column, problem), unknown
+            keys or bad values (message names them).
     """
     data: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
+        if p.is_dir():
+            raise ConfigError(f"config {str(p)!r} is a folder, not a YAML file")
         if not p.is_file():
             raise FileNotFoundError(f"config file {str(p)!r} not found")
         try:
             data = yaml.safe_load(p.read_text()) or {}
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"cannot parse {p} as YAML: not a text file ({e.reason} at byte {e.start})") from e
         except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML: {e}") from e
+            raise ConfigError(f"cannot parse {p} as YAML: {_yaml_error_text(e)}") from e
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: the top level must be a mapping of keys, got {type(data).__name__}")
     data = _deep_copy(data)
     apply_overrides(data, overrides)
     return config_from_dict(data)
+
+
+def _yaml_error_text(e: yaml.YAMLError) -> str:
+    """A parser error on one line: ``line L, column C: problem (while <context> at line L', column C')``."""
+    problem = getattr(e, "problem", None)
+    mark = getattr(e, "problem_mark", None)
+    if problem is None or mark is None:
+        return " ".join(str(e).split())
+    text = f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    context, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
+    if context:
+        text += f" ({context}" + (f" at line {cmark.line + 1}, column {cmark.column + 1})" if cmark else ")")
+    return text
 
 
 def _deep_copy(d: Any) -> Any:
@@ -483,9 +539,9 @@ def describe_fields(cls: type = TrainConfig, prefix: str = "", obj: Any = None) 
             rows.extend(describe_fields(tp, key, getattr(obj, f.name)))
             continue
         help_text = f.metadata.get("help", "")
-        lo, hi = f.metadata.get("min"), f.metadata.get("max")
-        if lo is not None or hi is not None:
-            help_text += f" [range: {lo if lo is not None else '-inf'} .. {hi if hi is not None else 'inf'}]"
+        rng = _range_text(f.metadata)
+        if rng:
+            help_text += f" [range: {rng}]"
         rows.append((key, _type_name(tp), yaml.safe_dump(getattr(obj, f.name), default_flow_style=True)
                      .strip().removesuffix("...").strip(), help_text))
     return rows

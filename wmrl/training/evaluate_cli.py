@@ -26,13 +26,13 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
 
     Raises:
         FileNotFoundError: not a run directory, or the checkpoint does not exist (message lists them).
-        ConfigError: an unknown task id.
+        ConfigError: an unknown task id, or a task without a leaderboard.
     """
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
     from wmrl.models.types import LoraSettings
     from wmrl.training.evaluation import evaluate_policy
-    from wmrl.training.parts import load_policy_backbone, make_executor, resolve_tasks
+    from wmrl.training.parts import load_policy_backbone, make_executor, require_leaderboards, resolve_tasks
     from wmrl.training.rundir import to_json_line
     from wmrl.training.trainer import sampling_seed
 
@@ -51,6 +51,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             splits = [("custom", [suite.get(t) for t in task_ids])]
         except KeyError as e:
             raise ConfigError(str(e.args[0])) from None
+        require_leaderboards(splits[0][1], "--tasks")
     else:
         splits = ([("heldout", heldout)] if heldout else []) + ([("train", train)] if cfg.eval.train_tasks else [])
     if cfg.threads:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
 
     Raises:
         SuiteNotBuilt: no suite (message says to run ``wmrl tasks build``).
-        ConfigError: an unknown task id (message lists the known ones) or no train task.
+        ConfigError: an unknown task id (message lists the known ones), no train task, or a task
+            without a leaderboard.
     """
     from wmrl.tasks.loader import TaskSuite, default_suite
 
@@ -47,7 +49,23 @@ def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
     overlap = {t.id for t in train} & {t.id for t in heldout}
     if overlap:
         raise ConfigError(f"tasks {sorted(overlap)} are both train and held-out tasks; held-out tasks must be unseen")
+    require_leaderboards(train, "tasks.train")
+    require_leaderboards(heldout, "tasks.heldout")
     return train, heldout
+
+
+def require_leaderboards(tasks: list[Any], key: str) -> None:
+    """Refuse tasks without a leaderboard: their executions get no reward (it is a leaderboard
+    percentile), so training and evaluation could only drop them.
+
+    Raises:
+        ConfigError: naming ``key`` (where the tasks came from) and the tasks.
+    """
+    missing = [t.id for t in tasks if not t.has_leaderboard]
+    if missing:
+        raise ConfigError(f"{key}: task(s) {', '.join(missing)} have no leaderboard, so their executions get no "
+                          f"reward (the reward is a leaderboard percentile); rebuild the suite with `wmrl tasks "
+                          f"build` or leave them out of {key}")
 
 
 def load_policy_backbone(cfg: TrainConfig) -> tuple[Any, Any]:
@@ -125,10 +143,7 @@ def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: 
     records = warmup_records(cfg, rd, ledger, policy, scaffold, train, executor)
     rewarded = [r for r in records if r.get("reward") is not None and math.isfinite(float(r["reward"]))]
     if len(rewarded) < 2:
-        statuses = sorted({str(r.get("status")) for r in records})
-        raise RuntimeError(f"the warm-up corpus has {len(rewarded)} executions with a reward (of {len(records)}; "
-                           f"statuses {statuses}): the world model cannot be fitted. Check that the tasks have "
-                           f"leaderboards (rebuild with `wmrl tasks build`) and see {rd.executions}")
+        raise RuntimeError(warmup_failure_message(records, len(rewarded), rd.executions))
     records = rewarded
     with ledger.phase("wm_fit"):
         lora = LoraSettings(r=wmc.lora_r, alpha=2 * wmc.lora_r) if wmc.adapter else None
@@ -137,6 +152,28 @@ def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: 
     _save_wm(wm, rd)
     write_json_atomic(rd.root / "world_model_fit.json", {"phase": "initial", **fit})
     return wm
+
+
+def warmup_failure_message(records: list[dict[str, Any]], n_rewarded: int, log_path: Path) -> str:
+    """Why the world model cannot be fitted: the counts by status and the executions' own first (up to
+    two distinct) error messages, so an executor or sandbox failure shows its cause."""
+    counts = Counter(str(r.get("status")) for r in records)
+    by_status = ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    errors: list[str] = []
+    for r in records:
+        e = " ".join(str(r.get("error") or "").split())
+        if e and e not in errors:
+            errors.append(e)
+        if len(errors) == 2:
+            break
+    msg = (f"the warm-up corpus has {n_rewarded} executions with a reward (of {len(records)}; by status: "
+           f"{by_status or 'none'}): the world model cannot be fitted.")
+    if errors:
+        msg += " Errors: " + "; ".join(repr(e[:300]) for e in errors) + "."
+    rewardless_ok = sum(1 for r in records if r.get("status") == "ok" and r.get("reward") is None)
+    if rewardless_ok:
+        msg += f" {rewardless_ok} ok executions have no reward: do their tasks have leaderboards?"
+    return msg + f" Every execution is in {log_path}"
 
 
 def _fit(wm: Any, records: list[Any], cfg: TrainConfig) -> dict[str, Any]:

@@ -33,12 +33,13 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config
+from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config, validate
 from wmrl.training.fusion_step import FusionResult, fusion_for_step, stream_advantages
 from wmrl.training.ledger import Ledger, format_ledger
 from wmrl.training.rundir import RunDir, read_jsonl, rng_state, seed_everything, set_rng_state, \
@@ -136,6 +137,11 @@ def sampling_seed(seed: int, step: int, stream: int = 0) -> int:
     return int(np.random.SeedSequence([seed, step, stream]).generate_state(1)[0])
 
 
+def anchor_fraction(cfg: TrainConfig) -> float:
+    """The router's long-run fraction of anchor groups: 1 for ``grpo``, 0 for ``wm``, rho for ``wmrl``."""
+    return {"grpo": 1.0, "wm": 0.0, "wmrl": cfg.wmrl.anchor_fraction}[cfg.method]
+
+
 def _now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -156,22 +162,82 @@ def _var(x: np.ndarray) -> float | None:
     return float(x.var(ddof=1)) if x.size >= 2 else None
 
 
-class _InfraFailure:
-    """Stands in for an :class:`ExecutionResult` when the executor future itself raised."""
+@dataclass
+class StepBatch:
+    """What one training step carries from stage to stage: B trajectories in M groups (arrays [B]
+    unless said otherwise). Each stage fills its part:
 
-    def __init__(self, request_id: str, task_id: str, error: str):
-        from wmrl.execution.types import ExecutionStatus
+    - generate: ``step``, ``tasks`` ([M]), ``batch`` (the policy's ``RolloutBatch``), ``gid`` (group ids).
+    - route: ``anchor_groups`` ([M] bool), ``is_anchor``.
+    - execute: ``r_true`` (NaN off anchors and on infrastructure failures), ``status`` (execution
+      status or None), ``valid`` (False: infrastructure failure or no reward; dropped everywhere).
+    - wm_predict: ``r_hat`` (raw prediction; NaN when the world model is not used).
+    - calibrate: ``r_cal`` (f_hat(r_hat)), ``cal_rec`` (the calibration.jsonl line, or None).
+    - fuse: ``fusion`` (reward used, advantages, weights, stats); update: ``update`` (loss stats);
+      wm_refresh: ``refresh`` (the refit's report, or None).
+    """
 
-        self.request_id, self.task_id = request_id, task_id
-        self.status = ExecutionStatus.INFRA_ERROR
-        self.score = self.reward = None
-        self.wall_s = self.cpu_s = 0.0
-        self.peak_rss_bytes = 0
-        self.stdout = ""
-        self.stderr = ""
-        self.error = error
-        self.medal = None
-        self.above_median = None
+    step: int
+    tasks: list[Any]
+    batch: Any
+    gid: np.ndarray
+    anchor_groups: np.ndarray = field(init=False)
+    is_anchor: np.ndarray = field(init=False)
+    r_hat: np.ndarray = field(init=False)
+    r_true: np.ndarray = field(init=False)
+    status: list[str | None] = field(init=False)
+    valid: np.ndarray = field(init=False)
+    r_cal: np.ndarray = field(init=False)
+    cal_rec: dict[str, Any] | None = None
+    fusion: FusionResult | None = None
+    update: dict[str, Any] = field(default_factory=dict)
+    refresh: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        B = self.B
+        self.r_hat = np.full(B, np.nan)
+        self.r_true = np.full(B, np.nan)
+        self.status = [None] * B
+        self.valid = np.ones(B, dtype=bool)
+
+    @property
+    def B(self) -> int:
+        return len(self.batch.completions)
+
+    @property
+    def M(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def anchor_idx(self) -> np.ndarray:
+        """Indices of the anchor trajectories (executed)."""
+        return np.flatnonzero(self.is_anchor)
+
+    @property
+    def a_ok(self) -> np.ndarray:
+        """Anchor trajectories with a true reward (calibration pairs)."""
+        return self.is_anchor & self.valid
+
+    @property
+    def n_infra(self) -> int:
+        """Executions of this step dropped as infrastructure failures (or without a reward)."""
+        return int((~self.valid).sum())
+
+    @cached_property
+    def completion_tokens(self) -> np.ndarray:
+        """Completion length (tokens) per trajectory."""
+        return self.batch.completion_mask.sum(dim=1).cpu().numpy()
+
+
+@dataclass
+class _AnchorRuns:
+    """Anchor executions in flight: ``(future, request)`` by sample index, when each finished
+    (``perf_counter``), the submission's start (``w0``) and trainer CPU (``submit_cpu``)."""
+
+    w0: float
+    futures: dict[int, tuple[Future, Any]] = field(default_factory=dict)
+    done_at: dict[int, float] = field(default_factory=dict)
+    submit_cpu: float = 0.0
 
 
 class Trainer:
@@ -186,8 +252,7 @@ class Trainer:
         self.cfg, self.rd, self.c, self.ledger = cfg, rd, comps, ledger
         self.method = cfg.method
         w = cfg.wmrl
-        fraction = {"grpo": 1.0, "wm": 0.0, "wmrl": w.anchor_fraction}[cfg.method]
-        self.router = make_router(w.router, fraction=fraction,
+        self.router = make_router(w.router, fraction=anchor_fraction(cfg),
                                   min_every=(w.min_anchor_every or None) if cfg.method == "wmrl" else None,
                                   seed=cfg.seed)
         self.calibrator = IsotonicCalibrator(window=w.calibrator_window, min_anchors=w.calibrator_min_anchors,
@@ -265,43 +330,78 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def train_step(self) -> dict[str, Any]:
-        """Run step ``self.step + 1`` end to end; returns its metrics record."""
+        """Run step ``self.step + 1`` end to end (the pipeline of the module docstring); returns its
+        metrics record. Each stage is timed under its ledger stage name."""
+        L = self.ledger
+        L.begin_step()
+        with L.stage("generate"):
+            sb = self._generate(self.step + 1)
+        with L.stage("route"):
+            self._route(sb)
+        self._execute_and_predict(sb)  # stages execute || wm_predict (they overlap in time)
+        with L.stage("calibrate"):
+            self._calibrate(sb)
+        with L.stage("advantages"):
+            used, adv = self._advantages(sb)
+        with L.stage("fuse"):
+            sb.fusion = self._fuse(sb, used, adv)
+        with L.stage("update"):
+            sb.update = self._update(sb.batch, sb.fusion.advantages, sb.fusion.weights, sb.valid)
+        sb.refresh = self._refresh_world_model(sb.step)  # stage wm_refresh, every K steps (off by default)
+        self.step = sb.step
+        rec = self._metrics(sb)
+        rec.update(L.end_step())
+        samples = self._samples(sb)
+        with L.stage("log"):
+            self._log(rec, samples, sb.cal_rec)
+        return rec
+
+    # ------------------------------------------------------------------ the stages
+    @property
+    def _predicts(self) -> bool:
+        """Whether the world model scores trajectories (``wm``/``wmrl`` with a world model)."""
+        return self.c.world_model is not None and self.method != "grpo"
+
+    def _generate(self, step: int) -> StepBatch:
+        """Stage generate: M train tasks of ``step`` (:func:`select_tasks`), G programs each, sampled
+        with the seed :func:`sampling_seed` (``step``) so a resumed run draws the same ones."""
         import torch
 
-        cfg, c, L = self.cfg, self.c, self.ledger
-        step = self.step + 1
-        L.begin_step()
-        ro = cfg.rollout
+        cfg, c, ro = self.cfg, self.c, self.cfg.rollout
+        idx = select_tasks([t.id for t in c.train_tasks], ro.tasks_per_step, step, cfg.seed)
+        tasks = [c.train_tasks[i] for i in idx]
+        with torch.no_grad():
+            batch = c.policy.sample(tasks, c.scaffold, group_size=ro.group_size,
+                                    max_new_tokens=ro.max_new_tokens, temperature=ro.temperature,
+                                    top_p=ro.top_p, generator_seed=sampling_seed(cfg.seed, step))
+        return StepBatch(step=step, tasks=tasks, batch=batch, gid=np.asarray(batch.group_ids, dtype=np.int64))
 
-        # generate ---------------------------------------------------------------------------------
-        with L.stage("generate"):
-            idx = select_tasks([t.id for t in c.train_tasks], ro.tasks_per_step, step, cfg.seed)
-            tasks = [c.train_tasks[i] for i in idx]
-            with torch.no_grad():
-                batch = c.policy.sample(tasks, c.scaffold, group_size=ro.group_size,
-                                        max_new_tokens=ro.max_new_tokens, temperature=ro.temperature,
-                                        top_p=ro.top_p, generator_seed=sampling_seed(cfg.seed, step))
-        B = len(batch.completions)
-        gid = np.asarray(batch.group_ids, dtype=np.int64)
-        M = len(tasks)
+    def _route(self, sb: StepBatch) -> None:
+        """Stage route: the router marks the anchor groups (``sb.anchor_groups``, ``sb.is_anchor``)."""
+        sb.anchor_groups = np.asarray(self.router.route([t.id for t in sb.tasks], sb.step), dtype=bool)
+        sb.is_anchor = sb.anchor_groups[sb.gid]
+        self.ledger.add_groups(sb.M, int(sb.anchor_groups.sum()))
 
-        # route ------------------------------------------------------------------------------------
-        with L.stage("route"):
-            anchor_groups = np.asarray(self.router.route([t.id for t in tasks], step), dtype=bool)
-            is_anchor = anchor_groups[gid]
-            L.add_groups(M, int(anchor_groups.sum()))
+    def _execute_and_predict(self, sb: StepBatch) -> None:
+        """Stages execute || wm_predict: the anchor programs run in the executor (futures) while the
+        world model scores every trajectory; then the anchors' results are collected."""
+        runs = self._submit_anchors(sb)
+        if self._predicts:
+            with self.ledger.stage("wm_predict"):
+                sb.r_hat = self._predict(sb)
+        self._collect_anchors(sb, runs)
 
-        # execute || world model -------------------------------------------------------------------
+    def _submit_anchors(self, sb: StepBatch) -> _AnchorRuns:
+        """Submit every anchor trajectory's program to the executor; returns the futures in flight."""
         from wmrl.execution.types import ExecutionRequest
 
-        by_id = {t.id: t for t in tasks}
-        programs = list(batch.programs) if len(getattr(batch, "programs", []) or []) == B else [
+        cfg, c, batch, gid, step = self.cfg, self.c, sb.batch, sb.gid, sb.step
+        by_id = {t.id: t for t in sb.tasks}
+        programs = list(batch.programs) if len(getattr(batch, "programs", []) or []) == sb.B else [
             c.scaffold.render(by_id[t], comp) for t, comp in zip(batch.task_ids, batch.completions)]
-        anchor_idx = np.flatnonzero(is_anchor)
-        done_at: dict[int, float] = {}
-        w0, c0 = time.perf_counter(), time.process_time()
-        futures: dict[int, Future] = {}
-        for i in anchor_idx:
+        runs = _AnchorRuns(w0=time.perf_counter())
+        c0 = time.process_time()
+        for i in sb.anchor_idx:
             req = ExecutionRequest(
                 task=by_id[batch.task_ids[i]], program=programs[i], request_id=f"s{step}-g{gid[i]}-i{i}",
                 time_limit_s=cfg.executor.time_limit_s,
@@ -309,118 +409,131 @@ class Trainer:
                       "task_id": batch.task_ids[i], "prompt": batch.prompts[i], "completion": batch.completions[i],
                       "scaffold": getattr(c.scaffold, "name", ""), "run": cfg.name or cfg.method})
             fut = c.executor.submit(req)
-            fut.add_done_callback(lambda _f, _i=int(i): done_at.__setitem__(_i, time.perf_counter()))
-            futures[int(i)] = fut
-        submit_cpu = time.process_time() - c0
-        r_hat = np.full(B, np.nan)
-        if c.world_model is not None and self.method != "grpo":
-            with L.stage("wm_predict"):
-                with torch.no_grad():
-                    r_hat = np.asarray(c.world_model.predict(batch.prompts, batch.completions), dtype=np.float64)
-                if r_hat.shape != (B,):
-                    raise RuntimeError(f"world model returned shape {r_hat.shape}, expected ({B},)")
-                if not np.all(np.isfinite(r_hat)):
-                    raise RuntimeError(f"world model returned {int((~np.isfinite(r_hat)).sum())} non-finite "
-                                       f"predictions of {B}: was it fitted on rewards (see world_model_fit.json)?")
+            fut.add_done_callback(lambda _f, _i=int(i): runs.done_at.__setitem__(_i, time.perf_counter()))
+            runs.futures[int(i)] = (fut, req)
+        runs.submit_cpu = time.process_time() - c0
+        return runs
+
+    def _predict(self, sb: StepBatch) -> np.ndarray:
+        """The world model's raw predictions r_hat [B] (checked: right shape, finite)."""
+        import torch
+
+        B = sb.B
+        with torch.no_grad():
+            r_hat = np.asarray(self.c.world_model.predict(sb.batch.prompts, sb.batch.completions), dtype=np.float64)
+        if r_hat.shape != (B,):
+            raise RuntimeError(f"world model returned shape {r_hat.shape}, expected ({B},)")
+        if not np.all(np.isfinite(r_hat)):
+            raise RuntimeError(f"world model returned {int((~np.isfinite(r_hat)).sum())} non-finite "
+                               f"predictions of {B}: was it fitted on rewards (see world_model_fit.json)?")
+        return r_hat
+
+    def _collect_anchors(self, sb: StepBatch, runs: _AnchorRuns) -> None:
+        """Wait for the anchor executions (stage execute: from submission to the last one done) and set
+        ``sb.r_true``, ``sb.status``, ``sb.valid``. A future that raised is an infrastructure failure;
+        infrastructure failures and reward-less results are not valid (no reward, counted)."""
+        from wmrl.execution.runner import infra_result
+
         c2 = time.process_time()
         results: dict[int, Any] = {}
-        for i, fut in futures.items():
+        for i, (fut, req) in runs.futures.items():
             try:
                 results[i] = fut.result()
             except Exception as e:  # the executor itself failed: infrastructure, not the program
-                results[i] = _InfraFailure(f"s{step}-i{i}", batch.task_ids[i], f"{type(e).__name__}: {e}")
-                done_at.setdefault(i, time.perf_counter())
-        if futures:
-            L.add_stage("execute", max(done_at.values(), default=w0) - w0, submit_cpu + time.process_time() - c2)
-            L.add_executions("anchor", results.values())
-
-        r_true = np.full(B, np.nan)
-        status: list[str | None] = [None] * B
-        valid = np.ones(B, dtype=bool)
+                results[i] = infra_result(req, f"executor failed: {type(e).__name__}: {e}")
+                runs.done_at.setdefault(i, time.perf_counter())
+        if runs.futures:
+            self.ledger.add_stage("execute", max(runs.done_at.values(), default=runs.w0) - runs.w0,
+                                  runs.submit_cpu + time.process_time() - c2)
+            self.ledger.add_executions("anchor", results.values())
         for i, r in results.items():
-            status[i] = _status(r)
-            if status[i] == "infra_error" or r.reward is None:
-                valid[i] = False
+            sb.status[i] = _status(r)
+            if sb.status[i] == "infra_error" or r.reward is None:
+                sb.valid[i] = False
             else:
-                r_true[i] = float(r.reward)
-        n_infra = int((~valid).sum())
-        self.n_infra_total += n_infra
+                sb.r_true[i] = float(r.reward)
+        self.n_infra_total += sb.n_infra
 
-        # calibrate --------------------------------------------------------------------------------
-        cal_rec = None
-        with L.stage("calibrate"):
-            a_ok = is_anchor & valid
-            cal_mode = None
-            if self.method == "wmrl" and cfg.wmrl.debias:
-                map_y = self.calibrator.transform(CAL_GRID)
-                cal_mode = self.calibrator.mode
-                n_window = self.calibrator.n_anchors
-                r_cal = self.calibrator.transform(r_hat, step=step)
-                diag = self.calibrator.diagnostics(r_hat[a_ok], r_true[a_ok])
-                self.calibrator.update(r_hat[a_ok], r_true[a_ok], step)
-            else:
-                r_cal = r_hat.copy()
-                map_y, n_window, diag = CAL_GRID.copy(), 0, {}
-                cal_mode = "identity" if c.world_model is not None and self.method != "grpo" else None
-            if self.method == "wmrl":
-                # out-of-sample pairs (map fitted before this step) feed V_A, sigma_xi^2, lambda
-                self.window["true"].extend(r_true[a_ok].tolist())
-                self.window["cal"].extend(r_cal[a_ok].tolist())
-                self.window["group"].extend([int(step * 100000 + g) for g in gid[a_ok]])
-                keep = cfg.wmrl.calibrator_window
-                for k in self.window:
-                    self.window[k] = self.window[k][-keep:]
-            if cal_mode is not None:
-                cal_rec = {
-                    "step": step, "mode": cal_mode, "n_window": n_window,
-                    "map_x": CAL_GRID.tolist(), "map_y": np.asarray(map_y).tolist(),
-                    "anchor_wm": r_hat[a_ok].tolist(), "anchor_wm_calibrated": r_cal[a_ok].tolist(),
-                    "anchor_true": r_true[a_ok].tolist(),
-                    "anchor_task_ids": [batch.task_ids[i] for i in np.flatnonzero(a_ok)],
-                    "residual_var_raw": _var(r_true[a_ok] - r_hat[a_ok]),
-                    "residual_var_calibrated": _var(r_true[a_ok] - r_cal[a_ok]),
-                    "diagnostics": diag,
-                }
+    def _calibrate(self, sb: StepBatch) -> None:
+        """Stage calibrate: ``sb.r_cal = f_hat(r_hat)`` with the map fitted on earlier steps' anchors
+        (``wmrl`` with debias; identity otherwise), then the calibrator learns this step's valid anchors;
+        ``wmrl`` keeps the out-of-sample pairs in its window; ``sb.cal_rec`` is the calibration.jsonl line."""
+        cfg, step, a_ok = self.cfg, sb.step, sb.a_ok
+        r_hat, r_true = sb.r_hat, sb.r_true
+        if self.method == "wmrl" and cfg.wmrl.debias:
+            map_y = self.calibrator.transform(CAL_GRID)
+            cal_mode = self.calibrator.mode
+            n_window = self.calibrator.n_anchors
+            sb.r_cal = self.calibrator.transform(r_hat, step=step)
+            diag = self.calibrator.diagnostics(r_hat[a_ok], r_true[a_ok])
+            self.calibrator.update(r_hat[a_ok], r_true[a_ok], step)
+        else:
+            sb.r_cal = r_hat.copy()
+            map_y, n_window, diag = CAL_GRID.copy(), 0, {}
+            cal_mode = "identity" if self._predicts else None
+        r_cal = sb.r_cal
+        if self.method == "wmrl":
+            # out-of-sample pairs (map fitted before this step) feed V_A, sigma_xi^2, lambda
+            self.window["true"].extend(r_true[a_ok].tolist())
+            self.window["cal"].extend(r_cal[a_ok].tolist())
+            self.window["group"].extend([int(step * 100000 + g) for g in sb.gid[a_ok]])
+            keep = cfg.wmrl.calibrator_window
+            for k in self.window:
+                self.window[k] = self.window[k][-keep:]
+        if cal_mode is not None:
+            sb.cal_rec = {
+                "step": step, "mode": cal_mode, "n_window": n_window,
+                "map_x": CAL_GRID.tolist(), "map_y": np.asarray(map_y).tolist(),
+                "anchor_wm": r_hat[a_ok].tolist(), "anchor_wm_calibrated": r_cal[a_ok].tolist(),
+                "anchor_true": r_true[a_ok].tolist(),
+                "anchor_task_ids": [sb.batch.task_ids[i] for i in np.flatnonzero(a_ok)],
+                "residual_var_raw": _var(r_true[a_ok] - r_hat[a_ok]),
+                "residual_var_calibrated": _var(r_true[a_ok] - r_cal[a_ok]),
+                "diagnostics": diag,
+            }
 
-        # advantages, fusion -----------------------------------------------------------------------
-        with L.stage("advantages"):
-            used, adv = stream_advantages(method=self.method, group_ids=gid, is_anchor=is_anchor, valid=valid,
-                                          r_true=r_true, r_wm_cal=r_cal, normalize_std=cfg.optim.normalize_std,
-                                          adv_eps=cfg.optim.adv_eps)
-        with L.stage("fuse"):
-            w = cfg.wmrl
-            fr: FusionResult = fusion_for_step(
-                method=self.method, group_ids=gid, is_anchor=is_anchor, valid=valid, r_true=r_true,
-                r_wm_cal=r_cal, reward_used=used, advantages=adv, denoise=w.denoise, fusion=w.fusion,
-                window_true=np.asarray(self.window["true"]), window_cal=np.asarray(self.window["cal"]),
-                window_groups=np.asarray(self.window["group"]), bias_aware=w.bias_aware,
-                alpha_floor=w.alpha_floor, alpha_ceiling=w.alpha_ceiling, min_pairs=w.calibrator_min_anchors,
-                normalize_std=cfg.optim.normalize_std, adv_eps=cfg.optim.adv_eps)
+    def _advantages(self, sb: StepBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Stage advantages: (reward used, group advantages) per stream
+        (:func:`~wmrl.training.fusion_step.stream_advantages`)."""
+        o = self.cfg.optim
+        return stream_advantages(method=self.method, group_ids=sb.gid, is_anchor=sb.is_anchor, valid=sb.valid,
+                                 r_true=sb.r_true, r_wm_cal=sb.r_cal, normalize_std=o.normalize_std,
+                                 adv_eps=o.adv_eps)
 
-        # update -----------------------------------------------------------------------------------
-        with L.stage("update"):
-            upd = self._update(batch, fr.advantages, fr.weights, valid)
+    def _fuse(self, sb: StepBatch, used: np.ndarray, adv: np.ndarray) -> FusionResult:
+        """Stage fuse: per-sample loss weights (IVW) or merged PPI++ advantages, alpha estimated on the
+        window of out-of-sample anchor pairs (:func:`~wmrl.training.fusion_step.fusion_for_step`)."""
+        w, o = self.cfg.wmrl, self.cfg.optim
+        return fusion_for_step(
+            method=self.method, group_ids=sb.gid, is_anchor=sb.is_anchor, valid=sb.valid, r_true=sb.r_true,
+            r_wm_cal=sb.r_cal, reward_used=used, advantages=adv, denoise=w.denoise, fusion=w.fusion,
+            window_true=np.asarray(self.window["true"]), window_cal=np.asarray(self.window["cal"]),
+            window_groups=np.asarray(self.window["group"]), bias_aware=w.bias_aware,
+            alpha_floor=w.alpha_floor, alpha_ceiling=w.alpha_ceiling, min_pairs=w.calibrator_min_anchors,
+            normalize_std=o.normalize_std, adv_eps=o.adv_eps)
 
-        # optional world-model refresh on the anchors so far (off by default) ------------------------
-        refresh = None
-        k = cfg.world_model.refresh_every_k
-        if k and c.refit_world_model is not None and step % k == 0:
-            with L.stage("wm_refresh"):
-                refresh = c.refit_world_model(step)
-            self.wm_refreshed = True
+    def _refresh_world_model(self, step: int) -> dict[str, Any] | None:
+        """Stage wm_refresh: refit the world model on the anchors so far every
+        ``world_model.refresh_every_k`` steps (off by default); returns the refit's report or None."""
+        k = self.cfg.world_model.refresh_every_k
+        if not (k and self.c.refit_world_model is not None and step % k == 0):
+            return None
+        with self.ledger.stage("wm_refresh"):
+            refresh = self.c.refit_world_model(step)
+        self.wm_refreshed = True
+        return refresh
 
-        # metrics ----------------------------------------------------------------------------------
-        self.step = step
-        a_ok = is_anchor & valid
-        comp_tokens = batch.completion_mask.sum(dim=1).cpu().numpy()
+    def _metrics(self, sb: StepBatch) -> dict[str, Any]:
+        """The step's metrics.jsonl record, without the ledger keys (docs/run-directory.md)."""
+        r_hat, r_cal, r_true, a_ok, fr = sb.r_hat, sb.r_cal, sb.r_true, sb.a_ok, sb.fusion
         rec: dict[str, Any] = {
-            "step": step, "time": time.time(), "method": self.method,
-            "n_groups": M, "n_samples": B,
-            "n_anchor_groups": int(anchor_groups.sum()), "n_wm_groups": int((~anchor_groups).sum()),
-            "n_infra_errors": n_infra, "n_infra_errors_total": self.n_infra_total,
+            "step": sb.step, "time": time.time(), "method": self.method,
+            "n_groups": sb.M, "n_samples": sb.B,
+            "n_anchor_groups": int(sb.anchor_groups.sum()), "n_wm_groups": int((~sb.anchor_groups).sum()),
+            "n_infra_errors": sb.n_infra, "n_infra_errors_total": self.n_infra_total,
             "reward_true_mean": _mean(r_true[a_ok]),
-            "valid_rate_anchor": (float(np.mean([s == "ok" for s in (status[i] for i in anchor_idx)]))
-                                  if anchor_idx.size else None),
+            "valid_rate_anchor": (float(np.mean([s == "ok" for s in (sb.status[i] for i in sb.anchor_idx)]))
+                                  if sb.anchor_idx.size else None),
             "reward_wm_mean": _mean(r_hat),
             "reward_wm_calibrated_mean": _mean(r_cal),
             "reward_wm_anchor_mean": _mean(r_hat[a_ok]),
@@ -428,37 +541,43 @@ class Trainer:
             "wm_bias": _mean(r_hat[a_ok] - r_true[a_ok]) if a_ok.any() else None,
             "wm_bias_calibrated": _mean(r_cal[a_ok] - r_true[a_ok]) if a_ok.any() else None,
             "calibrator_n_anchors": self.calibrator.n_anchors if self.method == "wmrl" else None,
-            "calibrator_mode": cal_rec["mode"] if cal_rec else None,
-            "completion_tokens_mean": float(comp_tokens.mean()) if B else None,
-            "scaffold_valid_rate": (float(np.mean(batch.valid)) if getattr(batch, "valid", None) else None),
+            "calibrator_mode": sb.cal_rec["mode"] if sb.cal_rec else None,
+            "completion_tokens_mean": float(sb.completion_tokens.mean()) if sb.B else None,
+            "scaffold_valid_rate": (float(np.mean(sb.batch.valid)) if getattr(sb.batch, "valid", None) else None),
         }
         rec.update(fr.stats)
-        rec.update(upd)
-        if refresh is not None:
-            rec["wm_refresh_records"] = refresh.get("n_records")
+        rec.update(sb.update)
+        if sb.refresh is not None:
+            rec["wm_refresh_records"] = sb.refresh.get("n_records")
         if self.method == "grpo":
             rec["alpha"] = 1.0
         elif self.method == "wm":
             rec["alpha"] = 0.0
-        rec.update(L.end_step())
-        samples = [
-            {"step": step, "group": int(gid[i]), "task_id": batch.task_ids[i],
-             "stream": "anchor" if is_anchor[i] else "wm",
-             "reward_true": r_true[i], "status": status[i], "reward_wm": r_hat[i], "reward_wm_calibrated": r_cal[i],
-             "reward_used": fr.reward_used[i], "advantage": fr.advantages[i], "weight": fr.weights[i],
-             "dropped": not bool(valid[i]), "completion_tokens": int(comp_tokens[i]),
-             "completion": batch.completions[i][:2000]}
-            for i in range(B)
-        ]
-        with L.stage("log"):
-            self.rd.append("metrics", rec)
-            self.rd.append_many("samples", samples)
-            if cal_rec is not None:
-                self.rd.append("calibration", cal_rec)
-            self._tb_scalars(rec)
-            self.rd.log_line(_step_line(rec))
         return rec
 
+    def _samples(self, sb: StepBatch) -> list[dict[str, Any]]:
+        """The step's samples.jsonl lines (one per trajectory)."""
+        batch, fr, tokens = sb.batch, sb.fusion, sb.completion_tokens
+        return [
+            {"step": sb.step, "group": int(sb.gid[i]), "task_id": batch.task_ids[i],
+             "stream": "anchor" if sb.is_anchor[i] else "wm",
+             "reward_true": sb.r_true[i], "status": sb.status[i], "reward_wm": sb.r_hat[i],
+             "reward_wm_calibrated": sb.r_cal[i], "reward_used": fr.reward_used[i], "advantage": fr.advantages[i],
+             "weight": fr.weights[i], "dropped": not bool(sb.valid[i]), "completion_tokens": int(tokens[i]),
+             "completion": batch.completions[i][:2000]}
+            for i in range(sb.B)
+        ]
+
+    def _log(self, rec: dict[str, Any], samples: list[dict[str, Any]], cal_rec: dict[str, Any] | None) -> None:
+        """Stage log: metrics.jsonl, samples.jsonl, calibration.jsonl, TensorBoard, train.log."""
+        self.rd.append("metrics", rec)
+        self.rd.append_many("samples", samples)
+        if cal_rec is not None:
+            self.rd.append("calibration", cal_rec)
+        self._tb_scalars(rec)
+        self.rd.log_line(_step_line(rec))
+
+    # ------------------------------------------------------------------ stage update
     def _update(self, batch: Any, adv: np.ndarray, weights: np.ndarray, valid: np.ndarray) -> dict[str, Any]:
         """One AdamW step on the fused GRPO loss, micro-batched with exact token-mean rescaling.
 
@@ -613,11 +732,11 @@ def run_training(config: TrainConfig, *, resume: bool = False,
 
     Raises:
         RunDirError: the run directory holds another run (without ``resume``) or nothing to resume.
-        ConfigError, FileNotFoundError: from the config and the parts.
+        ConfigError, FileNotFoundError: an invalid config (checked here too), or from the parts.
     """
     import torch
 
-    cfg = config
+    cfg = validate(config)  # also a config built in Python: finite numbers within their ranges
     if cfg.run_dir is None:
         cfg.run_dir = _default_run_dir(cfg)
     rd = RunDir(cfg.run_dir)
@@ -641,8 +760,7 @@ def run_training(config: TrainConfig, *, resume: bool = False,
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
-    ledger = Ledger(method=cfg.method,
-                    anchor_fraction_configured={"grpo": 1.0, "wm": 0.0, "wmrl": cfg.wmrl.anchor_fraction}[cfg.method])
+    ledger = Ledger(method=cfg.method, anchor_fraction_configured=anchor_fraction(cfg))
     rd.log_line(f"{_now_iso()} {'resume' if resume else 'start'} method={cfg.method} run_dir={rd.root}")
 
     own_components = components is None
