@@ -352,7 +352,7 @@ def eval_cmd(
 @wm_app.command("bench")
 def bench_cmd(
     model: str = typer.Option("smollm2-135m", "--model"),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated train task ids (default: first 2)."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated train task ids (default: the 2 smallest)."),
     tasks_dir: Optional[Path] = typer.Option(None, "--tasks-dir"),
     samples: int = typer.Option(4, "--samples", "-n", help="Trajectories per task."),
     scaffold: Optional[str] = typer.Option(None, "--scaffold", help="Default: DEFAULT_SCAFFOLD."),
@@ -378,8 +378,8 @@ def bench_cmd(
 
     console = _console()
     task_list = _train_tasks(tasks, tasks_dir)
-    if not tasks:
-        task_list = task_list[:2]
+    if not tasks:  # the two smallest train tasks: a short run
+        task_list = sorted(task_list, key=lambda t: (t.n_rows or 0, t.id))[:2]
     sc = get_scaffold(scaffold or DEFAULT_SCAFFOLD)
     m, tok = _backbone(model, seed)
     policy = Policy(m, tok)
