@@ -165,3 +165,16 @@ def test_shared_prompt_features_equal_separate_passes(tiny):
     separate = wm.features(prompts, comps, share_prompts=False)
     assert torch.allclose(shared, separate, atol=1e-5)
     assert np.allclose(wm.predict(prompts, comps), np.clip(wm.head(separate).detach().numpy(), 0, 1), atol=1e-5)
+
+
+def test_fit_on_a_single_training_example_gives_finite_predictions(tiny):
+    """One training row (a tiny warm-up): the head's standardisation must not produce NaN."""
+    from wmrl.models.backbone import tiny_backbone
+
+    model, tok = tiny_backbone(seed=0)
+    wm = RegressionWorldModel(model, tok, lora=None)
+    recs = [r for r in _records(n_groups=2, g=1) if r["status"] == "ok"]  # 1 train + 1 held out
+    res = wm.fit(recs, epochs=1, batch_size=1, heldout_fraction=0.5, seed=0)
+    assert res["n_train"] == 1, res
+    pred = wm.predict(["Task: task-0. Predict churn."] * 2, list(_FAMILIES)[:2])
+    assert pred.shape == (2,) and np.all(np.isfinite(pred)) and np.all((0 <= pred) & (pred <= 1))

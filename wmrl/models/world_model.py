@@ -461,7 +461,8 @@ class RegressionWorldModel:
         if not self.history:
             with torch.no_grad():
                 self.head.mu.copy_(X.mean(0))
-                self.head.sd.copy_(X.std(0).clamp(min=1e-6))
+                # population std (correction=0): finite even for a single training example
+                self.head.sd.copy_(X.std(0, correction=0).clamp(min=1e-6))
         Z = self.head.standardise(X).cpu().double().numpy()
         w, b, alpha = ridge_fit(Z, rewards, [e["group"] for e in train], seed=seed)
         with torch.no_grad():
