@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future, InvalidStateError
 from concurrent.futures._base import CANCELLED_AND_NOTIFIED, RUNNING
+from typing import Self
 
 from wmrl.execution.log import ExecutionLog
 from wmrl.execution.runner import Grader, execute, infra_result
@@ -72,7 +73,85 @@ def result_or_infra(fut: Future, request: ExecutionRequest) -> ExecutionResult:
         return infra_result(request, f"executor failed: {type(exc).__name__}: {exc}")
 
 
-class LocalExecutor:
+class _FutureExecutor:
+    """What :class:`LocalExecutor` and :class:`~wmrl.execution.ray_pool.RayExecutor` share.
+
+    The futures, the closed flag, the set of running futures that :meth:`close` cancels, the log
+    appends and their failure count. A backend sets ``_name``, calls :meth:`_init_futures`, and
+    implements ``_dispatch(fut, request)`` (queue a job, called under the lock), ``_run(fut,
+    request)`` (run one, returning its result) and ``_shutdown(running)`` (stop after close).
+    """
+
+    _name = "executor"
+
+    def _init_futures(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[ExecutionFuture] = set()
+        self._closed = False
+        self._log_failures = 0
+
+    def submit(self, request: ExecutionRequest) -> ExecutionFuture:
+        """Queue one execution; returns its future (cancellable, also while running).
+
+        Raises:
+            RuntimeError: the executor is closed.
+        """
+        fut = ExecutionFuture()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self._name} is closed; create a new one")
+            self._dispatch(fut, request)
+        return fut
+
+    def run_batch(self, requests: Sequence[ExecutionRequest]) -> list[ExecutionResult]:
+        """Run all requests (up to the concurrency limit at once); results in submission order.
+
+        A request whose future is cancelled or fails comes back as an ``infra_error`` result.
+        """
+        futures = [self.submit(r) for r in requests]
+        return [result_or_infra(f, r) for f, r in zip(futures, requests)]
+
+    def close(self) -> None:
+        """Cancel queued jobs, kill running ones, stop the backend (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            running = list(self._running)
+        self._shutdown(running)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def log_failures(self) -> int:
+        """Number of results that could not be appended to the log (each also logged as an error)."""
+        return self._log_failures
+
+    def _drive(self, fut: ExecutionFuture, request: ExecutionRequest) -> None:
+        """Run one queued job on the calling thread: result logged, then set on its future."""
+        with self._lock:  # registered before it can run, so close() always sees it
+            self._running.add(fut)
+            closed = self._closed
+        if closed:
+            fut.cancel()
+        if not fut.set_running_or_notify_cancel():
+            with self._lock:
+                self._running.discard(fut)
+            return
+        try:
+            result = self._run(fut, request)
+            append_to_log(self, request, result)
+            safe_set_result(fut, result)
+        finally:
+            with self._lock:
+                self._running.discard(fut)
+
+
+class LocalExecutor(_FutureExecutor):
     """Run sandboxed executions on this machine, at most ``max_workers`` at a time.
 
     Args:
@@ -89,6 +168,8 @@ class LocalExecutor:
     Use as a context manager, or call :meth:`close`, to stop the workers and kill running jobs.
     """
 
+    _name = "LocalExecutor"
+
     def __init__(self, max_workers: int | None = None, sandbox: SandboxConfig | None = None,
                  log: ExecutionLog | None = None, grader: Grader | None = None):
         self.max_workers = int(max_workers) if max_workers is not None else (os.cpu_count() or 1)
@@ -100,45 +181,18 @@ class LocalExecutor:
         self.grader = grader
         self._queue: queue.Queue = queue.Queue()
         self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-        self._running: set[ExecutionFuture] = set()
-        self._closed = False
-        self._log_failures = 0
+        self._init_futures()
 
-    # -- Executor protocol ---------------------------------------------------------------------
+    # -- internals -----------------------------------------------------------------------------
 
-    def submit(self, request: ExecutionRequest) -> ExecutionFuture:
-        """Queue one execution; returns its future (cancellable, also while running).
+    def _dispatch(self, fut: ExecutionFuture, request: ExecutionRequest) -> None:
+        self._queue.put((fut, request))
+        if len(self._threads) < self.max_workers:
+            t = threading.Thread(target=self._worker, name=f"wmrl-exec-{len(self._threads)}", daemon=True)
+            self._threads.append(t)
+            t.start()
 
-        Raises:
-            RuntimeError: the executor is closed.
-        """
-        fut = ExecutionFuture()
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("LocalExecutor is closed; create a new one")
-            self._queue.put((fut, request))
-            if len(self._threads) < self.max_workers:
-                t = threading.Thread(target=self._worker, name=f"wmrl-exec-{len(self._threads)}", daemon=True)
-                self._threads.append(t)
-                t.start()
-        return fut
-
-    def run_batch(self, requests: Sequence[ExecutionRequest]) -> list[ExecutionResult]:
-        """Run all requests (up to ``max_workers`` at once); results in submission order.
-
-        A request whose future is cancelled or fails comes back as an ``infra_error`` result.
-        """
-        futures = [self.submit(r) for r in requests]
-        return [result_or_infra(f, r) for f, r in zip(futures, requests)]
-
-    def close(self) -> None:
-        """Cancel queued jobs, kill running ones, stop the workers (idempotent)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            running = list(self._running)
+    def _shutdown(self, running: list[ExecutionFuture]) -> None:
         while True:
             try:
                 fut, _ = self._queue.get_nowait()
@@ -152,41 +206,15 @@ class LocalExecutor:
         for t in self._threads:
             t.join(timeout=30)
 
-    def __enter__(self) -> "LocalExecutor":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    @property
-    def log_failures(self) -> int:
-        """Number of results that could not be appended to the log (each also logged as an error)."""
-        return self._log_failures
-
-    # -- internals -----------------------------------------------------------------------------
-
     def _worker(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            fut, request = item
-            with self._lock:  # registered before it can run, so close() always sees it
-                self._running.add(fut)
-                closed = self._closed
-            if closed:
-                fut.cancel()
-            if not fut.set_running_or_notify_cancel():
-                with self._lock:
-                    self._running.discard(fut)
-                continue
-            try:
-                result = run_one(request, self.sandbox, fut.kill_event, self.grader)
-                append_to_log(self, request, result)
-                safe_set_result(fut, result)
-            finally:
-                with self._lock:
-                    self._running.discard(fut)
+            self._drive(*item)
+
+    def _run(self, fut: ExecutionFuture, request: ExecutionRequest) -> ExecutionResult:
+        return run_one(request, self.sandbox, fut.kill_event, self.grader)
 
 
 def run_one(request: ExecutionRequest, sandbox: SandboxConfig, kill_event: threading.Event,

@@ -14,14 +14,12 @@ sandbox dies with it through bubblewrap's ``--die-with-parent``).
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from wmrl.execution.log import ExecutionLog
-from wmrl.execution.pool import ExecutionFuture, append_to_log, result_or_infra, safe_set_result
+from wmrl.execution.pool import ExecutionFuture, _FutureExecutor
 from wmrl.execution.runner import Grader, infra_result, outcome, time_limit_of
 from wmrl.execution.sandbox import SandboxConfig, run_program
 from wmrl.execution.types import ExecutionRequest, ExecutionResult
@@ -34,7 +32,7 @@ def _remote_run(program: str, public_dir: str, time_limit_s: float, config: Sand
     return run_program(program, public_dir, time_limit_s, config)
 
 
-class RayExecutor:
+class RayExecutor(_FutureExecutor):
     """Run sandboxed executions as Ray tasks; grade and log in this process.
 
     Args:
@@ -52,6 +50,8 @@ class RayExecutor:
     Raises:
         ImportError: ray is not installed (``pip install 'ray>=2.40'``).
     """
+
+    _name = "RayExecutor"
 
     def __init__(self, address: str | None = None, max_concurrency: int | None = None,
                  sandbox: SandboxConfig | None = None, log: ExecutionLog | None = None,
@@ -80,70 +80,18 @@ class RayExecutor:
         self.max_concurrency = int(max_concurrency)
         self._remote = ray.remote(num_cpus=self.sandbox.threads, max_retries=0)(_remote_run)
         self._threads = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="wmrl-ray")
-        self._lock = threading.Lock()
-        self._running: set[ExecutionFuture] = set()
-        self._closed = False
-        self._log_failures = 0
+        self._init_futures()
 
-    def submit(self, request: ExecutionRequest) -> ExecutionFuture:
-        """Queue one execution; returns its future (cancellable, also while running).
+    def _dispatch(self, fut: ExecutionFuture, request: ExecutionRequest) -> None:
+        self._threads.submit(self._drive, fut, request)
 
-        Raises:
-            RuntimeError: the executor is closed.
-        """
-        fut = ExecutionFuture()
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("RayExecutor is closed; create a new one")
-            self._threads.submit(self._drive, fut, request)
-        return fut
-
-    def run_batch(self, requests: Sequence[ExecutionRequest]) -> list[ExecutionResult]:
-        """Run all requests (up to ``max_concurrency`` at once); results in submission order."""
-        futures = [self.submit(r) for r in requests]
-        return [result_or_infra(f, r) for f, r in zip(futures, requests)]
-
-    def close(self) -> None:
+    def _shutdown(self, running: list[ExecutionFuture]) -> None:
         """Cancel queued and running executions, stop the driver threads, shut down a Ray started here."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            running = list(self._running)
         for fut in running:
             fut.cancel()
         self._threads.shutdown(wait=True, cancel_futures=True)
         if self._owns_ray:
             self._ray.shutdown()
-
-    def __enter__(self) -> "RayExecutor":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    @property
-    def log_failures(self) -> int:
-        """Number of results that could not be appended to the log."""
-        return self._log_failures
-
-    def _drive(self, fut: ExecutionFuture, request: ExecutionRequest) -> None:
-        with self._lock:  # registered before it can run, so close() always sees it
-            self._running.add(fut)
-            closed = self._closed
-        if closed:
-            fut.cancel()
-        if not fut.set_running_or_notify_cancel():
-            with self._lock:
-                self._running.discard(fut)
-            return
-        try:
-            result = self._run(fut, request)
-            append_to_log(self, request, result)
-            safe_set_result(fut, result)
-        finally:
-            with self._lock:
-                self._running.discard(fut)
 
     def _run(self, fut: ExecutionFuture, request: ExecutionRequest) -> ExecutionResult:
         ray = self._ray

@@ -46,12 +46,6 @@ def bench_cmd(
 
     Each final policy is evaluated on held-out tasks with real execution; the table (Markdown + HTML) and a reward-against-compute plot go into the bench folder.
     """
-    import os  # noqa: PLC0415
-
-    # Idle OpenMP threads sleep instead of spinning: spinning threads burn CPU without doing work and
-    # on a loaded machine inflated the trainer's measured CPU-seconds up to 10x. Must be set before
-    # torch is imported (the trainer imports it lazily, so here is early enough); an explicit value wins.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from wmrl.training import bench  # noqa: PLC0415
     from wmrl.training.config import ConfigError  # noqa: PLC0415
 
