@@ -388,6 +388,27 @@ class RegressionWorldModel:
             params += adapters.adapter_parameters(self.peft_model, self.adapter_name)
         return params
 
+    def _solve_head(self, train: list[dict[str, Any]], rewards: np.ndarray, seed: int, *,
+                    set_standardisation: bool) -> tuple[float, float]:
+        """Set the head to the closed-form ridge solution on the current backbone's features.
+
+        With ``set_standardisation`` the feature mean and population std (correction=0: finite even
+        for one training example) are first taken from ``train``. Returns ``(ridge alpha, train MSE)``.
+        """
+        import torch
+
+        X = self.features([e["prompt"] for e in train], [e["completion"] for e in train])
+        if set_standardisation:
+            with torch.no_grad():
+                self.head.mu.copy_(X.mean(0))
+                self.head.sd.copy_(X.std(0, correction=0).clamp(min=1e-6))
+        Z = self.head.standardise(X).cpu().double().numpy()
+        w, b, alpha = ridge_fit(Z, rewards, [e["group"] for e in train], seed=seed)
+        with torch.no_grad():
+            self.head.linear.weight.copy_(torch.as_tensor(w, dtype=torch.float32).view(1, -1))
+            self.head.linear.bias.fill_(b)
+        return alpha, float(((Z @ w + b - rewards) ** 2).mean())
+
     def fit(
         self,
         records: Sequence[dict[str, Any]],
@@ -457,18 +478,7 @@ class RegressionWorldModel:
         stopped = False
         # 1) features of the training split under the current backbone/adapter; standardisation
         #    statistics (first fit only) and a closed-form ridge warm start of the head.
-        X = self.features([e["prompt"] for e in train], [e["completion"] for e in train])
-        if not self.history:
-            with torch.no_grad():
-                self.head.mu.copy_(X.mean(0))
-                # population std (correction=0): finite even for a single training example
-                self.head.sd.copy_(X.std(0, correction=0).clamp(min=1e-6))
-        Z = self.head.standardise(X).cpu().double().numpy()
-        w, b, alpha = ridge_fit(Z, rewards, [e["group"] for e in train], seed=seed)
-        with torch.no_grad():
-            self.head.linear.weight.copy_(torch.as_tensor(w, dtype=torch.float32).view(1, -1))
-            self.head.linear.bias.fill_(b)
-        ridge_mse = float(((Z @ w + b - rewards) ** 2).mean())
+        alpha, ridge_mse = self._solve_head(train, rewards, seed, set_standardisation=not self.history)
         # 2) with an adapter: fine-tune LoRA and head jointly by MSE; the head keeps the ridge
         #    penalty (alpha / N per example, as weight decay on w in the loss).
         if self.lora is not None:
@@ -506,13 +516,7 @@ class RegressionWorldModel:
             # 3) re-solve the head in closed form on the adapted features (same standardisation),
             #    so the final head is the ridge optimum for the final backbone.
             if step:
-                X = self.features([e["prompt"] for e in train], [e["completion"] for e in train])
-                Z = self.head.standardise(X).cpu().double().numpy()
-                w, b, alpha = ridge_fit(Z, rewards, [e["group"] for e in train], seed=seed)
-                with torch.no_grad():
-                    self.head.linear.weight.copy_(torch.as_tensor(w, dtype=torch.float32).view(1, -1))
-                    self.head.linear.bias.fill_(b)
-                ridge_mse = float(((Z @ w + b - rewards) ** 2).mean())
+                alpha, ridge_mse = self._solve_head(train, rewards, seed, set_standardisation=False)
         else:
             last_epoch_loss = ridge_mse
             self.history.append({"epoch": 0, "loss": ridge_mse})
