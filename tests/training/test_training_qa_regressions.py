@@ -202,7 +202,8 @@ def test_tasks_without_leaderboard_are_refused(monkeypatch):
 
 # --- an executor future that raises is an infrastructure failure (dropped, counted), not a crash -----------
 
-def test_a_raising_executor_future_counts_as_infra_error(tmp_path):
+@pytest.mark.parametrize("failure", ["raise", "cancel"])
+def test_a_raising_or_cancelled_executor_future_counts_as_infra_error(tmp_path, failure):
     from concurrent.futures import Future
 
     from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold
@@ -215,7 +216,10 @@ def test_a_raising_executor_future_counts_as_infra_error(tmp_path):
             f = super().submit(req)
             if self.n % 3 == 1:
                 f = Future()
-                f.set_exception(RuntimeError("worker died"))
+                if failure == "raise":
+                    f.set_exception(RuntimeError("worker died"))
+                else:
+                    assert f.cancel()  # e.g. the executor was closed under the trainer
             return f
 
     comps = Components(train_tasks=[fake_task(i) for i in range(3)], heldout_tasks=[], scaffold=FakeScaffold(),
@@ -228,3 +232,6 @@ def test_a_raising_executor_future_counts_as_infra_error(tmp_path):
     n_bad = sum(r["n_infra_errors"] for r in m)
     assert n_bad == 4 == sum(r["status"] == "infra_error" and r["dropped"] and r["weight"] == 0 for r in s)
     assert m[-1]["n_infra_errors_total"] == n_bad
+    errors = [r.get("error") or "" for r in s if r["status"] == "infra_error"]
+    want = "worker died" if failure == "raise" else "cancelled"
+    assert errors and all(want in e for e in errors), errors

@@ -170,7 +170,8 @@ class StepBatch:
     - generate: ``step``, ``tasks`` ([M]), ``batch`` (the policy's ``RolloutBatch``), ``gid`` (group ids).
     - route: ``anchor_groups`` ([M] bool), ``is_anchor``.
     - execute: ``r_true`` (NaN off anchors and on infrastructure failures), ``status`` (execution
-      status or None), ``valid`` (False: infrastructure failure or no reward; dropped everywhere).
+      status or None), ``error`` (the execution's error message, or None), ``valid`` (False:
+      infrastructure failure or no reward; dropped everywhere).
     - wm_predict: ``r_hat`` (raw prediction; NaN when the world model is not used).
     - calibrate: ``r_cal`` (f_hat(r_hat)), ``cal_rec`` (the calibration.jsonl line, or None).
     - fuse: ``fusion`` (reward used, advantages, weights, stats); update: ``update`` (loss stats);
@@ -186,6 +187,7 @@ class StepBatch:
     r_hat: np.ndarray = field(init=False)
     r_true: np.ndarray = field(init=False)
     status: list[str | None] = field(init=False)
+    error: list[str | None] = field(init=False)
     valid: np.ndarray = field(init=False)
     r_cal: np.ndarray = field(init=False)
     cal_rec: dict[str, Any] | None = None
@@ -198,6 +200,7 @@ class StepBatch:
         self.r_hat = np.full(B, np.nan)
         self.r_true = np.full(B, np.nan)
         self.status = [None] * B
+        self.error = [None] * B
         self.valid = np.ones(B, dtype=bool)
 
     @property
@@ -432,22 +435,20 @@ class Trainer:
         """Wait for the anchor executions (stage execute: from submission to the last one done) and set
         ``sb.r_true``, ``sb.status``, ``sb.valid``. A future that raised is an infrastructure failure;
         infrastructure failures and reward-less results are not valid (no reward, counted)."""
-        from wmrl.execution.runner import infra_result
+        from wmrl.execution.pool import result_or_infra
 
         c2 = time.process_time()
         results: dict[int, Any] = {}
         for i, (fut, req) in runs.futures.items():
-            try:
-                results[i] = fut.result()
-            except Exception as e:  # the executor itself failed: infrastructure, not the program
-                results[i] = infra_result(req, f"executor failed: {type(e).__name__}: {e}")
-                runs.done_at.setdefault(i, time.perf_counter())
+            results[i] = result_or_infra(fut, req)  # cancelled or failed executor: infrastructure error
+            runs.done_at.setdefault(i, time.perf_counter())
         if runs.futures:
             self.ledger.add_stage("execute", max(runs.done_at.values(), default=runs.w0) - runs.w0,
                                   runs.submit_cpu + time.process_time() - c2)
             self.ledger.add_executions("anchor", results.values())
         for i, r in results.items():
             sb.status[i] = _status(r)
+            sb.error[i] = (r.error or "")[-500:] or None
             if sb.status[i] == "infra_error" or r.reward is None:
                 sb.valid[i] = False
             else:
@@ -561,7 +562,7 @@ class Trainer:
         return [
             {"step": sb.step, "group": int(sb.gid[i]), "task_id": batch.task_ids[i],
              "stream": "anchor" if sb.is_anchor[i] else "wm",
-             "reward_true": sb.r_true[i], "status": sb.status[i], "reward_wm": sb.r_hat[i],
+             "reward_true": sb.r_true[i], "status": sb.status[i], "error": sb.error[i], "reward_wm": sb.r_hat[i],
              "reward_wm_calibrated": sb.r_cal[i], "reward_used": fr.reward_used[i], "advantage": fr.advantages[i],
              "weight": fr.weights[i], "dropped": not bool(sb.valid[i]), "completion_tokens": int(tokens[i]),
              "completion": batch.completions[i][:2000]}
