@@ -34,6 +34,18 @@ def color_for(i: int) -> Any:
     return plt.get_cmap("tab10")(i % 10)
 
 
+def finish_axes(fig: Any, axes: Sequence[Any], xlabel: str, *, legend_fontsize: int = 8) -> Any:
+    """Shared x-label and grid on every axis, a legend on those with labelled lines, tight layout;
+    returns ``fig``."""
+    for ax in axes:
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=legend_fontsize)
+    fig.tight_layout()
+    return fig
+
+
 def _col(df: pd.DataFrame, name: str) -> pd.Series | None:
     if df.empty or name not in df:
         return None
@@ -246,13 +258,7 @@ def fig_alpha_noise(runs: Sequence[RunData], labels: Sequence[str] | None = None
     ax_a.set_title("alpha: weight of the anchor gradient")
     ax_a.set_ylim(-0.02, 1.02)
     ax_v.set_title("noise variance: sigma_xi^2 (solid), anchor V_A (dotted)")
-    for ax in (ax_a, ax_v):
-        ax.set_xlabel("training step")
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    return finish_axes(fig, (ax_a, ax_v), "training step", legend_fontsize=7)
 
 
 def ledger_breakdown(run: RunData) -> dict[str, float]:

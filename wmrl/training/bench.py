@@ -758,7 +758,7 @@ def fig_curves(train: dict[str, list], held: dict[str, list]) -> Any | None:
     """
     if not any(train.values()) and not any(held.values()):
         return None
-    from wmrl.report.plots import _plt, color_for  # noqa: PLC0415
+    from wmrl.report.plots import _plt, color_for, finish_axes  # noqa: PLC0415
 
     plt = _plt()
     fig, (ax_t, ax_h) = plt.subplots(1, 2, figsize=(13, 4.8))
@@ -795,13 +795,7 @@ def fig_curves(train: dict[str, list], held: dict[str, list]) -> Any | None:
     ax_t.set_title("true reward of executed training trajectories\n(grpo: all groups; wmrl: anchors; wm: none)", fontsize=10)
     ax_t.set_ylabel("leaderboard percentile")
     ax_h.set_title("held-out mean leaderboard percentile (real execution)", fontsize=10)
-    for ax in (ax_t, ax_h):
-        ax.set_xlabel("training compute so far (CPU-hours: trainer + sandbox)")
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return finish_axes(fig, (ax_t, ax_h), "training compute so far (CPU-hours: trainer + sandbox)")
 
 
 def write_outputs(out: str | Path) -> dict[str, Path]:
