@@ -13,11 +13,21 @@ import json
 import math
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 wm_app = typer.Typer(help="World model: warm-up corpus, fitting, evaluation, throughput.", no_args_is_help=True)
+
+
+# Options that several commands share (one declaration each).
+ModelOpt = Annotated[str, typer.Option("--model", help="Backbone: smollm2-135m, tiny, an HF id or a folder "
+                                                  "(the policy's; a world model's must match the one it was fitted on).")]
+TasksDirOpt = Annotated[Optional[Path], typer.Option("--tasks-dir", help="Task suite folder (default: the built-in suite).")]
+TemperatureOpt = Annotated[float, typer.Option("--temperature", help="Sampling temperature.")]
+WorkersOpt = Annotated[int, typer.Option("--workers", help="Concurrent sandboxed executions.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (sampling, splits, initialisation).")]
+MaxNewTokensOpt = Annotated[Optional[int], typer.Option("--max-new-tokens", help="Override the scaffold's token budget.")]
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -42,6 +52,7 @@ def _quiet() -> None:
 
 _THREADS_HELP = ("torch CPU threads (0 = torch's default). 1 is the default: with executions or other jobs "
                  "sharing the cores, 2 OpenMP threads made SmolLM2 decoding 15x slower on a loaded 2-core machine.")
+ThreadsOpt = Annotated[int, typer.Option("--threads", help=_THREADS_HELP)]
 
 
 def _set_threads(n: int) -> None:
@@ -84,12 +95,15 @@ def _mean(xs: list[Any]) -> float:
     return float(sum(xs) / len(xs))
 
 
-def _console() -> Any:
-    """A rich console, 150 columns wide when the output is not a terminal (logs, docs)."""
+def _start(threads: int) -> Any:
+    """What every command does first: quiet libraries, set torch threads; returns a rich console,
+    150 columns wide when the output is not a terminal (logs, docs)."""
     import sys
 
     from rich.console import Console
 
+    _quiet()
+    _set_threads(threads)
     return Console() if sys.stdout.isatty() else Console(width=150)
 
 
@@ -113,29 +127,26 @@ def _executor(workers: int, log_path: Optional[Path]) -> Any:
 
 def scaffolds_cmd(
     samples: int = typer.Option(4, "--samples", "-n", help="Samples per train task and scaffold."),
-    model: str = typer.Option("smollm2-135m", "--model", help="Backbone: smollm2-135m, tiny, an HF id or a folder."),
+    model: ModelOpt = "smollm2-135m",
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated task ids (default: all train tasks)."),
-    tasks_dir: Optional[Path] = typer.Option(None, "--tasks-dir", help="Task suite folder (default: the built-in suite)."),
+    tasks_dir: TasksDirOpt = None,
     scaffold: Optional[list[str]] = typer.Option(None, "--scaffold", help="Scaffolds to measure (repeatable; default all)."),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Override each scaffold's token budget."),
-    temperature: float = typer.Option(1.0, "--temperature"),
-    workers: int = typer.Option(2, "--workers", help="Concurrent sandboxed executions."),
-    seed: int = typer.Option(0, "--seed"),
+    max_new_tokens: MaxNewTokensOpt = None,
+    temperature: TemperatureOpt = 1.0,
+    workers: WorkersOpt = 2,
+    seed: SeedOpt = 0,
     log: Optional[Path] = typer.Option(None, "--log", help="Also store every execution in this SQLite log."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the measured rates as JSON here."),
-    threads: int = typer.Option(1, "--threads", help=_THREADS_HELP),
+    threads: ThreadsOpt = 1,
 ) -> None:
     """Valid-program rate of each scaffold on the built-in train tasks (sampled, then executed)."""
-    _quiet()
-    _set_threads(threads)
-    from rich.console import Console
+    console = _start(threads)
     from rich.table import Table
 
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLD_NAMES, get_scaffold
     from wmrl.models.warmup import collect_warmup
 
-    console = _console()
     names = list(scaffold or SCAFFOLD_NAMES)
     task_list = _train_tasks(tasks, tasks_dir)
     m, tok = _backbone(model, seed)
@@ -201,26 +212,23 @@ def warmup_cmd(
                                    "(0 = one group per task)."),
     tasks_per_batch: int = typer.Option(2, "--tasks-per-batch", help="Tasks sampled per generate call."),
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated train task ids (default: all)."),
-    tasks_dir: Optional[Path] = typer.Option(None, "--tasks-dir", help="Task suite folder (default: built-in)."),
-    model: str = typer.Option("smollm2-135m", "--model"),
+    tasks_dir: TasksDirOpt = None,
+    model: ModelOpt = "smollm2-135m",
     scaffold: Optional[str] = typer.Option(None, "--scaffold", help="Default: DEFAULT_SCAFFOLD."),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens"),
-    temperature: float = typer.Option(1.0, "--temperature"),
-    workers: int = typer.Option(2, "--workers"),
-    seed: int = typer.Option(0, "--seed"),
+    max_new_tokens: MaxNewTokensOpt = None,
+    temperature: TemperatureOpt = 1.0,
+    workers: WorkersOpt = 2,
+    seed: SeedOpt = 0,
     run: str = typer.Option("warmup", "--run", help="Corpus name stored in meta.run."),
-    threads: int = typer.Option(1, "--threads", help=_THREADS_HELP),
+    threads: ThreadsOpt = 1,
 ) -> None:
     """Sample the base policy on the train tasks, execute everything, store it in the execution log."""
-    _quiet()
-    _set_threads(threads)
-    from rich.console import Console
+    console = _start(threads)
 
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD
     from wmrl.models.warmup import collect_warmup
 
-    console = _console()
     task_list = _train_tasks(tasks, tasks_dir)
     m, tok = _backbone(model, seed)
     policy = Policy(m, tok)
@@ -266,7 +274,7 @@ def _print_metrics(console: Any, title: str, m: dict[str, Any]) -> None:
 def fit_cmd(
     log: Path = typer.Option(..., "--log", help="Execution log (SQLite) with executed trajectories."),
     out: Path = typer.Option(..., "--out", help="Folder for the fitted world model, metrics.json, calibration.png."),
-    model: str = typer.Option("smollm2-135m", "--model", help="Backbone (the policy's)."),
+    model: ModelOpt = "smollm2-135m",
     epochs: int = typer.Option(2, "--epochs"),
     lr: float = typer.Option(3e-4, "--lr", help="LoRA learning rate."),
     head_lr: float = typer.Option(1e-5, "--head-lr", help="AdamW learning rate of the head in the LoRA stage."),
@@ -275,21 +283,18 @@ def fit_cmd(
     lora_r: int = typer.Option(8, "--lora-r", help="LoRA rank; 0 = frozen backbone, head only."),
     max_length: int = typer.Option(320, "--max-length", help="Tokens per input (left-truncated)."),
     time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Stop training after this many seconds."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: SeedOpt = 0,
     stream: Optional[str] = typer.Option(None, "--stream", help="Only rows with this meta.stream (e.g. warmup)."),
-    threads: int = typer.Option(1, "--threads", help=_THREADS_HELP),
+    threads: ThreadsOpt = 1,
 ) -> None:
     """Fit the regression world model on executed trajectories; print held-out metrics, write a PNG."""
-    _quiet()
-    _set_threads(threads)
+    console = _start(threads)
     import torch
-    from rich.console import Console
 
     from wmrl.execution.log import ExecutionLog
     from wmrl.models.types import LoraSettings
     from wmrl.models.world_model import RegressionWorldModel, calibration_plot
 
-    console = _console()
     if not log.is_file():
         raise typer.BadParameter(f"{log} does not exist; collect a corpus with 'wmrl wm warmup --log {log}'",
                                  param_hint="--log")
@@ -320,20 +325,17 @@ def fit_cmd(
 def eval_cmd(
     wm_dir: Path = typer.Option(..., "--wm", help="A world model folder written by 'wmrl wm fit'."),
     log: Path = typer.Option(..., "--log", help="Execution log with executed trajectories."),
-    model: str = typer.Option("smollm2-135m", "--model", help="The backbone the world model was fitted on."),
+    model: ModelOpt = "smollm2-135m",
     png: Optional[Path] = typer.Option(None, "--png", help="Write a calibration plot here."),
-    threads: int = typer.Option(1, "--threads", help=_THREADS_HELP),
+    threads: ThreadsOpt = 1,
 ) -> None:
     """Metrics of a saved world model on every usable trajectory of an execution log."""
-    _quiet()
-    _set_threads(threads)
+    console = _start(threads)
     import numpy as np
-    from rich.console import Console
 
     from wmrl.execution.log import ExecutionLog
     from wmrl.models.world_model import RegressionWorldModel, calibration_plot, examples_from_records, world_model_metrics
 
-    console = _console()
     examples, counts = examples_from_records(ExecutionLog(log).records())
     if not examples:
         raise typer.BadParameter(f"no usable trajectory in {log} ({counts})", param_hint="--log")
@@ -351,23 +353,21 @@ def eval_cmd(
 
 @wm_app.command("bench")
 def bench_cmd(
-    model: str = typer.Option("smollm2-135m", "--model"),
+    model: ModelOpt = "smollm2-135m",
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated train task ids (default: the 2 smallest)."),
-    tasks_dir: Optional[Path] = typer.Option(None, "--tasks-dir"),
+    tasks_dir: TasksDirOpt = None,
     samples: int = typer.Option(4, "--samples", "-n", help="Trajectories per task."),
     scaffold: Optional[str] = typer.Option(None, "--scaffold", help="Default: DEFAULT_SCAFFOLD."),
     wm_dir: Optional[Path] = typer.Option(None, "--wm", help="A fitted world model (default: a fresh one; same cost)."),
-    workers: int = typer.Option(2, "--workers", help="Concurrent executions."),
-    seed: int = typer.Option(0, "--seed"),
+    workers: WorkersOpt = 2,
+    seed: SeedOpt = 0,
     json_out: Optional[Path] = typer.Option(None, "--json"),
-    threads: int = typer.Option(1, "--threads", help=_THREADS_HELP),
+    threads: ThreadsOpt = 1,
 ) -> None:
     """Policy sampling, world-model prediction and real execution of the same trajectories, side by side."""
-    _quiet()
-    _set_threads(threads)
+    console = _start(threads)
     import time
 
-    from rich.console import Console
     from rich.table import Table
 
     from wmrl.execution.pool import result_or_infra
@@ -376,7 +376,6 @@ def bench_cmd(
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
     from wmrl.models.world_model import RegressionWorldModel
 
-    console = _console()
     task_list = _train_tasks(tasks, tasks_dir)
     if not tasks:  # the two smallest train tasks: a short run
         task_list = sorted(task_list, key=lambda t: (t.n_rows or 0, t.id))[:2]

@@ -51,7 +51,6 @@ from wmrl.training.config import (
     apply_overrides,
     config_from_dict,
     config_to_dict,
-    save_config,
 )
 
 #: The method matrix: bench method name -> config overrides (``--set`` syntax).
