@@ -194,6 +194,36 @@ def test_workdir_is_removed_unless_kept(public):
         sb._rmtree(Path(r.workdir).parent)
 
 
+def test_scratch_folders_of_killed_drivers_are_swept(tmp_path, public):
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a finished driver: its pid no longer runs
+    host = socket.gethostname()
+    stale = tmp_path / f"wmrl-exec-{host}-{dead.pid}-abc123"
+    live = tmp_path / f"wmrl-exec-{host}-{os.getppid()}-def456"       # a running driver
+    own = tmp_path / f"wmrl-exec-{host}-{os.getpid()}-ghi789"         # this process
+    other_host = tmp_path / f"wmrl-exec-{host}x-{dead.pid}-jkl012"    # another machine on a shared disk
+    unnamed = tmp_path / "wmrl-exec-mno345"                           # not a driver-stamped folder
+    for d in (stale, live, own, other_host, unnamed):
+        (d / "work").mkdir(parents=True)
+        (d / "work" / "model.bin").write_bytes(b"0" * 1024)
+    assert sb.sweep_stale_scratch(tmp_path) == [stale]
+    assert not stale.exists() and all(d.exists() for d in (live, own, other_host, unnamed))
+    assert sb.sweep_stale_scratch(tmp_path / "missing") == []
+    # run_program sweeps once per scratch folder and stamps its own folder with host and pid
+    stale.mkdir()
+    require_bwrap()
+    r = run_program("open('x','w').write('1')", public, 20, SandboxConfig(scratch_dir=str(tmp_path), keep_workdir=True))
+    try:
+        assert not stale.exists()
+        assert Path(r.workdir).parent.name.startswith(f"wmrl-exec-{host}-{os.getpid()}-")
+    finally:
+        sb._rmtree(Path(r.workdir).parent)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="time_limit_s"):
         run_program("", "/", 0)

@@ -47,6 +47,7 @@ import re
 import selectors
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -626,7 +627,8 @@ def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float
     uid = None
     root: Path | None = None
     try:
-        root = Path(tempfile.mkdtemp(prefix="wmrl-exec-", dir=config.scratch_dir))
+        _sweep_once(config.scratch_dir)
+        root = Path(tempfile.mkdtemp(prefix=_scratch_prefix(), dir=config.scratch_dir))
         result.workdir = str(root / "work")
         as_root = os.geteuid() == 0 and mode in ("bwrap", "unsandboxed")
         if as_root and mode == "unsandboxed" and not (_others_can_use(python) and _others_can_use(public)):
@@ -707,6 +709,73 @@ def _prepare(root: Path, program: str, public: Path, mode: str, uid: int | None)
         os.chmod(root / "sandbox", 0o755)
     if mode == "unsandboxed":
         os.symlink(public.resolve(), root / "work" / "input")
+
+
+SCRATCH_PREFIX = "wmrl-exec-"
+_swept: set[str] = set()
+_swept_lock = threading.Lock()
+
+
+def _scratch_prefix() -> str:
+    """``wmrl-exec-<host>-<driver pid>-``: whose execution folder it is, so that a later driver can tell
+    the folders of a killed driver from those of a live one."""
+    return f"{SCRATCH_PREFIX}{socket.gethostname()}-{os.getpid()}-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, another user's
+        return True
+    return True
+
+
+def sweep_stale_scratch(scratch_dir: str | os.PathLike | None = None) -> list[Path]:
+    """Remove the execution folders that drivers on this host left behind when they were killed
+    (SIGKILL, out-of-memory killer): folders named ``wmrl-exec-<this host>-<pid>-*`` in
+    ``scratch_dir`` (default: the system temp dir) whose driver ``pid`` no longer runs. Folders of live
+    drivers, of other hosts (a shared scratch disk) and without that name are left alone.
+
+    Returns:
+        The folders removed. Never raises; a folder that cannot be removed is logged and kept.
+    """
+    base = Path(scratch_dir or tempfile.gettempdir())
+    host_prefix = f"{SCRATCH_PREFIX}{socket.gethostname()}-"
+    removed = []
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return removed
+    for p in entries:
+        name = p.name
+        if not name.startswith(host_prefix):
+            continue
+        pid_str, _, rest = name[len(host_prefix):].partition("-")
+        if not (pid_str.isdigit() and rest) or int(pid_str) == os.getpid() or _pid_alive(int(pid_str)):
+            continue
+        try:
+            if not p.is_dir() or p.is_symlink() or p.stat().st_uid != os.geteuid():
+                continue
+        except OSError:
+            continue
+        _rmtree(p)
+        if not p.exists():
+            removed.append(p)
+    if removed:
+        log.info("removed %d execution folder(s) left by killed drivers in %s", len(removed), base)
+    return removed
+
+
+def _sweep_once(scratch_dir: str | None) -> None:
+    """:func:`sweep_stale_scratch` the first time this process executes into ``scratch_dir``."""
+    key = str(scratch_dir)
+    with _swept_lock:
+        if key in _swept:
+            return
+        _swept.add(key)
+    sweep_stale_scratch(scratch_dir)
 
 
 def _rmtree(root: Path) -> None:
