@@ -155,3 +155,49 @@ def test_recorded_command_repeats_the_run(monkeypatch):
                    [("--set", "optim.lr=0.01")])
     assert cmd == ("WMRL_TASKS_DIR='/data/my tasks' OMP_WAIT_POLICY=PASSIVE wmrl bench --preset cpu-small --seeds 2 "
                    "--steps 5 --set optim.lr=0.01")
+
+
+def test_world_model_quality_on_anchors_by_hand(tmp_path):
+    from wmrl.report.runs import load_run
+
+    rd = tmp_path / "wmrl" / "seed0"
+    rd.mkdir(parents=True)
+    (rd / "config.yaml").write_text("method: wmrl\n")
+
+    def line(step, group, stream, r, r_hat):
+        return json.dumps({"step": step, "group": group, "stream": stream, "reward_true": r, "reward_wm": r_hat})
+
+    samples = [
+        line(1, 0, "anchor", 0.1, 0.2), line(1, 0, "anchor", 0.5, 0.4), line(1, 0, "anchor", 0.9, 0.3),  # 2 of 3 pairs
+        line(2, 0, "anchor", 0.2, 0.1), line(2, 0, "anchor", 0.6, 0.6),                             # 1 of 1 pair
+        line(2, 0, "anchor", None, 0.9),   # infrastructure failure: no pair
+        line(2, 1, "wm", None, 0.5),       # world-model group: not executed
+    ]
+    (rd / "samples.jsonl").write_text("\n".join(samples) + "\n")
+    cal = [
+        {"step": 1, "mode": "identity", "anchor_wm": [0.2, 0.4, 0.3], "anchor_wm_calibrated": [0.2, 0.4, 0.3],
+         "anchor_true": [0.1, 0.5, 0.9]},
+        {"step": 2, "mode": "isotonic", "anchor_wm": [0.1, 0.6], "anchor_wm_calibrated": [0.25, 0.5],
+         "anchor_true": [0.2, 0.6]},
+    ]
+    (rd / "calibration.jsonl").write_text("\n".join(json.dumps(c) for c in cal) + "\n")
+    (rd / "metrics.jsonl").write_text("\n".join(json.dumps({"step": s, "alpha": a}) for s, a in ((1, 0.2), (2, 0.6))) + "\n")
+
+    q = bench.world_model_quality(load_run(rd))
+    assert q["wm_anchor_pairs"] == 5
+    assert q["wm_pairwise_accuracy"] == pytest.approx(3 / 4)
+    # ranks of r_hat [0.2, 0.4, 0.3, 0.1, 0.6] = [2, 4, 3, 1, 5]; of r [0.1, 0.5, 0.9, 0.2, 0.6] = [1, 3, 5, 2, 4]
+    d2 = (2 - 1) ** 2 + (4 - 3) ** 2 + (3 - 5) ** 2 + (1 - 2) ** 2 + (5 - 4) ** 2
+    assert q["wm_spearman"] == pytest.approx(1 - 6 * d2 / (5 * (25 - 1)))
+    # only the isotonic step counts: (0.05^2 + 0.1^2) / (0.1^2 + 0.0^2) = 1.25
+    assert q["debias_sq_err_ratio"] == pytest.approx(1.25)
+    assert q["alpha_mean"] == pytest.approx(0.4)
+
+    # grpo: no world model, nothing to report
+    g = tmp_path / "grpo" / "seed0"
+    g.mkdir(parents=True)
+    (g / "config.yaml").write_text("method: grpo\n")
+    (g / "samples.jsonl").write_text(line(1, 0, "anchor", 0.3, None) + "\n")
+    (g / "metrics.jsonl").write_text(json.dumps({"step": 1, "alpha": 1.0}) + "\n")
+    qg = bench.world_model_quality(load_run(g))
+    assert qg["wm_anchor_pairs"] == 0 and all(qg[k] != qg[k] for k in bench.WM_QUALITY_COLUMNS[1:])  # NaN

@@ -47,9 +47,12 @@ def test_table_columns_and_numbers(mini_bench):
     rows = {r.method: r for r in bench.aggregate(bench.collect(out))}
     assert rows["grpo"].compute_ratio == pytest.approx(1.0)
     assert rows["wmrl"].compute_ratio > 0
+    # the world model's quality on wmrl's anchors; grpo has no world model
+    assert res.loc["grpo", "wm_anchor_pairs"] == 0 and pd.isna(res.loc["grpo", "wm_spearman"])
+    assert res.loc["wmrl", "wm_anchor_pairs"] > 0 and 0.0 <= res.loc["wmrl", "alpha_mean"] <= 1.0
     md = (out / "bench.md").read_text()
     assert "wmrl bench" in md and "--preset" in md and "Machine." in md and "tiny random backbone" in md
-    assert "Standard errors" in md
+    assert "Standard errors" in md and "World model on the training anchors" in md
     assert (out / "bench.html").read_text().count("data:image/png;base64,") >= 1
     assert "held-out percentile" in output
 

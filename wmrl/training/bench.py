@@ -421,7 +421,8 @@ def collect(out: str | Path) -> pd.DataFrame:
     ``train_sandbox_cpu_s`` (CPU-seconds of those executions), ``train_compute_cpu_s`` (trainer CPU +
     training sandbox CPU), ``eval_compute_cpu_s``, ``total_cpu_s`` (train + eval compute),
     ``wall_s`` (the run's wall seconds, evaluation included), ``steps``, ``anchor_fraction``, and the
-    per-unit costs of :func:`_unit_costs` (to tell work from measurement noise on a shared machine).
+    per-unit costs of :func:`_unit_costs` (to tell work from measurement noise on a shared machine),
+    and the world model's quality on the training anchors (:func:`world_model_quality`).
     Unfinished runs are left out (they appear in :func:`missing_runs`).
     """
     from wmrl.report.runs import load_run, train_executions  # noqa: PLC0415
@@ -458,11 +459,12 @@ def collect(out: str | Path) -> pd.DataFrame:
             "steps": int(run.metrics["step"].max()) if not run.metrics.empty else 0,
             "anchor_fraction": ((run.ledger or {}).get("groups") or {}).get("anchor_fraction"),
             **_unit_costs(run),
+            **world_model_quality(run),
         })
     cols = ["method", "seed", "heldout_percentile", "initial_percentile", "heldout_valid_rate", "heldout_samples", "train_executions",
             "train_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s", "total_cpu_s", "wall_s",
             "steps", "anchor_fraction", "train_samples", "gen_cpu_s_per_sample", "sandbox_cpu_s_per_execution",
-            "update_cpu_s_per_step"]
+            "update_cpu_s_per_step", *WM_QUALITY_COLUMNS]
     df = pd.DataFrame(rows, columns=cols)
     order = {m: i for i, m in enumerate(METHODS)}
     if not df.empty:
@@ -499,6 +501,88 @@ def _unit_costs(run: Any) -> dict[str, float | int | None]:
         "sandbox_cpu_s_per_execution": sbx / n_exec if n_exec else None,
         "update_cpu_s_per_step": upd / n_steps if n_steps else None,
     }
+
+
+WM_QUALITY_COLUMNS = ("wm_anchor_pairs", "wm_spearman", "wm_pairwise_accuracy", "debias_sq_err_ratio", "alpha_mean")
+
+
+def world_model_quality(run: Any) -> dict[str, float | int]:
+    """How well the world model scored the programs that were also executed (the training anchors)
+    of one run, and what the trainer did with it. NaN where the method has no such data (``grpo``:
+    no world model; ``wm``: no anchors).
+
+    - ``wm_anchor_pairs``: anchor trajectories with both a true reward r and a raw prediction r_hat
+      (``samples.jsonl``).
+    - ``wm_spearman``, ``wm_pairwise_accuracy``: Spearman correlation of r_hat with r over those pairs,
+      and the fraction of within-group pairs (different r) that r_hat orders correctly, ties 1/2
+      (:func:`wmrl.models.wm_metrics.world_model_metrics`; 0.5 = no better than chance). GRPO's
+      advantages only use the order and spread inside a group, so the pairwise accuracy is what the
+      policy gradient feels.
+    - ``debias_sq_err_ratio``: out-of-sample effect of the isotonic debiasing (DESIGN.md §3): over the
+      steps whose map was fitted (``calibration.jsonl``, mode not ``identity``), sum (f_hat(r_hat) - r)^2
+      / sum (r_hat - r)^2 on that step's anchors, which the map had not seen (fitted on earlier steps
+      only). < 1: the debiasing brought the world model closer to the truth. NaN without debiasing.
+    - ``alpha_mean``: mean over steps of the fused weight of the anchor gradient (``metrics.jsonl``).
+    """
+    from wmrl.models.wm_metrics import world_model_metrics  # noqa: PLC0415
+    from wmrl.training.rundir import read_jsonl  # noqa: PLC0415
+
+    nan = math.nan
+    out: dict[str, float | int] = {"wm_anchor_pairs": 0, "wm_spearman": nan, "wm_pairwise_accuracy": nan,
+                                   "debias_sq_err_ratio": nan, "alpha_mean": nan}
+    pairs = [r for r in read_jsonl(Path(run.path) / "samples.jsonl")
+             if r.get("stream") == "anchor" and _finite_num(r.get("reward_true")) and _finite_num(r.get("reward_wm"))]
+    if pairs:
+        q = world_model_metrics([r["reward_wm"] for r in pairs], [r["reward_true"] for r in pairs],
+                                [(r["step"], r["group"]) for r in pairs])
+        out.update(wm_anchor_pairs=len(pairs), wm_spearman=q["spearman"], wm_pairwise_accuracy=q["pairwise_accuracy"])
+    raw = cal = 0.0
+    for rec in run.calibration:
+        if rec.get("mode") in (None, "identity") or not rec.get("anchor_true"):
+            continue
+        t = np.asarray(rec["anchor_true"], dtype=np.float64)
+        raw += float(np.sum((np.asarray(rec["anchor_wm"], dtype=np.float64) - t) ** 2))
+        cal += float(np.sum((np.asarray(rec["anchor_wm_calibrated"], dtype=np.float64) - t) ** 2))
+    if raw > 0:
+        out["debias_sq_err_ratio"] = cal / raw
+    if "alpha" in run.metrics and run.method not in (REFERENCE, "wm"):
+        a = pd.to_numeric(run.metrics["alpha"], errors="coerce")
+        if a.notna().any():
+            out["alpha_mean"] = float(a.mean())
+    return out
+
+
+def _finite_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def world_model_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Per method with world-model data: mean ± SE over seeds of :func:`world_model_quality`'s columns
+    (strings, ready for Markdown/HTML). Empty when no run has anchors scored by a world model."""
+    from wmrl.report.stats import mean_se  # noqa: PLC0415
+
+    rows = []
+    for method, g in results.groupby("method", sort=False):
+        if not (pd.to_numeric(g.get("wm_anchor_pairs"), errors="coerce") > 0).any():
+            continue
+        rows.append({
+            "method": method,
+            "anchor pairs": _num(float(pd.to_numeric(g["wm_anchor_pairs"]).mean()), 0),
+            "Spearman(r_hat, r)": mean_se(list(g["wm_spearman"])).fmt(2),
+            "pairwise accuracy in groups": mean_se(list(g["wm_pairwise_accuracy"])).fmt(2),
+            "debiased / raw squared error": mean_se(list(g["debias_sq_err_ratio"])).fmt(2),
+            "mean alpha": mean_se(list(g["alpha_mean"])).fmt(2),
+        })
+    return pd.DataFrame(rows)
+
+
+WM_TABLE_HELP = (
+    "The world model on the training anchors (programs both scored and executed), per run, then mean ± SE "
+    "over seeds. Spearman and pairwise accuracy (within groups, chance = 0.5) use the raw prediction r_hat. "
+    "Debiased / raw squared error: on each step's anchors, with the isotonic map fitted on earlier steps only "
+    "(out of sample); < 1 means the debiasing helped (n/a without debiasing). Mean alpha: the fused weight "
+    "of the anchor gradient. `wm` has no anchors, so it has no row."
+)
 
 
 def missing_runs(out: str | Path) -> list[str]:
@@ -816,6 +900,7 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
     rows = aggregate(results)
     init = initial_row(results)
     table = bench_table(rows + ([init] if init else []))
+    wm_table = world_model_table(results)
     notes = overlap_notes(rows)
     if any(r.method == "wmrl" for r in rows):
         ablations = [m for m in ("wm", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi") if m in set(results["method"])]
@@ -862,6 +947,8 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
     md += ["**Command.**", "", "```bash", *cmds, "```", ""]
     md += [H.table_markdown(table), "", cols_help, ""]
     md += ["**Methods.**", "", *legend, ""]
+    if not wm_table.empty:
+        md += ["**World model on the training anchors.**", "", H.table_markdown(wm_table), "", WM_TABLE_HELP, ""]
     md += ["**Standard errors.**", "", *[f"- {n}" for n in notes], ""]
     if missing:
         md += [f"**Not finished** (left out of the table): {', '.join(missing)}.", ""]
@@ -882,6 +969,9 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
     parts.append(H.table_html(table) + H.paragraph(cols_help, "note"))
     parts.append("<ul>" + "".join(f"<li><code>{H.esc(m)}</code>: {H.esc(METHOD_HELP[m])}</li>"
                                   for m in meta.get("methods", []) if m in METHOD_HELP) + "</ul>")
+    if not wm_table.empty:
+        parts.append("<p><b>World model on the training anchors.</b></p>" + H.table_html(wm_table)
+                     + H.paragraph(WM_TABLE_HELP, "note"))
     parts.append("<p><b>Standard errors.</b></p><ul>" + "".join(f"<li>{H.esc(n)}</li>" for n in notes) + "</ul>")
     if missing:
         parts.append(H.paragraph(f"Not finished (left out of the table): {', '.join(missing)}.", "warn"))
