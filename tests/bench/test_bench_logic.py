@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -201,3 +202,33 @@ def test_world_model_quality_on_anchors_by_hand(tmp_path):
     (g / "metrics.jsonl").write_text(json.dumps({"step": 1, "alpha": 1.0}) + "\n")
     qg = bench.world_model_quality(load_run(g))
     assert qg["wm_anchor_pairs"] == 0 and all(qg[k] != qg[k] for k in bench.WM_QUALITY_COLUMNS[1:])  # NaN
+
+
+def test_train_task_evaluations_from_wmrl_eval_enter_the_table(preset, tmp_path):
+    """Runs that did not evaluate their train tasks get them from `wmrl eval --train-tasks` (eval_cli.jsonl,
+    `--checkpoint initial` for step 0): the table gains a train-task column and the learning notes a
+    train-task line, with the direction of the change."""
+    out = tmp_path / "out"
+    bench.run_bench(preset, out, methods=["grpo", "wmrl"], train_fn=fake_train([]), log=lambda s: None)
+    assert "train-task percentile" not in bench.bench_table(bench.aggregate(bench.collect(out)))
+    finals = {("grpo", 0): 0.70, ("grpo", 1): 0.74, ("wmrl", 0): 0.60, ("wmrl", 1): 0.66}
+    for (method, seed), pct in finals.items():
+        recs = [{"step": 3, "split": "train", "checkpoint": "step_000003", "mean_percentile": pct}]
+        if method == "grpo":
+            recs.insert(0, {"step": 0, "split": "train", "checkpoint": "initial", "mean_percentile": 0.5 + 0.02 * seed})
+        recs.append({"step": 3, "split": "custom", "checkpoint": "step_000003", "mean_percentile": 0.0})  # not train
+        (out / method / f"seed{seed}" / "eval_cli.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    res = bench.collect(out).set_index(["method", "seed"])
+    assert res.loc[("wmrl", 1), "train_percentile"] == pytest.approx(0.66)
+    assert res.loc[("grpo", 1), "initial_train_percentile"] == pytest.approx(0.52)
+    assert pd.isna(res.loc[("wmrl", 1), "initial_train_percentile"])
+    results = bench.collect(out)
+    table = bench.bench_table(bench.aggregate(results) + [bench.initial_row(results)]).set_index("method")
+    assert table.loc["grpo", "train-task percentile"] == "0.720 ± 0.020"
+    assert table.loc["wmrl", "train-task percentile"] == "0.630 ± 0.030"
+    assert table.loc[bench.INITIAL, "train-task percentile"] == "0.510 ± 0.010"
+    notes = [n for n in bench.learning_notes(results) if "train-task" in n]
+    # grpo: +0.20 and +0.22 over the initial 0.50, 0.52 -> 0.210 ± 0.010, better; wmrl: +0.10, +0.14
+    assert notes[0] == ("grpo vs the initial policy: train-task change 0.210 ± 0.010 over 2 seed(s), more than "
+                        "2 SE above zero: the policy got better.")
+    assert notes[1].startswith("wmrl vs the initial policy: train-task change 0.120 ± 0.020 over 2 seed(s), more")

@@ -148,3 +148,24 @@ def test_sigkill_then_resume_continues_from_saved_step(suite, fitted_wm, tmp_pat
     assert np.allclose(rec["map_y"], cal.transform(CAL_GRID))
     led = json.loads(rd.ledger.read_text())
     assert led["steps"] == 3 and led["groups"]["total"] == 6
+
+
+def test_wmrl_eval_reproduces_the_trainers_evaluations_and_rebuilds_the_initial_policy(suite, tmp_path):
+    """`wmrl eval --checkpoint initial --train-tasks` is the policy before training (step 0, rebuilt from the
+    config after its checkpoint was pruned) and `--checkpoint latest` the final one: both reproduce, sample for
+    sample, the evaluations the trainer made at those steps (same policy, same sampling seed)."""
+    from wmrl.training.evaluate_cli import evaluate_run
+
+    run = tmp_path / "grpo"
+    cfg = load_config(TINY, [f"tasks.root={suite}", f"run_dir={run}", "method=grpo", "optim.steps=2",
+                             "optim.lr=0.05", "keep_checkpoints=1", "eval.at_start=true"])
+    run_training(cfg)
+    assert not (run / "checkpoints" / "step_000000").exists()  # pruned: only the final checkpoint is kept
+    trainer_evals = {(r["step"], r["split"]): r for r in read_jsonl(RunDir(run).eval)}
+    keys = ("n_samples", "mean_percentile", "valid_rate", "per_task")
+    for checkpoint, step in (("initial", 0), ("latest", 2)):
+        recs = evaluate_run(run, checkpoint=checkpoint, train_tasks=True)
+        assert [(r["split"], r["step"]) for r in recs] == [("train", step)]
+        want = trainer_evals[(step, "train")]
+        assert {k: recs[0][k] for k in keys} == {k: want[k] for k in keys}
+    assert [r["checkpoint"] for r in read_jsonl(run / "eval_cli.jsonl")] == ["initial", "step_000002"]

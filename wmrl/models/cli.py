@@ -2,8 +2,9 @@
 
 * ``wmrl scaffolds``: valid-program rate of each scaffold on the built-in train tasks.
 * ``wmrl wm warmup``: sample the base policy on train tasks, execute everything, log it.
-* ``wmrl wm fit``: fit the regression world model on an execution log; held-out metrics, PNG.
-* ``wmrl wm eval``: metrics of a saved world model on an execution log.
+* ``wmrl wm fit``: fit a world model (``--kind regression`` or ``generative``) on an execution log;
+  held-out metrics, predictions/s, PNG.
+* ``wmrl wm eval``: metrics and predictions/s of a saved world model (either kind) on an execution log.
 * ``wmrl wm bench``: sampling tokens/s, world-model predictions/s and real execution time of the
   same trajectories, side by side, with the world-model-to-execution cost ratio.
 """
@@ -13,7 +14,7 @@ import json
 import math
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
@@ -28,6 +29,9 @@ TemperatureOpt = Annotated[float, typer.Option("--temperature", help="Sampling t
 WorkersOpt = Annotated[int, typer.Option("--workers", help="Concurrent sandboxed executions.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (sampling, splits, initialisation).")]
 MaxNewTokensOpt = Annotated[Optional[int], typer.Option("--max-new-tokens", help="Override the scaffold's token budget.")]
+KindOpt = Annotated[Literal["regression", "generative"], typer.Option(
+    "--kind", help="World model: 'regression' (adapter + scalar head, MSE) or 'generative' (adapter writes the score "
+                   "as text '0.DD'; prediction = expected value of the digit distributions).")]
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -277,24 +281,30 @@ def fit_cmd(
     model: ModelOpt = "smollm2-135m",
     epochs: int = typer.Option(2, "--epochs"),
     lr: float = typer.Option(3e-4, "--lr", help="LoRA learning rate."),
-    head_lr: float = typer.Option(1e-5, "--head-lr", help="AdamW learning rate of the head in the LoRA stage."),
+    head_lr: float = typer.Option(1e-5, "--head-lr", help="AdamW learning rate of the head in the LoRA stage "
+                                  "(regression only)."),
     batch_size: int = typer.Option(8, "--batch-size"),
     heldout_fraction: float = typer.Option(0.25, "--heldout-fraction", help="Fraction of groups held out."),
-    lora_r: int = typer.Option(8, "--lora-r", help="LoRA rank; 0 = frozen backbone, head only."),
+    lora_r: int = typer.Option(8, "--lora-r", help="LoRA rank; 0 = frozen backbone, head only (regression only)."),
     max_length: int = typer.Option(320, "--max-length", help="Tokens per input (left-truncated)."),
     time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Stop training after this many seconds."),
     seed: SeedOpt = 0,
     stream: Optional[str] = typer.Option(None, "--stream", help="Only rows with this meta.stream (e.g. warmup)."),
+    kind: KindOpt = "regression",
     threads: ThreadsOpt = 1,
 ) -> None:
-    """Fit the regression world model on executed trajectories; print held-out metrics, write a PNG."""
+    """Fit a world model on executed trajectories; print held-out metrics and predictions/s, write a PNG."""
     console = _start(threads)
     import torch
 
     from wmrl.execution.log import ExecutionLog
     from wmrl.models.types import LoraSettings
-    from wmrl.models.world_model import RegressionWorldModel, calibration_plot
+    from wmrl.models.wm_factory import new_world_model
+    from wmrl.models.world_model import calibration_plot
 
+    if kind == "generative" and lora_r < 1:
+        raise typer.BadParameter("the generative world model learns only through its adapter: give --lora-r >= 1",
+                                 param_hint="--lora-r")
     if not log.is_file():
         raise typer.BadParameter(f"{log} does not exist; collect a corpus with 'wmrl wm warmup --log {log}'",
                                  param_hint="--log")
@@ -304,13 +314,16 @@ def fit_cmd(
     torch.manual_seed(seed)
     m, tok = _backbone(model, seed)
     lora = LoraSettings(r=lora_r, alpha=2 * lora_r) if lora_r > 0 else None
-    wm = RegressionWorldModel(m, tok, lora=lora, max_length=max_length)
-    console.print(f"fitting the world model on {len(records)} log rows from {log} ...")
+    wm = new_world_model(kind, m, tok, lora=lora, max_length=max_length)
+    console.print(f"fitting the {kind} world model on {len(records)} log rows from {log} ...")
     res = wm.fit(records, epochs=epochs, lr=lr, batch_size=batch_size, heldout_fraction=heldout_fraction, seed=seed,
-                 head_lr=head_lr, log_every=10, time_budget_s=time_budget)
+                 log_every=10, time_budget_s=time_budget, **({"head_lr": head_lr} if kind == "regression" else {}))
+    res["kind"] = kind
     wm.save(out)
     console.print(f"trained on {res['n_train']} trajectories ({res['steps']} steps, {res['train_seconds']:.0f} s), "
                   f"held out {res['n_heldout']}; skipped {res['skipped']}")
+    console.print(f"prediction: {res['n_train'] + res['n_heldout']} trajectories in {res['predict_seconds']:.1f} s "
+                  f"({res['predictions_per_s']:.2f} predictions/s)")
     _print_metrics(console, "train metrics", res["train"])
     if "heldout" in res:
         _print_metrics(console, "held-out metrics", res["heldout"])
@@ -329,20 +342,31 @@ def eval_cmd(
     png: Optional[Path] = typer.Option(None, "--png", help="Write a calibration plot here."),
     threads: ThreadsOpt = 1,
 ) -> None:
-    """Metrics of a saved world model on every usable trajectory of an execution log."""
+    """Metrics and prediction speed of a saved world model (either kind) on every usable trajectory of a log."""
     console = _start(threads)
+    import time
+
     import numpy as np
 
     from wmrl.execution.log import ExecutionLog
-    from wmrl.models.world_model import RegressionWorldModel, calibration_plot, examples_from_records, world_model_metrics
+    from wmrl.models.wm_factory import load_world_model
+    from wmrl.models.world_model import calibration_plot, examples_from_records, world_model_metrics
 
+    if not log.is_file():
+        raise typer.BadParameter(f"{log} does not exist", param_hint="--log")
     examples, counts = examples_from_records(ExecutionLog(log).records())
     if not examples:
         raise typer.BadParameter(f"no usable trajectory in {log} ({counts})", param_hint="--log")
     m, tok = _backbone(model)
-    wm = RegressionWorldModel.load(wm_dir, m, tok)
+    try:
+        wm = load_world_model(wm_dir, m, tok)
+    except FileNotFoundError as e:
+        raise typer.BadParameter(str(e), param_hint="--wm") from None
+    t0 = time.perf_counter()
     pred = wm.predict([e["prompt"] for e in examples], [e["completion"] for e in examples])
+    dt = time.perf_counter() - t0
     true = np.array([e["reward"] for e in examples])
+    console.print(f"{wm.kind} world model: {len(examples)} predictions in {dt:.1f} s ({len(examples) / dt:.2f} predictions/s)")
     _print_metrics(console, f"world model {wm_dir} on {log}", world_model_metrics(pred, true, [e["group"] for e in examples]))
     if png:
         console.print(f"calibration plot: {calibration_plot(pred, true, png)}")
@@ -358,7 +382,7 @@ def bench_cmd(
     tasks_dir: TasksDirOpt = None,
     samples: int = typer.Option(4, "--samples", "-n", help="Trajectories per task."),
     scaffold: Optional[str] = typer.Option(None, "--scaffold", help="Default: DEFAULT_SCAFFOLD."),
-    wm_dir: Optional[Path] = typer.Option(None, "--wm", help="A fitted world model (default: a fresh one; same cost)."),
+    wm_dir: Optional[Path] = typer.Option(None, "--wm", help="A fitted world model of either kind (default: a fresh regression one)."),
     workers: WorkersOpt = 2,
     seed: SeedOpt = 0,
     json_out: Optional[Path] = typer.Option(None, "--json"),
@@ -374,6 +398,7 @@ def bench_cmd(
     from wmrl.execution.types import ExecutionRequest
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
+    from wmrl.models.wm_factory import load_world_model
     from wmrl.models.world_model import RegressionWorldModel
 
     task_list = _train_tasks(tasks, tasks_dir)
@@ -382,7 +407,7 @@ def bench_cmd(
     sc = get_scaffold(scaffold or DEFAULT_SCAFFOLD)
     m, tok = _backbone(model, seed)
     policy = Policy(m, tok)
-    wm = RegressionWorldModel.load(wm_dir, m, tok) if wm_dir else RegressionWorldModel(m, tok)
+    wm = load_world_model(wm_dir, m, tok) if wm_dir else RegressionWorldModel(m, tok)
 
     c0, t0 = time.process_time(), time.perf_counter()
     batch = policy.sample(task_list, sc, group_size=samples, generator_seed=seed)

@@ -15,6 +15,12 @@ computed once).
 Records for :meth:`RegressionWorldModel.fit` are execution-log rows (dicts) with ``reward``,
 ``status`` and ``meta`` holding ``prompt``, ``completion``, ``group_id`` (and ``task_id``,
 ``step``); ``infra_error`` rows and rows without a reward are skipped.
+
+What every world model on the shared backbone needs (adapter on the shared peft model, input text,
+tokenisation and truncation, the shared-prompt KV-cache pass, batch planning, settings and adapter
+persistence) is in :class:`BackboneWorldModel`; the data split and the report metrics of a fit in
+:func:`fit_split` and :func:`fit_metrics`. The generative variant
+(:mod:`wmrl.models.generative_wm`) builds on them.
 """
 from __future__ import annotations
 
@@ -34,12 +40,15 @@ from wmrl.models.types import LoraSettings
 from wmrl.models.wm_metrics import calibration_plot, world_model_metrics
 
 __all__ = [
+    "BackboneWorldModel",
     "RegressionWorldModel",
     "WorldModelExample",
     "examples_from_records",
     "world_model_metrics",
     "calibration_plot",
     "split_by_group",
+    "fit_split",
+    "fit_metrics",
 ]
 
 _LORA_DEFAULT = LoraSettings(r=8, alpha=16)
@@ -63,15 +72,18 @@ def _group_key(rec: Any) -> Hashable:
 
 
 class _hybridmethod:
-    """A method that is a classmethod on the class and an instance method on instances."""
+    """A method that is a classmethod on the class and an instance method on instances.
 
-    def __init__(self, fclass: Any, finstance: Any):
-        self.fclass, self.finstance = fclass, finstance
+    Built from the two methods' names, looked up when accessed, so subclasses' overrides apply.
+    """
+
+    def __init__(self, class_name: str, instance_name: str):
+        self.class_name, self.instance_name = class_name, instance_name
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         if obj is None:
-            return self.fclass.__get__(None, objtype)
-        return self.finstance.__get__(obj, objtype)
+            return getattr(objtype, self.class_name)
+        return getattr(obj, self.instance_name)
 
 
 def examples_from_records(records: Sequence[Any]) -> tuple[list[WorldModelExample], dict[str, int]]:
@@ -133,6 +145,63 @@ def split_by_group(groups: Sequence[Hashable], heldout_fraction: float, seed: in
     return train_idx, held_idx
 
 
+def check_fit_settings(epochs: int, lr: float, batch_size: int) -> None:
+    """Raise ``ValueError`` unless ``epochs >= 1``, ``batch_size >= 1`` and ``lr > 0`` (finite)."""
+    if epochs < 1 or batch_size < 1 or not (lr > 0 and math.isfinite(lr)):
+        raise ValueError(f"need epochs >= 1, batch_size >= 1 and lr > 0, got {epochs}, {batch_size}, {lr}")
+
+
+def fit_split(records: Sequence[Any], heldout_fraction: float, seed: int
+              ) -> tuple[list[WorldModelExample], list[WorldModelExample], dict[str, int]]:
+    """The training and held-out examples of a fit: :func:`examples_from_records` (or the
+    :class:`WorldModelExample` dicts as given), split by whole groups with :func:`split_by_group`.
+
+    Returns:
+        ``(train, held_out, counts)`` (``counts`` as in :func:`examples_from_records`).
+
+    Raises:
+        ValueError: fewer than 2 usable records, or ``heldout_fraction`` outside [0, 1).
+    """
+    if records and isinstance(records[0], WorldModelExample):
+        examples, counts = list(records), {"used": len(records), "skipped_infra": 0, "skipped_no_reward": 0,
+                                           "skipped_no_text": 0}
+    else:
+        examples, counts = examples_from_records(records)
+    if len(examples) < 2:
+        raise ValueError(
+            f"the world model needs at least 2 executed trajectories with prompt and completion in "
+            f"their meta, got {len(examples)} ({counts}); collect some with 'wmrl wm warmup'"
+        )
+    groups = [e["group"] for e in examples]
+    train_idx, held_idx = split_by_group(groups, heldout_fraction, seed)
+    return [examples[i] for i in train_idx], [examples[i] for i in held_idx], counts
+
+
+def fit_metrics(wm: Any, train: Sequence[dict[str, Any]], held: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The metrics part of a fit report: ``wm.predict`` on both splits.
+
+    Returns:
+        dict with ``train`` and ``heldout`` metrics (:func:`world_model_metrics`; ``heldout`` and the
+        held-out ``heldout_pred`` / ``heldout_true`` lists only when something is held out),
+        ``predict_seconds`` (wall seconds of those predictions) and ``predictions_per_s``
+        (trajectories per wall second over both splits).
+    """
+    t0 = time.perf_counter()
+    tr_pred = wm.predict([e["prompt"] for e in train], [e["completion"] for e in train])
+    out: dict[str, Any] = {"train": world_model_metrics(tr_pred, np.array([e["reward"] for e in train], dtype=np.float64),
+                                                        [e["group"] for e in train])}
+    if held:
+        h_pred = wm.predict([e["prompt"] for e in held], [e["completion"] for e in held])
+        h_true = np.array([e["reward"] for e in held], dtype=np.float64)
+        out["heldout"] = world_model_metrics(h_pred, h_true, [e["group"] for e in held])
+        out["heldout_pred"] = h_pred.tolist()
+        out["heldout_true"] = h_true.tolist()
+    dt = time.perf_counter() - t0
+    out["predict_seconds"] = dt
+    out["predictions_per_s"] = (len(train) + len(held)) / dt if dt > 0 else float("nan")
+    return out
+
+
 class RewardHead(torch.nn.Module):
     """Linear reward head on standardised features: ``w . (f - mu) / sd + b`` (unclipped).
 
@@ -191,31 +260,41 @@ def ridge_fit(Z: np.ndarray, y: np.ndarray, groups: Sequence[Hashable], alphas: 
     return np.asarray(r.coef_, dtype=np.float64), float(r.intercept_), float(alpha)
 
 
-class RegressionWorldModel:
-    """Predicts the reward of a (prompt, completion) trajectory without executing it.
+class BackboneWorldModel:
+    """What every world model on the shared backbone has in common (not used on its own).
+
+    Holds the tokenizer and the world model's named LoRA adapter on the policy's ``PeftModel`` (or,
+    with ``lora=None``, the frozen base model), builds the input text, tokenises, left-truncates and
+    pads, runs the decoder with this world model's adapter active, runs a prompt shared by several
+    trajectories once (KV cache), plans prediction batches, and saves / loads the settings and
+    adapter. Subclasses (:class:`RegressionWorldModel`, :class:`wmrl.models.generative_wm.GenerativeWorldModel`)
+    set :attr:`kind` and add prediction, fitting and their own weights.
 
     Args:
         model: the backbone (a transformers causal LM) or the policy's ``PeftModel`` (shared).
         tokenizer: its tokenizer.
-        lora: adapter settings; ``None`` = frozen backbone, only the head is trained.
+        lora: adapter settings; ``None`` = frozen backbone.
         adapter_name: name of the world model's adapter on the shared peft model.
         max_length: tokens per input; longer inputs lose their beginning (left truncation keeps the
-            program and the end of the prompt).
-        batch_size: rows per forward pass in :meth:`predict`.
-
-    The head is linear and unconstrained for training; :meth:`predict` clips to [0, 1].
+            program and the end of the prompt; a subclass's fixed suffix is never truncated).
+        batch_size: rows per forward pass in ``predict``.
     """
+
+    #: what ``world_model.json`` records as ``kind`` (see :mod:`wmrl.models.wm_factory`)
+    kind: str = ""
 
     def __init__(
         self,
         model: Any,
         tokenizer: Any,
-        lora: LoraSettings | None = _LORA_DEFAULT,
+        lora: LoraSettings | None,
         *,
         adapter_name: str = "world_model",
         max_length: int = 320,
         batch_size: int = 16,
     ):
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.tokenizer = tokenizer
         self.lora = lora
         self.adapter_name = adapter_name
@@ -231,12 +310,9 @@ class RegressionWorldModel:
             self._base = model.get_base_model() if isinstance(model, PeftModel) else model
             for p in self._base.parameters():
                 p.requires_grad_(False)
-        hidden = int(self._base.config.hidden_size)
-        dev = next(self._base.parameters()).device
-        self.head = RewardHead(2 * hidden).to(dev)
         self.history: list[dict[str, float]] = []
 
-    # ---------------------------------------------------------------- forward
+    # ---------------------------------------------------------------- text and tokens
     @property
     def device(self) -> torch.device:
         """Device of the backbone."""
@@ -253,13 +329,31 @@ class RegressionWorldModel:
     def _prompt_ids(self, prompt: str) -> list[int]:
         return self._ids(self.input_text(prompt, ""))
 
-    def _encode(self, prompts: Sequence[str], completions: Sequence[str]) -> dict[str, torch.Tensor]:
-        """Left-padded ``input_ids`` / ``attention_mask`` [B, T] of prompt part + completion part.
+    @staticmethod
+    def _check_inputs(prompts: Sequence[str], completions: Sequence[str]) -> None:
+        """Raise ``TypeError`` unless both are sequences of strings (not one string), ``ValueError``
+        when their lengths differ."""
+        for name, xs in (("prompts", prompts), ("completions", completions)):
+            if isinstance(xs, (str, bytes)) or not hasattr(xs, "__len__") or not hasattr(xs, "__getitem__"):
+                raise TypeError(f"{name} must be a list of strings, got {type(xs).__name__}")
+            bad = next((i for i, x in enumerate(xs) if not isinstance(x, str)), None)
+            if bad is not None:
+                raise TypeError(f"{name}[{bad}] is a {type(xs[bad]).__name__}, not a string")
+        if len(prompts) != len(completions):
+            raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
+
+    def _encode(self, prompts: Sequence[str], completions: Sequence[str],
+                suffixes: Sequence[list[int]] | None = None) -> dict[str, torch.Tensor]:
+        """Left-padded ``input_ids`` / ``attention_mask`` [B, T] of prompt part + completion part (+ suffix).
 
         The two parts are tokenised separately and concatenated (so a shared prompt can be cached
-        in :meth:`predict` with identical tokens), then left-truncated to ``max_length``.
+        in ``predict`` with identical tokens), then left-truncated to ``max_length`` minus the row's
+        suffix length; the suffix token ids (``suffixes[i]``, e.g. a score cue) are appended after
+        truncation, so they are never cut.
         """
-        rows = [(self._prompt_ids(p) + self._ids(c))[-self.max_length:] for p, c in zip(prompts, completions)]
+        suffixes = suffixes if suffixes is not None else [[] for _ in prompts]
+        rows = [(self._prompt_ids(p) + self._ids(c))[-(self.max_length - len(s)):] + list(s)
+                for p, c, s in zip(prompts, completions, suffixes)]
         T = max(len(r) for r in rows)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         ids = torch.full((len(rows), T), pad, dtype=torch.long)
@@ -270,6 +364,7 @@ class RegressionWorldModel:
                 am[i, T - len(r):] = 1
         return {"input_ids": ids.to(self.device), "attention_mask": am.to(self.device)}
 
+    # ---------------------------------------------------------------- forward passes
     def _decoder(self, **kwargs: Any) -> Any:
         """Run the backbone's decoder (no LM head: the vocabulary projection is skipped) with this
         world model's adapter active (or all adapters disabled when it has none)."""
@@ -282,24 +377,22 @@ class RegressionWorldModel:
                 return decoder(**kwargs)
         return decoder(**kwargs)
 
-    def _features(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
-        """[B, 2H] float32: last-token and mean hidden states of the final layer."""
-        am = enc["attention_mask"]
-        pos = (am.cumsum(-1) - 1).clamp(min=0)
-        h = self._decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos, use_cache=False).last_hidden_state
-        h = h.float()
-        last = h[:, -1, :]  # left padding: the last column is every row's last real token
-        m = am.unsqueeze(-1).to(h.dtype)
-        mean = (h * m).sum(1) / m.sum(1).clamp(min=1.0)
-        return torch.cat([last, mean], dim=-1)
-
     @torch.no_grad()
-    def _shared_prompt_features(self, p_ids: list[int], comp_ids: list[list[int]]) -> torch.Tensor:
-        """[G, 2H] features of G completions of one prompt, running the prompt once (KV cache).
+    def _shared_prompt_forward(self, p_ids: list[int], comp_ids: list[list[int]]) -> dict[str, Any]:
+        """Run one prompt once and G continuations after it from its KV cache (no grad).
 
-        Identical to :meth:`_features` on the concatenated sequences (the prompt's hidden states and
-        keys/values do not depend on what follows), at the cost of P + sum(C_i) tokens instead of
-        G * P + sum(C_i).
+        Args:
+            p_ids: the prompt part's P token ids.
+            comp_ids: G continuations (completion, plus any suffix), each non-empty.
+
+        Returns:
+            dict with ``hp`` [1, P, H] and ``hc`` [G, C, H] float32 final-layer hidden states of the
+            prompt and of the right-padded continuations, ``cm`` [G, C] int64 continuation mask,
+            ``lens`` [G] continuation lengths, ``attention_mask`` [G, P + C] and ``cache`` (the KV
+            cache of all P + C positions, batch G, for a further decoding step at position
+            ``P + lens``). Identical to separate passes over the concatenated sequences (the
+            prompt's hidden states and keys/values do not depend on what follows), at the cost of
+            P + sum(C_i) tokens instead of G * P + sum(C_i).
         """
         dev = self.device
         P = len(p_ids)
@@ -316,8 +409,185 @@ class RegressionWorldModel:
         am = torch.cat([torch.ones((G, P), dtype=torch.long, device=dev), cm], dim=1)
         pos = P + torch.arange(C, device=dev)[None, :].expand(G, -1)
         cache.batch_repeat_interleave(G)
-        hc = self._decoder(input_ids=ids, attention_mask=am, position_ids=pos, cache=cache, use_cache=True).last_hidden_state.float()
-        last = hc[torch.arange(G, device=dev), lens - 1]
+        out = self._decoder(input_ids=ids, attention_mask=am, position_ids=pos, cache=cache, use_cache=True)
+        cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+        return {"hp": hp, "hc": out.last_hidden_state.float(), "cm": cm, "lens": lens, "attention_mask": am,
+                "cache": cache}
+
+    def _plan(self, prompts: Sequence[str], completions: Sequence[str], suffix: Sequence[int] = (),
+              share_prompts: bool = True) -> tuple[list[tuple[list[int], list[int], list[list[int]]]], list[list[int]]]:
+        """Group the rows of a prediction into forward passes.
+
+        Rows that share a prompt (a GRPO group, two or more rows) and fit into ``max_length`` with
+        ``suffix`` appended go to the shared-prompt path in chunks of ``batch_size``: entries
+        ``(prompt ids, row indices, continuation ids = completion ids + suffix)``. The other rows
+        (``share_prompts=False``, single rows, truncated or empty continuations) go ``batch_size``
+        rows per plain left-padded pass, sorted by text length: a list of row-index lists.
+        """
+        shared: list[tuple[list[int], list[int], list[list[int]]]] = []
+        rest: list[int] = []
+        by_prompt: dict[str, list[int]] = {}
+        for i, p in enumerate(prompts):
+            by_prompt.setdefault(p, []).append(i)
+        for p, idx in by_prompt.items():
+            if not share_prompts or len(idx) < 2:
+                rest += idx
+                continue
+            p_ids = self._prompt_ids(p)
+            c_ids = [self._ids(completions[i]) + list(suffix) for i in idx]
+            if not c_ids or min(len(c) for c in c_ids) == 0 or len(p_ids) + max(len(c) for c in c_ids) > self.max_length:
+                rest += idx  # truncation or empty completions: the plain path handles them
+                continue
+            for s in range(0, len(idx), self.batch_size):
+                shared.append((p_ids, idx[s:s + self.batch_size], c_ids[s:s + self.batch_size]))
+        rest.sort(key=lambda i: len(prompts[i]) + len(completions[i]))
+        return shared, [rest[s:s + self.batch_size] for s in range(0, len(rest), self.batch_size)]
+
+    # ---------------------------------------------------------------- persistence
+    def config(self) -> dict[str, Any]:
+        """The settings needed to rebuild this world model (JSON-serialisable); ``kind`` first."""
+        return {
+            "kind": self.kind,
+            "adapter_name": self.adapter_name,
+            "max_length": self.max_length,
+            "batch_size": self.batch_size,
+            "lora": None if self.lora is None else {
+                "r": self.lora.r, "alpha": self.lora.alpha, "dropout": self.lora.dropout,
+                "target_modules": list(self.lora.target_modules),
+            },
+            "hidden_size": int(self._base.config.hidden_size),
+            "base_model": getattr(self._base.config, "_name_or_path", ""),
+        }
+
+    def _adapter_state(self) -> dict[str, torch.Tensor]:
+        """This world model's LoRA tensors (CPU), or {} without an adapter."""
+        if self.lora is None:
+            return {}
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(self.peft_model, adapter_name=self.adapter_name).items()}
+
+    @staticmethod
+    def read_saved_config(directory: str | Path) -> dict[str, Any]:
+        """The ``world_model.json`` of a saved world model; ``kind`` defaults to ``"regression"``.
+
+        Raises:
+            FileNotFoundError: ``world_model.json`` missing (not a saved world model).
+        """
+        d = Path(directory)
+        p = d / "world_model.json"
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} is missing: {d} is not a world model folder written by save()")
+        cfg = json.loads(p.read_text())
+        cfg.setdefault("kind", "regression")
+        return cfg
+
+    def _check_saved_kind(self, directory: str | Path) -> None:
+        """Raise ``ValueError`` when ``directory`` holds a world model of another kind than this one."""
+        p = Path(directory) / "world_model.json"
+        if p.is_file():
+            saved = self.read_saved_config(directory)["kind"]
+            if saved != self.kind:
+                raise ValueError(f"{directory} holds a {saved!r} world model, this one is {self.kind!r}; load it "
+                                 "with wmrl.models.wm_factory.load_world_model")
+
+    def _load_into(self, directory: str | Path) -> "BackboneWorldModel":  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def _load_new(cls, directory: str | Path, model: Any, tokenizer: Any, *, adapter_name: str | None = None) -> Any:
+        """Rebuild a world model saved by ``save`` on ``model`` (the same backbone it was fitted on).
+
+        Args:
+            adapter_name: override the stored adapter name (e.g. to load two world models on one
+                base model).
+
+        Raises:
+            FileNotFoundError: ``world_model.json`` missing.
+            ValueError: the folder holds another kind of world model (use
+                :func:`wmrl.models.wm_factory.load_world_model`), or the backbone's hidden size
+                differs from the saved one.
+        """
+        d = Path(directory)
+        cfg = cls.read_saved_config(d)
+        if cfg["kind"] != cls.kind:
+            raise ValueError(f"{d} holds a {cfg['kind']!r} world model, not a {cls.kind!r} one; load it with "
+                             "wmrl.models.wm_factory.load_world_model")
+        lora = None if cfg["lora"] is None else LoraSettings(
+            r=cfg["lora"]["r"], alpha=cfg["lora"]["alpha"], dropout=cfg["lora"]["dropout"],
+            target_modules=tuple(cfg["lora"]["target_modules"]),
+        )
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        if int(base.config.hidden_size) != int(cfg["hidden_size"]):
+            raise ValueError(
+                f"world model in {d} was fitted on a backbone with hidden size {cfg['hidden_size']}, "
+                f"this one has {base.config.hidden_size} ({cfg.get('base_model')!r} expected)"
+            )
+        wm = cls(model, tokenizer, lora=lora, adapter_name=adapter_name or cfg["adapter_name"],
+                 max_length=cfg["max_length"], batch_size=cfg["batch_size"])
+        return wm._load_into(d)
+
+    #: ``Cls.load(dir, model, tokenizer)`` builds a new world model from a folder;
+    #: ``wm.load(dir)`` on an instance loads the saved weights into it (e.g. a checkpoint).
+    load = _hybridmethod("_load_new", "_load_into")
+
+
+class RegressionWorldModel(BackboneWorldModel):
+    """Predicts the reward of a (prompt, completion) trajectory without executing it.
+
+    Args:
+        model: the backbone (a transformers causal LM) or the policy's ``PeftModel`` (shared).
+        tokenizer: its tokenizer.
+        lora: adapter settings; ``None`` = frozen backbone, only the head is trained.
+        adapter_name: name of the world model's adapter on the shared peft model.
+        max_length: tokens per input; longer inputs lose their beginning (left truncation keeps the
+            program and the end of the prompt).
+        batch_size: rows per forward pass in :meth:`predict`.
+
+    The head is linear and unconstrained for training; :meth:`predict` clips to [0, 1].
+    """
+
+    kind = "regression"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        lora: LoraSettings | None = _LORA_DEFAULT,
+        *,
+        adapter_name: str = "world_model",
+        max_length: int = 320,
+        batch_size: int = 16,
+    ):
+        super().__init__(model, tokenizer, lora, adapter_name=adapter_name, max_length=max_length,
+                         batch_size=batch_size)
+        hidden = int(self._base.config.hidden_size)
+        self.head = RewardHead(2 * hidden).to(self.device)
+
+    # ---------------------------------------------------------------- forward
+    def _features(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
+        """[B, 2H] float32: last-token and mean hidden states of the final layer."""
+        am = enc["attention_mask"]
+        pos = (am.cumsum(-1) - 1).clamp(min=0)
+        h = self._decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos, use_cache=False).last_hidden_state
+        h = h.float()
+        last = h[:, -1, :]  # left padding: the last column is every row's last real token
+        m = am.unsqueeze(-1).to(h.dtype)
+        mean = (h * m).sum(1) / m.sum(1).clamp(min=1.0)
+        return torch.cat([last, mean], dim=-1)
+
+    @torch.no_grad()
+    def _shared_prompt_features(self, p_ids: list[int], comp_ids: list[list[int]]) -> torch.Tensor:
+        """[G, 2H] features of G completions of one prompt, running the prompt once (KV cache).
+
+        Identical to :meth:`_features` on the concatenated sequences (see
+        :meth:`BackboneWorldModel._shared_prompt_forward`).
+        """
+        o = self._shared_prompt_forward(p_ids, comp_ids)
+        hp, hc, cm, lens = o["hp"], o["hc"], o["cm"], o["lens"]
+        G = len(comp_ids)
+        P = len(p_ids)
+        last = hc[torch.arange(G, device=hc.device), lens - 1]
         total = hp.sum(1) + (hc * cm.unsqueeze(-1)).sum(1)
         mean = total / (P + lens).unsqueeze(-1).to(total.dtype)
         return torch.cat([last, mean], dim=-1)
@@ -341,25 +611,10 @@ class RegressionWorldModel:
         out = torch.zeros((n, D), dtype=torch.float32, device=self.device)
         if n == 0:
             return out
-        rest: list[int] = []
-        by_prompt: dict[str, list[int]] = {}
-        for i, p in enumerate(prompts):
-            by_prompt.setdefault(p, []).append(i)
-        for p, idx in by_prompt.items():
-            if not share_prompts or len(idx) < 2:
-                rest += idx
-                continue
-            p_ids = self._prompt_ids(p)
-            c_ids = [self._ids(completions[i]) for i in idx]
-            if not c_ids or min(len(c) for c in c_ids) == 0 or len(p_ids) + max(len(c) for c in c_ids) > self.max_length:
-                rest += idx  # truncation or empty completions: the plain path handles them
-                continue
-            for s in range(0, len(idx), self.batch_size):
-                sub = idx[s:s + self.batch_size]
-                out[sub] = self._shared_prompt_features(p_ids, c_ids[s:s + self.batch_size])
-        rest.sort(key=lambda i: len(prompts[i]) + len(completions[i]))
-        for s in range(0, len(rest), self.batch_size):
-            sub = rest[s:s + self.batch_size]
+        shared, rest = self._plan(prompts, completions, share_prompts=share_prompts)
+        for p_ids, sub, c_ids in shared:
+            out[sub] = self._shared_prompt_features(p_ids, c_ids)
+        for sub in rest:
             out[sub] = self._features(self._encode([prompts[i] for i in sub], [completions[i] for i in sub]))
         return out
 
@@ -370,10 +625,10 @@ class RegressionWorldModel:
         Trajectories sharing a prompt run it once (see :meth:`features`).
 
         Raises:
+            TypeError: ``prompts`` / ``completions`` are not sequences of strings.
             ValueError: ``prompts`` and ``completions`` differ in length.
         """
-        if len(prompts) != len(completions):
-            raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
+        self._check_inputs(prompts, completions)
         if len(prompts) == 0:
             return np.zeros(0, dtype=np.float64)
         r = self.head(self.features(list(prompts), list(completions)))
@@ -447,29 +702,15 @@ class RegressionWorldModel:
         Returns:
             dict with ``n_train``, ``n_heldout``, ``skipped`` counts, ``train_seconds``,
             ``steps``, ``train_loss`` (last epoch mean MSE), ``ridge_alpha``, ``ridge_train_mse``,
-            ``train`` metrics and ``heldout``
-            metrics (:func:`world_model_metrics`; absent when nothing is held out), and the held-out
-            ``heldout_pred`` / ``heldout_true`` lists (for the calibration plot).
+            and the entries of :func:`fit_metrics` (``train`` / ``heldout`` metrics, the held-out
+            ``heldout_pred`` / ``heldout_true`` lists for the calibration plot, ``predict_seconds``,
+            ``predictions_per_s``).
 
         Raises:
             ValueError: fewer than 2 usable records, or bad hyperparameters.
         """
-        if epochs < 1 or batch_size < 1 or lr <= 0:
-            raise ValueError(f"need epochs >= 1, batch_size >= 1 and lr > 0, got {epochs}, {batch_size}, {lr}")
-        if records and isinstance(records[0], WorldModelExample):
-            examples, counts = list(records), {"used": len(records), "skipped_infra": 0, "skipped_no_reward": 0,
-                                               "skipped_no_text": 0}
-        else:
-            examples, counts = examples_from_records(records)
-        if len(examples) < 2:
-            raise ValueError(
-                f"the world model needs at least 2 executed trajectories with prompt and completion in "
-                f"their meta, got {len(examples)} ({counts}); collect some with 'wmrl wm warmup'"
-            )
-        groups = [e["group"] for e in examples]
-        train_idx, held_idx = split_by_group(groups, heldout_fraction, seed)
-        train = [examples[i] for i in train_idx]
-        held = [examples[i] for i in held_idx]
+        check_fit_settings(epochs, lr, batch_size)
+        train, held, counts = fit_split(records, heldout_fraction, seed)
         rewards = np.array([e["reward"] for e in train], dtype=np.float64)
         rng = random.Random(seed)
         t0 = time.perf_counter()
@@ -532,42 +773,14 @@ class RegressionWorldModel:
             "ridge_alpha": alpha,
             "ridge_train_mse": ridge_mse,
         }
-        tr_pred = self.predict([e["prompt"] for e in train], [e["completion"] for e in train])
-        result["train"] = world_model_metrics(tr_pred, rewards, [e["group"] for e in train])
-        if held:
-            h_pred = self.predict([e["prompt"] for e in held], [e["completion"] for e in held])
-            h_true = np.array([e["reward"] for e in held], dtype=np.float64)
-            result["heldout"] = world_model_metrics(h_pred, h_true, [e["group"] for e in held])
-            result["heldout_pred"] = h_pred.tolist()
-            result["heldout_true"] = h_true.tolist()
+        result.update(fit_metrics(self, train, held))
         return result
 
     # ---------------------------------------------------------------- persistence
-    def config(self) -> dict[str, Any]:
-        """The settings needed to rebuild this world model (JSON-serialisable)."""
-        return {
-            "kind": "regression",
-            "adapter_name": self.adapter_name,
-            "max_length": self.max_length,
-            "batch_size": self.batch_size,
-            "lora": None if self.lora is None else {
-                "r": self.lora.r, "alpha": self.lora.alpha, "dropout": self.lora.dropout,
-                "target_modules": list(self.lora.target_modules),
-            },
-            "hidden_size": int(self._base.config.hidden_size),
-            "base_model": getattr(self._base.config, "_name_or_path", ""),
-        }
-
     def state_dict(self) -> dict[str, Any]:
         """``{"config": ..., "head": head state, "adapter": LoRA tensors (or {})}`` (tensors on CPU)."""
-        sd: dict[str, Any] = {"config": self.config(), "head": {k: v.detach().cpu() for k, v in self.head.state_dict().items()}}
-        if self.lora is not None:
-            from peft import get_peft_model_state_dict
-
-            sd["adapter"] = {k: v.detach().cpu() for k, v in get_peft_model_state_dict(self.peft_model, adapter_name=self.adapter_name).items()}
-        else:
-            sd["adapter"] = {}
-        return sd
+        return {"config": self.config(), "head": {k: v.detach().cpu() for k, v in self.head.state_dict().items()},
+                "adapter": self._adapter_state()}
 
     def save(self, directory: str | Path) -> Path:
         """Write ``world_model.json``, ``head.safetensors`` and the adapter (LoRA) to ``directory``."""
@@ -586,11 +799,13 @@ class RegressionWorldModel:
 
         Raises:
             FileNotFoundError: nothing saved there.
-            ValueError: the saved head or adapter does not fit (other backbone or LoRA rank).
+            ValueError: the folder holds another kind of world model, or the saved head or adapter
+                does not fit (other backbone or LoRA rank).
         """
         from safetensors.torch import load_file
 
         d = Path(directory)
+        self._check_saved_kind(d)
         if not (d / "head.safetensors").is_file():
             raise FileNotFoundError(f"{d / 'head.safetensors'} is missing: save the world model there first")
         try:
@@ -600,38 +815,3 @@ class RegressionWorldModel:
         if self.lora is not None:
             adapters.load_adapter(self.peft_model, self.adapter_name, d)
         return self
-
-    @classmethod
-    def _load_new(cls, directory: str | Path, model: Any, tokenizer: Any, *, adapter_name: str | None = None) -> "RegressionWorldModel":
-        """Rebuild a world model saved by :meth:`save` on ``model`` (the same backbone it was fitted on).
-
-        Args:
-            adapter_name: override the stored adapter name (e.g. to load two world models on one
-                base model).
-
-        Raises:
-            FileNotFoundError: ``world_model.json`` missing.
-            ValueError: the backbone's hidden size differs from the saved head's.
-        """
-        d = Path(directory)
-        p = d / "world_model.json"
-        if not p.is_file():
-            raise FileNotFoundError(f"{p} is missing: {d} is not a world model saved by RegressionWorldModel.save")
-        cfg = json.loads(p.read_text())
-        lora = None if cfg["lora"] is None else LoraSettings(
-            r=cfg["lora"]["r"], alpha=cfg["lora"]["alpha"], dropout=cfg["lora"]["dropout"],
-            target_modules=tuple(cfg["lora"]["target_modules"]),
-        )
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        if int(base.config.hidden_size) != int(cfg["hidden_size"]):
-            raise ValueError(
-                f"world model in {d} was fitted on a backbone with hidden size {cfg['hidden_size']}, "
-                f"this one has {base.config.hidden_size} ({cfg.get('base_model')!r} expected)"
-            )
-        wm = cls(model, tokenizer, lora=lora, adapter_name=adapter_name or cfg["adapter_name"],
-                 max_length=cfg["max_length"], batch_size=cfg["batch_size"])
-        return wm._load_into(d)
-
-    #: ``RegressionWorldModel.load(dir, model, tokenizer)`` builds a new world model from a folder;
-    #: ``wm.load(dir)`` on an instance loads the saved weights into it (e.g. a checkpoint).
-    load = _hybridmethod(_load_new, _load_into)

@@ -420,7 +420,9 @@ def collect(out: str | Path) -> pd.DataFrame:
     policy, step 0, when the run made one), ``train_executions`` (anchor + warm-up executions),
     ``train_sandbox_cpu_s`` (CPU-seconds of those executions), ``train_compute_cpu_s`` (trainer CPU +
     training sandbox CPU), ``eval_compute_cpu_s``, ``total_cpu_s`` (train + eval compute),
-    ``wall_s`` (the run's wall seconds, evaluation included), ``steps``, ``anchor_fraction``, and the
+    ``wall_s`` (the run's wall seconds, evaluation included), ``steps``, ``anchor_fraction``,
+    ``train_percentile`` and ``initial_train_percentile`` (the final and the initial policy on the train
+    tasks, in distribution, when evaluated: see :func:`_eval_at`), and the
     per-unit costs of :func:`_unit_costs` (to tell work from measurement noise on a shared machine),
     and the world model's quality on the training anchors (:func:`world_model_quality`).
     Unfinished runs are left out (they appear in :func:`missing_runs`).
@@ -438,11 +440,8 @@ def collect(out: str | Path) -> pd.DataFrame:
         sbx = sum(float((ex.get(k) or {}).get("sandbox_cpu_s") or 0.0) for k in ("anchor", "warmup"))
         train_c = tot.get("train_compute_cpu_s")
         eval_c = tot.get("eval_compute_cpu_s")
-        init = {}
-        if not run.evals.empty and "split" in run.evals:
-            e0 = run.evals[(run.evals["split"] == "heldout") & (run.evals["step"] == 0)]
-            if not e0.empty:
-                init = e0.iloc[-1].to_dict()
+        n_steps = int(run.metrics["step"].max()) if not run.metrics.empty else 0
+        init = _eval_at(run, "heldout", 0)
         rows.append({
             "method": rd.parent.name,
             "seed": int(rd.name.removeprefix("seed")),
@@ -450,18 +449,21 @@ def collect(out: str | Path) -> pd.DataFrame:
             "initial_percentile": init.get("mean_percentile"),
             "heldout_valid_rate": ev.get("valid_rate"),
             "heldout_samples": ev.get("n_samples"),
+            "train_percentile": _eval_at(run, "train", n_steps).get("mean_percentile"),
+            "initial_train_percentile": _eval_at(run, "train", 0).get("mean_percentile"),
             "train_executions": train_executions(run),
             "train_sandbox_cpu_s": sbx,
             "train_compute_cpu_s": train_c,
             "eval_compute_cpu_s": eval_c,
             "total_cpu_s": (train_c or 0.0) + (eval_c or 0.0) if train_c is not None else None,
             "wall_s": tot.get("wall_s"),
-            "steps": int(run.metrics["step"].max()) if not run.metrics.empty else 0,
+            "steps": n_steps,
             "anchor_fraction": ((run.ledger or {}).get("groups") or {}).get("anchor_fraction"),
             **_unit_costs(run),
             **world_model_quality(run),
         })
-    cols = ["method", "seed", "heldout_percentile", "initial_percentile", "heldout_valid_rate", "heldout_samples", "train_executions",
+    cols = ["method", "seed", "heldout_percentile", "initial_percentile", "heldout_valid_rate", "heldout_samples",
+            "train_percentile", "initial_train_percentile", "train_executions",
             "train_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s", "total_cpu_s", "wall_s",
             "steps", "anchor_fraction", "train_samples", "gen_cpu_s_per_sample", "sandbox_cpu_s_per_execution",
             "update_cpu_s_per_step", *WM_QUALITY_COLUMNS]
@@ -470,6 +472,18 @@ def collect(out: str | Path) -> pd.DataFrame:
     if not df.empty:
         df = df.sort_values(["method", "seed"], key=lambda s: s.map(order) if s.name == "method" else s)
     return df.reset_index(drop=True)
+
+
+def _eval_at(run: Any, split: str, step: int) -> dict[str, Any]:
+    """The last evaluation record of ``split`` at ``step``: from the trainer (``eval.jsonl``), else from
+    ``wmrl eval`` (``eval_cli.jsonl``: ``--checkpoint initial`` for step 0, the final checkpoint for the
+    last step; ``--train-tasks`` evaluates the train tasks of a run that did not). ``{}`` when none."""
+    from wmrl.training.rundir import read_jsonl  # noqa: PLC0415
+
+    recs = [] if run.evals.empty else run.evals.to_dict("records")
+    recs += read_jsonl(Path(run.path) / "eval_cli.jsonl")
+    hits = [r for r in recs if r.get("split") == split and r.get("step") == step]
+    return hits[-1] if hits else {}
 
 
 def _unit_costs(run: Any) -> dict[str, float | int | None]:
@@ -610,6 +624,7 @@ class MethodRow:
     total_cpu_h: float
     wall_h: float
     compute_ratio: float | None
+    train_percentile: Any = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -646,7 +661,7 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
             valid_rate=mean_se(list(g["heldout_valid_rate"])),
             executions=mean("train_executions"), sandbox_cpu_h=mean("train_sandbox_cpu_s", 3600.0),
             train_cpu_h=tc / 3600.0, total_cpu_h=mean("total_cpu_s", 3600.0), wall_h=mean("wall_s", 3600.0),
-            compute_ratio=ratio,
+            compute_ratio=ratio, train_percentile=mean_se(list(g["train_percentile"])),
         ))
     return rows
 
@@ -668,16 +683,19 @@ def initial_row(results: pd.DataFrame, reference: str = REFERENCE) -> MethodRow 
     ref = results[results["method"] == reference]
     paired = paired_difference(per_seed.to_dict(), dict(zip(ref["seed"], ref["heldout_percentile"])))
     nan = math.nan
+    train0 = results.dropna(subset=["initial_train_percentile"]).groupby("seed")["initial_train_percentile"].first()
     return MethodRow(method=INITIAL, n=len(per_seed), percentile=mean_se(list(per_seed)),
                      paired=paired if paired.n else None, valid_rate=mean_se([]), executions=nan,
-                     sandbox_cpu_h=nan, train_cpu_h=nan, total_cpu_h=nan, wall_h=nan, compute_ratio=None)
+                     sandbox_cpu_h=nan, train_cpu_h=nan, total_cpu_h=nan, wall_h=nan, compute_ratio=None,
+                     train_percentile=mean_se(list(train0)))
 
 
 def bench_table(rows: Sequence[MethodRow], reference: str = REFERENCE) -> pd.DataFrame:
     """The bench table (strings, ready for Markdown/HTML), one row per method.
 
     Columns: ``method``, ``seeds``, ``held-out percentile`` (mean ± SE), ``Δ vs grpo (paired)``
-    (mean ± SE), ``valid rate``, ``real executions`` (training, per seed), ``sandbox CPU-h``
+    (mean ± SE), ``train-task percentile`` (mean ± SE; only when the runs' train tasks were evaluated),
+    ``valid rate``, ``real executions`` (training, per seed), ``sandbox CPU-h``
     (training executions, per seed), ``train compute CPU-h`` (trainer + sandbox), ``total CPU-h``
     (training + evaluation), ``wall h``, ``compute vs grpo`` (ratio of training compute).
     """
@@ -704,7 +722,11 @@ def bench_table(rows: Sequence[MethodRow], reference: str = REFERENCE) -> pd.Dat
             "wall h": _num(r.wall_h, 3),
             f"compute vs {reference}": ratio if r.method != reference else "1.00x",
         })
-    return pd.DataFrame(out)
+    df = pd.DataFrame(out)
+    if any(r.train_percentile is not None and r.train_percentile.n for r in rows):
+        df.insert(4, "train-task percentile", [r.train_percentile.fmt(3) if r.train_percentile is not None
+                                               and r.train_percentile.n else "" for r in rows])
+    return df
 
 
 def _num(x: float, digits: int) -> str:
@@ -743,25 +765,30 @@ def overlap_notes(rows: Sequence[MethodRow], reference: str = REFERENCE,
 
 
 def learning_notes(results: pd.DataFrame) -> list[str]:
-    """Did each method improve on the initial policy? Per method, the paired difference over seeds of
-    (final held-out percentile - the seed's step-0 held-out percentile), and whether it is more than
-    two SEs from zero. Empty when no step-0 evaluation exists."""
+    """Did each method improve on the initial policy? Per method and evaluation (held-out tasks, and the
+    train tasks when evaluated), the paired difference over seeds of (final percentile - the seed's
+    step-0 percentile), and whether it is more than two SEs from zero, in which direction. Empty when no
+    step-0 evaluation exists."""
     from wmrl.report.stats import paired_difference  # noqa: PLC0415
 
-    if results.empty or results["initial_percentile"].isna().all():
-        return []
-    init = results.dropna(subset=["initial_percentile"]).groupby("seed")["initial_percentile"].first().to_dict()
     notes = []
-    for method, g in results.groupby("method", sort=False):
-        d = paired_difference(dict(zip(g["seed"], g["heldout_percentile"])), init)
-        if d.n == 0:
+    for where, final, initial in (("held-out", "heldout_percentile", "initial_percentile"),
+                                  ("train-task", "train_percentile", "initial_train_percentile")):
+        if results.empty or results[initial].isna().all():
             continue
-        if d.n >= 2 and math.isfinite(d.se):
-            verdict = ("more than 2 SE from zero" if d.se == 0 and d.mean != 0 or d.se > 0 and abs(d.mean / d.se) > 2
-                       else "within 2 SE of zero: no learning resolved")
-        else:
-            verdict = "one seed, SE undefined"
-        notes.append(f"{method} vs the initial policy: held-out change {d.fmt(3)} over {d.n} seed(s), {verdict}.")
+        init = results.dropna(subset=[initial]).groupby("seed")[initial].first().to_dict()
+        for method, g in results.groupby("method", sort=False):
+            d = paired_difference(dict(zip(g["seed"], g[final])), init)
+            if d.n == 0:
+                continue
+            if d.n >= 2 and math.isfinite(d.se):
+                resolved = d.se == 0 and d.mean != 0 or d.se > 0 and abs(d.mean / d.se) > 2
+                verdict = ((f"more than 2 SE {'above' if d.mean > 0 else 'below'} zero: the policy got "
+                            f"{'better' if d.mean > 0 else 'worse'}") if resolved
+                           else "within 2 SE of zero: no change resolved")
+            else:
+                verdict = "one seed, SE undefined"
+            notes.append(f"{method} vs the initial policy: {where} change {d.fmt(3)} over {d.n} seed(s), {verdict}.")
     return notes
 
 
@@ -932,7 +959,8 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
     cols_help = (
         "Held-out percentile: the final policy's mean leaderboard percentile (MLE-Dojo position score, [0, 1]) "
         "over held-out tasks and samples, executed for real; mean ± standard error over seeds. Δ vs grpo: mean ± SE "
-        "over seeds of the per-seed difference. Real executions, sandbox CPU-h: training executions (anchors + "
+        "over seeds of the per-seed difference. Train-task percentile (when evaluated): the same on the tasks "
+        "the policy was trained on (in distribution). Real executions, sandbox CPU-h: training executions (anchors + "
         "world-model warm-up), per seed. Train compute: trainer-process CPU + training sandbox CPU, per seed. "
         "Total CPU-h adds evaluation. Wall h: the run's wall time including evaluation. Compute vs grpo: ratio "
         "of mean training compute. The initial-policy row (when the preset evaluates step 0) is the seeded "

@@ -62,10 +62,13 @@ def train(
 
 def evaluate(
     run_dir: Path = typer.Argument(..., help="A run directory written by `wmrl train`."),
-    checkpoint: str = typer.Option("latest", "--checkpoint", help="Checkpoint: 'latest', a step number or a "
-                                   "folder name like step_000004."),
+    checkpoint: str = typer.Option("latest", "--checkpoint", help="Checkpoint: 'latest', a step number, a "
+                                   "folder name like step_000004, or 'initial' (the policy before training, "
+                                   "rebuilt from the run's config)."),
     tasks: Optional[list[str]] = typer.Option(None, "--tasks", help="Task ids to evaluate on (repeatable, or "
                                               "comma-separated); default: the run's held-out (and train) tasks."),
+    train_tasks: bool = typer.Option(False, "--train-tasks", help="Also evaluate on the run's train tasks "
+                                     "(split 'train', in distribution)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Samples per task (default: the run's eval config)."),
     json_out: bool = typer.Option(False, "--json", help="Print the records as JSON lines."),
 ) -> None:
@@ -81,7 +84,8 @@ def evaluate(
     err = Console(stderr=True)
     ids = [t for item in (tasks or []) for t in item.split(",") if t.strip()]
     try:
-        recs = evaluate_run(run_dir, checkpoint=checkpoint, task_ids=ids or None, samples_per_task=samples)
+        recs = evaluate_run(run_dir, checkpoint=checkpoint, task_ids=ids or None, train_tasks=train_tasks,
+                            samples_per_task=samples)
     except (ConfigError, FileNotFoundError, KeyError) as e:
         _print_error(err, e)
         raise typer.Exit(2)

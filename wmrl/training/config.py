@@ -114,12 +114,18 @@ class WmrlConfig:
 @dataclass
 class WorldModelConfig:
     """The world model that scores trajectories without running them (the policy's backbone, shared,
-    plus its own LoRA adapter and a regression head)."""
+    plus its own LoRA adapter and a regression head, or an adapter that writes the score as text)."""
 
+    kind: Literal["regression", "generative"] = _f("regression", "World model: 'regression' (adapter + scalar "
+                                                   "head on pooled hidden states, fitted by MSE) or 'generative' "
+                                                   "(adapter fine-tuned to write the score as text '0.DD'; predicts "
+                                                   "the expected value of the digit distributions; needs "
+                                                   "adapter: true). A saved world model (world_model.path) must "
+                                                   "be of this kind.")
     path: Optional[str] = _f(None, "A pre-fitted world model folder (`wmrl wm fit`); null = fit one on a "
                              "warm-up corpus at the start of the run (its cost goes into the ledger).")
     adapter: bool = _f(True, "Train a LoRA adapter of the world model (true) or only its regression head on "
-                       "frozen backbone features (false: much cheaper on CPU).")
+                       "frozen backbone features (false: much cheaper on CPU; regression kind only).")
     lora_r: int = _f(8, "LoRA rank of the world model's adapter.", min=1)
     max_length: int = _f(320, "Tokens per world-model input (prompt + program, left-truncated).", min=8)
     warmup_samples_per_task: int = _f(8, "Warm-up corpus: programs sampled from the initial policy and "
@@ -128,7 +134,7 @@ class WorldModelConfig:
                                       "of collecting one.")
     fit_epochs: int = _f(3, "Epochs of world-model fitting.", min=1)
     fit_lr: float = _f(3e-4, "Learning rate of the world model's LoRA weights.", gt=0.0)
-    head_lr: float = _f(3e-3, "Learning rate of the world model's regression head.", gt=0.0)
+    head_lr: float = _f(3e-3, "Learning rate of the world model's regression head (regression kind only).", gt=0.0)
     fit_time_budget_s: Optional[float] = _f(None, "Stop fitting after this many wall seconds (null = no limit).",
                                             min=1.0)
     heldout_fraction: float = _f(0.2, "Fraction of warm-up groups held out to report the world model's "
@@ -389,6 +395,9 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     if cfg.method == "wmrl" and w.anchor_fraction <= 0.0 and w.min_anchor_every == 0:
         raise ConfigError("method 'wmrl' needs anchors: set wmrl.anchor_fraction > 0 (or use method 'wm' "
                           "for a pure world model)")
+    if cfg.world_model.kind == "generative" and not cfg.world_model.adapter:
+        raise ConfigError("world_model.kind 'generative' learns only through its LoRA adapter: set "
+                          "world_model.adapter=true (or use world_model.kind=regression for a head on frozen features)")
     if cfg.tasks.train is not None and len(cfg.tasks.train) == 0:
         raise ConfigError("tasks.train is empty: list at least one task id, or null for the train split")
     return cfg

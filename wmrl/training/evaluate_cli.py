@@ -9,15 +9,24 @@ from wmrl.training.config import ConfigError, load_config
 from wmrl.training.rundir import RunDir
 
 
+INITIAL = "initial"
+
+
 def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_ids: list[str] | None = None,
-                 samples_per_task: int | None = None, out_name: str = "eval_cli.jsonl") -> list[dict[str, Any]]:
+                 train_tasks: bool = False, samples_per_task: int | None = None,
+                 out_name: str = "eval_cli.jsonl") -> list[dict[str, Any]]:
     """Evaluate the policy of one checkpoint with real execution.
 
     Args:
         run_dir: a run directory written by ``wmrl train``.
-        checkpoint: ``"latest"``, a step number, or a folder name (``step_000004``).
+        checkpoint: ``"latest"``, a step number, a folder name (``step_000004``), or ``"initial"``:
+            the run's policy before training (step 0), rebuilt from its config (the seeded backbone
+            with a fresh LoRA adapter, whose zero-initialised B makes it the base model exactly), for
+            runs whose step-0 checkpoint was pruned.
         task_ids: tasks to evaluate on (split ``custom``); None = the run's held-out tasks and, when
-            ``eval.train_tasks`` is on, its train tasks.
+            ``eval.train_tasks`` is on or ``train_tasks`` is given, its train tasks.
+        train_tasks: also evaluate on the run's train tasks (split ``train``): how well the policy
+            does on the tasks it was trained on (in distribution), next to the held-out tasks.
         samples_per_task: None = the run's ``eval.samples_per_task``.
         out_name: JSON-lines file in ``run_dir`` the records are appended to.
 
@@ -40,8 +49,11 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     if not rd.config.is_file():
         raise FileNotFoundError(f"{rd.root} has no config.yaml: not a run directory")
     cfg = load_config(rd.config)
-    ck = rd.checkpoint(int(checkpoint) if str(checkpoint).isdigit() else str(checkpoint))
-    step = int(json.loads((ck / "trainer_state.json").read_text())["step"])
+    if str(checkpoint) == INITIAL:
+        ck, step = None, 0
+    else:
+        ck = rd.checkpoint(int(checkpoint) if str(checkpoint).isdigit() else str(checkpoint))
+        step = int(json.loads((ck / "trainer_state.json").read_text())["step"])
     train, heldout = resolve_tasks(cfg)
     if task_ids:
         from wmrl.tasks.loader import TaskSuite, default_suite
@@ -53,7 +65,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             raise ConfigError(str(e.args[0])) from None
         require_leaderboards(splits[0][1], "--tasks")
     else:
-        splits = ([("heldout", heldout)] if heldout else []) + ([("train", train)] if cfg.eval.train_tasks else [])
+        with_train = train_tasks or cfg.eval.train_tasks
+        splits = ([("heldout", heldout)] if heldout else []) + ([("train", train)] if with_train else [])
     if cfg.threads:
         import torch
 
@@ -61,7 +74,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     model, tok = load_policy_backbone(cfg)
     policy = Policy(model, tok, lora=LoraSettings(r=cfg.model.lora_r, alpha=cfg.model.lora_alpha,
                                                    dropout=cfg.model.lora_dropout))
-    policy.load(ck / "policy")
+    if ck is not None:
+        policy.load(ck / "policy")
     scaffold = get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD)
     executor = make_executor(cfg, rd)
     recs = []
@@ -70,8 +84,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             rec, _ = evaluate_policy(policy, scaffold, tasks, executor, step=step, split=split,
                                      samples_per_task=samples_per_task or cfg.eval.samples_per_task,
                                      max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.eval.temperature,
-                                     top_p=cfg.rollout.top_p, checkpoint=ck.name, run_name=cfg.name or cfg.method,
-                                     seed=sampling_seed(cfg.seed, step, 101 + i))
+                                     top_p=cfg.rollout.top_p, checkpoint=ck.name if ck is not None else INITIAL, run_name=cfg.name or cfg.method,
+                                     seed=sampling_seed(cfg.seed, step, 1 + i))  # as the trainer: reproduces its evaluation
             recs.append(rec)
             with open(rd.root / out_name, "a") as fh:
                 fh.write(to_json_line(rec) + "\n")

@@ -127,17 +127,21 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
 
 def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: Any, policy: Any,
                  scaffold: Any, train: list[Any], executor: Any) -> Any:
+    """The world model of kind ``world_model.kind`` (see :func:`build_components` for where it comes from)."""
     from wmrl.models.types import LoraSettings
-    from wmrl.models.world_model import RegressionWorldModel
+    from wmrl.models.wm_factory import load_world_model, new_world_model
 
     wmc = cfg.world_model
     if (rd.world_model / "DONE").is_file():
-        return RegressionWorldModel.load(rd.world_model, model=model, tokenizer=tok)
+        return load_world_model(rd.world_model, model, tok, kind=wmc.kind)
     if wmc.path:
         src = Path(wmc.path)
         if not src.is_dir():
             raise FileNotFoundError(f"world_model.path {src} is not a folder (fit one with `wmrl wm fit`)")
-        wm = RegressionWorldModel.load(src, model=model, tokenizer=tok)
+        try:
+            wm = load_world_model(src, model, tok, kind=wmc.kind)
+        except ValueError as e:
+            raise ConfigError(f"world_model.path: {e}") from e
         _save_wm(wm, rd)
         return wm
     records = warmup_records(cfg, rd, ledger, policy, scaffold, train, executor)
@@ -147,7 +151,7 @@ def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: 
     records = rewarded
     with ledger.phase("wm_fit"):
         lora = LoraSettings(r=wmc.lora_r, alpha=2 * wmc.lora_r) if wmc.adapter else None
-        wm = RegressionWorldModel(model, tok, lora=lora, max_length=wmc.max_length)
+        wm = new_world_model(wmc.kind, model, tok, lora=lora, max_length=wmc.max_length)
         fit = _fit(wm, records, cfg)
     _save_wm(wm, rd)
     write_json_atomic(rd.root / "world_model_fit.json", {"phase": "initial", **fit})
@@ -177,10 +181,12 @@ def warmup_failure_message(records: list[dict[str, Any]], n_rewarded: int, log_p
 
 
 def _fit(wm: Any, records: list[Any], cfg: TrainConfig) -> dict[str, Any]:
+    """``wm.fit`` with the config's settings (``head_lr`` only for a world model with a head)."""
     wmc = cfg.world_model
+    extra = {"head_lr": wmc.head_lr} if getattr(wm, "kind", "regression") == "regression" else {}
     return wm.fit(records, epochs=wmc.fit_epochs, lr=wmc.fit_lr, batch_size=wmc.batch_size,
-                  heldout_fraction=wmc.heldout_fraction, seed=cfg.seed, head_lr=wmc.head_lr,
-                  time_budget_s=wmc.fit_time_budget_s)
+                  heldout_fraction=wmc.heldout_fraction, seed=cfg.seed, time_budget_s=wmc.fit_time_budget_s,
+                  **extra)
 
 
 def _save_wm(wm: Any, rd: RunDir) -> None:
@@ -202,7 +208,7 @@ def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, sc
 
     Cost goes to the ledger (phase ``warmup``; executions ``warmup``). Returns execution-log-style
     records (``task_id``, ``status``, ``reward``, ``meta`` with ``prompt``, ``completion``,
-    ``group_id``, ``stream="warmup"``) for :meth:`RegressionWorldModel.fit`.
+    ``group_id``, ``stream="warmup"``) for the world model's ``fit``.
     """
     import torch
 
