@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wmrl.training.config import load_config
+from wmrl.training.config import ConfigError, load_config
 from wmrl.training.rundir import RunDir, read_jsonl
 from wmrl.training.trainer import CAL_GRID, resume_training, run_training
 
@@ -158,14 +158,18 @@ def test_wmrl_eval_reproduces_the_trainers_evaluations_and_rebuilds_the_initial_
 
     run = tmp_path / "grpo"
     cfg = load_config(TINY, [f"tasks.root={suite}", f"run_dir={run}", "method=grpo", "optim.steps=2",
-                             "optim.lr=0.05", "keep_checkpoints=1", "eval.at_start=true"])
+                             "optim.lr=0.05", "keep_checkpoints=1", "eval.at_start=true",
+                             "tasks.train=[aer-houseprices]", "tasks.heldout=[vcdextra-titanicp]"])
     run_training(cfg)
     assert not (run / "checkpoints" / "step_000000").exists()  # pruned: only the final checkpoint is kept
     trainer_evals = {(r["step"], r["split"]): r for r in read_jsonl(RunDir(run).eval)}
     keys = ("n_samples", "mean_percentile", "valid_rate", "per_task")
-    for checkpoint, step in (("initial", 0), ("latest", 2)):
-        recs = evaluate_run(run, checkpoint=checkpoint, train_tasks=True)
-        assert [(r["split"], r["step"]) for r in recs] == [("train", step)]
-        want = trainer_evals[(step, "train")]
-        assert {k: recs[0][k] for k in keys} == {k: want[k] for k in keys}
-    assert [r["checkpoint"] for r in read_jsonl(run / "eval_cli.jsonl")] == ["initial", "step_000002"]
+    recs = evaluate_run(run, checkpoint="initial", train_tasks=True)  # the train tasks only
+    recs += evaluate_run(run, checkpoint="latest")  # held-out, then train (tiny.yaml: eval.train_tasks)
+    assert [(r["split"], r["step"]) for r in recs] == [("train", 0), ("heldout", 2), ("train", 2)]
+    for r in recs:
+        want = trainer_evals[(r["step"], r["split"])]
+        assert {k: r[k] for k in keys} == {k: want[k] for k in keys}
+    assert [r["checkpoint"] for r in read_jsonl(run / "eval_cli.jsonl")] == ["initial", "step_000002", "step_000002"]
+    with pytest.raises(ConfigError, match="not both"):
+        evaluate_run(run, task_ids=["aer-houseprices"], train_tasks=True)

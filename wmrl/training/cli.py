@@ -67,7 +67,7 @@ def evaluate(
                                    "rebuilt from the run's config)."),
     tasks: Optional[list[str]] = typer.Option(None, "--tasks", help="Task ids to evaluate on (repeatable, or "
                                               "comma-separated); default: the run's held-out (and train) tasks."),
-    train_tasks: bool = typer.Option(False, "--train-tasks", help="Also evaluate on the run's train tasks "
+    train_tasks: bool = typer.Option(False, "--train-tasks", help="Evaluate on the run's train tasks only "
                                      "(split 'train', in distribution)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Samples per task (default: the run's eval config)."),
     json_out: bool = typer.Option(False, "--json", help="Print the records as JSON lines."),

@@ -24,9 +24,9 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             with a fresh LoRA adapter, whose zero-initialised B makes it the base model exactly), for
             runs whose step-0 checkpoint was pruned.
         task_ids: tasks to evaluate on (split ``custom``); None = the run's held-out tasks and, when
-            ``eval.train_tasks`` is on or ``train_tasks`` is given, its train tasks.
-        train_tasks: also evaluate on the run's train tasks (split ``train``): how well the policy
-            does on the tasks it was trained on (in distribution), next to the held-out tasks.
+            ``eval.train_tasks`` is on, its train tasks.
+        train_tasks: evaluate on the run's train tasks only (split ``train``): how well the policy does
+            on the tasks it was trained on (in distribution).
         samples_per_task: None = the run's ``eval.samples_per_task``.
         out_name: JSON-lines file in ``run_dir`` the records are appended to.
 
@@ -55,7 +55,11 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
         ck = rd.checkpoint(int(checkpoint) if str(checkpoint).isdigit() else str(checkpoint))
         step = int(json.loads((ck / "trainer_state.json").read_text())["step"])
     train, heldout = resolve_tasks(cfg)
-    if task_ids:
+    if task_ids and train_tasks:
+        raise ConfigError("give either --tasks or --train-tasks, not both")
+    if train_tasks:
+        splits = [("train", train)]
+    elif task_ids:
         from wmrl.tasks.loader import TaskSuite, default_suite
 
         suite = TaskSuite(cfg.tasks.root) if cfg.tasks.root else default_suite()
@@ -65,8 +69,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             raise ConfigError(str(e.args[0])) from None
         require_leaderboards(splits[0][1], "--tasks")
     else:
-        with_train = train_tasks or cfg.eval.train_tasks
-        splits = ([("heldout", heldout)] if heldout else []) + ([("train", train)] if with_train else [])
+        splits = ([("heldout", heldout)] if heldout else []) + ([("train", train)] if cfg.eval.train_tasks else [])
     if cfg.threads:
         import torch
 
@@ -80,12 +83,16 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     executor = make_executor(cfg, rd)
     recs = []
     try:
-        for i, (split, tasks) in enumerate(splits):
+        # the trainer's sampling seed of each split (held-out first, then train), so a checkpoint's
+        # evaluation reproduces the trainer's own evaluation of that step
+        seed_index = {"heldout": 1, "train": 2 if heldout else 1}
+        for split, tasks in splits:
             rec, _ = evaluate_policy(policy, scaffold, tasks, executor, step=step, split=split,
                                      samples_per_task=samples_per_task or cfg.eval.samples_per_task,
                                      max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.eval.temperature,
-                                     top_p=cfg.rollout.top_p, checkpoint=ck.name if ck is not None else INITIAL, run_name=cfg.name or cfg.method,
-                                     seed=sampling_seed(cfg.seed, step, 1 + i))  # as the trainer: reproduces its evaluation
+                                     top_p=cfg.rollout.top_p, checkpoint=ck.name if ck is not None else INITIAL,
+                                     run_name=cfg.name or cfg.method,
+                                     seed=sampling_seed(cfg.seed, step, seed_index.get(split, 1)))
             recs.append(rec)
             with open(rd.root / out_name, "a") as fh:
                 fh.write(to_json_line(rec) + "\n")
