@@ -264,21 +264,6 @@ def test_config_selects_the_kind():
         load_config(None, ["world_model.kind=generative", "world_model.adapter=false"])
 
 
-@pytest.fixture(scope="module")
-def small_suite(tmp_path_factory):
-    import os
-    from pathlib import Path
-
-    from wmrl.tasks.build import build_suite
-    from wmrl.tasks.datasets import SMALL_TASKS
-
-    if os.environ.get("WMRL_TEST_TASKS_DIR"):  # a prebuilt suite holding the small tasks
-        return Path(os.environ["WMRL_TEST_TASKS_DIR"])
-    root = tmp_path_factory.mktemp("suite")
-    build_suite(root, SMALL_TASKS)
-    return root
-
-
 def test_trainer_runs_with_a_generative_world_model(small_suite, tmp_path):
     """`method: wm` on the tiny config with world_model.kind=generative: the world model is fitted on a
     warm-up corpus read from an execution log (no sandbox needed), saved with its kind, and scores every

@@ -57,16 +57,6 @@ def test_wm_fit_missing_log_is_a_clear_error(tmp_path):
     assert "wm warmup" in r.output
 
 
-@pytest.fixture(scope="module")
-def small_suite(tmp_path_factory):
-    from wmrl.tasks.build import build_suite
-    from wmrl.tasks.datasets import SMALL_TASKS
-
-    root = tmp_path_factory.mktemp("suite")
-    build_suite(root, SMALL_TASKS)
-    return root
-
-
 @pytest.mark.slow
 def test_warmup_and_scaffolds_commands(small_suite, tmp_path):
     from wmrl.execution.log import ExecutionLog

@@ -25,22 +25,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    from wmrl.tasks.build import build_suite
-    from wmrl.tasks.datasets import SMALL_TASKS
-
-    if os.environ.get("WMRL_TEST_TASKS_DIR"):  # a prebuilt suite holding the small tasks
-        return Path(os.environ["WMRL_TEST_TASKS_DIR"])
-    root = tmp_path_factory.mktemp("tasks")
-    build_suite(root, SMALL_TASKS)
-    return root
-
-
-@pytest.fixture(scope="module")
-def fitted_wm(suite, tmp_path_factory):
+def fitted_wm(small_suite, tmp_path_factory):
     """One wmrl run that fits its world model on a real warm-up corpus; later runs reuse that model."""
     run = tmp_path_factory.mktemp("runs") / "wmrl-fit"
-    cfg = load_config(TINY, [f"tasks.root={suite}", f"run_dir={run}", "optim.steps=2"])
+    cfg = load_config(TINY, [f"tasks.root={small_suite}", f"run_dir={run}", "optim.steps=2"])
     summary = run_training(cfg)
     return run, summary
 
@@ -87,10 +75,10 @@ def test_wmrl_fits_world_model_on_warmup_and_trains(fitted_wm):
 
 
 @pytest.mark.parametrize("method, extra", [("grpo", []), ("wm", []), ("wmrl", ["wmrl.fusion=ppi"])])
-def test_each_method_runs(suite, fitted_wm, tmp_path, method, extra):
+def test_each_method_runs(small_suite, fitted_wm, tmp_path, method, extra):
     wm_dir = fitted_wm[0] / "world_model"
     run = tmp_path / method
-    cfg = load_config(TINY, [f"tasks.root={suite}", f"run_dir={run}", f"method={method}", "optim.steps=2",
+    cfg = load_config(TINY, [f"tasks.root={small_suite}", f"run_dir={run}", f"method={method}", "optim.steps=2",
                              f"world_model.path={wm_dir}", f"eval.at_end={method == 'grpo'}", *extra])
     run_training(cfg)
     out = _check_run(run, method, 2, evaluated=method == "grpo")
@@ -106,11 +94,11 @@ def test_each_method_runs(suite, fitted_wm, tmp_path, method, extra):
         assert any(r["fusion_mode"] for r in m)
 
 
-def test_sigkill_then_resume_continues_from_saved_step(suite, fitted_wm, tmp_path):
+def test_sigkill_then_resume_continues_from_saved_step(small_suite, fitted_wm, tmp_path):
     wm_dir = fitted_wm[0] / "world_model"
     run = tmp_path / "killed"
     env = dict(os.environ)
-    cmd = [sys.executable, "-m", "wmrl.cli", "train", "--config", str(TINY), "--set", f"tasks.root={suite}",
+    cmd = [sys.executable, "-m", "wmrl.cli", "train", "--config", str(TINY), "--set", f"tasks.root={small_suite}",
            "--set", f"run_dir={run}", "--set", "optim.steps=3", "--set", f"world_model.path={wm_dir}",
            "--set", "eval.at_end=false", "--no-progress"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
@@ -150,14 +138,14 @@ def test_sigkill_then_resume_continues_from_saved_step(suite, fitted_wm, tmp_pat
     assert led["steps"] == 3 and led["groups"]["total"] == 6
 
 
-def test_wmrl_eval_reproduces_the_trainers_evaluations_and_rebuilds_the_initial_policy(suite, tmp_path):
+def test_wmrl_eval_reproduces_the_trainers_evaluations_and_rebuilds_the_initial_policy(small_suite, tmp_path):
     """`wmrl eval --checkpoint initial --train-tasks` is the policy before training (step 0, rebuilt from the
     config after its checkpoint was pruned) and `--checkpoint latest` the final one: both reproduce, sample for
     sample, the evaluations the trainer made at those steps (same policy, same sampling seed)."""
     from wmrl.training.evaluate_cli import evaluate_run
 
     run = tmp_path / "grpo"
-    cfg = load_config(TINY, [f"tasks.root={suite}", f"run_dir={run}", "method=grpo", "optim.steps=2",
+    cfg = load_config(TINY, [f"tasks.root={small_suite}", f"run_dir={run}", "method=grpo", "optim.steps=2",
                              "optim.lr=0.05", "keep_checkpoints=1", "eval.at_start=true",
                              "tasks.train=[aer-houseprices]", "tasks.heldout=[vcdextra-titanicp]"])
     run_training(cfg)

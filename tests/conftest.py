@@ -1,0 +1,21 @@
+"""Fixtures shared by every test folder."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def small_suite(tmp_path_factory) -> Path:
+    """A task suite holding the small real tasks (``SMALL_TASKS``), built once per test session, or the
+    prebuilt one named by ``WMRL_TEST_TASKS_DIR``."""
+    if os.environ.get("WMRL_TEST_TASKS_DIR"):
+        return Path(os.environ["WMRL_TEST_TASKS_DIR"])
+    from wmrl.tasks.build import build_suite
+    from wmrl.tasks.datasets import SMALL_TASKS
+
+    root = tmp_path_factory.mktemp("small-suite")
+    build_suite(root, SMALL_TASKS)
+    return root
