@@ -169,3 +169,38 @@ def test_world_model_refresh_every_k(tmp_path):
     assert (rd.checkpoint(4) / "world_model" / "wm.txt").read_text() == "4.0"
     state = json.loads((rd.checkpoint(4) / "trainer_state.json").read_text())
     assert state["world_model_in_checkpoint"] is True
+
+
+def test_refit_uses_an_external_warmup_corpus_plus_the_runs_anchors(tmp_path):
+    """With world_model.warmup_corpus the warm-up is not in the run's execution log, so the refit must read
+    it from the corpus: warm-up corpus + anchors so far (docs/training.md), not anchors alone."""
+    from wmrl.execution.log import ExecutionLog
+    from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus
+    from wmrl.training.parts import refit_world_model
+
+    def log_rows(path, stream, n):
+        log = ExecutionLog(path)
+        for i in range(n):
+            req = ExecutionRequest(task=fake_task(i % 2), program="print(1)", request_id=f"{stream}{i}",
+                                   meta={"prompt": "p", "completion": f"c{i}", "group_id": i, "stream": stream})
+            log.append(req, ExecutionResult(req.request_id, req.task.id, ExecutionStatus.OK, 0.5, 0.5, 1.0, 1.0, 0,
+                                            "", "", "x"))
+        log.close()
+
+    corpus = tmp_path / "corpus.sqlite"
+    log_rows(corpus, "warmup", 5)
+    rd = RunDir(tmp_path / "run")
+    rd.create()
+    log_rows(rd.executions, "anchor", 3)
+
+    class Recorder:
+        def fit(self, records, **kw):
+            self.streams = sorted(r["meta"]["stream"] for r in records)
+            return {"n_train": len(records)}
+
+    wm = Recorder()
+    cfg = load_config(None, [f"world_model.warmup_corpus={corpus}"])
+    assert refit_world_model(cfg, rd, wm)["n_records"] == 8
+    assert wm.streams == ["anchor"] * 3 + ["warmup"] * 5
+    cfg = load_config(None, [])  # warm-up collected in the run: only its own log
+    assert refit_world_model(cfg, rd, wm)["n_records"] == 3

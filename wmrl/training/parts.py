@@ -218,12 +218,7 @@ def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, sc
     wmc = cfg.world_model
     with ledger.phase("warmup"):
         if wmc.warmup_corpus:
-            from wmrl.execution.log import ExecutionLog
-
-            src = Path(wmc.warmup_corpus)
-            if not src.is_file():
-                raise FileNotFoundError(f"world_model.warmup_corpus {src} does not exist")
-            return [r for r in ExecutionLog(src).records() if (r.get("meta") or {}).get("prompt")]
+            return corpus_records(wmc.warmup_corpus)
         with torch.no_grad():
             records, results = collect_warmup(
                 policy, scaffold, train, executor, samples_per_task=wmc.warmup_samples_per_task,
@@ -234,11 +229,30 @@ def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, sc
     return records
 
 
+def corpus_records(path: str | Path) -> list[dict[str, Any]]:
+    """The executed trajectories of an external warm-up corpus (an execution log written by
+    ``wmrl wm warmup`` or a run): the records whose ``meta`` has the ``prompt``.
+
+    Raises:
+        FileNotFoundError: ``path`` is not a file (the message names ``world_model.warmup_corpus``).
+    """
+    from wmrl.execution.log import ExecutionLog
+
+    src = Path(path)
+    if not src.is_file():
+        raise FileNotFoundError(f"world_model.warmup_corpus {src} does not exist")
+    return [r for r in ExecutionLog(src).records() if (r.get("meta") or {}).get("prompt")]
+
+
 def refit_world_model(cfg: TrainConfig, rd: RunDir, wm: Any) -> dict[str, Any]:
-    """Refit ``wm`` on every warm-up and anchor execution in the run's execution log."""
+    """Refit ``wm`` on the warm-up corpus plus every anchor execution so far: the warm-up and anchor
+    executions in the run's execution log, and the records of ``world_model.warmup_corpus`` when the
+    warm-up was read from an external log (those are not copied into the run's log)."""
     from wmrl.execution.log import ExecutionLog
 
     recs = [r for r in ExecutionLog(rd.executions).records()
             if (r.get("meta") or {}).get("stream") in ("warmup", "anchor")]
+    if cfg.world_model.warmup_corpus:
+        recs = corpus_records(cfg.world_model.warmup_corpus) + recs
     stats = _fit(wm, recs, cfg)
     return {"n_records": len(recs), **{k: v for k, v in stats.items() if not isinstance(v, list)}}
