@@ -43,7 +43,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     from wmrl.training.evaluation import evaluate_policy
     from wmrl.training.parts import load_policy_backbone, make_executor, require_leaderboards, resolve_tasks
     from wmrl.training.rundir import to_json_line
-    from wmrl.training.trainer import sampling_seed
+    from wmrl.training.trainer import eval_sampling_seed
 
     rd = RunDir(run_dir)
     if not rd.config.is_file():
@@ -83,16 +83,13 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     executor = make_executor(cfg, rd)
     recs = []
     try:
-        # the trainer's sampling seed of each split (held-out first, then train), so a checkpoint's
-        # evaluation reproduces the trainer's own evaluation of that step
-        seed_index = {"heldout": 1, "train": 2 if heldout else 1}
         for split, tasks in splits:
             rec, _ = evaluate_policy(policy, scaffold, tasks, executor, step=step, split=split,
                                      samples_per_task=samples_per_task or cfg.eval.samples_per_task,
                                      max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.eval.temperature,
                                      top_p=cfg.rollout.top_p, checkpoint=ck.name if ck is not None else INITIAL,
                                      run_name=cfg.name or cfg.method,
-                                     seed=sampling_seed(cfg.seed, step, seed_index.get(split, 1)))
+                                     seed=eval_sampling_seed(cfg.seed, step, split, bool(heldout)))
             recs.append(rec)
             with open(rd.root / out_name, "a") as fh:
                 fh.write(to_json_line(rec) + "\n")

@@ -137,6 +137,14 @@ def sampling_seed(seed: int, step: int, stream: int = 0) -> int:
     return int(np.random.SeedSequence([seed, step, stream]).generate_state(1)[0])
 
 
+def eval_sampling_seed(seed: int, step: int, split: str, has_heldout: bool) -> int:
+    """Sampling seed of an evaluation at ``step``: stream 1 for the held-out tasks, and for the train
+    tasks stream 2 when the run has held-out tasks (evaluated first) else 1; any other split (custom
+    task lists) stream 1. One function for the trainer and ``wmrl eval``, so re-evaluating a checkpoint
+    reproduces the trainer's own evaluation of that step."""
+    return sampling_seed(seed, step, 2 if split == "train" and has_heldout else 1)
+
+
 def anchor_fraction(cfg: TrainConfig) -> float:
     """The router's long-run fraction of anchor groups: 1 for ``grpo``, 0 for ``wm``, rho for ``wmrl``."""
     return {"grpo": 1.0, "wm": 0.0, "wmrl": cfg.wmrl.anchor_fraction}[cfg.method]
@@ -654,7 +662,7 @@ class Trainer:
                     c.policy, c.scaffold, tasks, c.executor, step=self.step, split=split,
                     samples_per_task=cfg.eval.samples_per_task, max_new_tokens=cfg.rollout.max_new_tokens,
                     temperature=cfg.eval.temperature, top_p=cfg.rollout.top_p, run_name=cfg.name or cfg.method,
-                    seed=sampling_seed(cfg.seed, self.step, 1 + len(out)))
+                    seed=eval_sampling_seed(cfg.seed, self.step, split, bool(c.heldout_tasks)))
                 L.add_executions("eval", results)
                 self.rd.append("eval", rec)
                 out[split] = rec
