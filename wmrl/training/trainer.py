@@ -592,7 +592,7 @@ class Trainer:
 
         Rows with weight 0, or with advantage 0 when beta = 0, contribute exactly nothing to the
         gradient and are skipped. For ``token_mean`` the core loss divides by the micro-batch's mean
-        completion length nbar_mb; each micro-batch loss is rescaled by nbar_mb / nbar (nbar over all
+        loss-token count nbar_mb; each micro-batch loss is rescaled by nbar_mb / nbar (nbar over all
         valid rows of the step), so the accumulated gradient equals the full-batch one.
         """
         import torch
@@ -600,7 +600,7 @@ class Trainer:
         from wmrl.core.losses import grpo_loss
 
         o = self.cfg.optim
-        lens = batch.completion_mask.sum(dim=1).to(torch.float64).cpu().numpy()
+        lens = batch.loss_mask.sum(dim=1).to(torch.float64).cpu().numpy()
         nbar = float(lens[valid].mean()) if valid.any() else 1.0
         rows = np.flatnonzero(valid & (weights != 0) & ((adv != 0) | (o.beta > 0)))
         out = {"loss": 0.0, "kl": None, "clip_frac": None, "grad_norm": None, "lr": o.lr,
@@ -617,7 +617,7 @@ class Trainer:
             if o.beta > 0:
                 with torch.no_grad():
                     ref = self.c.policy.ref_logprobs(sub)
-            mask = sub.completion_mask.bool()
+            mask = sub.loss_mask.bool()
             loss, st = grpo_loss(
                 lp, sub.old_logprobs.to(lp.dtype), torch.as_tensor(adv[mb], dtype=lp.dtype), mask,
                 sample_weights=torch.as_tensor(weights[mb], dtype=lp.dtype), ref_logprobs=ref,
