@@ -225,7 +225,7 @@ class SandboxRun:
     stderr: str = ""
     stdout_bytes: int = 0
     stderr_bytes: int = 0
-    submission: bytes | None = None
+    submission: bytes | bytearray | None = None
     submission_error: str = ""
     infra_error: str = ""
     time_limit_s: float = 0.0
@@ -734,8 +734,14 @@ def _tree_usage(path: Path, byte_cap: int, file_cap: int) -> tuple[int, int]:
     return total, count
 
 
-def _read_submission(work: Path, max_bytes: int) -> tuple[bytes | None, str]:
-    """Bytes of ``work/submission.csv`` if it is a regular file (links are refused, never followed)."""
+#: Longest line of a submission, bytes (as :data:`wmrl.tasks.grading.MAX_LINE_BYTES`).
+MAX_SUBMISSION_LINE_BYTES = 1024 * 1024
+
+
+def _read_submission(work: Path, max_bytes: int) -> tuple[bytearray | None, str]:
+    """Bytes of ``work/submission.csv`` if it is a regular text file (links are refused, never
+    followed; NUL bytes and lines over :data:`MAX_SUBMISSION_LINE_BYTES` are refused after reading at
+    most 1 MiB past them). Memory: one buffer of the file's size, at most ``max_bytes``."""
     path = work / SUBMISSION_NAME
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -752,17 +758,29 @@ def _read_submission(work: Path, max_bytes: int) -> tuple[bytes | None, str]:
         if st.st_size > max_bytes:
             return None, (f"{SUBMISSION_NAME} is {st.st_size} bytes, over the {max_bytes}-byte limit; "
                           "write one row per test id only")
-        chunks = []
-        left = max_bytes + 1
-        while left > 0:
-            b = os.read(fd, min(1 << 20, left))
-            if not b:
+        # Read in 1 MiB pieces that are checked as they come: a NUL byte (a binary or sparse file) or an
+        # overlong line is refused at once, so the driver never holds much of a file it refuses (a
+        # buffer of the file's size up front would be resident at once: zero-filled).
+        data = bytearray()
+        carry = 0  # length of the line still open at the end of the previous piece
+        while True:
+            c = os.read(fd, 1 << 20)
+            if not c:
                 break
-            chunks.append(b)
-            left -= len(b)
-        data = b"".join(chunks)
-        if len(data) > max_bytes:
-            return None, f"{SUBMISSION_NAME} grew over the {max_bytes}-byte limit"
+            n = len(c)
+            nul = c.find(b"\0")
+            if nul >= 0:
+                return None, (f"{SUBMISSION_NAME} holds a NUL byte at byte {len(data) + nul}: a submission is a "
+                              "text CSV file (write it with pandas' to_csv)")
+            last = c.rfind(b"\n")
+            longest = carry + (c.find(b"\n") if last >= 0 else n)
+            carry = n - 1 - last if last >= 0 else carry + n
+            if max(longest, carry) > MAX_SUBMISSION_LINE_BYTES:
+                return None, (f"{SUBMISSION_NAME} has a line longer than {MAX_SUBMISSION_LINE_BYTES} bytes (near "
+                              f"byte {len(data)}): write one short row per test id")
+            if len(data) + n > max_bytes:
+                return None, f"{SUBMISSION_NAME} grew over the {max_bytes}-byte limit"
+            data += c
         return data, ""
     finally:
         os.close(fd)
