@@ -834,9 +834,10 @@ def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float
                         memory_bytes=config.memory_bytes, started_at=time.time())
     uid = None
     root: Path | None = None
+    lock_fd: int | None = None
     try:
         _sweep_once(config.scratch_dir)
-        root = Path(tempfile.mkdtemp(prefix=_scratch_prefix(), dir=config.scratch_dir))
+        root, lock_fd = make_scratch(config.scratch_dir)
         result.workdir = str(root / "work")
         as_root = os.geteuid() == 0 and mode in ("bwrap", "unsandboxed")
         if as_root and mode == "unsandboxed" and not (_others_can_use(python) and _others_can_use(public)):
@@ -864,6 +865,11 @@ def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float
             _UIDS.release(uid)
         if root is not None and not config.keep_workdir:
             _rmtree(root)
+        if lock_fd is not None:
+            if config.keep_workdir:
+                _kept_locks.append(lock_fd)  # a kept folder stays this driver's until it exits
+            else:
+                os.close(lock_fd)
     return result
 
 
@@ -923,31 +929,72 @@ def _prepare(root: Path, program: str, public: Path, mode: str, uid: int | None)
 
 
 SCRATCH_PREFIX = "wmrl-exec-"
+#: The lock file in each execution folder; its driver holds an exclusive ``flock`` on it for as long
+#: as the folder is in use (the kernel releases it when the driver dies, however it dies).
+OWNER_LOCK = ".owner.lock"
 _swept: set[str] = set()
 _swept_lock = threading.Lock()
+_kept_locks: list[int] = []  # locks of folders kept for debugging (keep_workdir): held until exit
 
 
 def _scratch_prefix() -> str:
-    """``wmrl-exec-<host>-<driver pid>-``: whose execution folder it is, so that a later driver can tell
-    the folders of a killed driver from those of a live one."""
+    """``wmrl-exec-<host>-<driver pid>-``: whose execution folder it is (for people reading the folder
+    list; ownership itself is proved by the folder's lock, not by the pid)."""
     return f"{SCRATCH_PREFIX}{socket.gethostname()}-{os.getpid()}-"
 
 
-def _pid_alive(pid: int) -> bool:
+def make_scratch(scratch_dir: str | os.PathLike | None = None) -> tuple[Path, int]:
+    """A fresh execution folder ``wmrl-exec-<host>-<pid>-XXXX`` in ``scratch_dir`` (default: the system
+    temp dir), locked: returns ``(folder, fd)`` where ``fd`` holds an exclusive ``flock`` on the
+    folder's :data:`OWNER_LOCK`. The folder is made under a hidden name, locked, then renamed, so that
+    no sweeper ever sees it unlocked. Close ``fd`` only after removing the folder.
+
+    Raises:
+        OSError: the folder cannot be made or locked.
+    """
+    import fcntl
+
+    tmp = Path(tempfile.mkdtemp(prefix="." + _scratch_prefix(), dir=scratch_dir))
+    fd = -1
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, another user's
-        return True
-    return True
+        fd = os.open(tmp / OWNER_LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        final = tmp.with_name(tmp.name[1:])
+        os.rename(tmp, final)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        _rmtree(tmp)
+        raise
+    return final, fd
+
+
+def _lock_if_abandoned(folder: Path) -> int | None:
+    """An fd holding the folder's owner lock when nobody else holds it (its driver is gone), else None.
+
+    A folder without a lock file (made by an older wmrl, or not by wmrl) is never taken."""
+    import fcntl
+
+    try:
+        fd = os.open(folder / OWNER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held: a live driver, in whatever PID namespace or container
+        os.close(fd)
+        return None
+    return fd
 
 
 def sweep_stale_scratch(scratch_dir: str | os.PathLike | None = None) -> list[Path]:
     """Remove the execution folders that drivers on this host left behind when they were killed
-    (SIGKILL, out-of-memory killer): folders named ``wmrl-exec-<this host>-<pid>-*`` in
-    ``scratch_dir`` (default: the system temp dir) whose driver ``pid`` no longer runs. Folders of live
-    drivers, of other hosts (a shared scratch disk) and without that name are left alone.
+    (SIGKILL, out-of-memory killer): folders named ``wmrl-exec-<this host>-*`` in ``scratch_dir``
+    (default: the system temp dir), owned by this user, whose :data:`OWNER_LOCK` no process holds.
+
+    Ownership is proved by the lock, never by pid visibility: a live driver in another PID namespace
+    (a container, ``unshare --pid``) holds its lock, so its folders stay. Folders without a lock file,
+    of other hosts (a shared scratch disk) and without that name are left alone.
 
     Returns:
         The folders removed. Never raises; a folder that cannot be removed is logged and kept.
@@ -960,18 +1007,20 @@ def sweep_stale_scratch(scratch_dir: str | os.PathLike | None = None) -> list[Pa
     except OSError:
         return removed
     for p in entries:
-        name = p.name
-        if not name.startswith(host_prefix):
-            continue
-        pid_str, _, rest = name[len(host_prefix):].partition("-")
-        if not (pid_str.isdigit() and rest) or int(pid_str) == os.getpid() or _pid_alive(int(pid_str)):
+        if not p.name.startswith(host_prefix):
             continue
         try:
             if not p.is_dir() or p.is_symlink() or p.stat().st_uid != os.geteuid():
                 continue
         except OSError:
             continue
-        _rmtree(p)
+        fd = _lock_if_abandoned(p)
+        if fd is None:
+            continue
+        try:
+            _rmtree(p)  # holding the lock: no other sweeper takes it meanwhile
+        finally:
+            os.close(fd)
         if not p.exists():
             removed.append(p)
     if removed:
