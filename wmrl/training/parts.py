@@ -25,8 +25,9 @@ def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
 
     Raises:
         SuiteNotBuilt: no suite (message says to run ``wmrl tasks build``).
-        ConfigError: an unknown task id (message lists the known ones), no train task, or a task
-            without a leaderboard.
+        ConfigError: an unknown task id (message lists the known ones), no train task, a task
+            without a leaderboard, or one that fails :func:`wmrl.tasks.checks.check_task` (answers in
+            ``public/``, a metric that disagrees with its leaderboard).
     """
     from wmrl.tasks.loader import TaskSuite, default_suite
 
@@ -51,7 +52,24 @@ def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
         raise ConfigError(f"tasks {sorted(overlap)} are both train and held-out tasks; held-out tasks must be unseen")
     require_leaderboards(train, "tasks.train")
     require_leaderboards(heldout, "tasks.heldout")
+    require_sound(train, "tasks.train")
+    require_sound(heldout, "tasks.heldout")
     return train, heldout
+
+
+def require_sound(tasks: list[Any], key: str) -> None:
+    """Refuse tasks with answers in ``public/`` or a metric that disagrees with its leaderboards
+    (:func:`wmrl.tasks.checks.require_sound_tasks`).
+
+    Raises:
+        ConfigError: naming ``key``, each task and why.
+    """
+    from wmrl.tasks.checks import UnsoundTask, require_sound_tasks
+
+    try:
+        require_sound_tasks(tasks, key)
+    except UnsoundTask as e:
+        raise ConfigError(str(e)) from None
 
 
 def require_leaderboards(tasks: list[Any], key: str) -> None:
