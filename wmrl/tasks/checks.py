@@ -51,7 +51,8 @@ class TaskProblem:
     """One reason a task cannot be trained on.
 
     Attributes:
-        task_id: the task. kind: ``answers_in_public``, ``metric_direction`` or ``score_range``.
+        task_id: the task. kind: ``answers_in_public``, ``answers_unreadable``, ``metric_direction`` or
+            ``score_range``.
         message: one line: what is wrong, where, and how to fix it.
     """
 
@@ -193,9 +194,14 @@ def metric_problems(task: Task) -> list[TaskProblem]:
 
 
 def check_task(task: Task) -> list[TaskProblem]:
-    """Every reason ``task`` cannot be trained on (empty: sound): answers in ``public/``
-    (:func:`answers_in_public`) and metric/leaderboard disagreements (:func:`metric_problems`)."""
-    problems = [TaskProblem(task.id, "answers_in_public", m) for m in answers_in_public(task)]
+    """Every reason ``task`` cannot be trained on (empty: sound): answers that cannot be read, answers
+    in ``public/`` (:func:`answers_in_public`) and metric/leaderboard disagreements
+    (:func:`metric_problems`)."""
+    try:
+        problems = [TaskProblem(task.id, "answers_in_public", m) for m in answers_in_public(task)]
+    except (OSError, ValueError) as e:
+        problems = [TaskProblem(task.id, "answers_unreadable", f"its answers cannot be read ({e}), so no "
+                                "submission can be graded; rebuild the task")]
     return problems + metric_problems(task)
 
 
