@@ -88,7 +88,7 @@ def test_grader_refuses_a_sparse_file_without_reading_it(tiny_task, tmp_path):
 def test_grader_refuses_too_many_lines_and_overlong_lines_before_parsing(tiny_task, tmp_path):
     many = tmp_path / "many.csv"
     many.write_bytes(b"id,y\n" + b"1,0.5\n" * 400_000)
-    with pytest.raises(InvalidSubmission, match=r"more than \d+ lines, but the task has 40 test rows"):
+    with pytest.raises(InvalidSubmission, match=r"more than 97 lines, but the task has 40 test rows"):
         grade_submission(tiny_task, many, name="submission.csv")
     long_line = tmp_path / "long.csv"
     long_line.write_bytes(b"id,y\n1," + b"9" * (2 * MiB) + b"\n")
@@ -163,3 +163,14 @@ def test_an_old_execution_log_gets_the_new_columns(tmp_path, tiny_task):
     with ExecutionLog(p) as lg:
         cols = {r[1] for r in lg._conn.execute("PRAGMA table_info(executions)")}
     assert {"grade_s", "grade_peak_rss_bytes", "score", "stderr"} <= cols
+
+
+def test_every_row_twice_still_gets_the_duplicate_message(tiny_task, tmp_path):
+    """The line limit leaves room for a submission with each row twice, so its message stays useful."""
+    import pandas as pd
+
+    test = pd.read_csv(tiny_task.test_path)
+    path = tmp_path / "sub.csv"
+    pd.concat([test[["id"]]] * 2).assign(y=0.5).to_csv(path, index=False)
+    with pytest.raises(InvalidSubmission, match="duplicated id"):
+        grade_submission(tiny_task, path, name="submission.csv")

@@ -202,3 +202,19 @@ def test_group_size_below_two_is_refused():
                             "group-relative advantages (reward minus the group's mean), which are all 0 with one "
                             "trajectory, so every update would be skipped; set rollout.group_size >= 2")
     assert load_config(None, ["rollout.group_size=2"]).rollout.group_size == 2
+
+
+def test_the_cli_flag_goes_with_resume_only(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from wmrl.training import cli as train_cli
+
+    app = typer.Typer()
+    train_cli.register(app)
+    r = CliRunner().invoke(app, ["train", "--accept-edited-config", "--set", "optim.steps=1"])
+    assert r.exit_code == 2 and "--accept-edited-config goes with --resume RUN_DIR" in r.output
+    cfg, rd = _stopped_run(tmp_path, stop=1)
+    rd.config.write_text(rd.config.read_text().replace("lr: 0.05", "lr: 0.5"))
+    r = CliRunner().invoke(app, ["train", "--resume", str(rd.root), "--no-progress"])
+    assert r.exit_code == 2 and "was changed after the run saved it" in r.output

@@ -771,7 +771,7 @@ def _read_submission(work: Path, max_bytes: int) -> tuple[bytearray | None, str]
             nul = c.find(b"\0")
             if nul >= 0:
                 return None, (f"{SUBMISSION_NAME} holds a NUL byte at byte {len(data) + nul}: a submission is a "
-                              "text CSV file (write it with pandas' to_csv)")
+                              "UTF-8 text CSV file, not a binary, sparse or UTF-16 one (write it with pandas' to_csv)")
             last = c.rfind(b"\n")
             longest = carry + (c.find(b"\n") if last >= 0 else n)
             carry = n - 1 - last if last >= 0 else carry + n

@@ -63,10 +63,10 @@ def prescan_submission(path: Path, max_rows: int | None, name: str = "submission
 
     Raises:
         InvalidSubmission: the file holds a NUL byte (a binary or sparse file is no CSV), a line longer
-            than ``max_line_bytes``, or more lines than ``max_rows`` rows plus a header and a few blank
-            lines allow.
+            than ``max_line_bytes``, or more than ``2 * max_rows + 17`` lines (twice the rows, a header
+            and a few blank lines: a submission with every row twice is still parsed, to name the duplicates).
     """
-    limit = None if max_rows is None else int(max_rows) + 1 + max(16, int(max_rows) // 10)
+    limit = None if max_rows is None else 2 * int(max_rows) + 1 + 16  # room for duplicates to be named
     size = max(1, min(_SCAN_CHUNK, max_line_bytes))  # a line inside one chunk is shorter than the limit
     lines = 0
     carry = 0  # length of the line still open at the end of the previous chunk
@@ -78,8 +78,9 @@ def prescan_submission(path: Path, max_rows: int | None, name: str = "submission
                 break
             nul = chunk.find(b"\0")
             if nul >= 0:
-                raise InvalidSubmission(f"{name} holds a NUL byte at byte {offset + nul}: a submission is a text CSV "
-                                        "file (write it with pandas' to_csv)")
+                raise InvalidSubmission(f"{name} holds a NUL byte at byte {offset + nul}: a submission is a UTF-8 "
+                                        "text CSV file, not a binary, sparse or UTF-16 one (write it with pandas' "
+                                        "to_csv)")
             n = chunk.count(b"\n")
             lines += n
             if limit is not None and lines > limit:
