@@ -43,22 +43,34 @@ def task_folder(tmp_path_factory) -> Path:
     return root
 
 
+_DRIVER = """
+import atexit, os, shutil
+
+def _hwm():  # the driver's own peak resident memory (VmHWM: this process only, not inherited at exec)
+    shutil.copyfile("/proc/self/status", os.environ["WMRL_TEST_STATUS_FILE"])
+
+atexit.register(_hwm)
+from wmrl.cli import main
+main()
+"""
+
+
 def _exec_json(task_folder: Path, program: str, tmp_path: Path) -> tuple[dict, float, int, str]:
-    """``wmrl exec TASK PROGRAM --json`` in a child: (parsed JSON, wall s, the child's peak resident
-    memory in bytes from ``wait4``, raw stdout)."""
+    """``wmrl exec TASK PROGRAM --json`` in a child: (parsed JSON, wall s, the driver process's peak
+    resident memory in bytes (its VmHWM at exit), raw stdout)."""
     prog = tmp_path / "prog.py"
     prog.write_text(program)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    status_file = tmp_path / "status"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+               WMRL_TEST_STATUS_FILE=str(status_file))
     t0 = time.perf_counter()
-    with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
-        p = subprocess.Popen([sys.executable, "-c", "from wmrl.cli import main; main()", "exec", str(task_folder),
-                              str(prog), "--json"], stdout=out, stderr=err, env=env)
-        _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
+    p = subprocess.run([sys.executable, "-c", _DRIVER, "exec", str(task_folder), str(prog), "--json"],
+                       capture_output=True, text=True, env=env, timeout=300)
     wall = time.perf_counter() - t0
-    text = (tmp_path / "out").read_text()
-    assert p.returncode == 0, (tmp_path / "err").read_text()[-2000:]
-    return json.loads(text.strip().splitlines()[-1]), wall, ru.ru_maxrss * 1024, text
+    assert p.returncode == 0, p.stderr[-2000:]
+    hwm = next(int(line.split()[1]) * 1024 for line in status_file.read_text().splitlines()
+               if line.startswith("VmHWM:"))
+    return json.loads(p.stdout.strip().splitlines()[-1]), wall, hwm, p.stdout
 
 
 def test_sparse_submission_just_under_the_limit_is_refused_fast_and_small(task_folder, tmp_path):
