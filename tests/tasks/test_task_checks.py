@@ -139,3 +139,16 @@ def test_the_built_in_small_tasks_are_sound(small_suite):
 
     for task in TaskSuite(small_suite):
         assert check_task(task) == [], task.id
+
+
+def test_the_check_command_names_the_problem(wmrl_binary_task):
+    from typer.testing import CliRunner
+
+    from wmrl.cli import app
+
+    r = CliRunner().invoke(app, ["tasks", "check", str(wmrl_binary_task)])
+    assert r.exit_code == 0 and r.output.strip() == "toy-binary: ok"
+    shutil.copy(wmrl_binary_task / "private" / "answers.csv", wmrl_binary_task / "public" / "a.csv")
+    r = CliRunner().invoke(app, ["tasks", "check", str(wmrl_binary_task)])
+    assert r.exit_code == 1
+    assert "toy-binary: answers_in_public: public/a.csv is a copy of the answers file answers.csv" in r.output

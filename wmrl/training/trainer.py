@@ -29,6 +29,7 @@ import datetime as _dt
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -799,7 +800,7 @@ def run_training(config: TrainConfig, *, resume: bool = False,
         if rd.root.exists() and (candidates or passed_over or rd.metrics.is_file() or rd.config.is_file()):
             raise RunDirError(f"{rd.root} already holds a run; continue it with `wmrl train --resume {rd.root}` "
                               f"or choose another run_dir")
-    existed = rd.root.exists()
+    existed = set(os.listdir(rd.root)) if rd.root.is_dir() else None  # what a failed start must not remove
     fresh_start = latest is None
     try:
         rd.create()
@@ -905,15 +906,17 @@ def frozen_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
             and not any(k == m or (m.endswith(".") and k.startswith(m)) for m in RESUME_MUTABLE)]
 
 
-def _remove_fresh(rd: RunDir, existed: bool) -> None:
-    """Undo a start that failed before its step-0 checkpoint: remove the folder it made (or, for a
-    folder that existed empty, what it put there)."""
+def _remove_fresh(rd: RunDir, before: set[str] | None) -> None:
+    """Undo a start that failed before its step-0 checkpoint: remove the folder it made, or, in a
+    folder that existed already, only the entries it added (``before``: the names that were there)."""
     import shutil
 
-    if not existed:
+    if before is None:
         shutil.rmtree(rd.root, ignore_errors=True)
         return
     for p in list(rd.root.iterdir()) if rd.root.is_dir() else []:
+        if p.name in before:
+            continue
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
         else:
