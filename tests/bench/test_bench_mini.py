@@ -8,6 +8,8 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import json
+
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -18,8 +20,9 @@ from wmrl.training import bench
 pytestmark = pytest.mark.slow
 
 EXPECTED_COLUMNS = [
-    "method", "seeds", "held-out percentile", "Δ vs grpo (paired)", "valid rate", "real executions",
-    "sandbox CPU-h", "train compute CPU-h", "total CPU-h", "wall h", "compute vs grpo",
+    "method", "seeds", "train-task percentile", "train Δ vs initial", "train Δ vs grpo", "held-out percentile",
+    "held-out Δ vs grpo (paired)", "valid rate", "real executions", "sandbox CPU-h", "train compute CPU-h",
+    "total CPU-h", "wall h", "compute vs grpo", "compute vs grpo, corpus charged",
 ]
 
 
@@ -34,19 +37,32 @@ def test_table_columns_and_numbers(mini_bench):
     out, output = mini_bench
     table = pd.read_csv(out / "table.csv")
     assert list(table.columns) == EXPECTED_COLUMNS
-    assert list(table["method"]) == ["grpo", "wmrl"]
+    assert list(table["method"]) == ["grpo", "wmrl", "initial policy (step 0)"]
     res = pd.read_csv(out / "results.csv").set_index("method")
     for m in ("grpo", "wmrl"):
         assert 0.0 <= res.loc[m, "heldout_percentile"] <= 1.0
         assert 0.0 <= res.loc[m, "heldout_valid_rate"] <= 1.0
         assert res.loc[m, "train_compute_cpu_s"] > 0 and res.loc[m, "wall_s"] > 0
         assert res.loc[m, "steps"] == 2
-    # grpo executes every group (2 steps x 2 tasks x 2 samples); wmrl only its anchors (+ warm-up)
+    # grpo executes every group (2 steps x 2 tasks x 2 samples); wmrl only its anchors: its world model
+    # fits on the bench's shared corpus (2 tasks x 2 programs, executed once, its cost recorded once)
     assert res.loc["grpo", "train_executions"] == 8
     assert 0 < res.loc["wmrl", "train_executions"] < res.loc["grpo", "train_executions"]
+    corpus = json.loads((out / "corpus" / "corpus.json").read_text())
+    assert corpus["executions"] == 4 and corpus["compute_cpu_s"] > 0
+    assert res.loc["grpo", "corpus_cpu_s"] == 0 and res.loc["wmrl", "corpus_cpu_s"] == pytest.approx(corpus["compute_cpu_s"])
+    assert "Shared warm-up corpus" in (out / "bench.md").read_text()
     rows = {r.method: r for r in bench.aggregate(bench.collect(out))}
     assert rows["grpo"].compute_ratio == pytest.approx(1.0)
     assert rows["wmrl"].compute_ratio > 0
+    assert rows["wmrl"].compute_ratio_corpus > rows["wmrl"].compute_ratio
+    # the train tasks are evaluated at step 0 and at the end: paired gains exist per method
+    # (the step-0 evaluation runs once per seed, in the grpo run: every method of a seed starts there)
+    assert 0.0 <= res.loc["grpo", "initial_train_percentile"] <= 1.0
+    assert rows["grpo"].train_gain.n == 1 and rows["wmrl"].train_gain.n == 1 and rows["wmrl"].train_paired.n == 1
+    # committed artifacts name no absolute paths of this machine
+    meta = json.loads((out / "bench.json").read_text())
+    assert all(not r["run_dir"].startswith("/") for r in meta["runs"])
     # the world model's quality on wmrl's anchors; grpo has no world model
     assert res.loc["grpo", "wm_anchor_pairs"] == 0 and pd.isna(res.loc["grpo", "wm_spearman"])
     assert res.loc["wmrl", "wm_anchor_pairs"] > 0 and 0.0 <= res.loc["wmrl", "alpha_mean"] <= 1.0

@@ -36,7 +36,7 @@ def test_isotonic_fit_hand_values_pav():
 
 
 def test_strictly_increasing_applied_map_breaks_ties_inside_bounds():
-    cal = IsotonicCalibrator(min_anchors=4)  # default tie_break=1e-3
+    cal = IsotonicCalibrator(min_anchors=4, tie_break=1e-3)
     cal.update([0.0, 1.0, 2.0, 3.0], [0.1, 0.5, 0.3, 0.9], step=0)
     x = np.array([-3.0, 0.0, 1.0, 1.5, 2.0, 3.0, 7.0])
     y = cal.transform(x)

@@ -45,6 +45,36 @@ def test_grammar_sampling_is_valid_and_logprobs_match(tasks, tiny):
     assert torch.allclose(ref, batch.old_logprobs, atol=1e-4)
 
 
+def test_grammar_decoding_is_canonical_and_forced_tokens_are_not_choices(tasks, tiny):
+    """Every sample is the tokenizer's own tokenization of its text (plus EOS); tokens the grammar
+    fixes have log-prob exactly 0 under both sampling and recomputation and are out of the loss mask."""
+    pol = _policy(tiny, lora=None)
+    batch = pol.sample(tasks, "grammar", group_size=6, max_new_tokens=64, generator_seed=3)
+    tok = pol.tokenizer
+    P = batch.prompt_len
+    for i, comp in enumerate(batch.completions):
+        n = int(batch.completion_mask[i].sum())
+        canonical = tok(comp, add_special_tokens=False)["input_ids"]
+        assert batch.input_ids[i, P:P + n].tolist() == canonical + [pol.eos_token_ids[0]]
+    cm, ch = batch.completion_mask, batch.choice_mask
+    assert ch is not None and not (ch & ~cm).any() and batch.loss_mask is ch
+    # real choices are few (preprocessing, family, hyperparameters); at least one per sample
+    assert (ch.sum(1) >= 1).all() and ch.sum() < cm.sum() / 3
+    forced = cm & ~ch
+    assert (batch.old_logprobs[forced] == 0).all() and (batch.old_logprobs[ch] < 0).any()
+    lp = pol.logprobs(batch).detach()
+    assert torch.allclose(lp, batch.old_logprobs, atol=1e-5)
+    assert (lp[forced] == 0).all()
+
+
+def test_too_small_token_budget_for_the_grammar_is_refused(tasks, tiny):
+    import pytest
+
+    pol = _policy(tiny)
+    with pytest.raises(ValueError, match="longest sentence"):
+        pol.sample(tasks[:1], "grammar", group_size=1, max_new_tokens=8)
+
+
 def test_sampling_is_seeded(tasks, tiny):
     pol = _policy(tiny)
     a = pol.sample(tasks[:1], "grammar", group_size=3, max_new_tokens=128, generator_seed=7)

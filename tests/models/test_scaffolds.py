@@ -6,7 +6,7 @@ import ast
 import pytest
 
 from wmrl.interfaces import Scaffold
-from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLD_NAMES, get_scaffold, grammar_ebnf, matches_grammar
+from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLD_NAMES, get_scaffold, grammar_sentences
 
 
 @pytest.mark.parametrize("name", SCAFFOLD_NAMES)
@@ -51,14 +51,25 @@ def test_script_scaffold_extracts_code_block(tasks):
     assert not sc.is_valid(tasks[0], "def f(:\n```")
 
 
-def test_grammar_accepts_and_rejects():
-    clf, reg = grammar_ebnf("classifier"), grammar_ebnf("regressor")
+def test_grammar_accepts_and_rejects(tasks):
+    sc = get_scaffold("grammar")
+    clf_task, reg_task = tasks[0], tasks[1]
     good = "make_pipeline(StandardScaler(), PCA(n_components=0.95), HistGradientBoostingClassifier(max_iter=100, learning_rate=0.1, max_leaf_nodes=31))"
-    assert matches_grammar(clf, good)
-    assert not matches_grammar(reg, good)
-    assert matches_grammar(reg, "make_pipeline(Ridge(alpha=1.0))")
-    assert not matches_grammar(clf, "make_pipeline(PCA(n_components=0.95), GaussianNB())")  # PCA only after a scaler
-    assert not matches_grammar(clf, "make_pipeline(GaussianNB()")
+    assert sc.is_valid(clf_task, good)
+    assert not sc.is_valid(reg_task, good)
+    assert sc.is_valid(reg_task, "make_pipeline(Ridge(alpha=1.0))")
+    assert not sc.is_valid(clf_task, "make_pipeline(PCA(n_components=0.95), GaussianNB())")  # PCA only after a scaler
+    assert not sc.is_valid(clf_task, "make_pipeline(GaussianNB()")
+
+
+def test_grammar_sentences_are_the_documented_language():
+    clf, reg = grammar_sentences("classifier"), grammar_sentences("regressor")
+    # 17 preprocessing choices (none, 4 scalers, 4 scalers x 3 PCA) x 179 / 182 models
+    assert (len(clf), len(reg)) == (17 * 179, 17 * 182)
+    assert len(set(clf)) == len(clf) and all(s.startswith("make_pipeline(") and s.endswith(")") for s in clf)
+    assert "make_pipeline(GaussianNB())" in clf and "make_pipeline(Ridge(alpha=0.1))" in reg
+    with pytest.raises(KeyError):
+        grammar_sentences("ranker")
 
 
 def test_grammar_render_builds_a_real_estimator(tasks):

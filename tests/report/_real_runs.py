@@ -32,16 +32,18 @@ def write_mini_preset(root: Path) -> Path:
         "backbone_note": "tiny random backbone, grammar scaffold",
         "seeds": 1,
         "methods": ["grpo", "wmrl"],
+        "eval_initial": True,
+        "corpus": {"samples_per_task": 2, "group_size": 2, "seed": 0},
         "config": {
             "model": {"name": "tiny"},
             "scaffold": {"name": "grammar"},
             "tasks": {"root": str(tasks_dir), "train": list(SMALL_TASKS), "heldout": [HELDOUT_TASK]},
             "rollout": {"tasks_per_step": 2, "group_size": 2, "max_new_tokens": 64},
             "wmrl": {"anchor_fraction": 0.5},
-            "world_model": {"warmup_samples_per_task": 1, "fit_epochs": 1},
+            "world_model": {"fit_epochs": 1, "refresh_every_k": 1},
             "optim": {"steps": 2},
             "executor": {"workers": 2},
-            "eval": {"samples_per_task": 2, "train_tasks": False},
+            "eval": {"samples_per_task": 2, "train_tasks": True},
         },
     }))
     return preset

@@ -71,7 +71,8 @@ def test_report_compares_runs_and_embeds_pngs(tmp_path):
     for name in ("grpo", "wmrl", "wm"):
         assert f"<b>{name}</b>: method <b>{name}</b>" in page
     assert "full config" in page and "Not finished" in page
-    for heading in ("Reward against steps", "Reward against compute", "Held-out leaderboard percentile",
+    for heading in ("Did the agent improve?", "Reward against steps", "Reward against compute",
+                    "Evaluations: train and held-out leaderboard percentile",
                     "Calibration map before and after debiasing", "Alpha and noise variance over time",
                     "Compute ledger"):
         assert f"<h2>{heading}</h2>" in page
@@ -79,6 +80,19 @@ def test_report_compares_runs_and_embeds_pngs(tmp_path):
     assert len(imgs) >= 6
     assert all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in imgs)
     assert "http://" not in page and "https://" not in page  # self-contained
+
+
+def test_improvement_rows_compare_step0_with_the_final_evaluation(tmp_path):
+    from wmrl.report.runs import improvement_rows
+
+    run = load_run(write_fake_run(tmp_path / "g", "grpo", steps=4))
+    (row,) = improvement_rows(run)  # the fake run evaluates the held-out split at steps 0 and 4
+    ev = run.evals
+    p0 = float(ev[ev["step"] == 0]["mean_percentile"].iloc[0])
+    p1 = float(ev[ev["step"] == 4]["mean_percentile"].iloc[0])
+    assert row["split"] == "held-out tasks" and row["final step"] == 4 and row["samples"] == 8
+    assert row["step 0"] == pytest.approx(p0) and row["final"] == pytest.approx(p1)
+    assert row["change"] == pytest.approx(p1 - p0)
 
 
 def test_runs_table_and_markdown(tmp_path):

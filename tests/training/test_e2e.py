@@ -16,7 +16,7 @@ import pytest
 
 from wmrl.training.config import ConfigError, load_config
 from wmrl.training.rundir import RunDir, read_jsonl
-from wmrl.training.trainer import CAL_GRID, resume_training, run_training
+from wmrl.training.trainer import CAL_GRID, print_summary, resume_training, run_training
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -148,9 +148,22 @@ def test_wmrl_eval_reproduces_the_trainers_evaluations_and_rebuilds_the_initial_
     cfg = load_config(TINY, [f"tasks.root={small_suite}", f"run_dir={run}", "method=grpo", "optim.steps=2",
                              "optim.lr=0.05", "keep_checkpoints=1", "eval.at_start=true",
                              "tasks.train=[aer-houseprices]", "tasks.heldout=[vcdextra-titanicp]"])
-    run_training(cfg)
+    summary = run_training(cfg)
     assert not (run / "checkpoints" / "step_000000").exists()  # pruned: only the final checkpoint is kept
     trainer_evals = {(r["step"], r["split"]): r for r in read_jsonl(RunDir(run).eval)}
+    # the summary holds the step-0 baseline beside the final evaluation, and prints both
+    for split in ("train", "heldout"):
+        assert summary.initial_eval[split] == trainer_evals[(0, split)]
+        assert summary.final_eval[split] == trainer_evals[(2, split)]
+    from io import StringIO
+
+    from rich.console import Console
+
+    buf = StringIO()
+    print_summary(summary, Console(file=buf, width=200))
+    p0, p1 = trainer_evals[(0, "train")]["mean_percentile"], trainer_evals[(2, "train")]["mean_percentile"]
+    text = buf.getvalue()
+    assert "train: mean percentile, step 0 -> step 2" in text and f"{p0:.3f} -> {p1:.3f} ({p1 - p0:+.3f})" in text
     keys = ("n_samples", "mean_percentile", "valid_rate", "per_task")
     recs = evaluate_run(run, checkpoint="initial", train_tasks=True)  # the train tasks only
     recs += evaluate_run(run, checkpoint="latest")  # held-out, then train (tiny.yaml: eval.train_tasks)

@@ -2,13 +2,15 @@
 
 * Sampling (:meth:`Policy.sample`): one group of ``group_size`` trajectories per task, batched
   ``generate`` with temperature / top-p and a max-new-tokens budget; grammar scaffolds are decoded
-  under an xgrammar matcher (:class:`GrammarLogitsProcessor`), other scaffolds stop at their own
-  stop point (end of the function, closing code fence) or EOS.
+  in the canonical tokenization of their sentences (a :class:`~wmrl.models.choice_trie.ChoiceTrie`
+  applied by :class:`SamplingLogitsProcessor`), other scaffolds stop at their own stop point (end of
+  the function, closing code fence) or EOS.
 * Log-probabilities (:meth:`Policy.logprobs`, :meth:`Policy.ref_logprobs`): per-token
   ``log pi(y_t | x, y_<t)`` of the sampled completion tokens, under the temperature-scaled,
   grammar-masked distribution that was sampled from; prompt and padding positions are 0 and
-  excluded by ``completion_mask``. The grammar masks are rebuilt by replaying the matcher over the
-  sampled tokens and applied with ``masked_fill(-inf)`` before ``log_softmax``.
+  excluded by ``completion_mask``. The grammar masks are rebuilt by replaying the trie over the
+  sampled tokens and applied with ``masked_fill(-inf)`` before ``log_softmax``. Forced tokens (one
+  allowed token) have log-prob 0 and are left out of ``choice_mask``, the loss mask.
 * Reference policy for the KL term: the same model with its adapters disabled (peft's
   ``disable_adapter``), so no second copy of the weights is held. With full fine-tuning
   (``lora=None``) a frozen copy of the initial weights is kept instead.
@@ -29,6 +31,7 @@ from typing import Any
 import torch
 
 from wmrl.models import adapters
+from wmrl.models.choice_trie import ChoiceTrie, TrieMatcher, allowed_mask
 from wmrl.models.types import LoraSettings, RolloutBatch
 from wmrl.tasks.spec import Task
 
@@ -36,68 +39,51 @@ DEFAULT_SYSTEM_PROMPT = "You are an expert data scientist who writes correct sci
 _LORA_DEFAULT = LoraSettings()
 
 
-def unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """xgrammar's packed token bitmask -> boolean allowed-token mask.
-
-    Args:
-        bitmask: [B, ceil(V/32)] int32, bit ``i`` of word ``j`` set when token ``32*j + i`` is allowed.
-        vocab_size: V.
-
-    Returns:
-        [B, V] bool, True where the token is allowed.
-    """
-    shifts = torch.arange(32, dtype=torch.int32)
-    bits = (bitmask.unsqueeze(-1) >> shifts) & 1
-    return bits.reshape(bitmask.shape[0], -1)[:, :vocab_size].bool()
-
-
 class GrammarCache:
-    """Compiles scaffold grammars once per (tokenizer, vocabulary, grammar key) with xgrammar."""
+    """Builds the canonical-tokenization trie of each scaffold grammar once per (scaffold, key)."""
 
-    def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: list[int]):
-        import xgrammar as xgr
+    def __init__(self, tokenizer: Any, stop_token_id: int):
+        self.tokenizer = tokenizer
+        self.stop_token_id = int(stop_token_id)
+        self._tries: dict[tuple[str, str], ChoiceTrie] = {}
 
-        self.vocab_size = vocab_size
-        info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
-        self._compiler = xgr.GrammarCompiler(info)
-        self._compiled: dict[tuple[str, str], Any] = {}
-
-    def get(self, scaffold: Any, key: str) -> Any:
-        """The compiled grammar of ``scaffold.grammar_ebnf(key)`` (cached)."""
+    def get(self, scaffold: Any, key: str) -> ChoiceTrie:
+        """The :class:`ChoiceTrie` of ``scaffold.grammar_sentences(key)`` (cached)."""
         ck = (getattr(scaffold, "name", type(scaffold).__name__), key)
-        if ck not in self._compiled:
-            self._compiled[ck] = self._compiler.compile_grammar(scaffold.grammar_ebnf(key))
-        return self._compiled[ck]
+        if ck not in self._tries:
+            self._tries[ck] = ChoiceTrie.from_sentences(self.tokenizer, scaffold.grammar_sentences(key),
+                                                        self.stop_token_id)
+        return self._tries[ck]
 
 
 class SamplingLogitsProcessor:
     """A transformers logits processor that applies grammar masks and records sampling log-probs.
 
-    One xgrammar matcher per row (None = unconstrained row). At each step it masks disallowed tokens
-    with ``masked_fill(-inf)`` (never in place, so the caller's logits stay intact) and keeps
-    ``log_softmax(masked_logits / temperature)`` of that step; at the next step it reads the token
-    that was sampled (``input_ids[:, -1]``) and stores its log-prob. Memory is O(B x V), not
+    One :class:`TrieMatcher` per row (None = unconstrained row). At each step it masks disallowed
+    tokens with ``masked_fill(-inf)`` (never in place, so the caller's logits stay intact) and keeps
+    ``log_softmax(masked_logits / temperature)`` of that step and the number of allowed tokens; at the
+    next step it reads the token that was sampled (``input_ids[:, -1]``) and stores its log-prob and
+    whether it was a real choice (more than one allowed token). Memory is O(B x V), not
     O(steps x B x V) as with ``generate(output_logits=True)``. Custom processors run before
     transformers' temperature / top-p warpers, so ``scores`` are the raw logits here. Call
-    :meth:`finish` with the final sequences after ``generate`` for the last step's log-prob.
+    :meth:`finish` with the final sequences after ``generate`` for the last step's values.
     Use one instance per ``generate`` call.
     """
 
-    def __init__(self, compiled: Sequence[Any | None], vocab_size: int, temperature: float):
-        import xgrammar as xgr
-
-        self._xgr = xgr
-        self.matchers = [xgr.GrammarMatcher(c) if c is not None else None for c in compiled]
+    def __init__(self, tries: Sequence[ChoiceTrie | None], vocab_size: int, temperature: float):
+        self.matchers = [t.matcher() if t is not None else None for t in tries]
         self.constrained = any(m is not None for m in self.matchers)
         self.vocab_size = vocab_size
         self.temperature = temperature
-        self.bitmask = xgr.allocate_token_bitmask(len(self.matchers), vocab_size) if self.constrained else None
         self.token_logprobs: list[torch.Tensor] = []  # per step, [B] float32 (CPU)
+        self.token_choices: list[torch.Tensor] = []  # per step, [B] bool: more than one token allowed
         self._prev: torch.Tensor | None = None  # [B, V] log-probs of the last step
+        self._prev_choice: torch.Tensor | None = None  # [B] bool
 
     def _record(self, tokens: torch.Tensor) -> None:
-        assert self._prev is not None
+        assert self._prev is not None and self._prev_choice is not None
         self.token_logprobs.append(self._prev.gather(1, tokens.view(-1, 1).to(self._prev.device)).squeeze(1).float().cpu())
+        self.token_choices.append(self._prev_choice)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if input_ids.shape[0] != len(self.matchers):
@@ -111,28 +97,25 @@ class SamplingLogitsProcessor:
                     if not m.accept_token(tok):
                         raise RuntimeError(f"grammar matcher rejected sampled token {tok} in row {i}")
         out = scores
+        n_allowed = torch.full((scores.shape[0],), scores.shape[1], dtype=torch.long)
         if self.constrained:
-            self._xgr.reset_token_bitmask(self.bitmask)  # all allowed
-            for i, m in enumerate(self.matchers):
-                if m is not None and not m.is_terminated():
-                    m.fill_next_token_bitmask(self.bitmask, i)
-            allowed = unpack_bitmask(self.bitmask, self.vocab_size).to(scores.device)
-            if allowed.shape[1] < scores.shape[1]:  # logits wider than the grammar's vocabulary
-                pad = torch.zeros(allowed.shape[0], scores.shape[1] - allowed.shape[1], dtype=torch.bool,
-                                  device=scores.device)
-                allowed = torch.cat([allowed, pad], dim=1)
-            out = scores.masked_fill(~allowed, float("-inf"))
+            allowed, n_allowed = allowed_mask(self.matchers, scores.shape[1])
+            out = scores.masked_fill(~allowed.to(scores.device), float("-inf"))
         self._prev = torch.log_softmax(out.float() / self.temperature, dim=-1)
+        self._prev_choice = n_allowed > 1
         return out
 
-    def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
-        """[B, L] float32 log-probs of the ``L`` generated tokens ``new_tokens`` ([B, L] int64)."""
+    def finish(self, new_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs and choice flags of the ``L`` generated tokens ``new_tokens`` ([B, L] int64):
+        ([B, L] float32, [B, L] bool)."""
         L = new_tokens.shape[1]
         if len(self.token_logprobs) == L - 1 and self._prev is not None:
             self._record(new_tokens[:, -1])
         if len(self.token_logprobs) != L:
             raise RuntimeError(f"recorded {len(self.token_logprobs)} steps for {L} generated tokens")
-        return torch.stack(self.token_logprobs, dim=1) if L else torch.zeros(new_tokens.shape)
+        if not L:
+            return torch.zeros(new_tokens.shape), torch.zeros(new_tokens.shape, dtype=torch.bool)
+        return torch.stack(self.token_logprobs, dim=1), torch.stack(self.token_choices, dim=1)
 
 
 class _StopAtScaffoldEnd:
@@ -236,7 +219,7 @@ class Policy:
 
     def _grammar_cache(self) -> GrammarCache:
         if self._grammars is None:
-            self._grammars = GrammarCache(self.tokenizer, self.vocab_size, self.eos_token_ids)
+            self._grammars = GrammarCache(self.tokenizer, self.eos_token_ids[0])
         return self._grammars
 
     def chat_text(self, prompt: str, response_prefix: str = "") -> str:
@@ -312,20 +295,22 @@ class Policy:
         prompt_ids: list[list[int]] = []
         comp_ids: list[list[int]] = []
         comp_lps: list[list[float]] = []
+        comp_choice: list[list[bool]] = []
         grammar_done: list[bool | None] = []
         with torch.random.fork_rng(devices=[]):
             if generator_seed is not None:
                 torch.manual_seed(generator_seed)
             for start in range(0, len(rows), self.max_batch_size):
                 chunk = rows[start:start + self.max_batch_size]
-                p, c, lp, gd = self._generate_chunk(chunk, scaffold, max_new_tokens, temperature, top_p)
+                p, c, lp, ch, gd = self._generate_chunk(chunk, scaffold, max_new_tokens, temperature, top_p)
                 prompt_ids += p
                 comp_ids += c
                 comp_lps += lp
+                comp_choice += ch
                 grammar_done += gd
         gen_seconds = time.perf_counter() - t0
 
-        batch = self._assemble(prompt_ids, comp_ids, comp_lps)
+        batch = self._assemble(prompt_ids, comp_ids, comp_lps, comp_choice)
         completions = []
         stop_at = getattr(scaffold, "stop_at", None)
         for ids in comp_ids:
@@ -343,11 +328,12 @@ class Policy:
             valid = [bool(scaffold.is_valid(r[0], comp)) for r, comp in zip(rows, completions)]
         else:
             valid = None
-        input_ids, attention_mask, completion_mask, old_lp, prompt_len = batch
+        input_ids, attention_mask, completion_mask, choice_mask, old_lp, prompt_len = batch
         return RolloutBatch(
             input_ids=input_ids,
             attention_mask=attention_mask,
             completion_mask=completion_mask,
+            choice_mask=choice_mask,
             old_logprobs=old_lp,
             prompts=[r[2] for r in rows],
             completions=completions,
@@ -359,12 +345,13 @@ class Policy:
             prompt_len=prompt_len,
             temperature=float(temperature) if temperature > 0 else 1.0,
             grammar_keys=[r[4] for r in rows],
-            stats={"gen_seconds": gen_seconds, "new_tokens": int(completion_mask.sum())},
+            stats={"gen_seconds": gen_seconds, "new_tokens": int(completion_mask.sum()),
+                   "choice_tokens": int(choice_mask.sum())},
         )
 
     def _generate_chunk(
         self, chunk: list, scaffold: Any, max_new_tokens: int, temperature: float, top_p: float
-    ) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[bool | None]]:
+    ) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[list[bool]], list[bool | None]]:
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
         enc = self.tokenizer([r[3] for r in chunk], return_tensors="pt", padding=True, add_special_tokens=False)
@@ -372,12 +359,17 @@ class Policy:
         attn = enc["attention_mask"].to(self.device)
         P = input_ids.shape[1]
         keys = [r[4] for r in chunk]
-        compiled = [None] * len(chunk)
+        tries: list[ChoiceTrie | None] = [None] * len(chunk)
         if any(k is not None for k in keys):
             cache = self._grammar_cache()
-            compiled = [cache.get(scaffold, k) if k is not None else None for k in keys]
+            tries = [cache.get(scaffold, k) if k is not None else None for k in keys]
+            longest = max(t.max_length for t in tries if t is not None)
+            if max_new_tokens < longest:
+                raise ValueError(f"max_new_tokens={max_new_tokens} is shorter than the longest sentence of the "
+                                 f"{scaffold.name!r} grammar ({longest} tokens with EOS): raise it to at least "
+                                 f"{longest}")
         temp = temperature if temperature > 0 else 1.0
-        proc = SamplingLogitsProcessor(compiled, self.vocab_size, temp)
+        proc = SamplingLogitsProcessor(tries, self.vocab_size, temp)
         gproc = proc if proc.constrained else None
         stopping = StoppingCriteriaList()
         stopper = None
@@ -401,8 +393,8 @@ class Policy:
         seq = out.sequences[:, P:].cpu()
         L = seq.shape[1]
         # log-probs of the sampled tokens under softmax(mask(raw logits) / T), recorded step by step
-        lps = proc.finish(seq)
-        prompts, comps, comp_lps, gdone = [], [], [], []
+        lps, choices = proc.finish(seq)
+        prompts, comps, comp_lps, comp_choice, gdone = [], [], [], [], []
         eos = torch.tensor(self.eos_token_ids)
         for i in range(seq.shape[0]):
             is_eos = torch.isin(seq[i], eos).nonzero()
@@ -413,20 +405,22 @@ class Policy:
             prompts.append(input_ids[i][attn[i].bool()].cpu().tolist())
             comps.append(seq[i, :n].tolist())
             comp_lps.append(lps[i, :n].tolist())
+            comp_choice.append(choices[i, :n].tolist())
             if gproc is not None and gproc.matchers[i] is not None:
                 gdone.append(bool(gproc.matchers[i].is_terminated()) or self._completes(gproc.matchers[i], seq[i, n - 1]))
             else:
                 gdone.append(None)
-        return prompts, comps, comp_lps, gdone
+        return prompts, comps, comp_lps, comp_choice, gdone
 
     @staticmethod
-    def _completes(matcher: Any, last_token: torch.Tensor) -> bool:
+    def _completes(matcher: TrieMatcher, last_token: torch.Tensor) -> bool:
         # The matcher has not seen the last sampled token (generate stops before calling processors again).
         return bool(matcher.accept_token(int(last_token))) and bool(matcher.is_terminated())
 
     def _assemble(
-        self, prompt_ids: list[list[int]], comp_ids: list[list[int]], comp_lps: list[list[float]]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        self, prompt_ids: list[list[int]], comp_ids: list[list[int]], comp_lps: list[list[float]],
+        comp_choice: list[list[bool]],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
         """Left-pad prompts and right-pad completions into one [B, P+Tc] layout."""
         B = len(prompt_ids)
         P = max(len(p) for p in prompt_ids)
@@ -435,23 +429,23 @@ class Policy:
         ids = torch.full((B, P + Tc), pad, dtype=torch.long)
         am = torch.zeros((B, P + Tc), dtype=torch.long)
         cm = torch.zeros((B, P + Tc), dtype=torch.bool)
+        ch = torch.zeros((B, P + Tc), dtype=torch.bool)
         lp = torch.zeros((B, P + Tc), dtype=torch.float32)
-        for i, (p, c, l) in enumerate(zip(prompt_ids, comp_ids, comp_lps)):
+        for i, (p, c, l, k) in enumerate(zip(prompt_ids, comp_ids, comp_lps, comp_choice)):
             ids[i, P - len(p):P] = torch.tensor(p, dtype=torch.long)
             am[i, P - len(p):P + len(c)] = 1
             ids[i, P:P + len(c)] = torch.tensor(c, dtype=torch.long)
             cm[i, P:P + len(c)] = True
+            ch[i, P:P + len(c)] = torch.tensor(k, dtype=torch.bool)
             lp[i, P:P + len(c)] = torch.tensor(l, dtype=torch.float32)
-        return ids, am, cm, lp, P
+        return ids, am, cm, ch, lp, P
 
     # ---------------------------------------------------------------- log-probs
     def _grammar_masks(self, batch: RolloutBatch) -> torch.Tensor | None:
-        """[B, Tc, V] bool allowed-token masks rebuilt by replaying each row's grammar matcher."""
+        """[B, Tc, V] bool allowed-token masks rebuilt by replaying each row's grammar trie."""
         keys = batch.grammar_keys or [None] * len(batch)
         if all(k is None for k in keys):
             return None
-        import xgrammar as xgr
-
         from wmrl.models.scaffolds import get_scaffold
 
         scaffold = get_scaffold(batch.scaffold)
@@ -459,19 +453,17 @@ class Policy:
         P = batch.prompt_len
         Tc = batch.input_ids.shape[1] - P
         masks = torch.ones((len(batch), Tc, self.vocab_size), dtype=torch.bool)
-        bitmask = xgr.allocate_token_bitmask(1, self.vocab_size)
         ids = batch.input_ids[:, P:].cpu()
         cm = batch.completion_mask[:, P:].cpu()
         for i, k in enumerate(keys):
             if k is None:
                 continue
-            m = xgr.GrammarMatcher(cache.get(scaffold, k))
+            m = cache.get(scaffold, k).matcher()
             for t in range(Tc):
                 if not bool(cm[i, t]) or m.is_terminated():
                     break
-                xgr.reset_token_bitmask(bitmask)
-                m.fill_next_token_bitmask(bitmask, 0)
-                masks[i, t] = unpack_bitmask(bitmask, self.vocab_size)[0]
+                masks[i, t] = False
+                masks[i, t, m.allowed()] = True
                 if not m.accept_token(int(ids[i, t])):
                     raise ValueError(
                         f"row {i}: token {int(ids[i, t])} at completion position {t} is not allowed by "

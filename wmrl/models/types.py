@@ -52,8 +52,12 @@ class RolloutBatch:
     Attributes:
         input_ids: [B, T] int64, prompt followed by completion tokens.
         attention_mask: [B, T] int64, 1 for real tokens.
-        completion_mask: [B, T] bool, True on completion tokens that count in the loss
-            (prompt and padding are False; the EOS token that ended a completion is True).
+        completion_mask: [B, T] bool, True on completion tokens (prompt and padding are False;
+            the EOS token that ended a completion is True).
+        choice_mask: [B, T] bool, True on the completion tokens that count in the loss and the KL:
+            those sampled where more than one token was allowed. Under a grammar, forced tokens
+            (one allowed token, log-prob exactly 0) are False; without one it equals
+            ``completion_mask``. None (a batch built by hand) = ``completion_mask``.
         old_logprobs: [B, T] float32, log-probabilities of each token under the sampling policy
             (0 where ``completion_mask`` is False).
         prompts: B prompt strings (the scaffold's prompt text, before the chat template);
@@ -70,7 +74,8 @@ class RolloutBatch:
         grammar_keys: B keys of the grammar that constrained each row (None: unconstrained);
             the policy replays the grammar matcher with them to rebuild the token masks.
         stats: sampling statistics: ``gen_seconds`` (wall seconds of generation),
-            ``new_tokens`` (completion tokens counted by ``completion_mask``).
+            ``new_tokens`` (completion tokens counted by ``completion_mask``), ``choice_tokens``
+            (those of ``choice_mask``).
     """
 
     input_ids: torch.Tensor
@@ -88,6 +93,7 @@ class RolloutBatch:
     temperature: float = 1.0
     grammar_keys: list[str | None] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    choice_mask: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -119,6 +125,12 @@ class RolloutBatch:
             else:
                 out[f.name] = v
         return RolloutBatch(**out)
+
+    @property
+    def loss_mask(self) -> torch.Tensor:
+        """[B, T] bool: the tokens the GRPO loss and KL are computed on (``choice_mask``, or
+        ``completion_mask`` when the batch has no choice mask)."""
+        return self.completion_mask if self.choice_mask is None else self.choice_mask
 
     def completion_lengths(self) -> torch.Tensor:
         """[B] int64: number of completion tokens of each row (``completion_mask.sum(1)``)."""

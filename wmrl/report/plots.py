@@ -128,10 +128,11 @@ def fig_reward_curves(
     return fig
 
 
-def fig_heldout(runs: Sequence[RunData], labels: Sequence[str] | None = None) -> Any | None:
-    """Held-out evaluation (real execution) against step: mean leaderboard percentile and valid rate.
+def fig_evaluations(runs: Sequence[RunData], labels: Sequence[str] | None = None) -> Any | None:
+    """Evaluations (real execution) against step: mean leaderboard percentile and valid rate.
 
-    One point per ``eval.jsonl`` record with ``split == "heldout"``. ``None`` when there are none.
+    One point per ``eval.jsonl`` record; held-out tasks solid, train tasks dashed. ``None`` when
+    there are none.
     """
     plt = _plt()
     fig, (ax_p, ax_v) = plt.subplots(1, 2, figsize=(12, 4))
@@ -140,21 +141,22 @@ def fig_heldout(runs: Sequence[RunData], labels: Sequence[str] | None = None) ->
         ev = run.evals
         if ev.empty or "split" not in ev:
             continue
-        ev = ev[ev["split"] == "heldout"]
-        if ev.empty:
-            continue
-        lab = labels[i] if labels else f"{run.name} [{run.method}]"
         c = color_for(i)
-        ax_p.plot(ev["step"], pd.to_numeric(ev["mean_percentile"], errors="coerce"), "o-", color=c, label=lab)
-        if "valid_rate" in ev:
-            ax_v.plot(ev["step"], pd.to_numeric(ev["valid_rate"], errors="coerce"), "o-", color=c, label=lab)
-        any_data = True
+        for split, style in (("heldout", "o-"), ("train", "s--")):
+            e = ev[ev["split"] == split]
+            if e.empty:
+                continue
+            lab = (labels[i] if labels else f"{run.name} [{run.method}]") + (" train" if split == "train" else "")
+            ax_p.plot(e["step"], pd.to_numeric(e["mean_percentile"], errors="coerce"), style, color=c, label=lab)
+            if "valid_rate" in e:
+                ax_v.plot(e["step"], pd.to_numeric(e["valid_rate"], errors="coerce"), style, color=c, label=lab)
+            any_data = True
     if not any_data:
         plt.close(fig)
         return None
-    ax_p.set_title("held-out mean leaderboard percentile (real execution)")
+    ax_p.set_title("mean leaderboard percentile (real execution)")
     ax_p.set_ylabel("leaderboard percentile")
-    ax_v.set_title("held-out valid-submission rate")
+    ax_v.set_title("valid-submission rate")
     ax_v.set_ylabel("fraction")
     for ax in (ax_p, ax_v):
         ax.set_xlabel("policy step evaluated")

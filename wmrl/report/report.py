@@ -17,7 +17,7 @@ import yaml
 from wmrl.report import html as H
 from wmrl.report import plots as P
 from wmrl.report.machine import machine_line
-from wmrl.report.runs import RunData, load_runs, run_overview
+from wmrl.report.runs import RunData, improvement_rows, load_runs, run_overview
 
 
 def _config_highlights(cfg: dict[str, Any]) -> str:
@@ -107,6 +107,14 @@ def render_report(runs: Sequence[RunData], title: str | None = None, command: st
             + H.details("full config", H.pre(yaml.safe_dump(r.config, sort_keys=False)))
         )
     out.append(H.section("Runs", H.table_html(runs_table(runs)), *cfg_html))
+    gains = pd.DataFrame([row for r in runs for row in improvement_rows(r)])
+    out.append(H.section(
+        "Did the agent improve?",
+        H.paragraph("Mean leaderboard percentile of the policy before training (step 0) and at the end, on the "
+                    "tasks it trained on and on held-out tasks, executed for real with the same samples per "
+                    "task and the same sampling seeds at both steps.", "note"),
+        H.table_html(gains.round(3)) if not gains.empty else H.paragraph(
+            "No run evaluated both step 0 and a later step (set eval.at_start: true).", "note")))
 
     def add_fig(heading: str, fig: Any, note: str) -> None:
         if fig is None:
@@ -121,8 +129,9 @@ def render_report(runs: Sequence[RunData], title: str | None = None, command: st
     add_fig("Reward against compute", P.fig_reward_curves(runs, "compute"),
             "Same curves against the training compute spent so far: trainer CPU (generation, world model, "
             "updates, warm-up and world-model fit) plus sandbox CPU of every training execution.")
-    add_fig("Held-out leaderboard percentile", P.fig_heldout(runs),
-            "Each point is an evaluation of the policy on the held-out tasks with real execution.")
+    add_fig("Evaluations: train and held-out leaderboard percentile", P.fig_evaluations(runs),
+            "Each point is an evaluation of the policy with real execution: solid lines on the held-out tasks, "
+            "dashed lines on the train tasks.")
     cal_figs = [(r, P.fig_calibration(r)) for r in runs]
     cal_parts = [H.img_tag(f, f"calibration {r.name}") for r, f in cal_figs if f is not None]
     out.append(H.section(

@@ -125,6 +125,13 @@ class RunData:
             return None
         return ev.sort_values("step", kind="stable").iloc[-1].to_dict()
 
+    def initial_eval(self, split: str = "heldout") -> dict[str, Any] | None:
+        """The evaluation record of ``split`` at step 0 (the policy before training), or None."""
+        if self.evals.empty or "split" not in self.evals:
+            return None
+        ev = self.evals[(self.evals["split"] == split) & (self.evals["step"] == 0)]
+        return None if ev.empty else ev.iloc[-1].to_dict()
+
     def totals(self) -> dict[str, float]:
         """``ledger.json`` totals (``wall_s``, ``trainer_cpu_s``, ``sandbox_cpu_s``,
         ``train_compute_cpu_s``, ``eval_compute_cpu_s``, ``executions``), falling back to the
@@ -218,6 +225,24 @@ def train_executions(run: RunData) -> int | None:
         return int(sum(int((ex.get(k) or {}).get("count", 0) or 0) for k in ("anchor", "warmup")))
     t = run.totals().get("executions")
     return int(t) if t is not None else None
+
+
+def improvement_rows(run: RunData) -> list[dict[str, Any]]:
+    """Did the agent improve? One row per evaluated split (``train``, ``heldout``) that has both a
+    step-0 and a later evaluation: ``run``, ``split``, ``samples`` (per evaluation), ``step 0`` and
+    ``final`` mean leaderboard percentile ([0, 1], real execution, the same sampling seeds at both
+    steps), ``change`` (final - step 0) and ``final step``."""
+    rows = []
+    for split in ("train", "heldout"):
+        first, last = run.initial_eval(split), run.final_eval(split)
+        if not first or not last or int(last.get("step", 0)) == 0:
+            continue
+        p0, p1 = first.get("mean_percentile"), last.get("mean_percentile")
+        rows.append({"run": run.name, "split": "train tasks" if split == "train" else "held-out tasks",
+                     "samples": last.get("n_samples"), "step 0": p0, "final": p1,
+                     "change": (p1 - p0) if p0 is not None and p1 is not None else None,
+                     "final step": int(last["step"])})
+    return rows
 
 
 def run_overview(run: RunData) -> dict[str, Any]:

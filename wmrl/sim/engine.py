@@ -121,7 +121,7 @@ class _RunState:
         self.router = FractionRouter(fraction=spec.effective_rho, min_every=cfg.min_every, seed=spec.seed)
         self.cal = (
             IsotonicCalibrator(window=cfg.cal_window, min_anchors=cfg.cal_min_anchors, fallback="identity",
-                               tie_break=0.0 if spec.method == "wmrl_flat" else 1e-3)
+                               tie_break=0.0 if spec.method == "wmrl_flat" else 1e-3)  # the study of record
             if spec.method in _CALIBRATED
             else None
         )

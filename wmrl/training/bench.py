@@ -23,7 +23,17 @@ A *preset* is a YAML file in ``configs/bench/`` (or any path)::
     methods: [grpo, wm, wmrl, wmrl-no-debias, wmrl-no-denoise, wmrl-ppi]
     expected_hours: 2.0      # rough wall time on the machine it was sized for
     eval_initial: true       # also evaluate the initial policy (step 0) once per seed, in the grpo run
+    corpus:                  # optional: one warm-up corpus, executed once, shared by the world-model runs
+      samples_per_task: 32
+      group_size: 4
+      seed: 0
     config: {...}            # a wmrl.training.config.TrainConfig, validated by its loader
+
+With ``corpus`` the bench first collects a warm-up corpus (``OUT/corpus/executions.sqlite``, from the
+initial policy of ``corpus.seed``, executed for real) and every ``wm``/``wmrl`` run fits its world model
+on it (``world_model.warmup_corpus``) instead of collecting its own. Its cost is paid once per bench:
+``OUT/corpus/corpus.json`` records it, ``results.csv`` repeats it per run (``corpus_cpu_s``) and the
+table gives the compute ratio both without it and with it charged in full to every run.
 
 Outputs in ``OUT``: ``bench.json`` (plan, command, machine), ``results.csv`` (one row per run),
 ``table.csv``, ``bench.md`` and ``bench.html`` (the table, the reward-against-compute plot, the command,
@@ -103,6 +113,7 @@ class Preset:
     expected_hours: float | None = None
     eval_initial: bool = False
     path: Path | None = None
+    corpus: dict[str, int] | None = None
 
 
 def load_preset(name_or_path: str | Path) -> Preset:
@@ -128,7 +139,7 @@ def load_preset(name_or_path: str | Path) -> Preset:
     except yaml.YAMLError as exc:
         raise BenchError(f"{p}: not valid YAML: {exc}") from exc
     allowed = {"preset", "description", "backbone_note", "seeds", "methods", "config", "expected_hours",
-               "eval_initial"}
+               "eval_initial", "corpus"}
     unknown = set(data) - allowed
     if unknown:
         raise BenchError(f"{p}: unknown preset keys {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -151,6 +162,7 @@ def load_preset(name_or_path: str | Path) -> Preset:
         expected_hours=data.get("expected_hours"),
         eval_initial=bool(data.get("eval_initial", False)),
         path=p,
+        corpus=_check_corpus(p, data.get("corpus")),
     )
     for m in methods:
         try:
@@ -158,6 +170,70 @@ def load_preset(name_or_path: str | Path) -> Preset:
         except ConfigError as exc:
             raise BenchError(f"{p}: config for method {m!r} is invalid: {exc}") from exc
     return preset
+
+
+_CORPUS_KEYS = {"samples_per_task": 1, "group_size": 1, "seed": 0}  # key -> minimum
+
+
+def _check_corpus(p: Path, corpus: Any) -> dict[str, int] | None:
+    """The preset's ``corpus`` mapping with its defaults, or None; BenchError on a bad one."""
+    if corpus is None:
+        return None
+    if not isinstance(corpus, dict):
+        raise BenchError(f"{p}: corpus must be a mapping with {sorted(_CORPUS_KEYS)}, got {corpus!r}")
+    unknown = set(corpus) - set(_CORPUS_KEYS)
+    if unknown:
+        raise BenchError(f"{p}: unknown corpus keys {sorted(unknown)}; allowed: {sorted(_CORPUS_KEYS)}")
+    out = {"samples_per_task": 32, "group_size": 4, "seed": 0}
+    for k, lo in _CORPUS_KEYS.items():
+        v = corpus.get(k, out[k])
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise BenchError(f"{p}: corpus.{k} must be an integer >= {lo}, got {v!r}")
+        out[k] = v
+    if out["samples_per_task"] % out["group_size"]:
+        raise BenchError(f"{p}: corpus.group_size={out['group_size']} must divide "
+                         f"corpus.samples_per_task={out['samples_per_task']}")
+    return out
+
+
+def corpus_log(out: str | Path) -> Path:
+    """The shared warm-up corpus of a bench folder: ``OUT/corpus/executions.sqlite``."""
+    return Path(out).resolve() / "corpus" / "executions.sqlite"
+
+
+def _uses_world_model(method: str) -> bool:
+    return any(o in ("method=wm", "method=wmrl") for o in METHODS[method])
+
+
+def ensure_corpus(preset: Preset, out: str | Path, log: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """Collect the preset's shared warm-up corpus once (see the module docstring); resumable.
+
+    Returns the cost record of ``OUT/corpus/corpus.json`` (:func:`wmrl.training.parts.collect_corpus`),
+    or None when the preset has no ``corpus``. A folder left by an interrupted collection is removed
+    and the corpus collected again; the record is written last, atomically.
+    """
+    if not preset.corpus:
+        return None
+    d = corpus_log(out).parent
+    done = d / "corpus.json"
+    if done.is_file():
+        return json.loads(done.read_text(encoding="utf-8"))
+    from wmrl.training import parts  # noqa: PLC0415 - heavy (torch)
+    from wmrl.training.rundir import write_json_atomic  # noqa: PLC0415
+
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    c = preset.corpus
+    log(f"shared warm-up corpus: {c['samples_per_task']} programs per train task from the initial policy of seed "
+        f"{c['seed']}, executed once -> {corpus_log(out)}")
+    base = method_config(preset, REFERENCE, seed=c["seed"], run_dir=d / "unused")
+    cost = parts.collect_corpus(base, corpus_log(out), samples_per_task=c["samples_per_task"],
+                                group_size=c["group_size"], seed=c["seed"])
+    write_json_atomic(done, cost)
+    log(f"shared warm-up corpus: {cost['executions']} executions, {cost['compute_cpu_s']:.0f} CPU-s, "
+        f"{cost['wall_s']:.0f} s wall")
+    return cost
 
 
 def method_config(
@@ -232,7 +308,8 @@ def plan(
     for s in range(n_seeds):
         for m in ms:
             rd = Path(out) / m / f"seed{s}"
-            runs.append(PlannedRun(m, s, rd, method_config(preset, m, s, rd, ov)))
+            shared = [f"world_model.warmup_corpus={corpus_log(out)}"] if preset.corpus and _uses_world_model(m) else []
+            runs.append(PlannedRun(m, s, rd, method_config(preset, m, s, rd, shared + ov)))
     return runs
 
 
@@ -326,6 +403,9 @@ def run_bench(
     (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
     train = train_fn or _default_train_fn
     log = log or (lambda msg: print(msg, flush=True))
+    if any(_uses_world_model(r.method) for r in runs):
+        meta["corpus"] = ensure_corpus(preset, out, log)
+        (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
     failures: list[str] = []
     t0 = time.time()
     for i, r in enumerate(runs, 1):
@@ -381,14 +461,17 @@ def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path)
             old = {}
     cfg0 = runs[0].config
     # Several invocations on one folder (e.g. first `--methods grpo,wmrl --seeds 2`, then the rest) add up.
+    # Paths relative to the bench folder (and the preset's to the repository when inside it), so a
+    # committed bench.json names no machine's absolute paths.
     planned = {r["run_dir"]: r for r in old.get("runs", [])}
     for r in runs:
-        planned[str(r.run_dir)] = {"method": r.method, "seed": r.seed, "run_dir": str(r.run_dir)}
+        rel = str(Path(r.run_dir).relative_to(out))
+        planned[rel] = {"method": r.method, "seed": r.seed, "run_dir": rel}
     order = {m: i for i, m in enumerate(METHODS)}
     all_runs = sorted(planned.values(), key=lambda r: (r["seed"], order.get(r["method"], 99)))
     return {
         "preset": preset.name,
-        "preset_path": str(preset.path) if preset.path else None,
+        "preset_path": _repo_relative(preset.path) if preset.path else None,
         "description": preset.description,
         "backbone_note": preset.backbone_note,
         "methods": sorted({r["method"] for r in all_runs}, key=lambda m: order.get(m, 99)),
@@ -405,7 +488,16 @@ def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path)
         "machine": machine_info(),
         "started_at": old.get("started_at") or _now(),
         "runs": all_runs,
+        "corpus": old.get("corpus"),
     }
+
+
+def _repo_relative(p: Path) -> str:
+    root = preset_dir().parents[1]
+    try:
+        return str(Path(p).resolve().relative_to(root))
+    except ValueError:
+        return str(p)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -422,13 +514,16 @@ def collect(out: str | Path) -> pd.DataFrame:
     training sandbox CPU), ``eval_compute_cpu_s``, ``total_cpu_s`` (train + eval compute),
     ``wall_s`` (the run's wall seconds, evaluation included), ``steps``, ``anchor_fraction``,
     ``train_percentile`` and ``initial_train_percentile`` (the final and the initial policy on the train
-    tasks, in distribution, when evaluated: see :func:`_eval_at`), and the
+    tasks, in distribution, when evaluated: see :func:`_eval_at`), ``corpus_cpu_s`` (the compute of the
+    bench's shared warm-up corpus, paid once per bench, for the runs that fit on it; 0 otherwise), and the
     per-unit costs of :func:`_unit_costs` (to tell work from measurement noise on a shared machine),
     and the world model's quality on the training anchors (:func:`world_model_quality`).
     Unfinished runs are left out (they appear in :func:`missing_runs`).
     """
     from wmrl.report.runs import load_run, train_executions  # noqa: PLC0415
 
+    corpus_json = corpus_log(out).parent / "corpus.json"
+    corpus = json.loads(corpus_json.read_text(encoding="utf-8")) if corpus_json.is_file() else None
     rows = []
     for rd in sorted(Path(out).glob("*/seed*")):
         if not (rd / "summary.json").is_file() or rd.parent.name not in METHODS:
@@ -459,13 +554,14 @@ def collect(out: str | Path) -> pd.DataFrame:
             "wall_s": tot.get("wall_s"),
             "steps": n_steps,
             "anchor_fraction": ((run.ledger or {}).get("groups") or {}).get("anchor_fraction"),
+            "corpus_cpu_s": corpus["compute_cpu_s"] if corpus and _uses_world_model(rd.parent.name) else 0.0,
             **_unit_costs(run),
             **world_model_quality(run),
         })
     cols = ["method", "seed", "heldout_percentile", "initial_percentile", "heldout_valid_rate", "heldout_samples",
             "train_percentile", "initial_train_percentile", "train_executions",
             "train_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s", "total_cpu_s", "wall_s",
-            "steps", "anchor_fraction", "train_samples", "gen_cpu_s_per_sample", "sandbox_cpu_s_per_execution",
+            "steps", "anchor_fraction", "corpus_cpu_s", "train_samples", "gen_cpu_s_per_sample", "sandbox_cpu_s_per_execution",
             "update_cpu_s_per_step", *WM_QUALITY_COLUMNS]
     df = pd.DataFrame(rows, columns=cols)
     order = {m: i for i, m in enumerate(METHODS)}
@@ -606,7 +702,7 @@ def missing_runs(out: str | Path) -> list[str]:
         return []
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     return [f"{r['method']} seed {r['seed']}" for r in meta.get("runs", [])
-            if not (Path(r["run_dir"]) / "summary.json").is_file()]
+            if not (Path(out) / r["run_dir"] / "summary.json").is_file()]
 
 
 @dataclass
@@ -625,6 +721,9 @@ class MethodRow:
     wall_h: float
     compute_ratio: float | None
     train_percentile: Any = None
+    train_paired: Any | None = None
+    train_gain: Any | None = None
+    compute_ratio_corpus: float | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -633,8 +732,12 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
 
     ``percentile``: mean ± SE (over seeds) of the final held-out mean leaderboard percentile.
     ``paired``: mean ± SE over seeds of (method - reference) on the seeds both finished.
+    ``train_percentile``, ``train_paired``: the same on the train tasks; ``train_gain``: mean ± SE over
+    seeds of (final - initial) train-task percentile, paired by seed (the initial policy is the seed's).
     ``compute_ratio``: mean training compute of the method / that of the reference (CPU-seconds of
-    trainer + training sandbox; < 1 means cheaper). Resource columns are means per seed (hours).
+    trainer + training sandbox; < 1 means cheaper); ``compute_ratio_corpus``: the same with the shared
+    warm-up corpus (``corpus_cpu_s``) charged in full to every run that used it. Resource columns are
+    means per seed (hours).
     """
     from wmrl.report.stats import mean_se, paired_difference  # noqa: PLC0415
 
@@ -642,6 +745,8 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
         return []
     ref = results[results["method"] == reference]
     ref_pct = dict(zip(ref["seed"], ref["heldout_percentile"]))
+    ref_train = dict(zip(ref["seed"], ref["train_percentile"]))
+    init_train = results.dropna(subset=["initial_train_percentile"]).groupby("seed")["initial_train_percentile"].first()
     ref_compute = float(pd.to_numeric(ref["train_compute_cpu_s"], errors="coerce").mean()) if not ref.empty else math.nan
     rows = []
     for method, g in results.groupby("method", sort=False):
@@ -655,13 +760,23 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
             return float(v.mean()) / scale if v.notna().any() else math.nan
 
         tc = mean("train_compute_cpu_s")
-        ratio = tc / ref_compute if ref_compute and math.isfinite(ref_compute) and ref_compute > 0 else None
+        ok_ref = bool(ref_compute and math.isfinite(ref_compute) and ref_compute > 0)
+        ratio = tc / ref_compute if ok_ref else None
+        corpus = mean("corpus_cpu_s") if "corpus_cpu_s" in g else 0.0
+        ratio_corpus = (tc + corpus) / ref_compute if ok_ref and math.isfinite(corpus) else None
+        train_by_seed = dict(zip(g["seed"], g["train_percentile"]))
+        train_paired = (paired_difference(train_by_seed, ref_train) if method != reference and ref_train
+                        else None)
+        train_gain = paired_difference(train_by_seed, init_train.to_dict()) if not init_train.empty else None
         rows.append(MethodRow(
             method=str(method), n=len(g), percentile=pct, paired=paired,
             valid_rate=mean_se(list(g["heldout_valid_rate"])),
             executions=mean("train_executions"), sandbox_cpu_h=mean("train_sandbox_cpu_s", 3600.0),
             train_cpu_h=tc / 3600.0, total_cpu_h=mean("total_cpu_s", 3600.0), wall_h=mean("wall_s", 3600.0),
             compute_ratio=ratio, train_percentile=mean_se(list(g["train_percentile"])),
+            train_paired=train_paired if train_paired is not None and train_paired.n else None,
+            train_gain=train_gain if train_gain is not None and train_gain.n else None,
+            compute_ratio_corpus=ratio_corpus,
         ))
     return rows
 
@@ -690,42 +805,52 @@ def initial_row(results: pd.DataFrame, reference: str = REFERENCE) -> MethodRow 
                      train_percentile=mean_se(list(train0)))
 
 
+def _ratio(r: float | None) -> str:
+    if r is None:
+        return ""
+    return f"{r:.2f}x" + (f" ({1 / r:.1f}x less)" if 0 < r < 1 else "")
+
+
 def bench_table(rows: Sequence[MethodRow], reference: str = REFERENCE) -> pd.DataFrame:
     """The bench table (strings, ready for Markdown/HTML), one row per method.
 
-    Columns: ``method``, ``seeds``, ``held-out percentile`` (mean ± SE), ``Δ vs grpo (paired)``
-    (mean ± SE), ``train-task percentile`` (mean ± SE; only when the runs' train tasks were evaluated),
-    ``valid rate``, ``real executions`` (training, per seed), ``sandbox CPU-h``
-    (training executions, per seed), ``train compute CPU-h`` (trainer + sandbox), ``total CPU-h``
-    (training + evaluation), ``wall h``, ``compute vs grpo`` (ratio of training compute).
+    Columns: ``method``, ``seeds``, ``train-task percentile`` (final, mean ± SE), ``train Δ vs initial``
+    (paired by seed, mean ± SE), ``train Δ vs grpo`` (paired), ``held-out percentile`` (mean ± SE),
+    ``held-out Δ vs grpo (paired)``, ``valid rate``, ``real executions`` (training, per seed),
+    ``sandbox CPU-h`` (training executions, per seed), ``train compute CPU-h`` (trainer + sandbox),
+    ``total CPU-h`` (training + evaluation), ``wall h``, ``compute vs grpo`` (ratio of training compute)
+    and, when the bench shared a warm-up corpus, ``compute vs grpo, corpus charged`` (with its cost
+    charged in full to every run). The train-task columns appear when the train tasks were evaluated.
     """
+    def fmt(x: Any, dash: bool = False) -> str:
+        return "—" if dash else (x.fmt(3) if x is not None and x.n else "n/a")
+
     out = []
     for r in rows:
-        if r.method == INITIAL:
-            out.append({"method": r.method, "seeds": r.n, "held-out percentile": r.percentile.fmt(3),
-                        f"Δ vs {reference} (paired)": r.paired.fmt(3) if r.paired else "n/a",
-                        "valid rate": "", "real executions": "0", "sandbox CPU-h": "", "train compute CPU-h": "",
-                        "total CPU-h": "", "wall h": "", f"compute vs {reference}": ""})
-            continue
-        ratio = "" if r.compute_ratio is None else (
-            f"{r.compute_ratio:.2f}x" + (f" ({1 / r.compute_ratio:.1f}x less)" if 0 < r.compute_ratio < 1 else ""))
+        is_ref, is_init = r.method == reference, r.method == INITIAL
         out.append({
             "method": r.method,
             "seeds": r.n,
+            "train-task percentile": fmt(r.train_percentile),
+            "train Δ vs initial": "" if is_init else fmt(r.train_gain),
+            f"train Δ vs {reference}": "" if is_init else fmt(r.train_paired, dash=is_ref),
             "held-out percentile": r.percentile.fmt(3),
-            f"Δ vs {reference} (paired)": "—" if r.method == reference else (r.paired.fmt(3) if r.paired else "n/a"),
-            "valid rate": r.valid_rate.fmt(2),
-            "real executions": _num(r.executions, 0),
-            "sandbox CPU-h": _num(r.sandbox_cpu_h, 3),
-            "train compute CPU-h": _num(r.train_cpu_h, 3),
-            "total CPU-h": _num(r.total_cpu_h, 3),
-            "wall h": _num(r.wall_h, 3),
-            f"compute vs {reference}": ratio if r.method != reference else "1.00x",
+            f"held-out Δ vs {reference} (paired)": fmt(r.paired, dash=is_ref),
+            "valid rate": "" if is_init else r.valid_rate.fmt(2),
+            "real executions": "0" if is_init else _num(r.executions, 0),
+            "sandbox CPU-h": "" if is_init else _num(r.sandbox_cpu_h, 3),
+            "train compute CPU-h": "" if is_init else _num(r.train_cpu_h, 3),
+            "total CPU-h": "" if is_init else _num(r.total_cpu_h, 3),
+            "wall h": "" if is_init else _num(r.wall_h, 3),
+            f"compute vs {reference}": "" if is_init else ("1.00x" if is_ref else _ratio(r.compute_ratio)),
+            f"compute vs {reference}, corpus charged": "" if is_init else _ratio(r.compute_ratio_corpus),
         })
     df = pd.DataFrame(out)
-    if any(r.train_percentile is not None and r.train_percentile.n for r in rows):
-        df.insert(4, "train-task percentile", [r.train_percentile.fmt(3) if r.train_percentile is not None
-                                               and r.train_percentile.n else "" for r in rows])
+    if not any(r.train_percentile is not None and r.train_percentile.n for r in rows):
+        df = df.drop(columns=["train-task percentile", "train Δ vs initial", f"train Δ vs {reference}"])
+    if all(r.compute_ratio_corpus is None or r.compute_ratio_corpus == r.compute_ratio for r in rows
+           if r.method != INITIAL):
+        df = df.drop(columns=[f"compute vs {reference}, corpus charged"])
     return df
 
 
@@ -864,7 +989,9 @@ def fig_curves(train: dict[str, list], held: dict[str, list]) -> Any | None:
     """Two panels: true training reward against compute, and held-out percentile against compute.
 
     Colours are fixed per method (in :data:`METHODS` order); thin lines are seeds, thick lines the
-    seed average (left: on a common compute grid; right: per evaluation, at the mean compute).
+    seed average with a band of ± one standard error over seeds (left: on a common compute grid, each
+    seed smoothed by a centred rolling mean over a sixth of its steps; right: per evaluation, at the
+    mean compute).
     """
     if not any(train.values()) and not any(held.values()):
         return None
@@ -890,8 +1017,12 @@ def fig_curves(train: dict[str, list], held: dict[str, list]) -> Any | None:
         hi = min(g[0].max() for g in good)
         if hi > lo:
             grid = np.linspace(lo, hi, 60)
-            avg = np.mean([np.interp(grid, gx, gy) for gx, gy in good], axis=0)
+            ys_grid = np.array([np.interp(grid, gx, gy) for gx, gy in good])
+            avg = ys_grid.mean(axis=0)
             ax_t.plot(grid, avg, color=c, lw=2.4, label=f"{method} ({len(good)} seeds)")
+            if len(good) > 1:
+                se = ys_grid.std(axis=0, ddof=1) / math.sqrt(len(good))
+                ax_t.fill_between(grid, avg - se, avg + se, color=c, alpha=0.18, lw=0)
         else:
             ax_t.plot(good[0][0], good[0][1], color=c, lw=2.4, label=f"{method} ({len(good)} seeds)")
     for method, seeds in held.items():
@@ -900,8 +1031,12 @@ def fig_curves(train: dict[str, list], held: dict[str, list]) -> Any | None:
             ax_h.plot(x, y, "o-", color=c, alpha=0.25, lw=0.8, ms=3)
         n = min(len(x) for x, _ in seeds)
         xs = np.nanmean([x[:n] for x, _ in seeds], axis=0)
-        ys = np.nanmean([y[:n] for _, y in seeds], axis=0)
+        ys_all = np.array([y[:n] for _, y in seeds])
+        ys = np.nanmean(ys_all, axis=0)
         ax_h.plot(xs, ys, "o-", color=c, lw=2.4, label=f"{method} ({len(seeds)} seeds)")
+        if len(seeds) > 1:
+            se = np.nanstd(ys_all, axis=0, ddof=1) / math.sqrt(len(seeds))
+            ax_h.fill_between(xs, ys - se, ys + se, color=c, alpha=0.18, lw=0)
     ax_t.set_title("true reward of executed training trajectories\n(grpo: all groups; wmrl: anchors; wm: none)", fontsize=10)
     ax_t.set_ylabel("leaderboard percentile")
     ax_h.set_title("held-out mean leaderboard percentile (real execution)", fontsize=10)
@@ -957,21 +1092,33 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
     )
     legend = [f"- `{m}`: {METHOD_HELP[m]}" for m in meta.get("methods", []) if m in METHOD_HELP]
     cols_help = (
-        "Held-out percentile: the final policy's mean leaderboard percentile (MLE-Dojo position score, [0, 1]) "
-        "over held-out tasks and samples, executed for real; mean ± standard error over seeds. Δ vs grpo: mean ± SE "
-        "over seeds of the per-seed difference. Train-task percentile (when evaluated): the same on the tasks "
-        "the policy was trained on (in distribution). Real executions, sandbox CPU-h: training executions (anchors + "
-        "world-model warm-up), per seed. Train compute: trainer-process CPU + training sandbox CPU, per seed. "
-        "Total CPU-h adds evaluation. Wall h: the run's wall time including evaluation. Compute vs grpo: ratio "
-        "of mean training compute. The initial-policy row (when the preset evaluates step 0) is the seeded "
-        "policy before any training, the same for every method of a seed; its Δ is initial - grpo final."
+        "Train-task percentile (when evaluated): the final policy's mean leaderboard percentile (MLE-Dojo position "
+        "score, [0, 1]) over the tasks it was trained on and the same samples per task, executed for real; mean ± "
+        "standard error over seeds. Train Δ vs initial: mean ± SE over seeds of the per-seed (final - initial) "
+        "difference. Train Δ vs grpo, held-out Δ vs grpo: mean ± SE over seeds of the per-seed difference to grpo. "
+        "Held-out percentile: the same on tasks never trained on. Real executions, sandbox CPU-h: training "
+        "executions (anchors + a run's own world-model warm-up), per seed. Train compute: trainer-process CPU + "
+        "training sandbox CPU, per seed. Total CPU-h adds evaluation. Wall h: the run's wall time including "
+        "evaluation. Compute vs grpo: ratio of mean training compute; 'corpus charged' adds the shared warm-up "
+        "corpus's whole cost to every run that used it. The initial-policy row (when the preset evaluates step 0) is "
+        "the seeded policy before any training, the same for every method of a seed; its held-out Δ is initial - "
+        "grpo final."
     )
+    corpus = meta.get("corpus")
+    corpus_line = "" if not corpus else (
+        f"**Shared warm-up corpus.** {corpus['executions']} programs ({corpus['samples_per_task']} per train task, in "
+        f"groups of {corpus['group_size']}) sampled from the initial policy of seed {corpus['seed']} and executed once "
+        f"for the whole bench: {corpus['compute_cpu_s']:.0f} CPU-s ({corpus['sandbox_cpu_s']:.0f} in the sandbox), "
+        f"{corpus['wall_s']:.0f} s wall. Every world-model run fits on it and refits on its own anchors; its cost is "
+        f"not in a run's train compute (see 'corpus charged').")
     md = [f"# wmrl bench: {meta.get('preset', out.name)}", ""]
     if meta.get("description"):
         md += [meta["description"], ""]
     if meta.get("backbone_note"):
         md += [f"**Backbone and scaffold.** {meta['backbone_note']}", ""]
     md += [f"**Setting.** {setting}", "", f"**Machine.** {mline}", ""]
+    if corpus_line:
+        md += [corpus_line, ""]
     md += ["**Command.**", "", "```bash", *cmds, "```", ""]
     md += [H.table_markdown(table), "", cols_help, ""]
     md += ["**Methods.**", "", *legend, ""]
@@ -993,6 +1140,8 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
     if meta.get("backbone_note"):
         parts.append(f"<p><b>Backbone and scaffold.</b> {H.esc(meta['backbone_note'])}</p>")
     parts.append(f"<p><b>Setting.</b> {H.esc(setting)}</p><p><b>Machine.</b> {H.esc(mline)}</p>")
+    if corpus_line:
+        parts.append(H.paragraph(corpus_line.replace("**", "")))
     parts.append("<p><b>Command.</b></p>" + H.pre("\n".join(cmds)))
     parts.append(H.table_html(table) + H.paragraph(cols_help, "note"))
     parts.append("<ul>" + "".join(f"<li><code>{H.esc(m)}</code>: {H.esc(METHOD_HELP[m])}</li>"

@@ -46,6 +46,12 @@ class ModelConfig:
 
     name: str = _f("smollm2-135m", "Backbone: 'smollm2-135m' (the embedded default LM), 'tiny' (a small "
                    "random model for tests), a Hugging Face model id or a local model folder.")
+    finetune: Literal["auto", "lora", "full"] = _f("auto", "Which policy weights train: 'lora' (a LoRA adapter on a "
+                                                   "frozen backbone), 'full' (every weight) or 'auto' (full for "
+                                                   "a randomly initialised backbone such as 'tiny', LoRA for a "
+                                                   "pretrained one). A random backbone needs its embeddings, "
+                                                   "head and norms trained to express a peaked policy "
+                                                   "(docs/training.md).")
     lora_r: int = _f(8, "LoRA rank of the policy adapter.", min=1)
     lora_alpha: int = _f(16, "LoRA alpha (scaling = alpha / r).", min=1)
     lora_dropout: float = _f(0.0, "LoRA dropout probability.", min=0.0, max=1.0)

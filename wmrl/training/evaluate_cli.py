@@ -39,10 +39,9 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     """
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.models.types import LoraSettings
     from wmrl.training.evaluation import evaluate_policy
-    from wmrl.training.parts import load_policy_backbone, make_executor, require_leaderboards, require_sound, \
-        resolve_tasks
+    from wmrl.training.parts import (load_policy_backbone, make_executor, policy_lora, require_leaderboards,
+                                     require_sound, resolve_tasks)
     from wmrl.training.rundir import to_json_line
     from wmrl.training.trainer import eval_sampling_seed
 
@@ -77,12 +76,11 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
 
         torch.set_num_threads(cfg.threads)
     model, tok = load_policy_backbone(cfg)
-    policy = Policy(model, tok, lora=LoraSettings(r=cfg.model.lora_r, alpha=cfg.model.lora_alpha,
-                                                   dropout=cfg.model.lora_dropout))
+    policy = Policy(model, tok, lora=policy_lora(cfg))
     if ck is not None:
         policy.load(ck / "policy")
     scaffold = get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD)
-    executor = make_executor(cfg, rd)
+    executor = make_executor(cfg, rd.executions)
     recs = []
     try:
         for split, tasks in splits:

@@ -6,6 +6,8 @@ transformers) happen inside the functions.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 import math
 import shutil
@@ -131,11 +133,34 @@ def check_isolation(scaffold_name: str, sandbox: Any, tasks: list[Any]) -> None:
                       f"executor.sandbox=true (bubblewrap), use the 'grammar' scaffold, or leave these tasks out")
 
 
-def make_executor(cfg: TrainConfig, rd: RunDir) -> Any:
-    """The executor of ``executor.kind``, logging every execution to ``rd.executions``."""
+def policy_lora(cfg: TrainConfig) -> Any:
+    """The policy's LoRA settings, or None for full fine-tuning (``model.finetune``; ``auto`` trains
+    every weight of a randomly initialised backbone, ``tiny``, and a LoRA adapter otherwise)."""
+    from wmrl.models.types import LoraSettings
+
+    full = cfg.model.finetune == "full" or (cfg.model.finetune == "auto" and cfg.model.name == "tiny")
+    if full:
+        return None
+    return LoraSettings(r=cfg.model.lora_r, alpha=cfg.model.lora_alpha, dropout=cfg.model.lora_dropout)
+
+
+def world_model_backbone(model: Any, policy_lora: Any) -> Any:
+    """The backbone the world model is built on: the policy's architecture and initial weights.
+
+    With a LoRA policy (``policy_lora`` set) the base weights never change, so the world model shares
+    the same base model object and adds its own adapter. When the policy trains the base weights
+    (``policy_lora=None``, full fine-tuning) the world model gets a deep copy of them, taken before any
+    update, so the policy can never move the world model's scores through shared weights. The copy
+    costs one more set of weights: 13 MB for ``tiny`` (3.3M float32 parameters), 538 MB for SmolLM2-135M.
+    """
+    return copy.deepcopy(model) if policy_lora is None else model
+
+
+def make_executor(cfg: TrainConfig, log_path: Path) -> Any:
+    """The executor of ``executor.kind``, logging every execution to the SQLite log at ``log_path``."""
     from wmrl.execution.log import ExecutionLog
 
-    exlog = ExecutionLog(rd.executions)
+    exlog = ExecutionLog(log_path)
     e = cfg.executor
     sandbox = sandbox_config(cfg)
     if e.kind == "ray":
@@ -156,21 +181,21 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     """
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.models.types import LoraSettings
     from wmrl.training.trainer import Components
 
     train, heldout = resolve_tasks(cfg)
     scaffold = get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD)
     check_isolation(getattr(scaffold, "name", str(cfg.scaffold.name)), sandbox_config(cfg), train + heldout)
     model, tok = load_policy_backbone(cfg)
-    policy = Policy(model, tok, lora=LoraSettings(r=cfg.model.lora_r, alpha=cfg.model.lora_alpha,
-                                                   dropout=cfg.model.lora_dropout))
-    executor = make_executor(cfg, rd)
+    lora = policy_lora(cfg)
+    wm_backbone = world_model_backbone(model, lora) if cfg.method in ("wm", "wmrl") else None
+    policy = Policy(model, tok, lora=lora)
+    executor = make_executor(cfg, rd.executions)
     comps = Components(train_tasks=train, heldout_tasks=heldout, scaffold=scaffold, policy=policy,
                        executor=executor, close=executor.close)
     if cfg.method in ("wm", "wmrl"):
         try:
-            comps.world_model = _world_model(cfg, rd, ledger, model, tok, policy, scaffold, train, executor)
+            comps.world_model = _world_model(cfg, rd, ledger, wm_backbone, tok, policy, scaffold, train, executor)
         except BaseException:
             executor.close()
             raise
@@ -281,6 +306,55 @@ def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, sc
                 run=f"{cfg.name or cfg.method}-warmup")
         ledger.add_executions("warmup", results)
     return records
+
+
+def collect_corpus(cfg: TrainConfig, log_path: Path, *, samples_per_task: int, group_size: int,
+                   seed: int) -> dict[str, Any]:
+    """A warm-up corpus collected once and shared by several runs (their ``world_model.warmup_corpus``).
+
+    ``samples_per_task`` programs per train task of ``cfg`` are sampled from the initial policy of
+    ``cfg`` seeded with ``seed`` (in groups of ``group_size``) and executed for real; every execution
+    goes to the execution log at ``log_path`` with its trajectory in ``meta`` (as the trainer's own
+    warm-up). Its cost is paid once, here, and returned so that whoever shares the corpus reports it.
+
+    Returns:
+        ``{executions, ok, sandbox_cpu_s, driver_cpu_s, compute_cpu_s, wall_s, samples_per_task,
+        group_size, seed, tasks}``: CPU-seconds of the sandboxed programs and of this process
+        (sampling, grading), their sum, and wall seconds.
+
+    Raises:
+        ConfigError: as :func:`resolve_tasks`; ValueError: ``group_size`` does not divide
+            ``samples_per_task``.
+    """
+    import time
+
+    import torch
+
+    from wmrl.models.policy import Policy
+    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
+    from wmrl.models.warmup import collect_warmup
+
+    train, _ = resolve_tasks(cfg)
+    c = dataclasses.replace(cfg, seed=seed)
+    model, tok = load_policy_backbone(c)
+    policy = Policy(model, tok, lora=policy_lora(c))
+    executor = make_executor(c, log_path)
+    w0, p0 = time.perf_counter(), time.process_time()
+    try:
+        with torch.no_grad():
+            recs, results = collect_warmup(
+                policy, get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD), train, executor,
+                samples_per_task=samples_per_task, group_size=group_size,
+                max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
+                top_p=cfg.rollout.top_p, seed=seed, run="shared-corpus")
+    finally:
+        executor.close()
+    sandbox = float(sum(float(r.cpu_s or 0.0) for r in results))
+    driver = time.process_time() - p0
+    return {"executions": len(results), "ok": sum(1 for r in recs if r["status"] == "ok"),
+            "sandbox_cpu_s": sandbox, "driver_cpu_s": driver, "compute_cpu_s": sandbox + driver,
+            "wall_s": time.perf_counter() - w0, "samples_per_task": samples_per_task, "group_size": group_size,
+            "seed": seed, "tasks": [t.id for t in train]}
 
 
 def corpus_records(path: str | Path) -> list[dict[str, Any]]:

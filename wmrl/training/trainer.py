@@ -92,6 +92,8 @@ class RunSummary:
         run_dir: the run directory. method: ``grpo``/``wm``/``wmrl``. status: ``completed``.
         steps: steps completed. wall_s: wall seconds of the whole run (across resumes).
         ledger: the ``ledger.json`` document. final_eval: ``{split: eval record}`` of the last evaluation.
+        initial_eval: ``{split: eval record}`` of the step-0 evaluation (the policy before training,
+            ``eval.at_start``), the same sampling seeds as the final one; empty when not evaluated.
         last_metrics: the last metrics.jsonl record. anchor_fraction: realised anchor fraction of groups.
         reward_true_mean_last: mean anchor reward over the last quarter of steps (None without anchors).
     """
@@ -108,6 +110,7 @@ class RunSummary:
     reward_true_mean_last: float | None
     started_at: str = ""
     finished_at: str = ""
+    initial_eval: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -605,7 +608,7 @@ class Trainer:
 
         Rows with weight 0, or with advantage 0 when beta = 0, contribute exactly nothing to the
         gradient and are skipped. For ``token_mean`` the core loss divides by the micro-batch's mean
-        completion length nbar_mb; each micro-batch loss is rescaled by nbar_mb / nbar (nbar over all
+        loss-token count nbar_mb; each micro-batch loss is rescaled by nbar_mb / nbar (nbar over all
         valid rows of the step), so the accumulated gradient equals the full-batch one.
         """
         import torch
@@ -613,7 +616,7 @@ class Trainer:
         from wmrl.core.losses import grpo_loss
 
         o = self.cfg.optim
-        lens = batch.completion_mask.sum(dim=1).to(torch.float64).cpu().numpy()
+        lens = batch.loss_mask.sum(dim=1).to(torch.float64).cpu().numpy()
         nbar = float(lens[valid].mean()) if valid.any() else 1.0
         rows = np.flatnonzero(valid & (weights != 0) & ((adv != 0) | (o.beta > 0)))
         out = {"loss": 0.0, "kl": None, "clip_frac": None, "grad_norm": None, "lr": o.lr,
@@ -630,7 +633,7 @@ class Trainer:
             if o.beta > 0:
                 with torch.no_grad():
                     ref = self.c.policy.ref_logprobs(sub)
-            mask = sub.completion_mask.bool()
+            mask = sub.loss_mask.bool()
             loss, st = grpo_loss(
                 lp, sub.old_logprobs.to(lp.dtype), torch.as_tensor(adv[mb], dtype=lp.dtype), mask,
                 sample_weights=torch.as_tensor(weights[mb], dtype=lp.dtype), ref_logprobs=ref,
@@ -1001,14 +1004,17 @@ def _finish(trainer: Trainer) -> RunSummary:
     led = L.to_json()
     evals = read_jsonl(rd.eval)
     final_eval: dict[str, Any] = {}
+    initial_eval: dict[str, Any] = {}
     for r in evals:
         if r.get("checkpoint") is None:
             final_eval[r["split"]] = r
+            if r.get("step") == 0:
+                initial_eval.setdefault(r["split"], r)
     summary = RunSummary(
         run_dir=rd.root, method=trainer.method, status="completed", steps=trainer.step, wall_s=L.wall_s(),
         ledger=led, final_eval=final_eval, last_metrics=metrics[-1] if metrics else {},
         anchor_fraction=led["groups"]["anchor_fraction"], reward_true_mean_last=float(np.mean(rt)) if rt else None,
-        started_at=trainer.started_at, finished_at=_now_iso())
+        started_at=trainer.started_at, finished_at=_now_iso(), initial_eval=initial_eval)
     write_json_atomic(rd.ledger, led)
     write_json_atomic(rd.summary, summary.to_dict())
     rd.log_line(f"{_now_iso()} finished: {trainer.step} steps, wall {L.wall_s():.1f}s")
@@ -1019,7 +1025,8 @@ def _summary_from_file(rd: RunDir, d: dict[str, Any]) -> RunSummary:
     return RunSummary(run_dir=rd.root, method=d["method"], status=d["status"], steps=d["steps"], wall_s=d["wall_s"],
                       ledger=d["ledger"], final_eval=d.get("final_eval", {}), last_metrics=d.get("last_metrics", {}),
                       anchor_fraction=d.get("anchor_fraction"), reward_true_mean_last=d.get("reward_true_mean_last"),
-                      started_at=d.get("started_at", ""), finished_at=d.get("finished_at", ""))
+                      started_at=d.get("started_at", ""), finished_at=d.get("finished_at", ""),
+                      initial_eval=d.get("initial_eval", {}))
 
 
 RESUME_MUTABLE = ("optim.steps", "progress", "threads", "eval.", "executor.", "checkpoint_every",
@@ -1088,7 +1095,14 @@ def print_summary(summary: RunSummary, console: Any = None) -> None:
     t.add_row("last step: world-model reward (calibrated)", _fmt(m.get("reward_wm_calibrated_mean")))
     t.add_row("last step: alpha", _fmt(m.get("alpha")))
     for split, r in summary.final_eval.items():
-        t.add_row(f"{split} (step {r.get('step')}): mean percentile", _fmt(r.get("mean_percentile")))
+        r0 = summary.initial_eval.get(split)
+        if r0 is not None and r.get("step") != 0:
+            p0, p1 = r0.get("mean_percentile"), r.get("mean_percentile")
+            change = f" ({p1 - p0:+.3f})" if p0 is not None and p1 is not None else ""
+            t.add_row(f"{split}: mean percentile, step 0 -> step {r.get('step')}",
+                      f"{_fmt(p0)} -> {_fmt(p1)}{change}")
+        else:
+            t.add_row(f"{split} (step {r.get('step')}): mean percentile", _fmt(r.get("mean_percentile")))
         t.add_row(f"{split}: valid-submission rate", _fmt(r.get("valid_rate")))
         t.add_row(f"{split}: medals", " ".join(f"{k} {v}" for k, v in (r.get("medals") or {}).items()))
     console.print(t)
