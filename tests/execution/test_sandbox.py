@@ -195,31 +195,48 @@ def test_workdir_is_removed_unless_kept(public):
 
 
 def test_scratch_folders_of_killed_drivers_are_swept(tmp_path, public):
+    """Only folders whose owner lock nobody holds are removed (see test_scratch.py for drivers in
+    other PID namespaces)."""
+    import fcntl
     import socket
-    import subprocess
-    import sys
 
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()  # a finished driver: its pid no longer runs
     host = socket.gethostname()
-    stale = tmp_path / f"wmrl-exec-{host}-{dead.pid}-abc123"
-    live = tmp_path / f"wmrl-exec-{host}-{os.getppid()}-def456"       # a running driver
-    own = tmp_path / f"wmrl-exec-{host}-{os.getpid()}-ghi789"         # this process
-    other_host = tmp_path / f"wmrl-exec-{host}x-{dead.pid}-jkl012"    # another machine on a shared disk
-    unnamed = tmp_path / "wmrl-exec-mno345"                           # not a driver-stamped folder
-    for d in (stale, live, own, other_host, unnamed):
+
+    def folder(name: str, lock: bool = True) -> Path:
+        d = tmp_path / name
         (d / "work").mkdir(parents=True)
         (d / "work" / "model.bin").write_bytes(b"0" * 1024)
-    assert sb.sweep_stale_scratch(tmp_path) == [stale]
-    assert not stale.exists() and all(d.exists() for d in (live, own, other_host, unnamed))
+        if lock:
+            (d / sb.OWNER_LOCK).write_text("")
+        return d
+
+    stale = folder(f"wmrl-exec-{host}-{os.getpid()}-abc123")              # lock file, nobody holds it
+    live = folder(f"wmrl-exec-{host}-999999-def456")                       # held (below), pid irrelevant
+    own, own_fd = sb.make_scratch(tmp_path)                                # this driver's live folder
+    other_host = folder(f"wmrl-exec-{host}x-{os.getpid()}-jkl012")        # another machine on a shared disk
+    unnamed = folder("wmrl-exec-mno345")                                   # not a driver-stamped folder
+    unlocked = folder(f"wmrl-exec-{host}-{os.getpid()}-pqr678", lock=False)  # no lock file: never taken
+    held = os.open(live / sb.OWNER_LOCK, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        assert sb.sweep_stale_scratch(tmp_path) == [stale]
+        assert not stale.exists() and all(d.exists() for d in (live, own, other_host, unnamed, unlocked))
+    finally:
+        os.close(held)
+    assert own.name.startswith(f"wmrl-exec-{host}-{os.getpid()}-") and (own / sb.OWNER_LOCK).is_file()
+    assert sb.sweep_stale_scratch(tmp_path) == [live]  # its lock was released: its driver is gone
+    assert own.exists()
+    sb._rmtree(own)
+    os.close(own_fd)
     assert sb.sweep_stale_scratch(tmp_path / "missing") == []
     # run_program sweeps once per scratch folder and stamps its own folder with host and pid
-    stale.mkdir()
+    stale = folder(f"wmrl-exec-{host}-{os.getpid()}-abc123")
     require_bwrap()
     r = run_program("open('x','w').write('1')", public, 20, SandboxConfig(scratch_dir=str(tmp_path), keep_workdir=True))
     try:
         assert not stale.exists()
         assert Path(r.workdir).parent.name.startswith(f"wmrl-exec-{host}-{os.getpid()}-")
+        assert sb.sweep_stale_scratch(tmp_path) == []  # a kept folder stays locked while its driver runs
     finally:
         sb._rmtree(Path(r.workdir).parent)
 

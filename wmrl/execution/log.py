@@ -48,6 +48,8 @@ COLUMNS: dict[str, str] = {
     "stdout_bytes": "INTEGER",
     "stderr_bytes": "INTEGER",
     "error": "TEXT",
+    "grade_s": "REAL",
+    "grade_peak_rss_bytes": "INTEGER",
     "started_at": "TEXT",
     "finished_at": "TEXT",
     "logged_at": "TEXT",
@@ -87,6 +89,10 @@ class ExecutionLog:
             cols = ", ".join(f"{k} {v}" for k, v in COLUMNS.items())
             with self._lock:
                 self._conn.execute(f"CREATE TABLE IF NOT EXISTS executions ({cols})")
+                have = {r[1] for r in self._conn.execute("PRAGMA table_info(executions)")}
+                for k, v in COLUMNS.items():  # a log written by an older wmrl: add the new columns
+                    if k not in have:
+                        self._conn.execute(f"ALTER TABLE executions ADD COLUMN {k} {v}")
                 self._conn.execute("CREATE INDEX IF NOT EXISTS executions_task ON executions(task_id)")
                 self._conn.execute("CREATE INDEX IF NOT EXISTS executions_status ON executions(status)")
                 self._conn.execute("CREATE TABLE IF NOT EXISTS wmrl_meta (key TEXT PRIMARY KEY, value TEXT)")
@@ -122,6 +128,8 @@ class ExecutionLog:
             "stdout_bytes": getattr(result, "stdout_bytes", None),
             "stderr_bytes": getattr(result, "stderr_bytes", None),
             "error": result.error,
+            "grade_s": getattr(result, "grade_s", None),
+            "grade_peak_rss_bytes": getattr(result, "grade_peak_rss_bytes", None),
             "started_at": _iso(getattr(result, "started_at", 0.0)),
             "finished_at": _iso(getattr(result, "started_at", 0.0) + result.wall_s)
             if getattr(result, "started_at", 0.0) else None,
@@ -179,6 +187,30 @@ class ExecutionLog:
         sql = "SELECT COUNT(*) FROM executions" + (f" WHERE {clause}" if clause else "")
         with self._lock:
             return int(self._conn.execute(sql, tuple(getattr(v, "value", v) for v in where.values())).fetchone()[0])
+
+    def truncate_after_step(self, step: int) -> int:
+        """Delete the executions of training steps after ``step`` (rows whose ``meta.step`` is a number
+        greater than ``step``: anchors and evaluations of steps a resumed run will redo); rows without a
+        step (warm-up, ``wmrl exec``) stay. Returns how many rows were deleted, in one transaction."""
+        with self._lock:
+            rows = self._conn.execute("SELECT id, meta FROM executions").fetchall()
+            drop = []
+            for rid, meta in rows:
+                try:
+                    s = json.loads(meta or "{}").get("step")
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(s, (int, float)) and not isinstance(s, bool) and s > step:
+                    drop.append((rid,))
+            if drop:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.executemany("DELETE FROM executions WHERE id = ?", drop)
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+            return len(drop)
 
     def close(self) -> None:
         """Checkpoint the WAL and close the connection (idempotent)."""

@@ -29,14 +29,15 @@ import os
 import signal
 import tempfile
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wmrl.execution.sandbox import MAX_TIME_LIMIT_S, SandboxConfig, SandboxRun, run_program
-from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus, program_hash
+from wmrl.execution.sandbox import MAX_TIME_LIMIT_S, SUBMISSION_NAME, SandboxConfig, SandboxRun, run_program
+from wmrl.execution.types import MAX_ERROR_CHARS, ExecutionRequest, ExecutionResult, ExecutionStatus, program_hash
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +50,44 @@ MEMORY_SIGNATURES = ("MemoryError", "Unable to allocate", "Cannot allocate memor
 
 
 def default_grader(task, path: Path):
-    """:func:`wmrl.tasks.grading.grade_submission` (imported lazily: it pulls pandas)."""
+    """:func:`wmrl.tasks.grading.grade_submission` (imported lazily: it pulls pandas); messages name
+    the file ``submission.csv``."""
     from wmrl.tasks.grading import grade_submission
 
-    return grade_submission(task, path)
+    return grade_submission(task, path, name=SUBMISSION_NAME)
+
+
+def cap_error(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (saying how long it was): no message can carry a whole
+    submission or id column into the result, the execution log or ``--json``."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - 40)] + f" ... [{len(text)} characters in all]"
+
+
+def _reset_peak_rss() -> bool:
+    """Reset this process's resident-memory high-water mark (Linux ``/proc/self/clear_refs``)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss() -> int:
+    """This process's resident-memory high-water mark, bytes (``VmHWM``; ``ru_maxrss`` elsewhere)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def time_limit_of(request: ExecutionRequest) -> float:
@@ -111,7 +146,9 @@ def outcome(request: ExecutionRequest, run: SandboxRun, grader: Grader | None = 
     """Grade ``run`` (in this, trusted, process) and build the :class:`ExecutionResult`.
 
     The submission bytes are written to a fresh driver-owned temporary file and passed to
-    ``grader`` (default :func:`default_grader`). Never raises.
+    ``grader`` (default :func:`default_grader`). The grading's wall time and the driver's peak
+    resident memory during it go into ``grade_s`` and ``grade_peak_rss_bytes``; ``error`` is capped
+    at :data:`~wmrl.execution.types.MAX_ERROR_CHARS` characters. Never raises.
     """
     task = request.task
     rid = request_id or request.request_id or uuid.uuid4().hex[:16]
@@ -123,7 +160,11 @@ def outcome(request: ExecutionRequest, run: SandboxRun, grader: Grader | None = 
         exit_code=run.exit_code, started_at=run.started_at, time_limit_s=run.time_limit_s,
         sandbox=run.mode, stdout_bytes=run.stdout_bytes, stderr_bytes=run.stderr_bytes)
     if status is None:
+        t0 = time.perf_counter()
+        _reset_peak_rss()
         status, error, grade = _grade(task, run.submission, grader or default_grader)
+        result.grade_s = time.perf_counter() - t0
+        result.grade_peak_rss_bytes = _peak_rss()
         result.error = error
         if grade is not None:
             result.score = float(grade.score)
@@ -132,33 +173,40 @@ def outcome(request: ExecutionRequest, run: SandboxRun, grader: Grader | None = 
             above = getattr(grade, "above_median", None)
             result.above_median = None if above is None else bool(above)
     result.status = status
+    result.error = cap_error(result.error)
     if status not in (ExecutionStatus.OK, ExecutionStatus.INFRA_ERROR):
         result.reward = float(task.failure_reward)
     return result
 
 
 def _grade(task, submission: bytes, grader: Grader):
-    fd, name = tempfile.mkstemp(prefix="wmrl-grade-", suffix=".csv")
+    """Write the bytes to ``<fresh temp folder>/submission.csv`` and grade that; messages name it
+    ``submission.csv`` (never the driver's temporary path) and are capped."""
+    folder = tempfile.mkdtemp(prefix="wmrl-grade-")
+    name = os.path.join(folder, SUBMISSION_NAME)
+
+    def say(exc: BaseException) -> str:
+        return cap_error(str(exc).replace(name, SUBMISSION_NAME).replace(folder, "."), MAX_ERROR_CHARS - 40)
+
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(name, "wb") as f:
             f.write(submission)
         try:
             grade = grader(task, Path(name))
         except (ValueError, UnicodeError) as exc:
             if type(exc).__name__ == "LeaderboardError":  # the task's boards are broken, not the program
-                log.error("leaderboard of task %s is unreadable: %s", task.id, exc)
-                return ExecutionStatus.INFRA_ERROR, f"grader failed: {type(exc).__name__}: {exc}", None
+                log.error("leaderboard of task %s is unreadable: %s", task.id, say(exc))
+                return ExecutionStatus.INFRA_ERROR, f"grader failed: {type(exc).__name__}: {say(exc)}", None
             # InvalidSubmission (the grader's verdict), parse errors, bad encodings
-            return ExecutionStatus.INVALID_SUBMISSION, f"invalid submission: {exc}", None
+            return ExecutionStatus.INVALID_SUBMISSION, f"invalid submission: {say(exc)}", None
         except Exception as exc:  # noqa: BLE001 - the grader's own failure is not the program's
-            log.error("grader failed on task %s: %s", task.id, traceback.format_exc())
-            return ExecutionStatus.INFRA_ERROR, f"grader failed: {type(exc).__name__}: {exc}", None
+            log.error("grader failed on task %s: %s", task.id, cap_error(traceback.format_exc(), 4000))
+            return ExecutionStatus.INFRA_ERROR, f"grader failed: {type(exc).__name__}: {say(exc)}", None
         return ExecutionStatus.OK, "", grade
     finally:
-        try:
-            os.unlink(name)
-        except OSError:
-            pass
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def infra_result(request: ExecutionRequest, error: str, request_id: str | None = None) -> ExecutionResult:

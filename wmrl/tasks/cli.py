@@ -1,4 +1,4 @@
-"""Commands of ``wmrl.tasks``: ``wmrl tasks build | list | show | grade``.
+"""Commands of ``wmrl.tasks``: ``wmrl tasks build | list | show | grade | stats | check``.
 
 Imports of heavy libraries stay inside the commands.
 """
@@ -267,6 +267,36 @@ def stats_cmd(
     console.print(table)
     console.print(f"total: {total['ok']}/{total['runs']} runs ok, {total['cpu_minutes']:.1f} CPU-minutes, "
                   f"{total['wall_minutes_summed']:.1f} wall-minutes summed over runs")
+
+
+@tasks_app.command("check")
+def check_cmd(
+    tasks: Optional[list[str]] = typer.Argument(None, help="Task ids or task folders (default: the whole suite)."),
+    dir_: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
+) -> None:
+    """Check tasks as the trainer does before training: answers in public/, a metric that disagrees
+    with its leaderboards. Prints one line per problem; exits 1 when any task has one."""
+    from wmrl.tasks.checks import check_task
+    from wmrl.tasks.loader import SuiteNotBuilt, TaskFormatError, TaskSuite
+
+    if tasks:
+        chosen = [_resolve_task(t, dir_) for t in tasks]
+    else:
+        try:
+            chosen = list(TaskSuite(_suite_dir(dir_)))
+        except (SuiteNotBuilt, TaskFormatError) as exc:
+            _fail(str(exc))
+    bad = 0
+    for task in chosen:
+        problems = check_task(task)
+        bad += bool(problems)
+        for p in problems:
+            typer.echo(f"{task.id}: {p.kind}: {p.message}")
+        if not problems:
+            typer.echo(f"{task.id}: ok")
+    if bad:
+        typer.secho(f"{bad} of {len(chosen)} task(s) would be refused for training", fg="red", err=True)
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

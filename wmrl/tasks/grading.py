@@ -28,6 +28,75 @@ from wmrl.tasks.spec import InvalidSubmission, Task
 
 _INT_FLOAT = re.compile(r"^(-?\d+)\.0*$")
 
+#: Longest line a submission may have, bytes (an id plus a few hundred probabilities fit easily).
+MAX_LINE_BYTES = 1024 * 1024
+#: Longest message an :class:`InvalidSubmission` carries, characters.
+MAX_MESSAGE_CHARS = 400
+#: Longest shown value in a message, characters.
+_MAX_VALUE_CHARS = 40
+_SCAN_CHUNK = 1 << 20
+
+
+def cap_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (the cut says how long the text was)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - 40)] + f" ... [{len(text)} characters in all]"
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= _MAX_VALUE_CHARS else r[: _MAX_VALUE_CHARS - 5] + "...'"
+
+
+def prescan_submission(path: Path, max_rows: int | None, name: str = "submission.csv",
+                       max_line_bytes: int = MAX_LINE_BYTES) -> None:
+    """Check a submission file's shape before any parser sees it, reading it in 1 MiB chunks, so that
+    grading costs bounded time and memory whatever the file holds.
+
+    Args:
+        path: the file.
+        max_rows: rows the task expects (test rows); ``None`` = no line limit.
+        name: how messages name the file.
+        max_line_bytes: longest accepted line, bytes.
+
+    Raises:
+        InvalidSubmission: the file holds a NUL byte (a binary or sparse file is no CSV), a line longer
+            than ``max_line_bytes``, or more than ``2 * max_rows + 17`` lines (twice the rows, a header
+            and a few blank lines: a submission with every row twice is still parsed, to name the duplicates).
+    """
+    limit = None if max_rows is None else 2 * int(max_rows) + 1 + 16  # room for duplicates to be named
+    size = max(1, min(_SCAN_CHUNK, max_line_bytes))  # a line inside one chunk is shorter than the limit
+    lines = 0
+    carry = 0  # length of the line still open at the end of the previous chunk
+    offset = 0
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(size)
+            if not chunk:
+                break
+            nul = chunk.find(b"\0")
+            if nul >= 0:
+                raise InvalidSubmission(f"{name} holds a NUL byte at byte {offset + nul}: a submission is a UTF-8 "
+                                        "text CSV file, not a binary, sparse or UTF-16 one (write it with pandas' "
+                                        "to_csv)")
+            n = chunk.count(b"\n")
+            lines += n
+            if limit is not None and lines > limit:
+                raise InvalidSubmission(f"{name} has more than {limit} lines, but the task has {max_rows} test rows: "
+                                        "write a header and one row per test id")
+            if n:
+                longest = carry + chunk.find(b"\n")
+                carry = len(chunk) - 1 - chunk.rfind(b"\n")
+            else:
+                carry += len(chunk)
+                longest = carry
+            if max(longest, carry) > max_line_bytes:
+                raise InvalidSubmission(f"{name} has a line longer than {max_line_bytes} bytes (near byte "
+                                        f"{offset}): write one short row per test id")
+            offset += len(chunk)
+
 
 @dataclass(frozen=True)
 class Grade:
@@ -139,35 +208,51 @@ def _normalise_labels(values: pd.Series, classes: tuple[str, ...]) -> pd.Series:
 
 
 def _examples(values, k: int = 5) -> str:
-    vals = list(values)
-    shown = ", ".join(repr(v) for v in vals[:k])
-    return shown + (f", ... ({len(vals)} in all)" if len(vals) > k else "")
+    """Up to ``k`` values, each cut to a few dozen characters, and how many there are in all."""
+    vals = list(values[:k + 1]) if hasattr(values, "__getitem__") else list(values)
+    total = len(values) if hasattr(values, "__len__") else len(vals)
+    shown = ", ".join(_short(v) for v in vals[:k])
+    return shown + (f", ... ({total} in all)" if total > k else "")
 
 
-def load_submission(submission: Path | str | pd.DataFrame, id_column: str) -> pd.DataFrame:
-    """Read a submission CSV (ids as str) or copy a DataFrame; raises ``InvalidSubmission`` if unreadable."""
+def load_submission(submission: Path | str | pd.DataFrame, id_column: str, max_rows: int | None = None,
+                    name: str | None = None) -> pd.DataFrame:
+    """Read a submission CSV (ids as str) or copy a DataFrame.
+
+    A file is first checked by :func:`prescan_submission` (no NUL bytes, no overlong line, at most
+    about ``max_rows`` rows), so that no parser ever holds more than a bounded amount of it.
+    ``name`` is how messages call the file (default: its path).
+
+    Raises:
+        InvalidSubmission: missing, empty, binary, too long or unreadable (message capped at
+            :data:`MAX_MESSAGE_CHARS` characters).
+    """
     if isinstance(submission, pd.DataFrame):
         df = submission.copy()
     else:
         path = Path(submission)
+        shown = name or str(path)
         if path.is_dir():
-            raise InvalidSubmission(f"submission {path} is a folder, not a file: the submission must be a CSV file "
+            raise InvalidSubmission(f"submission {shown} is a folder, not a file: the submission must be a CSV file "
                                     "(a solution program writes 'submission.csv' into its working directory)")
         if not path.is_file():
-            raise InvalidSubmission(f"submission file {path} does not exist: the submission must be a CSV file "
+            raise InvalidSubmission(f"submission file {shown} does not exist: the submission must be a CSV file "
                                     "(a solution program writes 'submission.csv' into its working directory)")
         if path.stat().st_size == 0:
-            raise InvalidSubmission(f"submission file {path} is empty: write a header and one row per test id")
+            raise InvalidSubmission(f"submission file {shown} is empty: write a header and one row per test id")
+        prescan_submission(path, max_rows, shown)
         try:
             df = pd.read_csv(path, dtype={id_column: str})
         except Exception as exc:
-            raise InvalidSubmission(f"submission file {path} is not a readable CSV ({type(exc).__name__}: {exc})") from exc
+            raise InvalidSubmission(cap_message(f"submission file {shown} is not a readable CSV "
+                                                f"({type(exc).__name__}: {cap_message(exc, 200)})")) from exc
     df.columns = [str(c).strip() for c in df.columns]
     return df
 
 
-def validate_submission(task: Task, submission: Path | str | pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Check a submission and align it with the answers.
+def validate_submission(task: Task, submission: Path | str | pd.DataFrame,
+                        name: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Check a submission and align it with the answers (``name``: how messages call the file).
 
     Returns:
         ``(y_true, y_pred)`` in answer order: ``y_true`` shape ``[N]`` (str labels or float64 values);
@@ -178,7 +263,13 @@ def validate_submission(task: Task, submission: Path | str | pd.DataFrame) -> tu
         InvalidSubmission: with a message naming the problem (see the module docstring).
     """
     answers = read_answers(task)
-    df = load_submission(submission, task.id_column)
+    try:
+        return _validate(task, answers, load_submission(submission, task.id_column, len(answers), name))
+    except InvalidSubmission as exc:
+        raise InvalidSubmission(cap_message(str(exc))) from None
+
+
+def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     expected = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes)
     missing = [c for c in expected if c not in df.columns]
     extra = [c for c in df.columns if c not in expected]
@@ -271,9 +362,9 @@ def _metric_value(task: Task, y_true: np.ndarray, y_pred: np.ndarray) -> float:
     return value
 
 
-def score_submission(task: Task, submission: Path | str | pd.DataFrame) -> float:
+def score_submission(task: Task, submission: Path | str | pd.DataFrame, name: str | None = None) -> float:
     """Raw metric value of a valid submission (no leaderboard needed). Raises ``InvalidSubmission``."""
-    y_true, y_pred = validate_submission(task, submission)
+    y_true, y_pred = validate_submission(task, submission, name)
     return _metric_value(task, y_true, y_pred)
 
 
@@ -311,12 +402,17 @@ def grade_score(task: Task, value: float, boards: list[np.ndarray] | None = None
     )
 
 
-def grade_submission(task: Task, submission: Path | pd.DataFrame) -> Grade:
+def grade_submission(task: Task, submission: Path | pd.DataFrame, name: str | None = None) -> Grade:
     """Validate, score and place a submission (trusted process only).
+
+    Time and memory are bounded whatever the file holds: it is pre-scanned in 1 MiB chunks
+    (:func:`prescan_submission`) and parsed only when it has about as many short lines as the task
+    has test rows; every message is capped at :data:`MAX_MESSAGE_CHARS` characters.
 
     Args:
         task: the task (its answers must exist).
         submission: path of the submission CSV, or the submission as a DataFrame.
+        name: how messages call the file (default: its path); the executor passes ``submission.csv``.
 
     Returns:
         A :class:`Grade`: raw score, reward (leaderboard percentile in [0, 1]), medal, above-median, RPG.
@@ -333,7 +429,7 @@ def grade_submission(task: Task, submission: Path | pd.DataFrame) -> Grade:
     refuse them (check ``task.has_leaderboard`` before using the reward). Built-in tasks always carry
     their committed leaderboards.
     """
-    y_true, y_pred = validate_submission(task, submission)
+    y_true, y_pred = validate_submission(task, submission, name)
     value = _metric_value(task, y_true, y_pred)
     if not task.has_leaderboard:
         # Only while a leaderboard is being built (or for a foreign task shipped without one):

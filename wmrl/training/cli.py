@@ -28,6 +28,9 @@ def train(
     resume: Optional[Path] = typer.Option(None, "--resume",
                                           help="Continue the run in RUN_DIR from its latest checkpoint."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar."),
+    accept_edited_config: bool = typer.Option(False, "--accept-edited-config",
+                                              help="With --resume: use RUN_DIR/config.yaml although it was "
+                                                   "edited after the run saved it."),
 ) -> None:
     """Post-train the agent with GRPO, a pure world model or WMRL (`method: grpo | wm | wmrl`).
 
@@ -45,8 +48,11 @@ def train(
         if resume is not None:
             if config is not None:
                 raise ConfigError("--resume reads RUN_DIR/config.yaml; do not pass --config with it")
-            summary = resume_training(resume, list(set_ or []), progress=False if no_progress else None)
+            summary = resume_training(resume, list(set_ or []), accept_edited_config=accept_edited_config,
+                                      progress=False if no_progress else None)
         else:
+            if accept_edited_config:
+                raise ConfigError("--accept-edited-config goes with --resume RUN_DIR")
             if config is None and not set_:
                 raise ConfigError("give a config: wmrl train --config configs/quickstart.yaml (or --resume RUN_DIR)")
             cfg = load_config(config, list(set_ or []))

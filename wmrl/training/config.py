@@ -82,7 +82,8 @@ class RolloutConfig:
 
     tasks_per_step: int = _f(4, "M: groups (tasks) per step; tasks are cycled through in a seeded "
                              "shuffled order.", min=1)
-    group_size: int = _f(4, "G: trajectories sampled per task (one group).", min=1)
+    group_size: int = _f(4, "G: trajectories sampled per task (one group); at least 2 (group-relative "
+                         "advantages are all 0 with one).", min=1)
     max_new_tokens: int = _f(96, "Completion length limit, tokens.", min=1)
     temperature: float = _f(1.0, "Sampling temperature.", min=1e-6)
     top_p: float = _f(1.0, "Nucleus sampling threshold.", min=1e-6, max=1.0)
@@ -404,6 +405,10 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     if cfg.world_model.kind == "generative" and not cfg.world_model.adapter:
         raise ConfigError("world_model.kind 'generative' learns only through its LoRA adapter: set "
                           "world_model.adapter=true (or use world_model.kind=regression for a head on frozen features)")
+    if cfg.rollout.group_size < 2:
+        raise ConfigError(f"rollout.group_size: {cfg.rollout.group_size} trajectory per group cannot train: every "
+                          f"method uses group-relative advantages (reward minus the group's mean), which are all 0 "
+                          f"with one trajectory, so every update would be skipped; set rollout.group_size >= 2")
     if cfg.tasks.train is not None and len(cfg.tasks.train) == 0:
         raise ConfigError("tasks.train is empty: list at least one task id, or null for the train split")
     return cfg

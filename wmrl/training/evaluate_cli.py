@@ -41,7 +41,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
     from wmrl.training.evaluation import evaluate_policy
     from wmrl.training.parts import (load_policy_backbone, make_executor, policy_lora, require_leaderboards,
-                                     resolve_tasks)
+                                     require_sound, resolve_tasks)
     from wmrl.training.rundir import to_json_line
     from wmrl.training.trainer import eval_sampling_seed
 
@@ -68,6 +68,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
         except KeyError as e:
             raise ConfigError(str(e.args[0])) from None
         require_leaderboards(splits[0][1], "--tasks")
+        require_sound(splits[0][1], "--tasks")
     else:
         splits = ([("heldout", heldout)] if heldout else []) + ([("train", train)] if cfg.eval.train_tasks else [])
     if cfg.threads:

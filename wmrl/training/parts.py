@@ -27,8 +27,9 @@ def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
 
     Raises:
         SuiteNotBuilt: no suite (message says to run ``wmrl tasks build``).
-        ConfigError: an unknown task id (message lists the known ones), no train task, or a task
-            without a leaderboard.
+        ConfigError: an unknown task id (message lists the known ones), no train task, a task
+            without a leaderboard, or one that fails :func:`wmrl.tasks.checks.check_task` (answers in
+            ``public/``, a metric that disagrees with its leaderboard).
     """
     from wmrl.tasks.loader import TaskSuite, default_suite
 
@@ -53,7 +54,24 @@ def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
         raise ConfigError(f"tasks {sorted(overlap)} are both train and held-out tasks; held-out tasks must be unseen")
     require_leaderboards(train, "tasks.train")
     require_leaderboards(heldout, "tasks.heldout")
+    require_sound(train, "tasks.train")
+    require_sound(heldout, "tasks.heldout")
     return train, heldout
+
+
+def require_sound(tasks: list[Any], key: str) -> None:
+    """Refuse tasks with answers in ``public/`` or a metric that disagrees with its leaderboards
+    (:func:`wmrl.tasks.checks.require_sound_tasks`).
+
+    Raises:
+        ConfigError: naming ``key``, each task and why.
+    """
+    from wmrl.tasks.checks import UnsoundTask, require_sound_tasks
+
+    try:
+        require_sound_tasks(tasks, key)
+    except UnsoundTask as e:
+        raise ConfigError(str(e)) from None
 
 
 def require_leaderboards(tasks: list[Any], key: str) -> None:
@@ -77,6 +95,42 @@ def load_policy_backbone(cfg: TrainConfig) -> tuple[Any, Any]:
     if cfg.model.name == "tiny":
         return backbone.tiny_backbone(seed=cfg.seed)
     return backbone.load_backbone(cfg.model.name)
+
+
+#: Scaffolds whose programs the policy cannot write freely (a grammar fixes every statement), so
+#: they cannot import a data package or open a file; every other scaffold (``script``, ``function``,
+#: a user's own) can.
+CONSTRAINED_SCAFFOLDS = ("grammar",)
+
+
+def sandbox_config(cfg: TrainConfig) -> Any:
+    """The :class:`~wmrl.execution.sandbox.SandboxConfig` of ``executor.sandbox``."""
+    from wmrl.execution.sandbox import SandboxConfig
+
+    return SandboxConfig() if cfg.executor.sandbox else SandboxConfig(use_bwrap=False, allow_unsandboxed=True)
+
+
+def check_isolation(scaffold_name: str, sandbox: Any, tasks: list[Any]) -> None:
+    """Refuse tasks whose answers a free-form program could look up: with a scaffold outside
+    :data:`CONSTRAINED_SCAFFOLDS`, every task whose data source the sandbox cannot hide
+    (:func:`wmrl.execution.sandbox.source_gap`; all tasks in the rlimit-only mode).
+
+    Raises:
+        ConfigError: naming the scaffold, the tasks and why, and how to fix it.
+    """
+    from wmrl.execution.sandbox import source_gap
+
+    if scaffold_name in CONSTRAINED_SCAFFOLDS:
+        return
+    gaps = {t.id: source_gap(getattr(t, "source", "") or "", sandbox) for t in tasks}
+    bad = {k: v for k, v in gaps.items() if v}
+    if not bad:
+        return
+    reason = next(iter(bad.values()))
+    names = ", ".join(list(bad)[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+    raise ConfigError(f"scaffold {scaffold_name!r} lets the policy write any program, but for task(s) {names} "
+                      f"{reason}: a program could read the answers instead of learning; run with "
+                      f"executor.sandbox=true (bubblewrap), use the 'grammar' scaffold, or leave these tasks out")
 
 
 def policy_lora(cfg: TrainConfig) -> Any:
@@ -105,11 +159,10 @@ def world_model_backbone(model: Any, policy_lora: Any) -> Any:
 def make_executor(cfg: TrainConfig, log_path: Path) -> Any:
     """The executor of ``executor.kind``, logging every execution to the SQLite log at ``log_path``."""
     from wmrl.execution.log import ExecutionLog
-    from wmrl.execution.sandbox import SandboxConfig
 
     exlog = ExecutionLog(log_path)
     e = cfg.executor
-    sandbox = SandboxConfig() if e.sandbox else SandboxConfig(use_bwrap=False, allow_unsandboxed=True)
+    sandbox = sandbox_config(cfg)
     if e.kind == "ray":
         from wmrl.execution.ray_pool import RayExecutor
 
@@ -132,6 +185,7 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
 
     train, heldout = resolve_tasks(cfg)
     scaffold = get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD)
+    check_isolation(getattr(scaffold, "name", str(cfg.scaffold.name)), sandbox_config(cfg), train + heldout)
     model, tok = load_policy_backbone(cfg)
     lora = policy_lora(cfg)
     wm_backbone = world_model_backbone(model, lora) if cfg.method in ("wm", "wmrl") else None

@@ -6,9 +6,15 @@ The layout and every key are documented in docs/run-directory.md. Durability rul
   the checkpoint's step (:func:`truncate_jsonl`), which also drops a half-written last line.
 - Whole-file JSON documents (``ledger.json``, ``summary.json``) are written to a temp file, fsynced
   and renamed (:func:`write_json_atomic`).
-- A checkpoint is built in ``checkpoints/.tmp-step_NNNNNN``, every file fsynced, renamed to
-  ``step_NNNNNN`` and only then named in ``checkpoints/latest`` (itself replaced atomically), so a
-  SIGKILL at any moment leaves either the previous or the new checkpoint complete.
+- A checkpoint is built in ``checkpoints/.tmp-step_NNNNNN``, its ``MANIFEST.json`` (size and SHA-256
+  of every file; sizes only above 64 MiB) written last, every file fsynced, renamed to ``step_NNNNNN`` and only then named in
+  ``checkpoints/latest`` (itself replaced atomically), so a SIGKILL at any moment leaves either the
+  previous or the new checkpoint complete. On resume a checkpoint whose files do not match its
+  manifest (truncated, damaged) or that lacks ``trainer_state.json`` is passed over for the newest
+  complete one (:meth:`RunDir.resume_candidates`), and ``latest`` naming a missing folder is no
+  reason to start over.
+- ``config.yaml`` is saved with its SHA-256 in ``config.yaml.sha256``; a resume refuses an edited
+  config unless told to accept it.
 """
 from __future__ import annotations
 
@@ -25,6 +31,25 @@ from typing import Any
 import numpy as np
 
 LATEST = "latest"
+#: Written last into every checkpoint: each file's size and SHA-256, so a truncated or damaged file
+#: is found before it is loaded.
+MANIFEST = "MANIFEST.json"
+#: Files up to this size get a SHA-256 in the manifest (larger ones, e.g. a fully trained backbone and
+#: its optimizer state, only their size: hashing them every step would cost seconds), bytes.
+MANIFEST_HASH_MAX_BYTES = 64 * 1024**2
+#: Next to ``config.yaml``: the SHA-256 of its text when the run saved it.
+CONFIG_HASH = "config.yaml.sha256"
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 hex digest of a file, read in 1 MiB chunks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _clean(obj: Any) -> Any:
@@ -239,6 +264,82 @@ class RunDir:
     def checkpoint_name(step: int) -> str:
         return f"step_{step:06d}"
 
+    def save_config_hash(self) -> str:
+        """Record the SHA-256 of ``config.yaml`` as it is now (in ``config.yaml.sha256``); returns it."""
+        digest = file_sha256(self.config)
+        write_text_atomic(self.root / CONFIG_HASH, digest + "\n")
+        return digest
+
+    def config_edited(self) -> str:
+        """Why ``config.yaml`` is not the file the run saved (one line), or ``""`` when it is, or when
+        the run predates the hash (nothing to compare)."""
+        p = self.root / CONFIG_HASH
+        if not p.is_file():
+            return ""
+        want = p.read_text().strip()
+        have = file_sha256(self.config)
+        if have == want:
+            return ""
+        return (f"{self.config} was changed after the run saved it (sha256 {have[:12]}... is not the saved "
+                f"{want[:12]}...)")
+
+    def checkpoint_problem(self, path: Path) -> str:
+        """Why the checkpoint folder ``path`` cannot be resumed from, or ``""`` when it is complete:
+        the folder or its ``trainer_state.json`` is missing, or a file does not match ``MANIFEST.json``
+        (size, then SHA-256). A checkpoint written before manifests existed is checked for
+        ``trainer_state.json`` only."""
+        if not path.is_dir():
+            return "missing"
+        if not (path / "trainer_state.json").is_file():
+            return "trainer_state.json is missing"
+        man = path / MANIFEST
+        if not man.is_file():
+            return ""
+        try:
+            files = json.loads(man.read_text())["files"]
+        except (ValueError, KeyError, TypeError):
+            return f"{MANIFEST} is unreadable"
+        for rel, info in files.items():
+            f = path / rel
+            if not f.is_file():
+                return f"{rel} is missing"
+            size = f.stat().st_size
+            if size != info["size"]:
+                return f"{rel} is {size} bytes, {info['size']} when written (truncated or damaged)"
+        for rel, info in files.items():
+            if info.get("sha256") and file_sha256(path / rel) != info["sha256"]:
+                return f"{rel} does not match its checksum (damaged)"
+        return ""
+
+    def resume_candidates(self) -> tuple[list[Path], list[str]]:
+        """The checkpoints to resume from, best first, and notes on those passed over.
+
+        First the one ``checkpoints/latest`` names, then every other ``step_NNNNNN`` newest first;
+        each is checked with :meth:`checkpoint_problem` and only complete ones are returned. The notes
+        say, one line each, why a checkpoint (or the ``latest`` pointer) was passed over."""
+        notes: list[str] = []
+        order: list[Path] = []
+        ptr = self.checkpoints / LATEST
+        named = ""
+        if ptr.is_file():
+            named = ptr.read_text().strip()
+            if named:
+                order.append(self.checkpoints / named)
+        elif self.checkpoints.is_dir() and any(self.checkpoints.glob("step_*")):
+            notes.append("checkpoints/latest is missing")
+        steps = sorted((d for d in self.checkpoints.glob("step_*") if d.is_dir()), key=lambda d: d.name,
+                       reverse=True) if self.checkpoints.is_dir() else []
+        order += [d for d in steps if d.name != named]
+        good: list[Path] = []
+        for d in order:
+            why = self.checkpoint_problem(d)
+            if why:
+                what = "checkpoints/latest names " + d.name if d.name == named else d.name
+                notes.append(f"{what}: {why}")
+            else:
+                good.append(d)
+        return good, notes
+
     def latest_checkpoint(self) -> Path | None:
         """The complete checkpoint named by ``checkpoints/latest``, or None when there is none."""
         ptr = self.checkpoints / LATEST
@@ -278,6 +379,14 @@ class RunDir:
         tmp.mkdir(parents=True)
         try:
             yield tmp
+            files = {}
+            for dirpath, _dirs, names in os.walk(tmp):
+                for f in names:
+                    full = Path(dirpath) / f
+                    size = full.stat().st_size
+                    files[str(full.relative_to(tmp))] = {
+                        "size": size, "sha256": file_sha256(full) if size <= MANIFEST_HASH_MAX_BYTES else None}
+            (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": files}, indent=1))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

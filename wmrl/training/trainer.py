@@ -29,6 +29,7 @@ import datetime as _dt
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -320,12 +321,25 @@ class Trainer:
 
     def load_checkpoint(self, path: Path) -> None:
         """Restore everything :meth:`save_checkpoint` wrote (the policy, optimizer, RNG, calibrator,
-        router, ledger, counters)."""
+        router, ledger, counters), then cut ``metrics.jsonl`` & co. and ``executions.sqlite`` back to
+        the checkpoint's step, so that no step appears twice once the run continues.
+
+        Every file is read before any counter changes, so a checkpoint that fails to load (a damaged
+        file) can be followed by an earlier one.
+
+        Raises:
+            Exception: whatever reading a damaged file raises (the caller falls back).
+        """
         import torch
 
         st = json.loads((path / "trainer_state.json").read_text())
         self.c.policy.load(path / "policy")
-        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+        opt_state = torch.load(path / "optimizer.pt", weights_only=False)
+        rng = torch.load(path / "rng.pt", weights_only=False)
+        wm_in_ckpt = bool(st.get("world_model_in_checkpoint"))
+        if wm_in_ckpt and self.c.world_model is not None:
+            self.c.world_model.load(path / "world_model")
+        self.optimizer.load_state_dict(opt_state)
         self.calibrator.load_state_dict(st["calibrator"])
         self.router.load_state_dict(st["router"])
         self.ledger.load_state_dict(st["ledger"])
@@ -334,12 +348,11 @@ class Trainer:
         self.step = int(st["step"])
         self.started_at = st.get("started_at", self.started_at)
         self._last_eval = st.get("last_eval", {})
-        self.wm_refreshed = bool(st.get("world_model_in_checkpoint"))
-        if self.wm_refreshed and self.c.world_model is not None:
-            self.c.world_model.load(path / "world_model")
+        self.wm_refreshed = wm_in_ckpt
         dropped = self.rd.truncate_logs(self.step, st.get("line_counts"))
-        set_rng_state(torch.load(path / "rng.pt", weights_only=False))
-        self.rd.log_line(f"{_now_iso()} resumed from {path.name} (step {self.step}); dropped log lines "
+        dropped["executions"] = truncate_execution_log(self.rd, self.step)
+        set_rng_state(rng)
+        self.rd.log_line(f"{_now_iso()} resumed from {path.name} (step {self.step}); dropped records "
                          f"after it: {dropped}")
 
     # ------------------------------------------------------------------ one step
@@ -728,23 +741,30 @@ def _default_run_dir(cfg: TrainConfig) -> str:
 def run_training(config: TrainConfig, *, resume: bool = False,
                  components: Components | None = None,
                  stop_after_step: int | None = None,
-                 progress: bool | None = None) -> RunSummary:
+                 progress: bool | None = None,
+                 accept_edited_config: bool = False) -> RunSummary:
     """Train (or resume) one run and return its summary (the main API; ``wmrl train`` calls it).
 
     Args:
         config: the resolved config; ``config.run_dir`` None means ``runs/<method>-<timestamp>``.
-        resume: continue the run in ``config.run_dir`` from its latest checkpoint (the config must
-            match the saved one except ``optim.steps``, ``eval``, ``progress`` and ``executor`` fields).
+        resume: continue the run in ``config.run_dir`` from its newest complete checkpoint (the one
+            ``checkpoints/latest`` names, else the newest that is complete and loads, saying so); the
+            config must match the saved one except the fields of :data:`RESUME_MUTABLE`. Logs and
+            ``executions.sqlite`` are cut back to that step.
         components: parts to use instead of building them from the config (tests, benchmarks).
         stop_after_step: stop (as if killed) after this step's checkpoint; for tests and benchmarks.
         progress: override ``config.progress``.
+        accept_edited_config: resume although ``config.yaml`` was edited since the run saved it.
 
     Returns:
         :class:`RunSummary` (also written to ``summary.json``).
 
     Raises:
-        RunDirError: the run directory holds another run (without ``resume``) or nothing to resume.
-        ConfigError, FileNotFoundError: an invalid config (checked here too), or from the parts.
+        RunDirError: the run directory holds another run (without ``resume``); nothing to resume; no
+            complete checkpoint although the run has done work; an edited ``config.yaml``.
+        ConfigError, FileNotFoundError: an invalid config (checked here too), a config that differs
+            from the saved one in a frozen field, or from the parts. A start (not a resume) that fails
+            before its step-0 checkpoint removes the run directory it made.
     """
     import torch
 
@@ -752,43 +772,80 @@ def run_training(config: TrainConfig, *, resume: bool = False,
     if cfg.run_dir is None:
         cfg.run_dir = _default_run_dir(cfg)
     rd = RunDir(cfg.run_dir)
-    latest = rd.latest_checkpoint() if rd.root.exists() else None
+    candidates, passed_over = rd.resume_candidates() if rd.root.exists() else ([], [])
+    latest = candidates[0] if candidates else None
     if resume:
         if not rd.config.is_file():
             raise RunDirError(f"{rd.root} has no config.yaml: nothing to resume (start it with --config)")
+        edited = rd.config_edited()
+        if edited and not accept_edited_config:
+            raise RunDirError(f"{edited}: resuming with it would change the run's past; restore it, or resume "
+                              f"with --accept-edited-config (accept_edited_config=True) to use the edited file")
+        if edited:
+            log.warning("%s; resuming with the edited file as asked", edited)
+            rd.log_line(f"{_now_iso()} {edited}; resumed with it (--accept-edited-config)")
+        try:
+            changed = frozen_changes(load_config(rd.config), cfg)
+        except ConfigError as e:
+            raise RunDirError(f"{rd.config} cannot be read back: {e}") from None
+        if changed:
+            raise ConfigError(f"resume: the config differs from the run's saved config.yaml in {', '.join(changed)}, "
+                              f"which would change the run's past; only {', '.join(RESUME_MUTABLE)} may change")
+        if latest is None and _has_progress(rd):
+            raise RunDirError(f"{rd.root} has no complete checkpoint to resume from ({'; '.join(passed_over)}); "
+                              "continuing would repeat its steps: start a new run in another run_dir")
         if rd.summary.is_file() and latest is not None:
             done = json.loads(rd.summary.read_text())
             if done.get("status") == "completed" and done.get("steps", 0) >= cfg.optim.steps:
                 log.info("run %s already completed %s steps", rd.root, done.get("steps"))
                 return _summary_from_file(rd, done)
     else:
-        if rd.root.exists() and (latest is not None or rd.metrics.is_file() or rd.config.is_file()):
+        if rd.root.exists() and (candidates or passed_over or rd.metrics.is_file() or rd.config.is_file()):
             raise RunDirError(f"{rd.root} already holds a run; continue it with `wmrl train --resume {rd.root}` "
                               f"or choose another run_dir")
-    rd.create()
-    if rd.summary.is_file():
-        rd.summary.unlink()
-    save_config(cfg, rd.config)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    seed_everything(cfg.seed)
-    ledger = Ledger(method=cfg.method, anchor_fraction_configured=anchor_fraction(cfg))
-    rd.log_line(f"{_now_iso()} {'resume' if resume else 'start'} method={cfg.method} run_dir={rd.root}")
+    existed = set(os.listdir(rd.root)) if rd.root.is_dir() else None  # what a failed start must not remove
+    fresh_start = latest is None
+    try:
+        rd.create()
+        if rd.summary.is_file():
+            rd.summary.unlink()
+        save_config(cfg, rd.config)
+        rd.save_config_hash()
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        seed_everything(cfg.seed)
+        ledger = Ledger(method=cfg.method, anchor_fraction_configured=anchor_fraction(cfg))
+        rd.log_line(f"{_now_iso()} {'resume' if resume else 'start'} method={cfg.method} run_dir={rd.root}")
+        if resume and passed_over:
+            msg = (f"resuming from {latest.name}, the newest complete checkpoint, because "
+                   f"{'; '.join(passed_over)}") if latest is not None else (
+                   "no checkpoint and nothing done yet: starting the run from step 0")
+            log.warning("%s: %s", rd.root, msg)
+            rd.log_line(f"{_now_iso()} {msg}")
 
-    own_components = components is None
-    if components is None:
-        from wmrl.training.parts import build_components
+        own_components = components is None
+        if components is None:
+            from wmrl.training.parts import build_components
 
-        with ledger.phase("setup"):
-            components = build_components(cfg, rd, ledger, resume=resume and latest is not None)
-    trainer = Trainer(cfg, rd, components, ledger)
+            with ledger.phase("setup"):
+                components = build_components(cfg, rd, ledger, resume=resume and latest is not None)
+        trainer = Trainer(cfg, rd, components, ledger)
+    except BaseException:
+        if fresh_start and not resume:
+            _remove_fresh(rd, existed)
+        raise
     try:
         if latest is not None:
-            trainer.load_checkpoint(latest)
+            _load_newest(trainer, candidates, passed_over)
         else:
-            rd.truncate_logs(0, {w: 0 for w in RunDir.JSONL})
-            # step-0 checkpoint: warm-up and world-model fit (and their ledger) survive a kill
-            trainer.save_checkpoint()
+            try:
+                rd.truncate_logs(0, {w: 0 for w in RunDir.JSONL})
+                # step-0 checkpoint: warm-up and world-model fit (and their ledger) survive a kill
+                trainer.save_checkpoint()
+            except BaseException:
+                if not resume:  # a start that never reached its first checkpoint leaves nothing behind
+                    _remove_fresh(rd, existed)
+                raise
         write_json_atomic(rd.ledger, ledger.to_json())
         trainer.tb = _open_tb(rd, purge_step=trainer.step + 1 if trainer.step > 0 else None)
         show = cfg.progress if progress is None else progress
@@ -805,6 +862,92 @@ def run_training(config: TrainConfig, *, resume: bool = False,
         if own_components and components.close is not None:
             components.close()
     return summary
+
+
+def truncate_execution_log(rd: RunDir, step: int) -> int:
+    """Delete the executions of steps after ``step`` from ``executions.sqlite`` (see
+    :meth:`wmrl.execution.log.ExecutionLog.truncate_after_step`); returns how many."""
+    if not rd.executions.is_file():
+        return 0
+    from wmrl.execution.log import ExecutionLog
+
+    with ExecutionLog(rd.executions) as lg:
+        return lg.truncate_after_step(step)
+
+
+def _has_progress(rd: RunDir) -> bool:
+    """Whether the run directory holds any work: a checkpoint folder, a metrics record, an execution."""
+    if rd.checkpoints.is_dir() and any(rd.checkpoints.glob("step_*")):
+        return True
+    if read_jsonl(rd.metrics):
+        return True
+    if rd.executions.is_file():
+        from wmrl.execution.log import ExecutionLog
+
+        with ExecutionLog(rd.executions) as lg:
+            return lg.count() > 0
+    return False
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            out.update(_flat(v, key))
+        else:
+            out[key] = v
+    return out
+
+
+def frozen_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
+    """Keys whose value differs between the saved config of a run and ``new``, except those a resume
+    may change (:data:`RESUME_MUTABLE`) and ``run_dir``."""
+    a, b = _flat(config_to_dict(saved)), _flat(config_to_dict(new))
+    return [k for k in sorted(set(a) | set(b))
+            if k != "run_dir" and a.get(k) != b.get(k)
+            and not any(k == m or (m.endswith(".") and k.startswith(m)) for m in RESUME_MUTABLE)]
+
+
+def _remove_fresh(rd: RunDir, before: set[str] | None) -> None:
+    """Undo a start that failed before its step-0 checkpoint: remove the folder it made, or, in a
+    folder that existed already, only the entries it added (``before``: the names that were there)."""
+    import shutil
+
+    if before is None:
+        shutil.rmtree(rd.root, ignore_errors=True)
+        return
+    for p in list(rd.root.iterdir()) if rd.root.is_dir() else []:
+        if p.name in before:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+
+
+def _load_newest(trainer: "Trainer", candidates: list[Path], notes: list[str]) -> Path:
+    """Load the first of ``candidates`` that loads; a damaged one is passed over (said in the log).
+
+    Raises:
+        RunDirError: none loads (one line naming each and why).
+    """
+    tried = list(notes)
+    for i, ck in enumerate(candidates):
+        try:
+            trainer.load_checkpoint(ck)
+        except Exception as e:  # noqa: BLE001 - a damaged file in a checkpoint: try the one before
+            why = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+            tried.append(f"{ck.name} does not load ({why})")
+            log.warning("%s: checkpoint %s does not load (%s)", trainer.rd.root, ck.name, why)
+            continue
+        if i > 0:
+            msg = f"resumed from {ck.name} because {'; '.join(tried[len(notes):])}"
+            log.warning("%s: %s", trainer.rd.root, msg)
+            trainer.rd.log_line(f"{_now_iso()} {msg}")
+        return ck
+    raise RunDirError(f"{trainer.rd.root} has no checkpoint that loads ({'; '.join(tried)}); continuing would "
+                      "repeat its steps: start a new run in another run_dir")
 
 
 def _evaluated_at(rd: RunDir, step: int) -> bool:
@@ -890,19 +1033,28 @@ RESUME_MUTABLE = ("optim.steps", "progress", "threads", "eval.", "executor.", "c
                   "keep_checkpoints")
 
 
-def resume_training(run_dir: str | Path, overrides: list[str] | None = None, **kw: Any) -> RunSummary:
+def resume_training(run_dir: str | Path, overrides: list[str] | None = None,
+                    accept_edited_config: bool = False, **kw: Any) -> RunSummary:
     """Continue the run in ``run_dir`` from its latest checkpoint (``wmrl train --resume RUN_DIR``).
 
     The config is read back from ``run_dir/config.yaml``; ``overrides`` may change only fields that do
     not alter the trajectory so far (``optim.steps``, ``eval.*``, ``executor.*``, ``progress``, ``threads``,
     ``checkpoint_every``, ``keep_checkpoints``).
 
+    ``config.yaml`` must be the file the run saved (its SHA-256 is kept in ``config.yaml.sha256``);
+    an edited one is refused unless ``accept_edited_config`` (CLI ``--accept-edited-config``).
+
     Raises:
-        RunDirError: no config.yaml in ``run_dir``. ConfigError: an override of a frozen field.
+        RunDirError: no config.yaml in ``run_dir``, an edited one, or no checkpoint to continue from.
+        ConfigError: an override of a frozen field.
     """
     rd = RunDir(run_dir)
     if not rd.config.is_file():
         raise RunDirError(f"{rd.root} has no config.yaml: not a run directory (nothing to resume)")
+    edited = rd.config_edited()
+    if edited and not accept_edited_config:
+        raise RunDirError(f"{edited}: resuming with it would change the run's past; restore it, or resume "
+                          f"with --accept-edited-config to use the edited file")
     for ov in overrides or []:
         key = ov.split("=", 1)[0].strip()
         if not any(key == m or (m.endswith(".") and key.startswith(m)) for m in RESUME_MUTABLE):
@@ -910,7 +1062,7 @@ def resume_training(run_dir: str | Path, overrides: list[str] | None = None, **k
                               f"{', '.join(RESUME_MUTABLE)}")
     cfg = load_config(rd.config, overrides)
     cfg.run_dir = str(rd.root)
-    return run_training(cfg, resume=True, **kw)
+    return run_training(cfg, resume=True, accept_edited_config=accept_edited_config, **kw)
 
 
 def print_summary(summary: RunSummary, console: Any = None) -> None:

@@ -1,0 +1,221 @@
+"""Checks of a task before it is trained on: no answers in ``public/``, a metric that agrees with its
+leaderboards.
+
+A task that leaks its answers into ``public/`` rewards reading them, and a policy will learn exactly
+that; a metric whose direction disagrees with its leaderboard's order (``metric: r2`` on an RMSE
+board, best-first ascending) turns a bad score into a gold medal. Both are refused by name with the
+reason (:func:`require_sound_tasks`, called by the trainer and by ``wmrl eval``'s task resolution).
+
+What counts as answers in ``public/``:
+
+- a byte-identical copy of the answers file, anywhere under ``public/``;
+- a CSV with the id column in which some column equals the private target on at least
+  :data:`AGREEMENT` of the test ids it lists, when it lists at least :data:`MIN_COVERAGE` of them
+  (or all, for small test sets), and the column is not constant there (``sample_submission.csv``'s
+  constant placeholder is not an answer);
+- a CSV with as many rows as the test set in which some column, in row order, equals the target in
+  the answers' order on :data:`AGREEMENT` of the rows (not constant).
+
+Regression targets match within a relative 1e-4; labels match as normalised strings.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from wmrl.tasks import leaderboard as lb
+from wmrl.tasks.metrics import metric_info
+from wmrl.tasks.spec import Task
+
+#: Share of matching values from which a public column counts as the answers.
+AGREEMENT = 0.95
+#: Share of the test ids a public file must list (with values) for the id-aligned check.
+MIN_COVERAGE = 0.1
+#: Public files larger than this are only compared byte for byte, bytes.
+MAX_READ_BYTES = 1024**3
+
+#: The range of each metric's values: (lowest, highest) possible score.
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    "accuracy": (0.0, 1.0), "macro_f1": (0.0, 1.0), "roc_auc": (0.0, 1.0), "roc_auc_ovr": (0.0, 1.0),
+    "log_loss": (0.0, math.inf), "rmse": (0.0, math.inf), "mae": (0.0, math.inf), "r2": (-math.inf, 1.0),
+}
+
+
+@dataclass(frozen=True)
+class TaskProblem:
+    """One reason a task cannot be trained on.
+
+    Attributes:
+        task_id: the task. kind: ``answers_in_public``, ``answers_unreadable``, ``metric_direction`` or
+            ``score_range``.
+        message: one line: what is wrong, where, and how to fix it.
+    """
+
+    task_id: str
+    kind: str
+    message: str
+
+
+class UnsoundTask(ValueError):
+    """Tasks failed :func:`check_task`; the message names each one and why."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _matches(values: pd.Series, truth: pd.Series, regression: bool) -> np.ndarray:
+    """Element-wise: does the public value equal the private target (bool array)."""
+    if regression:
+        a = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
+        b = truth.to_numpy(dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            return np.isclose(a, b, rtol=1e-4, atol=1e-9) & np.isfinite(a)
+    from wmrl.tasks.grading import _normalise_labels
+
+    return (_normalise_labels(values.astype(str), ()).to_numpy() == truth.astype(str).to_numpy())
+
+
+def _leaks_in(df: pd.DataFrame, rel: str, task: Task, answers: pd.DataFrame) -> list[str]:
+    from wmrl.tasks.grading import normalise_ids
+
+    out: list[str] = []
+    regression = task.type == "regression"
+    target = answers[task.target]
+    n_test = len(answers)
+    if task.id_column in df.columns and n_test:
+        ids = normalise_ids(df[task.id_column])
+        pos = pd.Series(np.arange(len(df)), index=ids)
+        pos = pos[~pos.index.duplicated()]
+        found = answers[task.id_column].isin(pos.index).to_numpy()
+        n_found = int(found.sum())
+        if n_found >= min(n_test, max(10, math.ceil(MIN_COVERAGE * n_test))):
+            rows = pos.loc[answers[task.id_column][found]].to_numpy()
+            for col in df.columns:
+                if col == task.id_column:
+                    continue
+                vals = df[col].iloc[rows].reset_index(drop=True)
+                if vals.nunique(dropna=True) < 2:
+                    continue
+                agree = float(_matches(vals, target[found].reset_index(drop=True), regression).mean())
+                if agree >= AGREEMENT:
+                    out.append(f"public/{rel} holds the answers: its column {col!r} equals the private target "
+                               f"{task.target!r} on {agree:.0%} of the {n_found} test ids it lists")
+    if len(df) == n_test and n_test:
+        for col in df.columns:
+            if col == task.id_column:
+                continue
+            vals = df[col].reset_index(drop=True)
+            if vals.nunique(dropna=True) < 2:
+                continue
+            agree = float(_matches(vals, target.reset_index(drop=True), regression).mean())
+            if agree >= AGREEMENT and not any(f"column {col!r}" in o and rel in o for o in out):
+                out.append(f"public/{rel} holds the answers: its column {col!r}, in row order, equals the private "
+                           f"target {task.target!r} on {agree:.0%} of the {n_test} test rows")
+    return out
+
+
+def answers_in_public(task: Task) -> list[str]:
+    """Messages for every place under ``public/`` that holds the task's answers (see the module
+    docstring); empty when there is none.
+
+    Raises:
+        FileNotFoundError, ValueError: the answers themselves cannot be read.
+    """
+    from wmrl.tasks.grading import read_answers
+
+    answers = read_answers(task)
+    answers_hash = _sha256(Path(task.answers_path))
+    public = Path(task.public_dir)
+    out: list[str] = []
+    for path in sorted(p for p in public.rglob("*") if p.is_file() and not p.is_symlink()):
+        rel = str(path.relative_to(public))
+        size = path.stat().st_size
+        if size == Path(task.answers_path).stat().st_size and _sha256(path) == answers_hash:
+            out.append(f"public/{rel} is a copy of the answers file {Path(task.answers_path).name}")
+            continue
+        if not rel.lower().endswith((".csv", ".csv.gz", ".csv.zip", ".csv.bz2", ".csv.xz")) or size > MAX_READ_BYTES:
+            continue
+        try:
+            df = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except Exception:  # noqa: BLE001 - an unreadable public file holds no readable answers
+            continue
+        df.columns = [str(c).strip() for c in df.columns]
+        out += _leaks_in(df, rel, task, answers)
+    return out
+
+
+def metric_problems(task: Task) -> list[TaskProblem]:
+    """The task's metric against its leaderboards: the declared direction and every board's order must
+    agree with the metric's own direction, and the boards' scores must lie in the metric's range."""
+    out: list[TaskProblem] = []
+    try:
+        info = metric_info(task.metric)
+    except ValueError as e:
+        return [TaskProblem(task.id, "metric_direction", str(e))]
+    word = {True: "lower is better", False: "higher is better"}
+    if task.lower_is_better != info.lower_is_better:
+        out.append(TaskProblem(task.id, "metric_direction",
+                               f"task {task.id!r} says {word[task.lower_is_better]}, but its metric {task.metric} is "
+                               f"{word[info.lower_is_better]}: fix lower_is_better or the metric in its task file"))
+    lo, hi = METRIC_RANGES.get(task.metric, (-math.inf, math.inf))
+    for path in task.leaderboard_paths:
+        try:
+            board = lb.read_leaderboard(path)
+        except Exception as e:  # noqa: BLE001 - reported as the problem it is
+            out.append(TaskProblem(task.id, "score_range", f"leaderboard {Path(path).name} is unreadable: {e}"))
+            continue
+        if board.size >= 2 and board[0] != board[-1]:
+            order = lb.infer_lower_is_better(board, info.lower_is_better)
+            if order != info.lower_is_better:
+                out.append(TaskProblem(
+                    task.id, "metric_direction",
+                    f"leaderboard {Path(path).name} of task {task.id!r} is ordered best-first as if "
+                    f"{word[order]} (first {board[0]:.4g}, last {board[-1]:.4g}), but its metric {task.metric} is "
+                    f"{word[info.lower_is_better]}: the metric does not match the board (e.g. r2 on an RMSE "
+                    f"board), so bad scores would earn medals; set the board's metric in the task file"))
+        outside = board[(board < lo) | (board > hi)]
+        if outside.size:
+            out.append(TaskProblem(
+                task.id, "score_range",
+                f"leaderboard {Path(path).name} of task {task.id!r} holds {outside.size} score(s) outside the range "
+                f"[{lo:g}, {hi:g}] of its metric {task.metric} (e.g. {outside[0]:.4g}): the metric does not match "
+                f"the board; set the board's metric in the task file"))
+    return out
+
+
+def check_task(task: Task) -> list[TaskProblem]:
+    """Every reason ``task`` cannot be trained on (empty: sound): answers that cannot be read, answers
+    in ``public/`` (:func:`answers_in_public`) and metric/leaderboard disagreements
+    (:func:`metric_problems`)."""
+    try:
+        problems = [TaskProblem(task.id, "answers_in_public", m) for m in answers_in_public(task)]
+    except (OSError, ValueError) as e:
+        problems = [TaskProblem(task.id, "answers_unreadable", f"its answers cannot be read ({e}), so no "
+                                "submission can be graded; rebuild the task")]
+    return problems + metric_problems(task)
+
+
+def require_sound_tasks(tasks: list[Task], key: str = "tasks") -> None:
+    """Refuse tasks that fail :func:`check_task`.
+
+    Raises:
+        UnsoundTask: naming ``key`` (where the tasks came from), each task and its first problem.
+    """
+    bad: list[TaskProblem] = []
+    for t in tasks:
+        problems = check_task(t)
+        if problems:
+            bad.append(problems[0])
+    if bad:
+        lines = "; ".join(f"{p.task_id}: {p.message}" for p in bad)
+        raise UnsoundTask(f"{key}: task(s) refused before training: {lines}")
