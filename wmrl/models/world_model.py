@@ -743,7 +743,7 @@ class RegressionWorldModel(BackboneWorldModel):
                     loss.backward()
                     torch.nn.utils.clip_grad_norm_(lora_params + list(self.head.linear.parameters()), 1.0)
                     opt.step()
-                    losses.append(float(mse))
+                    losses.append(float(mse.detach()))
                     step += 1
                     if log_every and step % log_every == 0:
                         print(f"  world model step {step}: mse {np.mean(losses[-log_every:]):.4f}", flush=True)
