@@ -74,14 +74,22 @@ def test_bench_runs_skips_and_writes_table(preset, tmp_path):
     logged.clear()
     bench.run_bench(preset, out, train_fn=fake_train(calls), log=logged.append)
     assert calls == [] and any("seed 0 done" in m for m in logged)
-    # a partial run (no checkpoint) restarts; a checkpointed one resumes
+    # a partial run (no complete checkpoint) restarts; a checkpointed one resumes, also when `latest`
+    # names a folder that is gone (the trainer then falls back to the newest complete checkpoint)
     (out / "wm" / "seed1" / "summary.json").unlink()
     (out / "wmrl" / "seed1" / "summary.json").unlink()
+    (out / "wmrl-ppi" / "seed1" / "summary.json").unlink()
     ck = out / "wmrl" / "seed1" / "checkpoints"
     (ck / "step_000002").mkdir(parents=True)
+    (ck / "step_000002" / "trainer_state.json").write_text("{}")
     (ck / "latest").write_text("step_000002")
+    ck2 = out / "wmrl-ppi" / "seed1" / "checkpoints"
+    (ck2 / "step_000001").mkdir(parents=True)
+    (ck2 / "step_000001" / "trainer_state.json").write_text("{}")
+    (ck2 / "latest").write_text("step_000002")
+    (out / "wm" / "seed1" / "checkpoints" / "step_000001").mkdir(parents=True)  # incomplete: no trainer_state
     bench.run_bench(preset, out, train_fn=fake_train(calls), log=lambda s: None)
-    assert sorted(calls) == [("wm-seed1", False), ("wmrl-seed1", True)]
+    assert sorted(calls) == [("wm-seed1", False), ("wmrl-ppi-seed1", True), ("wmrl-seed1", True)]
 
 
 def test_bench_refuses_other_settings(preset, tmp_path):
@@ -232,3 +240,28 @@ def test_train_task_evaluations_from_wmrl_eval_enter_the_table(preset, tmp_path)
     assert notes[0] == ("grpo vs the initial policy: train-task change 0.210 ± 0.010 over 2 seed(s), more than "
                         "2 SE above zero: the policy got better.")
     assert notes[1].startswith("wmrl vs the initial policy: train-task change 0.120 ± 0.020 over 2 seed(s), more")
+
+
+@pytest.mark.parametrize("corpus, match", [
+    ([1, 2], "must be a mapping"),
+    ({"samples": 4}, "unknown corpus keys"),
+    ({"samples_per_task": 6, "group_size": 4}, "must divide"),
+    ({"seed": -1}, "corpus.seed must be an integer >= 0"),
+    ({"group_size": True}, "corpus.group_size must be an integer >= 1"),
+])
+def test_preset_corpus_is_validated(tmp_path, corpus, match):
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump({"config": {}, "methods": ["grpo", "wmrl"], "corpus": corpus}))
+    with pytest.raises(bench.BenchError, match=match):
+        bench.load_preset(p)
+
+
+def test_shared_corpus_goes_to_the_world_model_runs_only(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump({"config": {}, "methods": ["grpo", "wm", "wmrl"], "corpus": {"samples_per_task": 8}}))
+    preset = bench.load_preset(p)
+    assert preset.corpus == {"samples_per_task": 8, "group_size": 4, "seed": 0}
+    runs = {r.method: r.config for r in bench.plan(preset, tmp_path / "out", seeds=1)}
+    assert runs["grpo"].world_model.warmup_corpus is None
+    for m in ("wm", "wmrl"):
+        assert runs[m].world_model.warmup_corpus == str(bench.corpus_log(tmp_path / "out"))

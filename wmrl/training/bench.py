@@ -314,16 +314,17 @@ def plan(
 
 
 def run_state(run_dir: Path) -> str:
-    """``"finished"`` (summary.json), ``"resumable"`` (a complete checkpoint named by
-    ``checkpoints/latest``), ``"partial"`` (the folder exists without either) or ``"new"``."""
+    """``"finished"`` (summary.json), ``"resumable"`` (a complete checkpoint the trainer would resume
+    from: :meth:`wmrl.training.rundir.RunDir.resume_candidates`, so a broken ``latest`` falls back to an
+    earlier complete one as ``--resume`` does), ``"partial"`` (the folder exists without either) or
+    ``"new"``."""
+    from wmrl.training.rundir import RunDir  # noqa: PLC0415
+
     rd = Path(run_dir)
     if (rd / "summary.json").is_file():
         return "finished"
-    latest = rd / "checkpoints" / "latest"
-    if latest.is_file():
-        name = latest.read_text(encoding="utf-8").strip()
-        if name and (rd / "checkpoints" / name).is_dir():
-            return "resumable"
+    if rd.exists() and RunDir(rd).resume_candidates()[0]:
+        return "resumable"
     return "partial" if rd.exists() else "new"
 
 
