@@ -626,14 +626,13 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
             stack += [(c, depth + 1) for c in children if c.name not in _PRUNE and not c.name.startswith(".")]
     search = [*packages, *[r.resolve() for r in paths]]
     by_id: dict[str, Task] = {}
-    loaded_names: set[tuple[str, str]] = set()
+    loaded_names = {(layout, d.name) for layout, d in candidates}
     for layout, d in candidates:
         try:
             t = load_task(d, search=search)
         except (TaskFormatError, ValueError, OSError) as e:
             disc.refused.append((d.name, d, str(e)))
             continue
-        loaded_names.add((layout, d.name))
         if t.id in by_id:
             raise TaskFormatError(f"two task folders share the id {t.id!r} (field 'id'): {by_id[t.id].root} and "
                                   f"{t.root}; give one root per copy or rename one")
