@@ -40,7 +40,8 @@ def test_tasks_list_several_roots_names_adapter_metric_and_reward(bench, tmp_pat
     r = _cli("list", "--json", "--root", str(bench / "mle-dojo"), "--root", str(bench / "nested"),
              "--root", str(bench / "mle-bench"), "--root", str(bench / "mle-bench-data"), env_home=tmp_path)
     assert r.returncode == 0, r.stderr
-    rows = {t["id"]: t for t in json.loads(r.stdout)["tasks"]}
+    rows = {t["id"]: t for t in json.loads(r.stdout)}
+    assert "refused" not in r.stderr
     assert {k: (v["adapter"], v["metric"], v["reward_kind"]) for k, v in rows.items()} == {
         "dojo-titanicp": ("mledojo", "accuracy", "percentile"), "dojo-houseprices": ("mledojo", "r2", "percentile"),
         "mleb-attrition": ("mlebench", "log_loss", "percentile"),

@@ -144,16 +144,16 @@ def list_cmd(
     except TaskFormatError as exc:
         _fail(f"the tasks under {', '.join(map(str, roots))} cannot be loaded: {exc}")
     disc = suite.discovery
-    if as_json:
-        typer.echo(json.dumps({"tasks": [{
+    if as_json:  # a list of tasks on stdout (as before); the discovery summary goes to stderr
+        typer.echo(json.dumps([{
             "id": t.id, "adapter": t.adapter, "type": t.type, "rows": t.n_rows, "train_rows": t.n_train,
             "test_rows": t.n_test, "columns": t.n_features, "metric": t.metric, "metric_source": t.metric_source,
             "lower_is_better": t.lower_is_better, "reward_kind": t.reward_kind, "awards_medals": t.awards_medals,
             "split": t.split, "layout": t.layout, "time_limit_s": t.time_limit_s,
             "leaderboards": len(t.leaderboard_paths), "source": t.source, "license": t.license,
-            "root": str(t.root)} for t in tasks],
-            "skipped": [{"folder": str(p), "reason": why} for p, why in disc.skipped],
-            "refused": [{"id": i, "folder": str(p), "reason": why} for i, p, why in disc.refused]}, indent=1))
+            "root": str(t.root)} for t in tasks], indent=1))
+        if disc.refused or disc.skipped:
+            typer.echo(disc.summary(), err=True)
         if disc.refused:
             raise typer.Exit(1)
         return
