@@ -34,7 +34,6 @@ def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
     from wmrl.tasks.loader import TaskSuite, default_suite
 
     suite = TaskSuite(cfg.tasks.root) if cfg.tasks.root else default_suite()
-    refused = {tid: why for tid, _, why in suite.discovery.refused}
 
     def _get(ids: list[str], key: str) -> list[Any]:
         out = []
@@ -62,8 +61,10 @@ def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
         train = _get(cfg.tasks.train, "tasks.train") if cfg.tasks.train is not None else suite.tasks("train")
         heldout = _get(cfg.tasks.heldout, "tasks.heldout") if cfg.tasks.heldout is not None else suite.tasks("heldout")
     if not train:
-        raise ConfigError(f"no train tasks under tasks.root ({suite.discovery.summary()}); point tasks.root at the "
-                          "folders that hold the tasks, or list ids in tasks.train")
+        disc = getattr(suite, "discovery", None)
+        found = disc.summary() if disc is not None else f"no task of the 'train' split in {suite.root}"
+        raise ConfigError(f"no train tasks under tasks.root ({found}); point tasks.root at the folders that hold "
+                          "the tasks, or list ids in tasks.train")
     overlap = {t.id for t in train} & {t.id for t in heldout}
     if overlap:
         raise ConfigError(f"tasks {sorted(overlap)} are both train and held-out tasks; held-out tasks must be unseen")
