@@ -91,4 +91,15 @@ def mledojo_task(tmp_path: Path) -> Path:
     (root / "info" / "description.txt").write_text("Toy MLE-Dojo regression.\n")
     write_board(root / "info" / "public_leaderboard.csv", [0.1, 0.5, 1.0, 2.0])  # lower is better
     write_board(root / "info" / "private_leaderboard.csv", [0.2, 0.4, 0.8, 1.6, 3.2])
+    # The metric comes from the competition's own code (MLE-Dojo keeps it in utils/metric.py); without it
+    # the task is refused rather than given a guessed metric.
+    (root / "utils").mkdir()
+    (root / "utils" / "metric.py").write_text(
+        "import numpy as np\nfrom sklearn.metrics import mean_squared_error\n"
+        "from mledojo.metrics.base import CompetitionMetrics\n\n\n"
+        "class ToyDojoMetrics(CompetitionMetrics):\n"
+        "    def __init__(self, value='y', higher_is_better=False):\n"
+        "        super().__init__(higher_is_better)\n        self.value = value\n\n"
+        "    def evaluate(self, y_true, y_pred):\n"
+        "        return float(np.sqrt(mean_squared_error(y_true[self.value], y_pred[self.value])))\n")
     return root

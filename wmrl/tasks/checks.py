@@ -219,3 +219,160 @@ def require_sound_tasks(tasks: list[Task], key: str = "tasks") -> None:
     if bad:
         lines = "; ".join(f"{p.task_id}: {p.message}" for p in bad)
         raise UnsoundTask(f"{key}: task(s) refused before training: {lines}")
+
+
+#: Relative tolerance between wmrl's metric and the benchmark's metric code on the same submission.
+CODE_RTOL = 1e-6
+
+
+def probe_submission(task: Task, seed: int = 0) -> pd.DataFrame:
+    """A valid, imperfect submission made from the answers (trusted process only), for cross-checks:
+    regression values plus noise of half the targets' spread; labels with a quarter replaced; probabilities
+    mixing the true class with uniform noise. Seeded; never shown to a solution program."""
+    from wmrl.tasks.grading import read_answers
+    from wmrl.tasks.metrics import prediction_kind, submission_columns
+
+    ans = read_answers(task)
+    rng = np.random.default_rng(seed)
+    y = ans[task.target]
+    kind = prediction_kind(task.type, task.metric)
+    cols = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes)
+    out = pd.DataFrame({task.id_column: ans[task.id_column]})
+    if kind == "value":
+        v = y.to_numpy(dtype=np.float64)
+        out[task.target] = v + rng.normal(scale=0.5 * (float(np.std(v)) or 1.0), size=len(v))
+    elif kind == "label":
+        lab = y.to_numpy(dtype=object).copy()
+        swap = rng.random(len(lab)) < 0.25
+        lab[swap] = rng.choice(np.asarray(task.classes, dtype=object), size=int(swap.sum()))
+        out[task.target] = lab
+    else:
+        onehot = np.stack([(y.astype(str) == str(c)).to_numpy(dtype=np.float64) for c in task.classes], axis=1)
+        p = 0.5 * onehot + 0.5 * rng.random(onehot.shape)
+        p = p / p.sum(axis=1, keepdims=True)
+        if task.type == "binary":
+            out[task.target] = p[:, 1]
+        else:
+            for i, c in enumerate(task.classes):
+                out[str(c)] = p[:, i]
+    return out[cols]
+
+
+def _cache_path(task: Task) -> Path | None:
+    try:
+        from wmrl.paths import wmrl_home
+
+        h = hashlib.sha256()
+        for p in (task.metric_code, task.answers_path):
+            h.update(_sha256(Path(p)).encode())
+        h.update(f"{task.metric}|{task.type}|{task.classes}|{task.target}|{task.id_column}|v1".encode())
+        d = wmrl_home() / "cache" / "metric-checks"
+        d.mkdir(parents=True, exist_ok=True)
+        return d / f"{h.hexdigest()[:32]}.json"
+    except OSError:
+        return None
+
+
+def code_problems(task: Task) -> list[TaskProblem]:
+    """Cross-check wmrl's metric against the benchmark's own metric code (run in a child process, see
+    :func:`wmrl.tasks.benchcode.run_metric_code`) on :func:`probe_submission`: the two scores must agree
+    within :data:`CODE_RTOL`, and the direction the code declares must be the metric's. Results are
+    cached per code file, answers file and metric under ``$WMRL_HOME/cache/metric-checks``."""
+    import json
+    import tempfile
+
+    from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
+    from wmrl.tasks.grading import score_submission
+
+    if task.metric_code is None:
+        return []
+    cache = _cache_path(task)
+    if cache is not None and cache.is_file():
+        try:
+            return [TaskProblem(**p) for p in json.loads(cache.read_text())]
+        except (ValueError, TypeError):
+            pass
+    out: list[TaskProblem] = []
+    sub = probe_submission(task)
+    mine = score_submission(task, sub)
+    with tempfile.TemporaryDirectory(prefix="wmrl-probe-") as td:
+        path = Path(td) / "submission.csv"
+        sub.to_csv(path, index=False)
+        try:
+            theirs = run_metric_code(task.layout, task.metric_code, task.answers_path, path)
+        except MetricCodeError as e:
+            out.append(TaskProblem(task.id, "metric_code", f"task {task.id!r}: its metric code could not score a valid "
+                                   f"submission ({e}); fix the code or the task's metric"))
+            theirs = None
+    if theirs is not None:
+        if not math.isclose(theirs.score, mine, rel_tol=CODE_RTOL, abs_tol=1e-9):
+            out.append(TaskProblem(task.id, "metric_code", f"task {task.id!r}: field 'metric': {task.metric} gives "
+                                   f"{mine:.6g} on a probe submission but the benchmark's metric code "
+                                   f"{Path(task.metric_code).name} gives {theirs.score:.6g}; set the metric the code "
+                                   "computes"))
+        if theirs.higher_is_better is not None and theirs.higher_is_better == task.lower_is_better:
+            out.append(TaskProblem(task.id, "metric_direction", f"task {task.id!r}: field 'lower_is_better': the metric "
+                                   f"code declares higher_is_better={theirs.higher_is_better}, but {task.metric} is "
+                                   f"{'lower' if task.lower_is_better else 'higher'} is better"))
+    if cache is not None:
+        try:
+            cache.write_text(json.dumps([p.__dict__ for p in out]))
+        except OSError:
+            pass
+    return out
+
+
+def reward_problems(task: Task) -> list[TaskProblem]:
+    """The task's reward can be computed and its sample submission grades inside it: for a percentile
+    task the sample submission must not beat a board's best entry; for an RPG task the baseline and gold
+    scores must differ, lie in the metric's range, and gold must be better than baseline in the metric's
+    direction (DSBench decides the direction by ``gt > baseline``)."""
+    from wmrl.tasks.grading import score_submission
+    from wmrl.tasks.spec import InvalidSubmission
+
+    out: list[TaskProblem] = []
+    lo, hi = METRIC_RANGES.get(task.metric, (-math.inf, math.inf))
+    if task.reward_kind == "rpg":
+        b, g = task.baseline_score, task.gold_score
+        if b is None or g is None or b == g:
+            return [TaskProblem(task.id, "reward", f"task {task.id!r}: RPG needs distinct baseline and gold scores "
+                                f"(baseline {b}, gold {g}); add the benchmark's baseline and GT results")]
+        for name, v in (("baseline_score", b), ("gold_score", g)):
+            if not lo <= v <= hi:
+                out.append(TaskProblem(task.id, "score_range", f"task {task.id!r}: field '{name}' {v:.6g} lies outside "
+                                       f"the range [{lo:g}, {hi:g}] of its metric {task.metric}"))
+        if (g < b) != task.lower_is_better:
+            out.append(TaskProblem(task.id, "metric_direction", f"task {task.id!r}: field 'metric': the gold (GT) score "
+                                   f"{g:.6g} is {'below' if g < b else 'above'} the baseline {b:.6g}, but {task.metric} "
+                                   f"is {'lower' if task.lower_is_better else 'higher'} is better"))
+        return out
+    if not task.has_leaderboard or not Path(task.sample_submission_path).is_file():
+        return out
+    try:
+        value = score_submission(task, task.sample_submission_path, name="sample_submission.csv")
+    except InvalidSubmission as e:
+        return [TaskProblem(task.id, "sample_submission", f"task {task.id!r}: its sample_submission.csv does not grade "
+                            f"({e}); the submission format wmrl derived disagrees with the task")]
+    for path in task.leaderboard_paths:
+        board = lb.read_leaderboard(path)
+        if lb.position(value, board, task.lower_is_better) == 1 and board.size > 1 and value != board[0]:
+            out.append(TaskProblem(task.id, "sample_submission", f"task {task.id!r}: its constant sample submission "
+                                   f"scores {value:.6g} {task.metric}, better than the best entry {board[0]:.6g} of "
+                                   f"{Path(path).name}: the metric does not match the board; set the board's metric"))
+    return out
+
+
+def load_problems(task: Task) -> list[TaskProblem]:
+    """The checks run when a benchmark task is loaded (:func:`wmrl.tasks.loader.discover`): metric versus
+    leaderboards (:func:`metric_problems`), the reward and the sample submission (:func:`reward_problems`),
+    and the benchmark's metric code (:func:`code_problems`). Empty: the task is consistent."""
+    try:
+        out = metric_problems(task)
+        if out:
+            return out
+        out = reward_problems(task)
+        if out:
+            return out
+        return code_problems(task)
+    except (OSError, ValueError) as e:
+        return [TaskProblem(task.id, "answers_unreadable", f"task {task.id!r} cannot be checked: {e}")]

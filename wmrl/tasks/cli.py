@@ -14,13 +14,25 @@ import typer
 tasks_app = typer.Typer(help="The task suite: build it, list it, show a task, grade a submission.",
                         no_args_is_help=True)
 
-_DIR_HELP = "suite directory (default: $WMRL_TASKS_DIR or $WMRL_HOME/tasks)"
+_DIR_HELP = "suite directory (default: $WMRL_TASKS_ROOT or $WMRL_HOME/tasks)"
+_ROOT_HELP = ("where tasks live, searched recursively; repeat for several roots (default: $WMRL_TASKS_ROOT, "
+              "folders joined by ':', else $WMRL_HOME/tasks); --dir is the older spelling")
 
 
-def _suite_dir(dir_: Optional[Path]) -> Path:
+def _suite_dir(dir_) -> Path:
     from wmrl.paths import default_tasks_dir
 
+    if isinstance(dir_, list):
+        dir_ = dir_[0] if dir_ else None
     return Path(dir_).expanduser() if dir_ else default_tasks_dir()
+
+
+def _roots(dir_) -> list[Path]:
+    from wmrl.paths import default_task_roots
+
+    if isinstance(dir_, (str, Path)):
+        dir_ = [dir_]
+    return [Path(d).expanduser() for d in dir_] if dir_ else default_task_roots()
 
 
 def _fail(msg: str, code: int = 2) -> NoReturn:
@@ -61,7 +73,7 @@ def _resolve_task(task: str, dir_: Optional[Path]):
         _fail("the task id is empty; give a task id (see 'wmrl tasks list') or the path of a task folder")
     if _looks_like_path(task):
         return _load_folder(task)
-    root = _suite_dir(dir_)
+    root = _roots(dir_)
     try:
         return TaskSuite(root).get(task)
     except SuiteNotBuilt as exc:
@@ -117,47 +129,59 @@ def build_cmd(
 @tasks_app.command("list")
 def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="print JSON (one object per task) for scripts"),
-    dir_: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
+    dir_: Optional[list[Path]] = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
 ) -> None:
-    """A table of the tasks: id, type, rows, columns, metric, split."""
+    """A table of the tasks under the roots: id, adapter, type, rows, metric, reward kind, split; then what
+    was found, skipped and refused, and why. Exits 1 when a task was refused."""
     from wmrl.tasks.loader import SuiteNotBuilt, TaskFormatError, TaskSuite
 
-    root = _suite_dir(dir_)
+    roots = _roots(dir_)
     try:
-        tasks = TaskSuite(root).tasks()
+        suite = TaskSuite(roots)
+        tasks = suite.tasks()
     except SuiteNotBuilt as exc:
         _fail(str(exc))
     except TaskFormatError as exc:
-        _fail(f"the task suite in {root} cannot be loaded: {exc}")
-    if as_json:
+        _fail(f"the tasks under {', '.join(map(str, roots))} cannot be loaded: {exc}")
+    disc = suite.discovery
+    if as_json:  # a list of tasks on stdout (as before); the discovery summary goes to stderr
         typer.echo(json.dumps([{
-            "id": t.id, "type": t.type, "rows": t.n_rows, "train_rows": t.n_train, "test_rows": t.n_test,
-            "columns": t.n_features, "metric": t.metric, "lower_is_better": t.lower_is_better,
+            "id": t.id, "adapter": t.adapter, "type": t.type, "rows": t.n_rows, "train_rows": t.n_train,
+            "test_rows": t.n_test, "columns": t.n_features, "metric": t.metric, "metric_source": t.metric_source,
+            "lower_is_better": t.lower_is_better, "reward_kind": t.reward_kind, "awards_medals": t.awards_medals,
             "split": t.split, "layout": t.layout, "time_limit_s": t.time_limit_s,
             "leaderboards": len(t.leaderboard_paths), "source": t.source, "license": t.license,
             "root": str(t.root)} for t in tasks], indent=1))
+        if disc.refused or disc.skipped:
+            typer.echo(disc.summary(), err=True)
+        if disc.refused:
+            raise typer.Exit(1)
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{len(tasks)} tasks in {root}")
-    for col in ("id", "type", "rows", "columns", "metric", "split", "limit s", "board"):
+    table = Table(title=f"{len(tasks)} tasks under {', '.join(map(str, roots))}")
+    for col in ("id", "adapter", "type", "rows", "columns", "metric", "reward", "split", "limit s", "board"):
         table.add_column(col, justify="right" if col in ("rows", "columns", "limit s", "board") else "left",
                          no_wrap=True)
     for t in tasks:
-        table.add_row(t.id, t.type, f"{t.n_rows:,}", str(t.n_features),
-                      t.metric + (" (lower)" if t.lower_is_better else ""), t.split,
+        table.add_row(t.id, t.adapter, t.type, f"{t.n_rows:,}", str(t.n_features),
+                      t.metric + (" (lower)" if t.lower_is_better else ""), t.reward_kind, t.split,
                       f"{t.time_limit_s:.0f}", str(len(t.leaderboard_paths)))
     console = Console()
     if not console.is_terminal:
-        console = Console(width=max(console.width, 140))
+        console = Console(width=max(console.width, 160))
     console.print(table)
+    typer.echo(disc.summary())
+    if disc.refused:
+        typer.secho(f"{len(disc.refused)} task(s) refused (see above)", fg="red", err=True)
+        raise typer.Exit(1)
 
 
 @tasks_app.command("show")
 def show_cmd(
     task_id: str = typer.Argument(..., help="task id, or the path of a task folder (any layout)"),
-    dir_: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
+    dir_: Optional[list[Path]] = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
 ) -> None:
     """A task's description and a summary of its leaderboards."""
     import numpy as np
@@ -195,7 +219,7 @@ def show_cmd(
 def grade_cmd(
     task_id: str = typer.Argument(..., help="task id, or the path of a task folder (any layout)"),
     submission: Path = typer.Argument(..., help="submission CSV"),
-    dir_: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
+    dir_: Optional[list[Path]] = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
     as_json: bool = typer.Option(False, "--json", help="print the grade as JSON"),
 ) -> None:
     """Grade a submission: raw score, leaderboard percentile (reward), medal, above median, RPG."""
@@ -272,7 +296,7 @@ def stats_cmd(
 @tasks_app.command("check")
 def check_cmd(
     tasks: Optional[list[str]] = typer.Argument(None, help="Task ids or task folders (default: the whole suite)."),
-    dir_: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
+    dir_: Optional[list[Path]] = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
 ) -> None:
     """Check tasks as the trainer does before training: answers in public/, a metric that disagrees
     with its leaderboards. Prints one line per problem; exits 1 when any task has one."""
@@ -283,7 +307,7 @@ def check_cmd(
         chosen = [_resolve_task(t, dir_) for t in tasks]
     else:
         try:
-            chosen = list(TaskSuite(_suite_dir(dir_)))
+            chosen = list(TaskSuite(_roots(dir_)))
         except (SuiteNotBuilt, TaskFormatError) as exc:
             _fail(str(exc))
     bad = 0
@@ -297,6 +321,23 @@ def check_cmd(
     if bad:
         typer.secho(f"{bad} of {len(chosen)} task(s) would be refused for training", fg="red", err=True)
         raise typer.Exit(1)
+
+
+@tasks_app.command("fixtures")
+def fixtures_cmd(
+    out: Path = typer.Option(..., "--out", help="folder to write the benchmark-layout fixtures into"),
+    benchmark: Optional[list[str]] = typer.Option(None, "--benchmark",
+                                                  help="mledojo, mlebench or dsbench (repeatable; default all)"),
+) -> None:
+    """Write small tasks in the real MLE-Dojo, MLE-bench and DSBench layouts, made from built-in tables."""
+    from wmrl.tasks.fixtures import build_benchmark_fixtures
+
+    bad = [b for b in (benchmark or []) if b not in ("mledojo", "mlebench", "dsbench")]
+    if bad:
+        _fail(f"unknown benchmark(s) {bad}; choose mledojo, mlebench or dsbench")
+    made = build_benchmark_fixtures(out, tuple(benchmark) if benchmark else ("mledojo", "mlebench", "dsbench"))
+    for tid, path in made.items():
+        typer.echo(f"{tid}: {path}")
 
 
 def register(app: typer.Typer) -> None:

@@ -104,11 +104,11 @@ class Grade:
 
     Attributes:
         score: the raw metric value (e.g. ROC AUC, RMSE in target units).
-        reward: leaderboard percentile in [0, 1] = MLE-Dojo position score averaged over the boards
-            present (DESIGN.md §5); NaN when the task has no leaderboard (``task.has_leaderboard``
-            is False).
+        reward: by ``task.reward_kind``: the leaderboard percentile in [0, 1] = MLE-Dojo position score
+            averaged over the boards present (DESIGN.md §5), or DSBench's RPG (``rpg``); NaN when the
+            task has no reward source (``task.has_reward`` is False).
         medal: ``"gold"``, ``"silver"``, ``"bronze"`` or ``None`` (Kaggle thresholds, MLE-bench), on the
-            last board (the private one when there are two).
+            last board (the private one when there are two); always None when ``task.awards_medals`` is False.
         above_median: strictly better than the median of that board (MLE-bench).
         rpg: DSBench relative performance gap max(0, (p - b)/(g - b)) when the task gives a baseline
             and a gold score, else ``None``.
@@ -377,7 +377,28 @@ def load_boards(task: Task) -> list[np.ndarray]:
 
 
 def grade_score(task: Task, value: float, boards: list[np.ndarray] | None = None) -> Grade:
-    """Place a raw metric ``value`` on the task's leaderboards (see :class:`Grade`)."""
+    """Place a raw metric ``value`` by the task's benchmark rules (see :class:`Grade`).
+
+    * ``task.reward_kind == "percentile"`` (wmrl, MLE-bench, MLE-Dojo): reward = MLE-Dojo position score
+      averaged over the boards; medal (Kaggle thresholds, MLE-bench) on the last board unless
+      ``task.awards_medals`` is False; RPG too when the task gives a baseline and a gold score.
+    * ``task.reward_kind == "rpg"`` (DSBench): reward = ``max(0, (p - b) / (g - b))`` with ``b`` the
+      baseline and ``g`` the gold (GT) score; no board, no medal.
+
+    Raises:
+        LeaderboardError: a percentile task without a leaderboard, or an unreadable board.
+        ValueError: an RPG task without a baseline or gold score, or with ``g == b``.
+    """
+    rpg = None
+    if task.baseline_score is not None and task.gold_score is not None and task.baseline_score != task.gold_score:
+        rpg = lb.relative_performance_gap([value], [task.baseline_score], [task.gold_score])
+    if task.reward_kind == "rpg":
+        if rpg is None:
+            raise ValueError(f"task {task.id!r} is rewarded by RPG but has no distinct baseline_score and gold_score "
+                             f"(baseline {task.baseline_score}, gold {task.gold_score})")
+        better = (value > task.baseline_score) if task.gold_score > task.baseline_score else (value < task.baseline_score)
+        return Grade(score=float(value), reward=float(rpg), medal=None, above_median=bool(better), rpg=rpg,
+                     lower_is_better=task.lower_is_better, metric=task.metric)
     boards = load_boards(task) if boards is None else boards
     rewards, positions = [], []
     lower = task.lower_is_better
@@ -386,13 +407,10 @@ def grade_score(task: Task, value: float, boards: list[np.ndarray] | None = None
         rewards.append(lb.position_score(value, board, lower))
         positions.append(lb.position(value, board, lower))
     last = boards[-1]
-    rpg = None
-    if task.baseline_score is not None and task.gold_score is not None and task.baseline_score != task.gold_score:
-        rpg = lb.relative_performance_gap([value], [task.baseline_score], [task.gold_score])
     return Grade(
         score=float(value),
         reward=float(np.mean(rewards)),
-        medal=lb.medal(value, last, lower),
+        medal=lb.medal(value, last, lower) if task.awards_medals else None,
         above_median=lb.above_median(value, last, lower),
         rpg=rpg,
         board_rewards=tuple(float(r) for r in rewards),
@@ -431,7 +449,7 @@ def grade_submission(task: Task, submission: Path | pd.DataFrame, name: str | No
     """
     y_true, y_pred = validate_submission(task, submission, name)
     value = _metric_value(task, y_true, y_pred)
-    if not task.has_leaderboard:
+    if not task.has_reward:
         # Only while a leaderboard is being built (or for a foreign task shipped without one):
         # the raw score is known, the percentile is not.
         return Grade(score=float(value), reward=float("nan"), medal=None, above_median=False, rpg=None,

@@ -40,7 +40,8 @@ def read_leaderboard(path: Path) -> np.ndarray:
     """Scores of one leaderboard, best-first, as float64 array of shape ``[N]``.
 
     Accepts ``rank,score`` CSVs (sorted by ``rank`` when present) and MLE-bench/Kaggle leaderboards
-    (a ``score`` column in best-first order; rows with a missing score are dropped).
+    (a ``score`` column in best-first order; rows with a missing score are dropped). The column names
+    are matched without regard to case (``Score``, ``Rank``).
 
     Raises:
         LeaderboardError: missing file, no ``score`` column, or no numeric scores.
@@ -52,8 +53,11 @@ def read_leaderboard(path: Path) -> np.ndarray:
         df = pd.read_csv(path)
     except Exception as exc:  # pandas raises several parser errors
         raise LeaderboardError(f"leaderboard {path} is not a readable CSV: {exc}") from exc
+    lowered = {str(c).strip().lower(): c for c in df.columns}
+    df = df.rename(columns={orig: low for low, orig in lowered.items() if low in ("score", "rank")})
     if "score" not in df.columns:
-        raise LeaderboardError(f"leaderboard {path} has no 'score' column (columns: {list(df.columns)})")
+        raise LeaderboardError(f"leaderboard {path} has no 'score' column (columns: {list(df.columns)}); "
+                               "a leaderboard needs a score column (any capitalisation), best first or with a rank")
     if "rank" in df.columns:
         df = df.sort_values("rank", kind="stable")
     scores = pd.to_numeric(df["score"], errors="coerce").to_numpy(dtype=np.float64)

@@ -30,7 +30,10 @@ folder (same keys as ``task.yaml``) overrides any of it.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +69,13 @@ class SuiteNotBuilt(FileNotFoundError):
 
 
 def detect_layout(path: Path) -> str | None:
-    """``"wmrl"``, ``"mlebench"``, ``"mledojo"`` or ``None`` for a folder that is not a task."""
+    """``"wmrl"``, ``"mlebench"``, ``"mledojo"`` or ``None`` for a folder that is not a task of these
+    layouts (a DSBench task is ``data_modeling/data/data_resplit/<id>``: :func:`detect_dsbench_task`)."""
     path = Path(path)
     if (path / "task.yaml").is_file():
         return "wmrl"
+    if (path / "prepared" / "public").is_dir() and (path / "prepared" / "private").is_dir():
+        return "mlebench"
     if (path / "config.yaml").is_file() and (path / "prepared").is_dir():
         return "mlebench"
     if (path / "data" / "public").is_dir() and (path / "data" / "private").is_dir():
@@ -128,7 +134,8 @@ def _metric_name(raw: str) -> str:
 
 
 def _make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_path: Path,
-               leaderboards: tuple[Path, ...], description: str, layout: str) -> Task:
+               leaderboards: tuple[Path, ...], description: str, layout: str,
+               metric_code: Path | None = None, reward_kind: str = "percentile") -> Task:
     """Build a :class:`Task` from a complete metadata mapping; checks types and values."""
     for key in ("id", "type", "metric", "target", "id_column"):
         if meta.get(key) in (None, ""):
@@ -184,6 +191,10 @@ def _make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_pa
         n_train=n_train,
         n_test=n_test,
         title=str(meta.get("title", meta.get("name", meta["id"]))),
+        reward_kind=str(meta.get("reward_kind", reward_kind)),  # type: ignore[arg-type]
+        awards_medals=bool(meta.get("awards_medals", True)),
+        metric_code=metric_code,
+        metric_source=str(meta.get("metric_source", "task.yaml metric" if layout == "wmrl" else "")),
     )
 
 
@@ -219,7 +230,6 @@ def _infer_meta(meta: dict[str, Any], public_dir: Path, answers_path: Path) -> d
         meta.setdefault("classes", cols[1:])
         rest = [c for c in answers_cols if c != meta["id_column"] and c not in cols[1:]]
         meta["target"] = rest[0] if len(rest) == 1 else "target"
-        meta.setdefault("metric", "log_loss")
         return meta
     meta.setdefault("target", cols[1] if len(cols) > 1 else answers_cols[-1])
     target = meta["target"]
@@ -238,14 +248,6 @@ def _infer_meta(meta: dict[str, Any], public_dir: Path, answers_path: Path) -> d
             meta["type"] = "regression" if is_reg else ("binary" if n_unique == 2 else "multiclass")
         if meta["type"] != "regression":
             meta.setdefault("classes", list(_sort_classes(values.unique())))
-    if "metric" not in meta:
-        if meta["type"] == "regression":
-            meta["metric"] = "rmse"
-        else:
-            sample_vals = pd.read_csv(sample, nrows=50)[cols[1]] if sample else pd.Series(dtype=object)
-            probabilistic = (meta["type"] == "binary" and pd.api.types.is_float_dtype(sample_vals)
-                             and sample_vals.between(0, 1).all())
-            meta["metric"] = "roc_auc" if probabilistic else "accuracy"
     return meta
 
 
@@ -254,8 +256,104 @@ def _foreign_description(*candidates: Path) -> str:
     return p.read_text(encoding="utf-8", errors="replace") if p else ""
 
 
-def _load_mlebench(root: Path) -> Task:
-    config = _yaml(root / "config.yaml")
+#: Folders never searched for tasks (version control, caches, the raw downloads of MLE-Dojo).
+_PRUNE = {".git", "__pycache__", "node_modules", ".venv", "raw", ".ipynb_checkpoints"}
+#: How deep discovery descends below each root.
+MAX_DEPTH = 8
+
+
+def _installed_package_dir(name: str) -> Path | None:
+    """The folder of an installed package (``mlebench``, ``mledojo``) without importing it, or None."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _package_competition_dir(package: str, task_id: str, search: Sequence[Path]) -> Path | None:
+    """``<R>/<package>/competitions/<id>`` for R in ``search`` (roots and the data folder's ancestors),
+    else the installed package's ``competitions/<id>``; None when there is none."""
+    seen: set[Path] = set()
+    for r in search:
+        for base in (r / package / "competitions", r / "competitions") if r.name != package else (r / "competitions",):
+            d = base / task_id
+            if d not in seen and d.is_dir():
+                return d
+            seen.add(d)
+    inst = _installed_package_dir(package)
+    if inst is not None and (inst / "competitions" / task_id).is_dir():
+        return inst / "competitions" / task_id
+    return None
+
+
+def _search_dirs(root: Path, extra: Sequence[Path]) -> list[Path]:
+    return [*[Path(e) for e in extra], *list(root.parents)[:MAX_DEPTH]]
+
+
+def resolve_metric(task_id: str, claims: Sequence[tuple[str, str]]) -> tuple[str, str]:
+    """The one metric that every source names, and where it came from.
+
+    Args:
+        task_id: for messages.
+        claims: ``(source, raw name)`` pairs, e.g. ``("config.yaml grader.name", "auc-roc")``,
+            ``("utils/metric.py", "roc_auc")``, ``("wmrl.yaml metric", "r2")``.
+
+    Returns:
+        ``(metric, source)``: the wmrl metric name and the sources that named it.
+
+    Raises:
+        TaskFormatError: no source names a metric (wmrl does not guess), a name is unknown, or two
+            sources disagree (the message names the task, the field and both sources).
+    """
+    names: list[tuple[str, str]] = []
+    for src, raw in claims:
+        try:
+            names.append((src, _metric_name(raw)))
+        except TaskFormatError as e:
+            raise TaskFormatError(f"task {task_id!r}: field 'metric' ({src}): {e}") from None
+    if not names:
+        raise TaskFormatError(f"task {task_id!r}: no metric found (no grader name in its config, no metric code "
+                              "wmrl can read); refused rather than guessed: set 'metric' in a wmrl.yaml in the task "
+                              "folder")
+    distinct = {n for _, n in names}
+    if len(distinct) > 1:
+        said = "; ".join(f"{src} says {n}" for src, n in names)
+        raise TaskFormatError(f"task {task_id!r}: conflicting field 'metric': {said}; make them agree (fix or "
+                              "remove 'metric' in wmrl.yaml)")
+    return names[0][1], " + ".join(src for src, _ in names)
+
+
+def _code_claim(task_id: str, code: Path | None, label: str) -> list[tuple[str, str]]:
+    """``[(label, metric)]`` when the metric code is recognised; TaskFormatError when it exists but is not."""
+    from wmrl.tasks.benchcode import recognise_metric
+
+    if code is None:
+        return []
+    try:
+        name = recognise_metric(code)
+    except (OSError, SyntaxError) as e:
+        raise TaskFormatError(f"task {task_id!r}: its metric code {code} cannot be read ({e})") from None
+    return [(label, name)] if name else []
+
+
+def _load_mlebench(root: Path, extra: Sequence[Path] = ()) -> Task:
+    """A prepared MLE-bench competition: data in ``<data-dir>/<id>/prepared/{public,private}``, metadata
+    (``config.yaml``, ``description.md``, ``leaderboard.csv``, ``grade.py``) in the folder itself or in the
+    package's ``mlebench/competitions/<id>/`` (found under the roots, the folder's ancestors or the installed
+    ``mlebench``)."""
+    meta_dir = root if (root / "config.yaml").is_file() else _package_competition_dir(
+        "mlebench", root.name, _search_dirs(root, extra))
+    if meta_dir is None:
+        raise TaskFormatError(f"MLE-bench data folder {root}: no config.yaml for competition {root.name!r} "
+                              "(looked in the folder, in mlebench/competitions/ under the task roots and their "
+                              "parents, and in the installed mlebench package); add the mle-bench checkout as a "
+                              "task root")
+    config = _yaml(meta_dir / "config.yaml")
     hints = _yaml(root / "wmrl.yaml") if (root / "wmrl.yaml").is_file() else {}
     public_dir = root / "prepared" / "public"
     answers_name = Path(str((config.get("dataset") or {}).get("answers", "test.csv"))).name
@@ -264,101 +362,323 @@ def _load_mlebench(root: Path) -> Task:
                               *sorted((root / "prepared" / "private").glob("*.csv")))
     if answers is None:
         raise TaskFormatError(f"MLE-bench folder {root}: no answers CSV under prepared/private/")
-    meta: dict[str, Any] = {"id": config.get("id", root.name), "title": config.get("name", root.name)}
+    task_id = str(config.get("id", root.name))
+    meta: dict[str, Any] = {"id": task_id, "title": config.get("name", root.name)}
+    claims: list[tuple[str, str]] = []
     grader = (config.get("grader") or {}).get("name")
+    code = meta_dir / "grade.py" if (meta_dir / "grade.py").is_file() else None
     if grader and str(grader).lower() not in ("auto", "custom"):
-        meta["metric"] = grader
+        try:
+            _metric_name(grader)
+            claims.append(("config.yaml grader.name", str(grader)))
+        except TaskFormatError:
+            if code is None or not _code_claim(task_id, code, "grade.py"):
+                raise TaskFormatError(f"task {task_id!r}: field 'metric': config.yaml grader.name {grader!r} is not a "
+                                      "metric wmrl computes, and no grade.py it can read names one; refused rather "
+                                      "than guessed (set 'metric' in wmrl.yaml; grade.py then cross-checks it)") from None
+    claims += _code_claim(task_id, code, "grade.py") if not claims else []
+    if "metric" in hints:
+        claims.append(("wmrl.yaml metric", str(hints.pop("metric"))))
+    meta["metric"], meta["metric_source"] = resolve_metric(task_id, claims)
     meta.update(hints)
     meta = _infer_meta(meta, public_dir, answers)
-    leaderboards = tuple(p for p in (root / "leaderboard.csv",) if p.is_file())
-    description = _foreign_description(root / Path(str(config.get("description", "description.md"))).name,
-                                       root / "description.md", public_dir / "description.md")
-    return _make_task(meta, root=root, public_dir=public_dir, answers_path=answers,
-                      leaderboards=leaderboards, description=description, layout="mlebench")
+    leaderboards = tuple(p for p in (meta_dir / "leaderboard.csv",) if p.is_file())
+    description = _foreign_description(meta_dir / Path(str(config.get("description", "description.md"))).name,
+                                       meta_dir / "description.md", public_dir / "description.md")
+    meta.setdefault("awards_medals", bool(config.get("awards_medals", True)))
+    return _make_task(meta, root=root, public_dir=public_dir, answers_path=answers, leaderboards=leaderboards,
+                      description=description, layout="mlebench", metric_code=code)
 
 
-def _load_mledojo(root: Path) -> Task:
-    hints = {}
-    for name in ("wmrl.yaml", "config.yaml", "info/config.yaml"):
-        if (root / name).is_file():
-            hints.update(_yaml(root / name))
+def _load_mledojo(root: Path, extra: Sequence[Path] = ()) -> Task:
+    """A prepared MLE-Dojo competition ``<data-dir>/<id>/data/{public,private}``: answers
+    ``data/private/test_answer.csv``, both leaderboards in ``data/private/`` (where ``prepare/mle.py`` copies
+    them) or the package's ``info/``; the metric from the package's ``utils/metric.py``."""
+    hints: dict[str, Any] = _yaml(root / "wmrl.yaml") if (root / "wmrl.yaml").is_file() else {}
     public_dir = root / "data" / "public"
     answers = _first_existing(root / "data" / "private" / "test_answer.csv",
-                              *sorted((root / "data" / "private").glob("*.csv")))
+                              *sorted(p for p in (root / "data" / "private").glob("*.csv")
+                                      if "leaderboard" not in p.name))
     if answers is None:
         raise TaskFormatError(f"MLE-Dojo folder {root}: no data/private/test_answer.csv")
-    meta: dict[str, Any] = {"id": root.name}
-    if "metric" not in hints and isinstance(hints.get("grader"), dict) and hints["grader"].get("name"):
-        meta["metric"] = hints["grader"]["name"]
-    meta.update({k: v for k, v in hints.items() if k != "grader"})
+    task_id = str(hints.get("id", root.name))
+    pkg = root if (root / "utils" / "metric.py").is_file() or (root / "info").is_dir() else \
+        _package_competition_dir("mledojo", root.name, _search_dirs(root, extra))
+    code = pkg / "utils" / "metric.py" if pkg is not None and (pkg / "utils" / "metric.py").is_file() else None
+    claims = _code_claim(task_id, code, "utils/metric.py")
+    if code is not None and not claims and "metric" not in hints:
+        raise TaskFormatError(f"task {task_id!r}: field 'metric': its metric code {code} computes no metric wmrl "
+                              "recognises; refused rather than guessed (set 'metric' in wmrl.yaml; the code then "
+                              "cross-checks it)")
+    if "metric" in hints:
+        claims.append(("wmrl.yaml metric", str(hints.pop("metric"))))
+    meta: dict[str, Any] = {"id": task_id}
+    meta["metric"], meta["metric_source"] = resolve_metric(task_id, claims)
+    meta.update({k: v for k, v in hints.items() if k != "id"})
     meta = _infer_meta(meta, public_dir, answers)
     leaderboards = []
     for name in ("public_leaderboard.csv", "private_leaderboard.csv"):
-        p = _first_existing(root / name, root / "info" / name, root / "data" / name, root / "data" / "private" / name)
+        p = _first_existing(root / "data" / "private" / name, root / name, root / "data" / name,
+                            *((pkg / "info" / name,) if pkg is not None else ()))
         if p:
             leaderboards.append(p)
-    description = _foreign_description(root / "description.md", root / "description.txt",
-                                       root / "info" / "description.txt", root / "info" / "description.md",
-                                       public_dir / "description.txt", public_dir / "description.md")
+    description = _foreign_description(public_dir / "description.txt", public_dir / "description.md",
+                                       root / "description.md", root / "description.txt",
+                                       *((pkg / "info" / "description.txt",) if pkg is not None else ()))
     return _make_task(meta, root=root, public_dir=public_dir, answers_path=answers,
-                      leaderboards=tuple(leaderboards), description=description, layout="mledojo")
+                      leaderboards=tuple(leaderboards), description=description, layout="mledojo", metric_code=code)
 
 
-def load_task(path: Path | str) -> Task:
-    """Load one task folder of any supported layout (wmrl, prepared MLE-bench, prepared MLE-Dojo).
+def _read_result(path: Path) -> float | None:
+    if not path.is_file():
+        return None
+    try:
+        return float(path.read_text().strip())
+    except ValueError:
+        raise TaskFormatError(f"{path} holds {path.read_text()[:40]!r}, not a number") from None
 
-    A folder without any leaderboard loads fine, but its :attr:`~wmrl.tasks.spec.Task.has_leaderboard`
-    is False and grading gives ``reward = NaN`` (only the raw score); refuse such a task for training
-    or evaluation.
+
+def _dsbench_home(resplit_dir: Path) -> Path:
+    """The ``data_modeling`` folder of a DSBench task folder ``data_modeling/data/data_resplit/<id>``."""
+    return resplit_dir.parent.parent.parent
+
+
+def is_dsbench_home(path: Path) -> bool:
+    """True for DSBench's ``data_modeling`` folder (``data/data_resplit/`` and ``data/answers/``)."""
+    return (path / "data" / "data_resplit").is_dir() and (path / "data" / "answers").is_dir()
+
+
+def _load_dsbench(resplit_dir: Path) -> Task:
+    """One DSBench data-modeling task ``data_modeling/data/data_resplit/<id>/`` (public files), with
+    ``data/answers/<id>/test_answer.csv``, ``data/task/<id>.txt``, ``evaluation/<id>_eval.py`` and the
+    baseline and GT scores in ``save_performance/{baseline,GT}/<id>/result.txt``. Reward: RPG."""
+    home = _dsbench_home(resplit_dir)
+    task_id = resplit_dir.name
+    answers = home / "data" / "answers" / task_id / "test_answer.csv"
+    if not answers.is_file():
+        raise TaskFormatError(f"DSBench task {task_id!r}: no answers at {answers}")
+    hints = _yaml(resplit_dir.parent.parent / "wmrl" / f"{task_id}.yaml") \
+        if (resplit_dir.parent.parent / "wmrl" / f"{task_id}.yaml").is_file() else {}
+    code = home / "evaluation" / f"{task_id}_eval.py"
+    code = code if code.is_file() else None
+    claims = _code_claim(task_id, code, f"evaluation/{task_id}_eval.py")
+    if code is not None and not claims and "metric" not in hints:
+        raise TaskFormatError(f"task {task_id!r}: field 'metric': its evaluation script {code} computes no metric "
+                              "wmrl recognises; refused rather than guessed")
+    if "metric" in hints:
+        claims.append(("wmrl metric hint", str(hints.pop("metric"))))
+    meta: dict[str, Any] = {"id": task_id}
+    meta["metric"], meta["metric_source"] = resolve_metric(task_id, claims)
+    perf = home / "save_performance"
+    baseline = _read_result(perf / "baseline" / task_id / "result.txt")
+    gold = _read_result(perf / "GT" / task_id / "result.txt")
+    if baseline is None:
+        raise TaskFormatError(f"DSBench task {task_id!r}: no baseline score at {perf / 'baseline' / task_id / 'result.txt'}"
+                              " (unzip DSBench's save_performance.zip into data_modeling/), so no RPG can be computed")
+    meta["baseline_score"] = baseline
+    if gold is not None:
+        meta["gold_score"] = gold
+    meta.update(hints)
+    meta = _infer_meta(meta, resplit_dir, answers)
+    description = _foreign_description(home / "data" / "task" / f"{task_id}.txt")
+    task = _make_task(meta, root=resplit_dir, public_dir=resplit_dir, answers_path=answers, leaderboards=(),
+                      description=description, layout="dsbench", metric_code=code, reward_kind="rpg")
+    if gold is None:  # DSBench's GT score is the answers graded as a submission
+        from wmrl.tasks.grading import score_submission
+
+        gold_value = score_submission(task, pd.read_csv(answers, dtype={task.id_column: str}))
+        task = dataclasses.replace(task, gold_score=float(gold_value))
+    return task
+
+
+def detect_dsbench_task(path: Path) -> bool:
+    """True for ``data_modeling/data/data_resplit/<id>`` inside a DSBench ``data_modeling`` folder."""
+    return path.parent.name == "data_resplit" and is_dsbench_home(_dsbench_home(path))
+
+
+def load_task(path: Path | str, *, search: Sequence[Path | str] = ()) -> Task:
+    """Load one task folder of any supported layout (wmrl, MLE-bench, MLE-Dojo, DSBench).
+
+    Args:
+        path: the task folder (MLE-bench: ``<data-dir>/<id>``; MLE-Dojo: ``<data-dir>/<id>``; DSBench:
+            ``data_modeling/data/data_resplit/<id>``).
+        search: more folders where the benchmark packages' competition metadata may live
+            (``mlebench/competitions/<id>``, ``mledojo/competitions/<id>``); the folder's ancestors and the
+            installed packages are always searched.
+
+    A folder without any leaderboard loads fine, but its :attr:`~wmrl.tasks.spec.Task.has_reward` is
+    False unless it has RPG scores; grading then gives ``reward = NaN``.
 
     Raises:
-        TaskFormatError: the folder is not a task in any layout, or its metadata is inconsistent;
-            the message names the folder and what is missing.
+        TaskFormatError: the folder is not a task in any layout, its metric cannot be found (never
+            guessed) or its metadata is inconsistent; the message names the task, the field and the fix.
     """
     root = Path(path).expanduser().resolve()
+    extra = [Path(p).expanduser().resolve() for p in search]
     if not root.is_dir():
         raise TaskFormatError(f"task folder {root} does not exist")
     layout = detect_layout(root)
     if layout == "wmrl":
         return _load_wmrl(root)
     if layout == "mlebench":
-        return _load_mlebench(root)
+        return _load_mlebench(root, extra)
     if layout == "mledojo":
-        return _load_mledojo(root)
-    raise TaskFormatError(f"{root} is not a task folder: expected task.yaml (wmrl), config.yaml + prepared/ "
-                          "(MLE-bench) or data/public + data/private (MLE-Dojo)")
+        return _load_mledojo(root, extra)
+    if detect_dsbench_task(root):
+        return _load_dsbench(root)
+    raise TaskFormatError(f"{root} is not a task folder: expected task.yaml (wmrl), prepared/public + "
+                          "prepared/private (MLE-bench), data/public + data/private (MLE-Dojo) or "
+                          "data_modeling/data/data_resplit/<id> (DSBench)")
+
+
+@dataclass
+class Discovery:
+    """What a recursive search of the task roots found.
+
+    Attributes:
+        tasks: loaded tasks by id (sorted).
+        skipped: ``(folder, reason)`` for folders that look like a benchmark's but hold no task
+            (package metadata without prepared data, an incomplete folder).
+        refused: ``(task id or folder, folder, reason)`` for task folders that failed to load or failed a
+            load-time check (:func:`wmrl.tasks.checks.load_problems`).
+        roots: the roots searched.
+    """
+
+    tasks: dict[str, Task] = field(default_factory=dict)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+    refused: list[tuple[str, Path, str]] = field(default_factory=list)
+    roots: list[Path] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """One paragraph: tasks found per adapter, skipped folders grouped by reason, each refused task and why."""
+        by: dict[str, int] = {}
+        for t in self.tasks.values():
+            by[t.adapter] = by.get(t.adapter, 0) + 1
+        found = ", ".join(f"{n} {a}" for a, n in sorted(by.items())) or "none"
+        lines = [f"found {len(self.tasks)} task(s) ({found}) under {', '.join(map(str, self.roots))}"]
+        reasons: dict[str, int] = {}
+        for _, why in self.skipped:
+            reasons[why] = reasons.get(why, 0) + 1
+        for why, n in sorted(reasons.items()):
+            lines.append(f"skipped {n} folder(s): {why}")
+        for tid, path, why in self.refused:
+            lines.append(f"refused {tid}: {why}")
+        return "\n".join(lines)
+
+
+def split_roots(roots: Path | str | Sequence[Path | str] | None) -> list[Path]:
+    """Task roots from one path, a list, or a string of paths joined by ``os.pathsep`` (``:``)."""
+    if roots is None:
+        return []
+    if isinstance(roots, (str, Path)):
+        roots = [p for p in str(roots).split(os.pathsep) if p.strip()]
+    return [Path(r).expanduser() for r in roots]
+
+
+def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) -> Discovery:
+    """Search ``roots`` recursively (up to :data:`MAX_DEPTH` levels) for tasks of every layout.
+
+    A task folder is not searched further; hidden folders, ``raw/`` and caches are skipped. Benchmark
+    package folders (``mlebench/competitions``, ``mledojo/competitions``) are metadata: a competition found
+    there without prepared data is reported as skipped. With ``check``, every benchmark task (not wmrl's own)
+    passes :func:`wmrl.tasks.checks.load_problems` or is refused by name with the reason.
+
+    Raises:
+        SuiteNotBuilt: a root does not exist or is a file.
+        TaskFormatError: two tasks share an id (the message names the id and both folders).
+    """
+    paths = split_roots(roots)
+    disc = Discovery(roots=paths)
+    candidates: list[tuple[str, Path]] = []
+    meta_ids: dict[str, dict[str, Path]] = {"mlebench": {}, "mledojo": {}}
+    packages: list[Path] = []  # folders holding a benchmark package found under the roots
+    for root in paths:
+        if root.exists() and not root.is_dir():
+            raise SuiteNotBuilt(f"task root {root} is not a folder (it is a file); give folders that hold tasks")
+        if not root.is_dir():
+            raise SuiteNotBuilt(f"task root {root} does not exist; build the suite with 'wmrl tasks build --out "
+                                f"{root}' or give the folder your benchmark's prepare step wrote")
+        stack = [(root.resolve(), 0)]
+        while stack:
+            d, depth = stack.pop()
+            if d.name in ("mlebench", "mledojo") and (d / "competitions").is_dir():
+                packages.append(d.parent)
+                for c in sorted((d / "competitions").iterdir()):
+                    if c.is_dir() and not c.name.startswith(("_", ".")):
+                        meta_ids[d.name][c.name] = c
+                continue
+            layout = detect_layout(d)
+            if layout is not None:
+                candidates.append((layout, d))
+                continue
+            if is_dsbench_home(d):
+                for t in sorted((d / "data" / "data_resplit").iterdir()):
+                    if t.is_dir():
+                        candidates.append(("dsbench", t))
+                continue
+            if depth >= MAX_DEPTH:
+                continue
+            try:
+                children = sorted((c for c in d.iterdir() if c.is_dir() and not c.is_symlink()), reverse=True)
+            except OSError as e:
+                disc.skipped.append((d, f"unreadable ({e.strerror or e})"))
+                continue
+            stack += [(c, depth + 1) for c in children if c.name not in _PRUNE and not c.name.startswith(".")]
+    search = [*packages, *[r.resolve() for r in paths]]
+    by_id: dict[str, Task] = {}
+    loaded_names = {(layout, d.name) for layout, d in candidates}
+    for layout, d in candidates:
+        try:
+            t = load_task(d, search=search)
+        except (TaskFormatError, ValueError, OSError) as e:
+            disc.refused.append((d.name, d, str(e)))
+            continue
+        if t.id in by_id:
+            raise TaskFormatError(f"two task folders share the id {t.id!r} (field 'id'): {by_id[t.id].root} and "
+                                  f"{t.root}; give one root per copy or rename one")
+        if check and t.layout != "wmrl":
+            from wmrl.tasks.checks import load_problems
+
+            problems = load_problems(t)
+            if problems:
+                disc.refused.append((t.id, d, "; ".join(p.message for p in problems)))
+                continue
+        by_id[t.id] = t
+    for bench, ids in meta_ids.items():
+        prep = "mlebench prepare -c <id>" if bench == "mlebench" else "prepare/mle.py --competitions <id>"
+        for cid, c in ids.items():
+            if (bench, cid) not in loaded_names:
+                disc.skipped.append((c, f"{bench} package metadata without prepared data (run {prep})"))
+    disc.tasks = dict(sorted(by_id.items()))
+    return disc
 
 
 class TaskSuite:
-    """All task folders directly under ``root`` (any layout), in id order.
+    """All tasks found under one or several roots (any layout, searched recursively), in id order.
 
-    Implements the ``TaskSource`` protocol of :mod:`wmrl.interfaces`. Tasks are loaded once, lazily.
+    Implements the ``TaskSource`` protocol of :mod:`wmrl.interfaces`. Tasks are loaded once, lazily,
+    by :func:`discover`; :attr:`discovery` keeps its summary (found, skipped, refused and why).
 
-    A task folder without any leaderboard is still listed (its submissions can be scored, which the
-    leaderboard rebuild needs), but grading it gives ``reward = NaN``: a trainer or evaluator should
-    skip or refuse tasks whose :attr:`~wmrl.tasks.spec.Task.has_leaderboard` is False.
+    A task without a reward source (no leaderboard and no RPG scores) is still listed (its submissions
+    can be scored, which the leaderboard rebuild needs), but grading it gives ``reward = NaN``: a trainer
+    or evaluator should refuse tasks whose :attr:`~wmrl.tasks.spec.Task.has_reward` is False.
     """
 
-    def __init__(self, root: Path | str):
-        self.root = Path(root).expanduser()
-        self._tasks: dict[str, Task] | None = None
+    def __init__(self, root: Path | str | Sequence[Path | str], *, check: bool = True):
+        self.roots = split_roots(root)
+        self.root = self.roots[0] if len(self.roots) == 1 else Path(os.pathsep.join(map(str, self.roots)))
+        self._check = check
+        self._disc: Discovery | None = None
+
+    @property
+    def discovery(self) -> Discovery:
+        """The :class:`Discovery` of the roots (searched on first use)."""
+        if self._disc is None:
+            self._disc = discover(self.roots, check=self._check)
+        return self._disc
 
     def _load(self) -> dict[str, Task]:
-        if self._tasks is None:
-            if self.root.exists() and not self.root.is_dir():
-                raise SuiteNotBuilt(f"task directory {self.root} is not a folder (it is a file); give the folder "
-                                    "the suite was built into (wmrl tasks build --out DIR)")
-            if not self.root.is_dir():
-                raise SuiteNotBuilt(f"task directory {self.root} does not exist; build the suite with "
-                                    f"'wmrl tasks build --out {self.root}'")
-            tasks = [load_task(d) for d in sorted(self.root.iterdir()) if d.is_dir() and detect_layout(d)]
-            by_id: dict[str, Task] = {}
-            for t in tasks:
-                if t.id in by_id:
-                    raise TaskFormatError(f"two task folders share the id {t.id!r}: {by_id[t.id].root} and {t.root}")
-                by_id[t.id] = t
-            self._tasks = dict(sorted(by_id.items()))
-        return self._tasks
+        return self.discovery.tasks
 
     def tasks(self, split: Split | None = None) -> list[Task]:
         """All tasks, or those of one split (``train`` / ``heldout``), sorted by id."""
@@ -367,9 +687,12 @@ class TaskSuite:
         return [t for t in self._load().values() if split is None or t.split == split]
 
     def get(self, task_id: str) -> Task:
-        """One task by id; ``KeyError`` naming the known ids when missing."""
+        """One task by id; ``KeyError`` naming the known ids (or why the task was refused) when missing."""
         tasks = self._load()
         if task_id not in tasks:
+            for tid, _, why in self.discovery.refused:
+                if tid == task_id:
+                    raise KeyError(f"task {task_id!r} was refused: {why}")
             raise KeyError(f"unknown task {task_id!r}; known tasks: {', '.join(tasks) or '(none)'}")
         return tasks[task_id]
 
@@ -385,16 +708,20 @@ class TaskSuite:
 
 
 def default_suite() -> TaskSuite:
-    """The built-in suite at :func:`wmrl.paths.default_tasks_dir`.
+    """The tasks under :func:`wmrl.paths.default_task_roots` (``$WMRL_TASKS_ROOT``, else the built-in suite).
 
     Raises:
         SuiteNotBuilt: the directory is missing or holds no task; the message says to run ``wmrl tasks build``.
     """
-    from wmrl.paths import default_tasks_dir
+    from wmrl.paths import default_task_roots
 
-    root = default_tasks_dir()
-    suite = TaskSuite(root)
-    if not root.is_dir() or len(suite) == 0:
-        raise SuiteNotBuilt(f"no task suite at {root}: run 'wmrl tasks build' (or set WMRL_TASKS_DIR / WMRL_HOME "
-                            "to where it was built)")
+    roots = default_task_roots()
+    missing = [r for r in roots if not r.is_dir()]
+    if missing:
+        raise SuiteNotBuilt(f"no task suite at {missing[0]}: run 'wmrl tasks build' (or set WMRL_TASKS_ROOT / "
+                            "WMRL_HOME to where the tasks are)")
+    suite = TaskSuite(roots)
+    if len(suite) == 0:
+        raise SuiteNotBuilt(f"no task under {', '.join(map(str, roots))}: run 'wmrl tasks build' (or set "
+                            f"WMRL_TASKS_ROOT / WMRL_HOME to where the tasks are). {suite.discovery.summary()}")
     return suite

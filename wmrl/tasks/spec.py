@@ -1,7 +1,7 @@
 """The task record every part of wmrl shares (seed; the tasks package owns and extends it).
 
-A task is a Kaggle-like competition folder in one of three layouts (wmrl's own, prepared MLE-bench,
-prepared MLE-Dojo). Solution programs run with the working directory laid out as::
+A task is a Kaggle-like competition folder in one of four layouts (wmrl's own, MLE-bench, MLE-Dojo,
+DSBench data modeling; see :mod:`wmrl.tasks.loader`). Solution programs run with the working directory laid out as::
 
     ./input/train.csv  ./input/test.csv  ./input/sample_submission.csv   (read-only, public only)
     ./submission.csv                                                      (written by the program)
@@ -16,7 +16,10 @@ from typing import Literal
 
 TaskType = Literal["binary", "multiclass", "regression"]
 Split = Literal["train", "heldout"]
-Layout = Literal["wmrl", "mlebench", "mledojo"]
+Layout = Literal["wmrl", "mlebench", "mledojo", "dsbench"]
+#: How a task's reward is computed: ``percentile`` (MLE-Dojo position score averaged over the boards,
+#: which is MLE-bench's percentile on a single board) or ``rpg`` (DSBench relative performance gap).
+RewardKind = Literal["percentile", "rpg"]
 
 
 class InvalidSubmission(ValueError):
@@ -51,6 +54,15 @@ class Task:
             solution, for the DSBench relative performance gap (``None`` when not given).
         n_train, n_test: rows of ``train.csv`` and ``test.csv``.
         title: a short human title of the competition.
+        reward_kind: ``percentile`` (leaderboard position score, the default) or ``rpg`` (DSBench relative
+            performance gap ``max(0, (p - b) / (g - b))``, for tasks without a leaderboard).
+        awards_medals: False when the benchmark says the competition awards no medals (MLE-bench's
+            ``awards_medals: false``): grading then gives ``medal = None``.
+        metric_code: the benchmark's own metric code (MLE-Dojo ``utils/metric.py``, MLE-bench ``grade.py``,
+            DSBench ``evaluation/<id>_eval.py``), run only in a child process with time and memory limits
+            (:mod:`wmrl.tasks.benchcode`); ``None`` for wmrl's own tasks.
+        metric_source: where the metric name came from (file and field), for messages and ``wmrl tasks list``.
+        adapter: the adapter that read the task (``wmrl``, ``mlebench``, ``mledojo``, ``dsbench``).
     """
 
     id: str
@@ -78,6 +90,23 @@ class Task:
     n_train: int = 0
     n_test: int = 0
     title: str = ""
+    reward_kind: RewardKind = "percentile"
+    awards_medals: bool = True
+    metric_code: Path | None = None
+    metric_source: str = ""
+
+    @property
+    def adapter(self) -> str:
+        """The adapter (layout reader) that loaded the task: ``wmrl``, ``mlebench``, ``mledojo`` or ``dsbench``."""
+        return self.layout
+
+    @property
+    def has_reward(self) -> bool:
+        """True when grading yields a reward: a leaderboard (percentile) or a baseline and a gold score (RPG)."""
+        if self.reward_kind == "rpg":
+            return (self.baseline_score is not None and self.gold_score is not None
+                    and self.baseline_score != self.gold_score)
+        return self.has_leaderboard
 
     @property
     def has_leaderboard(self) -> bool:

@@ -69,11 +69,17 @@ class ScaffoldConfig:
 class TasksConfig:
     """Which tasks train and which evaluate."""
 
-    root: Optional[str] = _f(None, "Task suite folder; null = the built-in suite under $WMRL_HOME/tasks "
-                             "(build it with `wmrl tasks build`).")
+    root: Optional[str] = _f(None, "Where tasks live (the same setting as `wmrl tasks --root` and "
+                             "$WMRL_TASKS_ROOT): one folder or several joined by ':', searched recursively for "
+                             "wmrl, MLE-bench, MLE-Dojo and DSBench tasks; null = $WMRL_TASKS_ROOT, else the "
+                             "built-in suite under $WMRL_HOME/tasks (build it with `wmrl tasks build`).")
     train: Optional[list[str]] = _f(None, "Task ids used for RL; null = every task of the 'train' split.")
     heldout: Optional[list[str]] = _f(None, "Task ids used only for evaluation; null = every task of the "
                                       "'heldout' split; [] = no held-out evaluation.")
+    heldout_split: Optional[str] = _f(None, "Held-out split instead of listed ids: 'benchmark:NAME' (e.g. "
+                                      "benchmark:dsbench), 'list:FILE' (ids one per line) or 'fraction:F' "
+                                      "(seeded by `seed`); train = the other tasks unless tasks.train lists "
+                                      "them. Recorded in the run's tasks.json.")
 
 
 @dataclass

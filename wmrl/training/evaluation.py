@@ -10,6 +10,9 @@ the ``eval.jsonl`` keys of docs/run-directory.md:
 - ``valid_rate``: fraction of samples whose submission could be graded (status ``ok``).
 - ``medals``: Kaggle medals (MLE-bench thresholds) counted over samples; ``medal_rate``,
   ``above_median_rate``: fractions of samples.
+- ``mean_rpg``: mean DSBench relative performance gap over the samples of tasks rewarded by RPG
+  (tasks without a leaderboard); ``mean_percentile`` then covers only the percentile tasks, and
+  ``mean_reward`` all samples. Each ``per_task`` entry names its ``reward_kind`` and ``mean_reward``.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ def _status(r: Any) -> str:
 
 
 def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int, split: str,
-                   checkpoint: str | None = None) -> dict[str, Any]:
+                   checkpoint: str | None = None, reward_kinds: dict[str, str] | None = None) -> dict[str, Any]:
     """Aggregate execution results of one evaluation into an ``eval.jsonl`` record.
 
     Args:
@@ -37,6 +40,7 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
         step: the policy step evaluated (0 = initial policy).
         split: ``heldout`` or ``train``.
         checkpoint: checkpoint folder name, or None for the live policy.
+        reward_kinds: ``{task id: "percentile" | "rpg"}`` (default: every task ``percentile``).
 
     Returns:
         dict with the keys listed in the module docstring plus ``step``, ``split``, ``checkpoint``,
@@ -49,7 +53,9 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
     if len(task_ids) != len(results):
         raise ValueError(f"task_ids ({len(task_ids)}) and results ({len(results)}) must have the same length")
     per_task: dict[str, dict[str, Any]] = {}
+    kinds = reward_kinds or {}
     rewards, valid, medal_any, above = [], [], [], []
+    pct, rpg = [], []
     medals = {m: 0 for m in MEDALS}
     n_infra = 0
     cpu = 0.0
@@ -62,6 +68,7 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
         rew = float(r.reward)
         ok = st == "ok"
         rewards.append(rew)
+        (rpg if kinds.get(tid, "percentile") == "rpg" else pct).append(rew)
         valid.append(ok)
         medal = r.medal if ok else None
         if medal in medals:
@@ -78,7 +85,10 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
         return float(np.mean(x)) if len(x) else None
 
     pt = {
-        tid: {"mean_percentile": _mean(v["rewards"]), "best_percentile": float(max(v["rewards"])),
+        tid: {"reward_kind": kinds.get(tid, "percentile"), "mean_reward": _mean(v["rewards"]),
+              **({"mean_rpg": _mean(v["rewards"])} if kinds.get(tid) == "rpg" else
+                 {"mean_percentile": _mean(v["rewards"])}),
+              "best_percentile": float(max(v["rewards"])),
               "valid_rate": _mean(v["valid"]), "medals": v["medals"], "n": len(v["rewards"])}
         for tid, v in sorted(per_task.items())
     }
@@ -88,7 +98,9 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
         "checkpoint": checkpoint,
         "n_tasks": len(set(task_ids)),
         "n_samples": len(results),
-        "mean_percentile": _mean(rewards),
+        "mean_percentile": _mean(pct),
+        "mean_rpg": _mean(rpg),
+        "mean_reward": _mean(rewards),
         "best_percentile_mean": _mean([v["best_percentile"] for v in pt.values()]),
         "valid_rate": _mean(valid),
         "medals": medals,
@@ -141,7 +153,8 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
                                                     batch.prompts, batch.completions))
     ]
     results = executor.run_batch(reqs)
-    rec = summarize_eval(batch.task_ids, results, step=step, split=split, checkpoint=checkpoint)
+    rec = summarize_eval(batch.task_ids, results, step=step, split=split, checkpoint=checkpoint,
+                         reward_kinds={t.id: getattr(t, "reward_kind", "percentile") for t in tasks})
     rec["wall_s"] = time.perf_counter() - t0
     rec["time"] = time.time()
     return rec, results

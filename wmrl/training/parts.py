@@ -44,11 +44,27 @@ def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
                 raise ConfigError(f"{key}: {e.args[0]}") from None
         return out
 
-    train = _get(cfg.tasks.train, "tasks.train") if cfg.tasks.train is not None else suite.tasks("train")
-    heldout = _get(cfg.tasks.heldout, "tasks.heldout") if cfg.tasks.heldout is not None else suite.tasks("heldout")
+    split_spec = getattr(cfg.tasks, "heldout_split", None)
+    if split_spec:
+        from wmrl.tasks.splits import SplitError, heldout_ids
+
+        if cfg.tasks.heldout is not None:
+            raise ConfigError("give either tasks.heldout (ids) or tasks.heldout_split, not both")
+        try:
+            held_ids = heldout_ids(suite.tasks(), split_spec, cfg.seed)
+        except SplitError as e:
+            raise ConfigError(str(e)) from None
+        heldout = [suite.get(i) for i in held_ids]
+        train = _get(cfg.tasks.train, "tasks.train") if cfg.tasks.train is not None else [
+            t for t in suite.tasks() if t.id not in set(held_ids)]
+    else:
+        train = _get(cfg.tasks.train, "tasks.train") if cfg.tasks.train is not None else suite.tasks("train")
+        heldout = _get(cfg.tasks.heldout, "tasks.heldout") if cfg.tasks.heldout is not None else suite.tasks("heldout")
     if not train:
-        raise ConfigError(f"no train tasks: the suite at {suite.root} has no task of the 'train' split; list ids "
-                          "in tasks.train")
+        disc = getattr(suite, "discovery", None)
+        found = disc.summary() if disc is not None else f"no task of the 'train' split in {suite.root}"
+        raise ConfigError(f"no train tasks under tasks.root ({found}); point tasks.root at the folders that hold "
+                          "the tasks, or list ids in tasks.train")
     overlap = {t.id for t in train} & {t.id for t in heldout}
     if overlap:
         raise ConfigError(f"tasks {sorted(overlap)} are both train and held-out tasks; held-out tasks must be unseen")
@@ -57,6 +73,22 @@ def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
     require_sound(train, "tasks.train")
     require_sound(heldout, "tasks.heldout")
     return train, heldout
+
+
+def record_tasks(rd: RunDir, cfg: TrainConfig, train: list[Any], heldout: list[Any]) -> None:
+    """Write ``tasks.json`` in the run directory: how the held-out split was made, and per task its split,
+    adapter, metric (and where it came from) and reward kind (``percentile`` or ``rpg``)."""
+
+    def row(t: Any, split: str) -> dict[str, Any]:
+        return {"id": t.id, "split": split, "adapter": getattr(t, "adapter", getattr(t, "layout", "")),
+                "metric": t.metric, "metric_source": getattr(t, "metric_source", ""),
+                "reward_kind": getattr(t, "reward_kind", "percentile"), "root": str(t.root)}
+
+    split = getattr(cfg.tasks, "heldout_split", None) or (
+        "tasks.heldout ids" if cfg.tasks.heldout is not None else "the suite's heldout split")
+    write_json_atomic(rd.root / "tasks.json", {"roots": cfg.tasks.root, "heldout_split": split,
+                                               "tasks": [row(t, "train") for t in train]
+                                               + [row(t, "heldout") for t in heldout]})
 
 
 def require_sound(tasks: list[Any], key: str) -> None:
@@ -81,11 +113,11 @@ def require_leaderboards(tasks: list[Any], key: str) -> None:
     Raises:
         ConfigError: naming ``key`` (where the tasks came from) and the tasks.
     """
-    missing = [t.id for t in tasks if not t.has_leaderboard]
+    missing = [t.id for t in tasks if not getattr(t, "has_reward", t.has_leaderboard)]
     if missing:
-        raise ConfigError(f"{key}: task(s) {', '.join(missing)} have no leaderboard, so their executions get no "
-                          f"reward (the reward is a leaderboard percentile); rebuild the suite with `wmrl tasks "
-                          f"build` or leave them out of {key}")
+        raise ConfigError(f"{key}: task(s) {', '.join(missing)} have no leaderboard and no RPG baseline/gold scores, "
+                          f"so their executions get no reward; rebuild the suite with `wmrl tasks build`, add the "
+                          f"benchmark's leaderboards or baseline results, or leave them out of {key}")
 
 
 def load_policy_backbone(cfg: TrainConfig) -> tuple[Any, Any]:
@@ -184,6 +216,7 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     from wmrl.training.trainer import Components
 
     train, heldout = resolve_tasks(cfg)
+    record_tasks(rd, cfg, train, heldout)
     scaffold = get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD)
     check_isolation(getattr(scaffold, "name", str(cfg.scaffold.name)), sandbox_config(cfg), train + heldout)
     model, tok = load_policy_backbone(cfg)

@@ -1,0 +1,230 @@
+"""A benchmark's own metric code: which metric it computes (read statically) and its score (run in a child).
+
+Three conventions, one per benchmark (read from their public repositories, not copied):
+
+* **MLE-Dojo** ``mledojo/competitions/<id>/utils/metric.py``: a subclass of
+  ``mledojo.metrics.base.CompetitionMetrics`` whose ``__init__`` defaults give ``higher_is_better``
+  and whose ``evaluate(y_true, y_pred)`` takes the answers and the submission as DataFrames.
+* **MLE-bench** ``mlebench/competitions/<id>/grade.py``: ``grade(submission, answers) -> float``.
+* **DSBench** ``data_modeling/evaluation/<id>_eval.py``: a script run as
+  ``python <id>_eval.py --answer_file A --predict_file P --path OUT --name N`` that writes its score to
+  ``OUT/N/result.txt``.
+
+The code is **never imported into the driver**: :func:`run_metric_code` runs it in a fresh interpreter
+(``python -I``) with an address-space limit (:data:`METRIC_MEMORY_BYTES`), a CPU-time limit and a
+wall-clock timeout (:data:`METRIC_TIMEOUT_S`). When the benchmark's own package is not installed, a
+minimal stand-in for the base classes it imports (``mledojo.metrics.base``, ``mlebench.grade_helpers``)
+is put at the end of ``sys.path``, so an installed package always wins.
+
+:func:`recognise_metric` reads the code without running it (``ast``) and names the wmrl metric it
+computes, or ``None`` when it cannot tell; wmrl never guesses beyond that.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Address-space limit of the child that runs a benchmark's metric code, bytes.
+METRIC_MEMORY_BYTES = 4 * 1024**3
+#: Wall-clock limit of one metric-code run, seconds (the CPU-time limit is the same).
+METRIC_TIMEOUT_S = 120.0
+
+#: scikit-learn functions (or names in the code) -> the wmrl metric they compute.
+_SKLEARN_NAMES = {
+    "roc_auc_score": "roc_auc", "log_loss": "log_loss", "accuracy_score": "accuracy",
+    "mean_absolute_error": "mae", "r2_score": "r2", "root_mean_squared_error": "rmse",
+}
+
+
+class MetricCodeError(RuntimeError):
+    """The benchmark's metric code failed, timed out or printed no score; the message says which."""
+
+
+@dataclass(frozen=True)
+class CodeScore:
+    """What one run of a benchmark's metric code returned.
+
+    Attributes:
+        score: the metric value the code computed.
+        higher_is_better: the direction the code declares (MLE-Dojo's ``higher_is_better``), or None.
+    """
+
+    score: float
+    higher_is_better: bool | None = None
+
+
+def recognise_metric(path: Path) -> str | None:
+    """The wmrl metric name that the benchmark metric code at ``path`` computes, read with ``ast``
+    (the code is not run), or ``None`` when it computes none or several that wmrl knows.
+
+    Recognised: scikit-learn's ``roc_auc_score`` (``multi_class=`` -> ``roc_auc_ovr``), ``log_loss``,
+    ``accuracy_score``, ``f1_score(average="macro")``, ``mean_absolute_error``, ``r2_score``,
+    ``root_mean_squared_error`` or ``mean_squared_error`` with ``squared=False`` or a square root
+    (``rmse``), and an element-wise comparison followed by ``.mean()`` (accuracy, DSBench's style).
+
+    Raises:
+        OSError: the file cannot be read. SyntaxError: it is not Python.
+    """
+    tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+    found: set[str] = set()
+    has_sqrt = False
+    mse = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            kw = {k.arg: k.value for k in node.keywords if k.arg}
+            if name in _SKLEARN_NAMES:
+                found.add("roc_auc_ovr" if name == "roc_auc_score" and "multi_class" in kw else _SKLEARN_NAMES[name])
+            elif name == "f1_score":
+                avg = kw.get("average")
+                if isinstance(avg, ast.Constant) and avg.value == "macro":
+                    found.add("macro_f1")
+                else:
+                    found.add("f1_other")
+            elif name == "mean_squared_error":
+                sq = kw.get("squared")
+                if isinstance(sq, ast.Constant) and sq.value is False:
+                    found.add("rmse")
+                else:
+                    mse = True
+            elif name == "sqrt":
+                has_sqrt = True
+            elif name == "mean" and isinstance(fn, ast.Attribute):
+                inner = fn.value
+                if isinstance(inner, ast.Compare) and len(inner.ops) == 1 and isinstance(inner.ops[0], ast.Eq):
+                    found.add("accuracy")
+    if mse:
+        found.add("rmse" if has_sqrt else "mse")
+    known = {"roc_auc", "roc_auc_ovr", "log_loss", "accuracy", "macro_f1", "rmse", "mae", "r2"}
+    names = found & known
+    if len(names) != 1 or found - known:
+        return None
+    return names.pop()
+
+
+_SHIM_FILES = {
+    "mledojo/__init__.py": "",
+    "mledojo/metrics/__init__.py": "",
+    "mledojo/metrics/base.py": (
+        "class InvalidSubmissionError(Exception):\n    pass\n\n\n"
+        "class CompetitionMetrics:\n"
+        "    def __init__(self, higher_is_better=True):\n        self.higher_is_better = higher_is_better\n\n"
+        "    def evaluate(self, y_true, y_pred):\n        raise NotImplementedError\n\n"
+        "    def validate_submission(self, submission, ground_truth):\n        return 'Submission is valid.'\n"),
+    "mlebench/__init__.py": "",
+    "mlebench/grade_helpers.py": "class InvalidSubmissionError(Exception):\n    pass\n",
+}
+
+# The child's program: argv = kind, code, answers, submission. Prints one JSON line.
+_RUNNER = r'''
+import importlib.util, inspect, json, sys
+kind, code, answers, submission, shim = sys.argv[1:6]
+sys.path.append(shim)
+import pandas as pd
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+if kind == "mledojo":
+    from mledojo.metrics.base import CompetitionMetrics
+    mod = load(code, "wmrl_bench_metric")
+    classes = [c for _, c in inspect.getmembers(mod, inspect.isclass)
+               if issubclass(c, CompetitionMetrics) and c is not CompetitionMetrics and c.__module__ == mod.__name__]
+    if len(classes) != 1:
+        raise SystemExit(f"expected one CompetitionMetrics subclass in {code}, found {len(classes)}")
+    m = classes[0]()
+    y_true, y_pred = pd.read_csv(answers), pd.read_csv(submission)
+    m.validate_submission(y_pred.copy(), y_true.copy())
+    score = m.evaluate(y_true, y_pred)
+    hib = getattr(m, "higher_is_better", None)
+elif kind == "mlebench":
+    mod = load(code, "wmrl_bench_grade")
+    score = mod.grade(pd.read_csv(submission), pd.read_csv(answers))
+    hib = None
+else:
+    raise SystemExit(f"unknown kind {kind}")
+print(json.dumps({"score": float(score), "higher_is_better": None if hib is None else bool(hib)}))
+'''
+
+
+def _limits(memory_bytes: int, cpu_s: float):
+    def apply() -> None:  # runs in the child before exec
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        cpu = int(cpu_s) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        os.setsid()
+    return apply
+
+
+def _shim_dir(tmp: Path) -> Path:
+    root = tmp / "shim"
+    for rel, text in _SHIM_FILES.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+def run_metric_code(kind: str, code: Path, answers: Path, submission: Path, *,
+                    timeout_s: float = METRIC_TIMEOUT_S, memory_bytes: int = METRIC_MEMORY_BYTES) -> CodeScore:
+    """Score ``submission`` against ``answers`` with a benchmark's own metric code, in a child process.
+
+    Args:
+        kind: ``mledojo`` (``utils/metric.py``), ``mlebench`` (``grade.py``) or ``dsbench`` (``<id>_eval.py``).
+        code: the metric code file.
+        answers, submission: CSV files.
+        timeout_s: wall-clock and CPU-time limit, seconds.
+        memory_bytes: address-space limit of the child, bytes.
+
+    Returns:
+        :class:`CodeScore` (the score and, for MLE-Dojo, the declared direction).
+
+    Raises:
+        MetricCodeError: the code failed (its last error line is in the message), ran past the limits,
+            or wrote no number.
+        ValueError: an unknown ``kind``.
+    """
+    if kind not in ("mledojo", "mlebench", "dsbench"):
+        raise ValueError(f"unknown metric code kind {kind!r}; use mledojo, mlebench or dsbench")
+    code, answers, submission = Path(code).resolve(), Path(answers).resolve(), Path(submission).resolve()
+    with tempfile.TemporaryDirectory(prefix="wmrl-metric-") as td:
+        tmp = Path(td)
+        if kind == "dsbench":
+            cmd = [sys.executable, "-I", str(code), "--answer_file", str(answers), "--predict_file", str(submission),
+                   "--path", str(tmp / "out"), "--name", "task"]
+            (tmp / "out" / "task").mkdir(parents=True)
+        else:
+            cmd = [sys.executable, "-I", "-c", _RUNNER, kind, str(code), str(answers), str(submission),
+                   str(_shim_dir(tmp))]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), "OMP_NUM_THREADS": "1",
+               "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "LC_ALL": "C.UTF-8"}
+        try:
+            proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout_s,
+                                  preexec_fn=_limits(memory_bytes, timeout_s))
+        except subprocess.TimeoutExpired:
+            raise MetricCodeError(f"metric code {code} ran longer than {timeout_s:g} s; it was stopped") from None
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            raise MetricCodeError(f"metric code {code} failed: {last[:300]}")
+        if kind == "dsbench":
+            out = tmp / "out" / "task" / "result.txt"
+            if not out.is_file():
+                raise MetricCodeError(f"metric code {code} wrote no result.txt")
+            try:
+                return CodeScore(float(out.read_text().strip()))
+            except ValueError:
+                raise MetricCodeError(f"metric code {code} wrote {out.read_text()[:40]!r}, not a number") from None
+        lines = [ln for ln in proc.stdout.strip().splitlines() if ln.startswith("{")]
+        if not lines:
+            raise MetricCodeError(f"metric code {code} printed no score")
+        rec = json.loads(lines[-1])
+        return CodeScore(float(rec["score"]), rec.get("higher_is_better"))
