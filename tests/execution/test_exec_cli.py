@@ -38,7 +38,7 @@ def test_exec_prints_outcome_and_json(app, suite_dir, tmp_path):
     require_bwrap()
     prog = tmp_path / "good.py"
     prog.write_text(GOOD_PROGRAM)
-    r = CliRunner().invoke(app, ["exec", "tiny-binary", str(prog), "--tasks-dir", str(suite_dir), "--json"])
+    r = CliRunner().invoke(app, ["exec", "tiny-binary", str(prog), "--root", str(suite_dir), "--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["status"] == "ok" and out["score"] == pytest.approx(1.0) and out["sandbox"] == "bwrap"
@@ -95,7 +95,7 @@ def test_exec_bad_input_is_a_clear_error_without_traceback(app, suite_dir, tmp_p
         assert r.exit_code == 1 and "not a regular file" in r.output, r.output
     assert notdb.read_text() == "junk"  # left alone
     r = CliRunner().invoke(app, ["exec", "tiny-binary", str(prog), "--tasks-dir", str(tmp_path / "missing")])
-    assert r.exit_code == 1 and "--tasks-dir" in r.output and "not a folder" in r.output
+    assert r.exit_code == 1 and "--root" in r.output and "not a folder" in r.output
 
 
 def test_sandbox_bench_overhead_only(app):

@@ -70,7 +70,7 @@ def test_warmup_and_scaffolds_commands(small_suite, tmp_path):
     assert all(row["meta"]["stream"] == "warmup" and row["meta"]["completion"].startswith("make_pipeline(") for row in rows)
     assert all(row["status"] == "ok" for row in rows), [row["error"] for row in rows]
     js = tmp_path / "sc.json"
-    r = runner.invoke(app, ["scaffolds", "--tasks-dir", str(small_suite), "--model", "tiny", "--samples", "1",
+    r = runner.invoke(app, ["scaffolds", "--root", str(small_suite), "--model", "tiny", "--samples", "1",
                             "--scaffold", "grammar", "--scaffold", "function", "--max-new-tokens", "96", "--json", str(js)])
     assert r.exit_code == 0, r.output
     res = json.loads(js.read_text())

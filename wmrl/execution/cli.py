@@ -23,7 +23,7 @@ def _load_task(task_id: str, tasks_dir: Optional[Path]):
     if as_path.is_dir() and detect_layout(as_path):
         return load_task(as_path)
     if tasks_dir is not None and not tasks_dir.is_dir():
-        raise FileNotFoundError(f"--tasks-dir {tasks_dir} is not a folder; pass the folder that "
+        raise FileNotFoundError(f"--root {tasks_dir} is not a folder; pass the folder that "
                                 "'wmrl tasks build --out DIR' wrote")
     suite = TaskSuite(tasks_dir) if tasks_dir is not None else default_suite()
     try:
@@ -46,7 +46,7 @@ def exec_command(
     task_id: str = typer.Argument(..., help="Task id in the suite, or the path of a task folder."),
     program: Path = typer.Argument(..., help="The solution program (Python file)."),
     json_out: bool = typer.Option(False, "--json", help="Print the outcome as one JSON object."),
-    tasks_dir: Optional[Path] = typer.Option(None, "--tasks-dir", help="Task suite folder (default: the built-in suite)."),
+    tasks_dir: Optional[Path] = typer.Option(None, "--root", "--tasks-dir", help="Where tasks live (searched recursively, any layout; default: the built-in suite). The same option as `wmrl tasks list --root`."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Wall-clock limit, seconds (default: the task's)."),
     memory_mb: int = typer.Option(4096, "--memory-mb", help="Address-space limit per process, MiB."),
     threads: int = typer.Option(1, "--threads", help="BLAS/OpenMP threads of the program."),
@@ -151,7 +151,7 @@ def _print_result(result) -> None:
 def sandbox_bench_command(
     repeats: int = typer.Option(20, "--repeats", help="Executions of the trivial program per mode."),
     task_id: Optional[str] = typer.Option(None, "--task", help="Task for the pool throughput (default: the smallest train task)."),
-    tasks_dir: Optional[Path] = typer.Option(None, "--tasks-dir", help="Task suite folder (default: the built-in suite)."),
+    tasks_dir: Optional[Path] = typer.Option(None, "--root", "--tasks-dir", help="Where tasks live (searched recursively, any layout; default: the built-in suite). The same option as `wmrl tasks list --root`."),
     solutions: int = typer.Option(4, "--solutions", help="Reference solutions run at each concurrency."),
     concurrency: str = typer.Option("1,2", "--concurrency", help="Comma-separated pool sizes."),
     skip_pool: bool = typer.Option(False, "--skip-pool", help="Only measure the sandbox overhead."),
@@ -183,7 +183,7 @@ def sandbox_bench_command(
                 from wmrl.tasks.loader import TaskSuite, default_suite
 
                 if tasks_dir is not None and not tasks_dir.is_dir():
-                    raise FileNotFoundError(f"--tasks-dir {tasks_dir} is not a folder; pass the folder that "
+                    raise FileNotFoundError(f"--root {tasks_dir} is not a folder; pass the folder that "
                                             "'wmrl tasks build --out DIR' wrote")
                 suite = TaskSuite(tasks_dir) if tasks_dir is not None else default_suite()
                 task = min(suite.tasks("train"), key=lambda x: (x.n_rows or 10**12, x.id))

@@ -24,7 +24,9 @@ wm_app = typer.Typer(help="World model: warm-up corpus, fitting, evaluation, thr
 # Options that several commands share (one declaration each).
 ModelOpt = Annotated[str, typer.Option("--model", help="Backbone: smollm2-135m, tiny, an HF id or a folder "
                                                   "(the policy's; a world model's must match the one it was fitted on).")]
-TasksDirOpt = Annotated[Optional[Path], typer.Option("--tasks-dir", help="Task suite folder (default: the built-in suite).")]
+TasksDirOpt = Annotated[Optional[list[Path]], typer.Option(
+    "--root", "--tasks-dir", help="Where tasks live (repeatable; searched recursively, any layout); default: the "
+    "built-in suite, or $WMRL_TASKS_ROOT. The same option as `wmrl tasks list --root` and tasks.root.")]
 TemperatureOpt = Annotated[float, typer.Option("--temperature", help="Sampling temperature.")]
 WorkersOpt = Annotated[int, typer.Option("--workers", help="Concurrent sandboxed executions.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (sampling, splits, initialisation).")]
@@ -74,7 +76,7 @@ def _backbone(name: str, seed: int = 0) -> tuple[Any, Any]:
     return load_backbone(name)
 
 
-def _train_tasks(ids: Optional[str], tasks_dir: Optional[Path], split: str = "train") -> list[Any]:
+def _train_tasks(ids: Optional[str], tasks_dir: Optional[list[Path]], split: str = "train") -> list[Any]:
     from wmrl.tasks.loader import TaskSuite, default_suite
 
     suite = TaskSuite(tasks_dir) if tasks_dir else default_suite()
