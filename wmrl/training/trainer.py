@@ -534,7 +534,7 @@ class Trainer:
             r_wm_cal=sb.r_cal, reward_used=used, advantages=adv, denoise=w.denoise, fusion=w.fusion,
             window_true=np.asarray(self.window["true"]), window_cal=np.asarray(self.window["cal"]),
             window_groups=np.asarray(self.window["group"]), bias_aware=w.bias_aware,
-            alpha_floor=w.alpha_floor, alpha_ceiling=w.alpha_ceiling, min_pairs=w.calibrator_min_anchors,
+            alpha_floor=w.alpha_floor, alpha_ceiling=w.alpha_ceiling, min_pairs=w.fusion_min_pairs,
             normalize_std=o.normalize_std, adv_eps=o.adv_eps)
 
     def _refresh_world_model(self, step: int) -> dict[str, Any] | None:
