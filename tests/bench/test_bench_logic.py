@@ -265,3 +265,27 @@ def test_shared_corpus_goes_to_the_world_model_runs_only(tmp_path):
     assert runs["grpo"].world_model.warmup_corpus is None
     for m in ("wm", "wmrl"):
         assert runs[m].world_model.warmup_corpus == str(bench.corpus_log(tmp_path / "out"))
+
+
+def test_shared_corpus_follows_the_bench_overrides_and_refuses_a_stale_one(tmp_path, monkeypatch):
+    from wmrl.training import parts
+
+    made = []
+
+    def fake_collect(cfg, log_path, *, samples_per_task, group_size, seed):
+        made.append((list(cfg.tasks.train), cfg.rollout.temperature))
+        return {"executions": 2, "compute_cpu_s": 1.0, "wall_s": 1.0}
+
+    monkeypatch.setattr(parts, "collect_corpus", fake_collect)
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump({"config": {"tasks": {"train": ["a", "b"]}}, "methods": ["wm"],
+                                 "corpus": {"samples_per_task": 2, "group_size": 2}}))
+    preset = bench.load_preset(p)
+    out = tmp_path / "out"
+    rec = bench.ensure_corpus(preset, out, log=lambda s: None, overrides=["tasks.train=[b]", "rollout.temperature=0.7"])
+    assert made == [(["b"], 0.7)] and rec["settings"]["tasks"]["train"] == ["b"]
+    # the same settings: reused as it is; other settings: refused by name, nothing collected
+    assert bench.ensure_corpus(preset, out, log=lambda s: None, overrides=["tasks.train=[b]", "rollout.temperature=0.7"]) == rec
+    with pytest.raises(bench.BenchError, match="other settings.*rollout.*tasks"):
+        bench.ensure_corpus(preset, out, log=lambda s: None)
+    assert len(made) == 1

@@ -162,3 +162,15 @@ def test_temperature_and_greedy_logprobs_are_consistent(tasks, tiny):
         assert torch.allclose(pol.logprobs(batch).detach(), batch.old_logprobs, atol=1e-4)
     # greedy decoding is deterministic: every row of a group is the same
     assert batch.completions[0] == batch.completions[1]
+
+
+def test_min_new_tokens_is_the_longest_grammar_sentence_with_eos(tasks, tiny):
+    from wmrl.models.scaffolds import grammar_sentences
+
+    pol = _policy(tiny)
+    sc = get_scaffold("grammar")
+    kinds = {sc.grammar_key(t) for t in tasks}
+    want = max(len(pol.tokenizer(s, add_special_tokens=False)["input_ids"]) + 1
+               for k in kinds for s in grammar_sentences(k))
+    assert pol.min_new_tokens(sc, tasks) == want
+    assert pol.min_new_tokens(get_scaffold("function"), tasks) == 0

@@ -27,7 +27,7 @@ def test_defaults_and_round_trip(tmp_path):
     (["method=foo"], ["method", "grpo", "wm", "wmrl"]),
     (["optim.lr=fast"], ["optim.lr", "number"]),
     (["wmrl.anchor_fraction=1.5"], ["wmrl.anchor_fraction", "maximum"]),
-    (["rollout.group_size=0"], ["rollout.group_size", "minimum"]),
+    (["rollout.group_size=0"], ["rollout.group_size", "set rollout.group_size >= 2"]),
     (["rollout.group_size=2.5"], ["rollout.group_size", "integer"]),
     (["wmrl.debias=maybe"], ["wmrl.debias", "true or false"]),
     (["model=tiny"], ["model", "section"]),

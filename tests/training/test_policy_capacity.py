@@ -32,3 +32,17 @@ def test_world_model_keeps_its_own_weights_when_the_policy_trains_the_base():
     assert all(torch.equal(before[k], after[k]) for k in before)
     # a LoRA policy never changes the base: the world model shares it (and adds its own adapter)
     assert parts.world_model_backbone(model, object()) is model
+
+
+def test_a_token_budget_below_the_longest_program_is_refused_before_the_run_starts(small_suite, tmp_path):
+    import pytest
+
+    from wmrl.training.config import ConfigError
+    from wmrl.training.trainer import run_training
+
+    run = tmp_path / "run"
+    cfg = load_config("configs/tiny.yaml", [f"tasks.root={small_suite}", f"run_dir={run}", "method=grpo",
+                                            "rollout.max_new_tokens=8"])
+    with pytest.raises(ConfigError, match=r"rollout.max_new_tokens=8 is shorter .* set it to at least 6\d"):
+        run_training(cfg)
+    assert not run.exists()  # a failed start leaves no run directory behind

@@ -222,6 +222,15 @@ class Policy:
             self._grammars = GrammarCache(self.tokenizer, self.eos_token_ids[0])
         return self._grammars
 
+    def min_new_tokens(self, scaffold: Any, tasks: Sequence[Task]) -> int:
+        """The smallest ``max_new_tokens`` that lets every sentence of ``scaffold``'s grammar finish on
+        ``tasks``: the longest sentence's canonical token count plus EOS (0 for an unconstrained scaffold)."""
+        if not hasattr(scaffold, "grammar_key"):
+            return 0
+        keys = {scaffold.grammar_key(t) for t in tasks} - {None}
+        cache = self._grammar_cache()
+        return max((cache.get(scaffold, k).max_length for k in keys), default=0)
+
     def chat_text(self, prompt: str, response_prefix: str = "") -> str:
         """The model input text: chat template (if the tokenizer has one) + ``response_prefix``."""
         if getattr(self.tokenizer, "chat_template", None):
@@ -363,7 +372,7 @@ class Policy:
         if any(k is not None for k in keys):
             cache = self._grammar_cache()
             tries = [cache.get(scaffold, k) if k is not None else None for k in keys]
-            longest = max(t.max_length for t in tries if t is not None)
+            longest = self.min_new_tokens(scaffold, [r[0] for r in chunk])
             if max_new_tokens < longest:
                 raise ValueError(f"max_new_tokens={max_new_tokens} is shorter than the longest sentence of the "
                                  f"{scaffold.name!r} grammar ({longest} tokens with EOS): raise it to at least "

@@ -378,8 +378,9 @@ class GrammarScaffold:
 
     name = "grammar"
     response_prefix = ""
-    # The longest sentence is 44 SmolLM2 tokens; the policy refuses a smaller budget.
-    default_max_new_tokens = 64
+    # The longest sentence is 63 (classifier) or 64 (regressor) SmolLM2 tokens with EOS, 44-45 on average;
+    # the policy and the trainer refuse a smaller budget. Generation stops at EOS, so slack costs nothing.
+    default_max_new_tokens = 96
 
     def prompt(self, task: Task) -> str:
         """Task header plus the instruction to pick a pipeline; about 150 tokens."""

@@ -89,7 +89,7 @@ class RolloutConfig:
     tasks_per_step: int = _f(4, "M: groups (tasks) per step; tasks are cycled through in a seeded "
                              "shuffled order.", min=1)
     group_size: int = _f(4, "G: trajectories sampled per task (one group); at least 2 (group-relative "
-                         "advantages are all 0 with one).", min=1)
+                         "advantages are all 0 with one).")
     max_new_tokens: int = _f(96, "Completion length limit, tokens.", min=1)
     temperature: float = _f(1.0, "Sampling temperature.", min=1e-6)
     top_p: float = _f(1.0, "Nucleus sampling threshold.", min=1e-6, max=1.0)

@@ -223,6 +223,11 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     lora = policy_lora(cfg)
     wm_backbone = world_model_backbone(model, lora) if cfg.method in ("wm", "wmrl") else None
     policy = Policy(model, tok, lora=lora)
+    need = policy.min_new_tokens(scaffold, train + heldout)
+    if cfg.rollout.max_new_tokens < need:
+        raise ConfigError(f"rollout.max_new_tokens={cfg.rollout.max_new_tokens} is shorter than the longest program "
+                          f"of the {scaffold.name!r} scaffold ({need} tokens with EOS for this tokenizer): set it to "
+                          f"at least {need}")
     executor = make_executor(cfg, rd.executions)
     comps = Components(train_tasks=train, heldout_tasks=heldout, scaffold=scaffold, policy=policy,
                        executor=executor, close=executor.close)
