@@ -20,9 +20,9 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     Args:
         run_dir: a run directory written by ``wmrl train``.
         checkpoint: ``"latest"``, a step number, a folder name (``step_000004``), or ``"initial"``:
-            the run's policy before training (step 0), rebuilt from its config (the seeded backbone
-            with a fresh LoRA adapter, whose zero-initialised B makes it the base model exactly), for
-            runs whose step-0 checkpoint was pruned.
+            the run's policy before training (step 0), rebuilt from its config (the seeded backbone,
+            as it is under full fine-tuning, or with a fresh LoRA adapter whose zero-initialised B makes
+            it the base model exactly), for runs whose step-0 checkpoint was pruned.
         task_ids: tasks to evaluate on (split ``custom``); None = the run's held-out tasks and, when
             ``eval.train_tasks`` is on, its train tasks.
         train_tasks: evaluate on the run's train tasks only (split ``train``): how well the policy does
