@@ -289,3 +289,15 @@ def test_shared_corpus_follows_the_bench_overrides_and_refuses_a_stale_one(tmp_p
     with pytest.raises(bench.BenchError, match="other settings.*rollout.*tasks"):
         bench.ensure_corpus(preset, out, log=lambda s: None)
     assert len(made) == 1
+
+
+@pytest.mark.parametrize("extra, match", [
+    ({"seeds": "abc"}, "seeds must be an integer"), ({"seeds": None}, "seeds must be an integer"),
+    ({"seeds": 1.7}, "seeds must be an integer"), ({"eval_initial": "false"}, "eval_initial must be true or false"),
+    ({"expected_hours": "lots"}, "expected_hours"), ({"methods": "grpo"}, "methods must be a list"),
+])
+def test_preset_top_level_fields_are_validated(tmp_path, extra, match):
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump({"config": {}, **extra}))
+    with pytest.raises(bench.BenchError, match=match):
+        bench.load_preset(p)

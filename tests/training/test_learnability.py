@@ -36,3 +36,16 @@ def test_tiny_policy_learns_a_deterministic_reward(probe_suite, tmp_path):
     assert max(fractions) >= 0.9, fractions
     # and it is learning, not luck: the last 5 steps stay high, far above the first 3
     assert sum(fractions[-5:]) / 5 >= 0.8 > 0.5 >= sum(fractions[:3]) / 3, fractions
+
+
+def test_probe_cli_refuses_meaningless_arguments_in_one_line(capsys):
+    import pytest
+
+    from wmrl.training.learnability import main
+
+    for argv, msg in ((["--target", ""], "is empty"), (["--target", "NoSuchFamily"], "names no pipeline"),
+                      (["--target", "make_pipeline("], "every pipeline"), (["--steps", "0"], "optim.steps")):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and msg in err and "Traceback" not in err and err.count("\n") == 1, (argv, err)

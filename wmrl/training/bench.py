@@ -145,13 +145,22 @@ def load_preset(name_or_path: str | Path) -> Preset:
         raise BenchError(f"{p}: unknown preset keys {sorted(unknown)}; allowed: {sorted(allowed)}")
     if not isinstance(data.get("config"), dict):
         raise BenchError(f"{p}: needs a 'config:' mapping (a wmrl train config)")
-    methods = list(data.get("methods") or METHODS)
+    raw_methods = data.get("methods") or list(METHODS)
+    if not isinstance(raw_methods, list) or not all(isinstance(m, str) for m in raw_methods):
+        raise BenchError(f"{p}: methods must be a list of method names like [grpo, wmrl], got {raw_methods!r}")
+    methods = list(raw_methods)
     bad = [m for m in methods if m not in METHODS]
     if bad:
         raise BenchError(f"{p}: unknown methods {bad}; known: {', '.join(METHODS)}")
-    seeds = int(data.get("seeds", 1))
-    if seeds < 1:
-        raise BenchError(f"{p}: seeds must be >= 1, got {seeds}")
+    seeds = data.get("seeds", 1)
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise BenchError(f"{p}: seeds must be an integer >= 1, got {seeds!r}")
+    for key in ("eval_initial",):
+        if key in data and not isinstance(data[key], bool):
+            raise BenchError(f"{p}: {key} must be true or false, got {data[key]!r}")
+    hours = data.get("expected_hours")
+    if hours is not None and (isinstance(hours, bool) or not isinstance(hours, (int, float)) or hours <= 0):
+        raise BenchError(f"{p}: expected_hours must be a positive number of hours, got {hours!r}")
     preset = Preset(
         name=str(data.get("preset") or p.stem),
         description=str(data.get("description") or "").strip(),

@@ -13,6 +13,7 @@ LoRA, non-canonical tokenizations) stays at the family's prior share. CI runs it
 from __future__ import annotations
 
 import argparse
+import re
 import json
 import shutil
 import tempfile
@@ -70,7 +71,8 @@ def run_probe(*, model: str = "tiny", lr: float = 3e-3, steps: int = 25, target:
         overrides: further ``key=value`` config overrides.
 
     Raises:
-        SuiteNotBuilt, ConfigError: as :func:`wmrl.training.trainer.run_training`.
+        SuiteNotBuilt, ConfigError: as :func:`wmrl.training.trainer.run_training` (e.g. ``steps < 1``).
+        FileNotFoundError: an unknown ``model`` (nothing can be downloaded).
     """
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import get_scaffold
@@ -99,22 +101,57 @@ def run_probe(*, model: str = "tiny", lr: float = 3e-3, steps: int = 25, target:
             shutil.rmtree(rd, ignore_errors=True)
 
 
+def check_target(target: str) -> None:
+    """Refuse a ``target`` that makes the probe meaningless: empty, or naming no grammar pipeline's model
+    (every reward 0) or every one of them (every reward 1).
+
+    Raises:
+        ValueError: naming the target and the model families it could be.
+    """
+    from wmrl.models.scaffolds import grammar_sentences
+
+    sentences = [s for k in ("classifier", "regressor") for s in grammar_sentences(k)]
+    hits = sum(target in s for s in sentences) if target.strip() else 0
+    if not target.strip() or hits in (0, len(sentences)):
+        names = {n for s in sentences for n in re.findall(r"([A-Z][A-Za-z]+)\(", s)}
+        families = sorted(names - {"PCA", "StandardScaler", "MinMaxScaler", "RobustScaler", "QuantileTransformer"})
+        what = "is empty" if not target.strip() else ("names no pipeline of the grammar" if hits == 0
+                                                       else "is in every pipeline of the grammar")
+        raise ValueError(f"--target {target!r} {what}: name one model family, e.g. one of {', '.join(families)}")
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Command line: prints the rewarded fraction per step and the wall time."""
+    """Command line: prints the rewarded fraction per step and the wall time; a bad argument or config
+    is one line on stderr and exit code 2."""
+    import sys
+
+    from wmrl.tasks.loader import SuiteNotBuilt
+    from wmrl.training.config import ConfigError
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="tiny")
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--steps", type=int, default=25)
-    ap.add_argument("--target", default="HistGradientBoosting")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--set", action="append", default=[], help="extra config override key=value")
+    ap.add_argument("--model", default="tiny", help="model.name: 'tiny' (random, every weight trains), "
+                    "'smollm2-135m' (LoRA) or a local model folder (default: tiny)")
+    ap.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate (default: 3e-3)")
+    ap.add_argument("--steps", type=int, default=25, help="GRPO steps (default: 25)")
+    ap.add_argument("--target", default="HistGradientBoosting",
+                    help="the rewarded model family, a substring of the pipeline (default: HistGradientBoosting)")
+    ap.add_argument("--tasks", default=",".join(DEFAULT_TASKS),
+                    help="comma-separated train task ids (default: the cpu-small train tasks)")
+    ap.add_argument("--seed", type=int, default=0, help="the run's seed (default: 0)")
+    ap.add_argument("--set", action="append", default=[], help="extra config override key=value (repeatable)")
     a = ap.parse_args(argv)
     t0 = time.time()
-    fr = run_probe(model=a.model, lr=a.lr, steps=a.steps, target=a.target, seed=a.seed, overrides=tuple(a.set))
+    try:
+        check_target(a.target)
+        tasks = tuple(t.strip() for t in a.tasks.split(",") if t.strip())
+        fr = run_probe(model=a.model, lr=a.lr, steps=a.steps, target=a.target, seed=a.seed, tasks=tasks,
+                       overrides=tuple(a.set))
+    except (ConfigError, SuiteNotBuilt, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     print(f"model={a.model} lr={a.lr} target={a.target} seed={a.seed}: rewarded fraction per step "
           f"{[round(x, 2) for x in fr]} ({time.time() - t0:.0f} s)")
 
 
 if __name__ == "__main__":  # pragma: no cover
     main()
-
