@@ -219,3 +219,35 @@ def test_the_cli_flag_goes_with_resume_only(tmp_path):
     rd.config.write_text(rd.config.read_text().replace("lr: 0.05", "lr: 0.5"))
     r = CliRunner().invoke(app, ["train", "--resume", str(rd.root), "--no-progress"])
     assert r.exit_code == 2 and "was changed after the run saved it" in r.output
+
+
+def test_a_resume_that_fails_while_building_leaves_a_finished_run_untouched(tmp_path):
+    """Extending a finished run with an edited config that cannot build (found by a reviewer: it used to
+    delete summary.json, cut eval.jsonl and re-hash the bad config before failing)."""
+    cfg = cfg_for(tmp_path, 3)
+    run_training(cfg, components=comps(tmp_path / "run"))
+    rd = RunDir(cfg.run_dir)
+    rd.config.write_text(rd.config.read_text().replace("max_new_tokens: 96", "max_new_tokens: 8"))
+    skip = ("config.yaml", "train.log", "executions.sqlite", "executions.sqlite-wal", "executions.sqlite-shm")
+    before = {p.name: p.read_bytes() for p in rd.root.iterdir() if p.is_file() and p.name not in skip}
+    execs = _exec_steps(rd)
+
+    class Boom(RuntimeError):
+        pass
+
+    def failing_build(*a, **k):
+        raise Boom("rollout.max_new_tokens=8 is shorter than the longest program")
+
+    import wmrl.training.parts as parts_mod
+
+    orig = parts_mod.build_components
+    parts_mod.build_components = failing_build
+    try:
+        with pytest.raises(Boom):
+            resume_training(rd.root, ["optim.steps=5"], accept_edited_config=True)
+    finally:
+        parts_mod.build_components = orig
+    after = {p.name: p.read_bytes() for p in rd.root.iterdir() if p.is_file() and p.name not in skip}
+    assert _exec_steps(rd) == execs  # the execution log keeps every record (SQLite may checkpoint its WAL)
+    assert after == before  # summary.json, eval.jsonl, metrics.jsonl, ledger.json, the config hash (train.log gets a line)
+    assert rd.config_edited()  # the bad edit is still flagged for the next resume

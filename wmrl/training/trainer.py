@@ -807,10 +807,9 @@ def run_training(config: TrainConfig, *, resume: bool = False,
     fresh_start = latest is None
     try:
         rd.create()
-        if rd.summary.is_file():
-            rd.summary.unlink()
-        save_config(cfg, rd.config)
-        rd.save_config_hash()
+        if not resume:
+            save_config(cfg, rd.config)
+            rd.save_config_hash()
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         seed_everything(cfg.seed)
@@ -830,6 +829,13 @@ def run_training(config: TrainConfig, *, resume: bool = False,
             with ledger.phase("setup"):
                 components = build_components(cfg, rd, ledger, resume=resume and latest is not None)
         trainer = Trainer(cfg, rd, components, ledger)
+        if resume:
+            # Only now that the parts are built does a resume touch the run: a resume that fails before
+            # (a bad edited config, a missing model) leaves a finished run as it was.
+            if rd.summary.is_file():
+                rd.summary.unlink()
+            save_config(cfg, rd.config)
+            rd.save_config_hash()
     except BaseException:
         if fresh_start and not resume:
             _remove_fresh(rd, existed)
