@@ -66,11 +66,8 @@ class UnsoundTask(ValueError):
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _matches(values: pd.Series, truth: pd.Series, regression: bool) -> np.ndarray:

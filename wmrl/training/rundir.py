@@ -42,14 +42,11 @@ CONFIG_HASH = "config.yaml.sha256"
 
 
 def file_sha256(path: Path) -> str:
-    """SHA-256 hex digest of a file, read in 1 MiB chunks."""
+    """SHA-256 hex digest of a file (``hashlib.file_digest``, streamed)."""
     import hashlib
 
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _clean(obj: Any) -> Any:
