@@ -17,7 +17,6 @@ import tempfile
 import warnings
 from pathlib import Path
 
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "execution")]
@@ -34,14 +33,7 @@ LIMIT = SandboxConfig().max_submission_bytes
 
 
 def task_folder(tmp: Path) -> Path:
-    root = tmp / "tiny-binary"
-    t = make_tiny_task(root)
-    shutil.move(str(t.answers_path), str(root / "private" / "answers.csv"))
-    (root / "task.yaml").write_text(yaml.safe_dump({
-        "id": "tiny-binary", "type": "binary", "metric": "roc_auc", "target": "y", "id_column": "id",
-        "classes": ["0", "1"], "time_limit_s": 30, "split": "train", "leaderboards": ["leaderboard.csv"]}))
-    (root / "description.md").write_text("tiny")
-    return root
+    return bounds.write_task_folder(tmp / "tiny-binary")
 
 
 W = 'import pandas as pd\ntest = pd.read_csv("input/test.csv")\n'

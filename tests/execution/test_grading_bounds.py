@@ -33,7 +33,11 @@ LIMIT = SandboxConfig().max_submission_bytes
 @pytest.fixture(scope="module")
 def task_folder(tmp_path_factory) -> Path:
     """The tiny task in wmrl's folder layout, so that ``wmrl exec`` can load it by path."""
-    root = tmp_path_factory.mktemp("bounds") / "tiny-binary"
+    return write_task_folder(tmp_path_factory.mktemp("bounds") / "tiny-binary")
+
+
+def write_task_folder(root: Path) -> Path:
+    """Write the tiny task in wmrl's folder layout at ``root`` (also used by scripts/measure_bad_inputs.py)."""
     t = make_tiny_task(root)
     shutil.move(str(t.answers_path), str(root / "private" / "answers.csv"))
     (root / "task.yaml").write_text(yaml.safe_dump({
