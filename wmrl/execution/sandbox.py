@@ -45,6 +45,10 @@ Each execution folder is owned through an exclusive ``flock`` its driver holds
 The weaker rlimit-only mode (no bubblewrap: the program sees the whole filesystem and the network,
 data packages and answers included; :func:`masking_gap`) runs only when
 ``SandboxConfig.allow_unsandboxed`` is set, and warns on every execution.
+
+Why one long file (about 1,250 lines): the bubblewrap profile, the masks over the answers' sources,
+the rlimits, the launcher protocol and the bounded grader must agree on one set of paths and limits,
+so they are kept side by side.
 """
 from __future__ import annotations
 

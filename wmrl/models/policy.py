@@ -18,6 +18,9 @@
 Top-p: the sampled distribution is truncated to the top-p nucleus, but the stored and recomputed
 log-probs are those of the full temperature-scaled (grammar-masked) distribution, as in TRL's GRPO;
 with ``top_p=1`` (default) both are exactly the sampling distribution.
+
+Why one long file (about 580 lines): sampling and the log-prob recomputation must apply exactly the
+same masks and temperature, so they live together.
 """
 from __future__ import annotations
 

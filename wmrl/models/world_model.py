@@ -21,6 +21,9 @@ tokenisation and truncation, the shared-prompt KV-cache pass, batch planning, se
 persistence) is in :class:`BackboneWorldModel`; the data split and the report metrics of a fit in
 :func:`fit_split` and :func:`fit_metrics`. The generative variant
 (:mod:`wmrl.models.generative_wm`) builds on them.
+
+Why one long file (about 820 lines): the shared backbone base class (adapters, encoding, the shared-
+prompt cache pass, persistence) and the regression model that most users need are read together.
 """
 from __future__ import annotations
 

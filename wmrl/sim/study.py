@@ -13,6 +13,8 @@ Outputs (in ``out``): ``curves.csv.gz`` (run, step, executions, J every ``log_ev
 ``finals.csv`` (per run: its setting and final numbers; join on ``run``), ``meta.json``, ``summary.csv`` (mean and std over seeds per setting and method, with GRPO's final
 reward at equal steps and at equal executions), ``summary.md`` (the tables of docs/simulation.md),
 and PNG plots.
+
+Why one long file (about 500 lines): the study's grid, runs and tables share one results frame.
 """
 from __future__ import annotations
 

@@ -27,6 +27,9 @@ column of the sample submission; the target its second column (or, with one colu
 multiclass probability task); the task type from the answers (numeric with many values ->
 regression); classes from the training targets and the answers. An optional ``wmrl.yaml`` in the
 folder (same keys as ``task.yaml``) overrides any of it.
+
+Why one long file (about 730 lines): one loader per benchmark layout plus discovery, sharing the
+Task construction and the metric resolution.
 """
 from __future__ import annotations
 

@@ -38,6 +38,10 @@ table gives the compute ratio both without it and with it charged in full to eve
 Outputs in ``OUT``: ``bench.json`` (plan, command, machine), ``results.csv`` (one row per run),
 ``table.csv``, ``bench.md`` and ``bench.html`` (the table, the reward-against-compute plot, the command,
 the machine, notes on overlapping standard errors) and ``reward_vs_compute.png``.
+
+Why one long file (about 1,200 lines): planning, running, collecting, aggregating, the tables and
+the plot all read one bench folder layout and one results frame; the output half is the first
+candidate to move to ``wmrl.report`` when the recipe issue reshapes the layout.
 """
 from __future__ import annotations
 

@@ -8,6 +8,9 @@ Usage::
 
     cfg = load_config("configs/quickstart.yaml", overrides=["optim.steps=3", "method=grpo"])
     save_config(cfg, run_dir / "config.yaml")
+
+Why one long file (about 580 lines): every config section with its help texts and validation, so
+that `wmrl config show` and the errors have one source.
 """
 from __future__ import annotations
 

@@ -22,6 +22,9 @@ dropped from the gradient, the baselines and the calibration, and counted.
 The trainer talks to its parts only through :class:`Components` (task source, scaffold, policy,
 world model, executor), built by :func:`wmrl.training.parts.build_components` from the config, or
 injected by tests.
+
+Why one long file (about 1,100 lines): the step pipeline, checkpoints, resume and the run's
+lifecycle share the Trainer's state; the method recipe is the part to move out (issue 14).
 """
 from __future__ import annotations
 
