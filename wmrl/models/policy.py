@@ -73,10 +73,9 @@ class SamplingLogitsProcessor:
     Use one instance per ``generate`` call.
     """
 
-    def __init__(self, tries: Sequence[ChoiceTrie | None], vocab_size: int, temperature: float):
+    def __init__(self, tries: Sequence[ChoiceTrie | None], temperature: float):
         self.matchers = [t.matcher() if t is not None else None for t in tries]
         self.constrained = any(m is not None for m in self.matchers)
-        self.vocab_size = vocab_size
         self.temperature = temperature
         self.token_logprobs: list[torch.Tensor] = []  # per step, [B] float32 (CPU)
         self.token_choices: list[torch.Tensor] = []  # per step, [B] bool: more than one token allowed
@@ -381,7 +380,7 @@ class Policy:
                                  f"{scaffold.name!r} grammar ({longest} tokens with EOS): raise it to at least "
                                  f"{longest}")
         temp = temperature if temperature > 0 else 1.0
-        proc = SamplingLogitsProcessor(tries, self.vocab_size, temp)
+        proc = SamplingLogitsProcessor(tries, temp)
         gproc = proc if proc.constrained else None
         stopping = StoppingCriteriaList()
         stopper = None
