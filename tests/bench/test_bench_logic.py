@@ -301,3 +301,11 @@ def test_preset_top_level_fields_are_validated(tmp_path, extra, match):
     p.write_text(yaml.safe_dump({"config": {}, **extra}))
     with pytest.raises(bench.BenchError, match=match):
         bench.load_preset(p)
+
+
+def test_a_bench_whose_every_run_fails_says_so(preset, tmp_path):
+    def broken(cfg, resume):
+        raise RuntimeError("no model here")
+
+    with pytest.raises(bench.BenchError, match=r"all 2 planned runs failed \(the first: grpo seed 0: RuntimeError: no model here\)"):
+        bench.run_bench(preset, tmp_path / "out", seeds=1, methods=["grpo", "wmrl"], train_fn=broken, log=lambda s: None)

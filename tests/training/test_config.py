@@ -84,3 +84,13 @@ def test_shipped_configs_load():
 def test_apply_overrides_creates_sections():
     d = apply_overrides({}, ["eval.every_k=2", "executor.kind=ray"])
     assert d == {"eval": {"every_k": 2}, "executor": {"kind": "ray"}}
+
+
+def test_a_key_given_twice_in_a_yaml_file_is_refused(tmp_path):
+    p = tmp_path / "dup.yaml"
+    p.write_text("method: grpo\nmodel:\n  name: tiny\n  name: smollm2-135m\n")
+    with pytest.raises(ConfigError, match=r"key 'name' is given twice in one mapping \(line 4\)"):
+        load_config(p)
+    p.write_text("method: grpo\nmodel:\n  name: tiny\noptim:\n  name: x\n")  # the same key in two mappings is fine
+    with pytest.raises(ConfigError, match="optim.name"):  # (and then an unknown key, named)
+        load_config(p)

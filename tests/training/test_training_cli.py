@@ -33,6 +33,11 @@ def test_bad_config_exits_with_a_message(tmp_path):
     assert r.exit_code == 2
     assert "wmrl.fusion" in r.output and "'ivw'" in r.output
     r = runner.invoke(app, ["train", "--resume", str(tmp_path)])
-    assert r.exit_code == 2 and "nothing to resume" in r.output
+    out = " ".join(r.output.split())  # rich wraps long lines
+    assert r.exit_code == 2 and "nothing to resume" in out and "has no config.yaml" in out
+    r = runner.invoke(app, ["train", "--resume", str(tmp_path / "missing")])
+    assert r.exit_code == 2 and "does not exist" in " ".join(r.output.split()) and not (tmp_path / "missing").exists()
+    r = runner.invoke(app, ["eval", str(tmp_path / "missing")])
+    assert r.exit_code == 2 and "does not exist" in " ".join(r.output.split()), r.output
     r = runner.invoke(app, ["ledger", str(tmp_path)])
     assert r.exit_code == 2

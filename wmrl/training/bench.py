@@ -65,6 +65,7 @@ from wmrl.training.config import (
     apply_overrides,
     config_from_dict,
     config_to_dict,
+    load_yaml,
 )
 
 #: The method matrix: bench method name -> config overrides (``--set`` syntax).
@@ -139,7 +140,7 @@ def load_preset(name_or_path: str | Path) -> Preset:
             f"or pass a YAML file path"
         )
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        data = load_yaml(p.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise BenchError(f"{p}: not valid YAML: {exc}") from exc
     allowed = {"preset", "description", "backbone_note", "seeds", "methods", "config", "expected_hours",
@@ -459,6 +460,9 @@ def run_bench(
     meta["finished_at"] = _now()
     meta["failures"] = failures
     (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    if failures and all(run_state(r.run_dir) != "finished" for r in runs):
+        raise BenchError(f"all {len(runs)} planned runs failed (the first: {failures[0]}); every failure is in "
+                         f"{out / 'bench.json'}")
     return write_outputs(out)
 
 

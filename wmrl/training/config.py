@@ -30,6 +30,34 @@ class ConfigError(ValueError):
     """A config key or value is not valid; the message names it and says what is allowed."""
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a key given twice in one mapping (plain YAML keeps the last)."""
+
+
+def _no_duplicate_keys(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is given twice in one mapping (line {key_node.start_mark.line + 1}); "
+                "keep one", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML text like ``yaml.safe_load``, but refuse a key given twice in one mapping.
+
+    Raises:
+        yaml.YAMLError: bad YAML, or a duplicate key (the message names it and its line).
+    """
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def _f(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = None,
        min: float | None = None, max: float | None = None, gt: float | None = None) -> Any:
     """A dataclass field with a help text and an optional numeric range: ``min <= v <= max`` and,
@@ -511,7 +539,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not p.is_file():
             raise FileNotFoundError(f"config file {str(p)!r} not found")
         try:
-            data = yaml.safe_load(p.read_text()) or {}
+            data = load_yaml(p.read_text()) or {}
         except UnicodeDecodeError as e:
             raise ConfigError(f"cannot parse {p} as YAML: not a text file ({e.reason} at byte {e.start})") from e
         except yaml.YAMLError as e:

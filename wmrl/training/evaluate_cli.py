@@ -47,7 +47,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
 
     rd = RunDir(run_dir)
     if not rd.config.is_file():
-        raise FileNotFoundError(f"{rd.root} has no config.yaml: not a run directory")
+        raise FileNotFoundError(f"{rd.root} does not exist: pass a run directory written by `wmrl train`"
+                                if not rd.root.exists() else f"{rd.root} has no config.yaml: not a run directory")
     cfg = load_config(rd.config)
     if str(checkpoint) == INITIAL:
         ck, step = None, 0

@@ -1059,7 +1059,9 @@ def resume_training(run_dir: str | Path, overrides: list[str] | None = None,
     """
     rd = RunDir(run_dir)
     if not rd.config.is_file():
-        raise RunDirError(f"{rd.root} has no config.yaml: not a run directory (nothing to resume)")
+        raise RunDirError(f"{rd.root} does not exist: nothing to resume (pass the run directory of a run)"
+                          if not rd.root.exists() else
+                          f"{rd.root} has no config.yaml: not a run directory (nothing to resume)")
     edited = rd.config_edited()
     if edited and not accept_edited_config:
         raise RunDirError(f"{edited}: resuming with it would change the run's past; restore it, or resume "
