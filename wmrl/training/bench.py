@@ -789,7 +789,7 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
     ref = results[results["method"] == reference]
     ref_pct = dict(zip(ref["seed"], ref["heldout_percentile"]))
     ref_train = dict(zip(ref["seed"], ref["train_percentile"]))
-    init_train = results.dropna(subset=["initial_train_percentile"]).groupby("seed")["initial_train_percentile"].first()
+    train_gains = gains_vs_initial(results, "train_percentile", "initial_train_percentile")
     ref_compute = float(pd.to_numeric(ref["train_compute_cpu_s"], errors="coerce").mean()) if not ref.empty else math.nan
     rows = []
     for method, g in results.groupby("method", sort=False):
@@ -810,7 +810,7 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
         train_by_seed = dict(zip(g["seed"], g["train_percentile"]))
         train_paired = (paired_difference(train_by_seed, ref_train) if method != reference and ref_train
                         else None)
-        train_gain = paired_difference(train_by_seed, init_train.to_dict()) if not init_train.empty else None
+        train_gain = train_gains.get(method)
         rows.append(MethodRow(
             method=str(method), n=len(g), percentile=pct, paired=paired,
             valid_rate=mean_se(list(g["heldout_valid_rate"])),
@@ -932,21 +932,28 @@ def overlap_notes(rows: Sequence[MethodRow], reference: str = REFERENCE,
     return notes
 
 
+def gains_vs_initial(results: pd.DataFrame, final: str, initial: str) -> dict[str, Any]:
+    """Per method, the paired difference over seeds of (column ``final`` - the seed's ``initial``
+    percentile; the step-0 evaluation is made once per seed and shared by its methods), as
+    :func:`wmrl.report.stats.paired_difference` (mean ± SE); ``{}`` when no run evaluated step 0."""
+    from wmrl.report.stats import paired_difference  # noqa: PLC0415
+
+    if results.empty or results[initial].isna().all():
+        return {}
+    init = results.dropna(subset=[initial]).groupby("seed")[initial].first().to_dict()
+    return {str(m): paired_difference(dict(zip(g["seed"], g[final])), init)
+            for m, g in results.groupby("method", sort=False)}
+
+
 def learning_notes(results: pd.DataFrame) -> list[str]:
     """Did each method improve on the initial policy? Per method and evaluation (held-out tasks, and the
     train tasks when evaluated), the paired difference over seeds of (final percentile - the seed's
     step-0 percentile), and whether it is more than two SEs from zero, in which direction. Empty when no
     step-0 evaluation exists."""
-    from wmrl.report.stats import paired_difference  # noqa: PLC0415
-
     notes = []
     for where, final, initial in (("held-out", "heldout_percentile", "initial_percentile"),
                                   ("train-task", "train_percentile", "initial_train_percentile")):
-        if results.empty or results[initial].isna().all():
-            continue
-        init = results.dropna(subset=[initial]).groupby("seed")[initial].first().to_dict()
-        for method, g in results.groupby("method", sort=False):
-            d = paired_difference(dict(zip(g["seed"], g[final])), init)
+        for method, d in gains_vs_initial(results, final, initial).items():
             if d.n == 0:
                 continue
             if d.n >= 2 and math.isfinite(d.se):
