@@ -247,7 +247,7 @@ class EmbodiedTrainer:
             "reward_used_mean": float(np.nanmean(out.reward_used)),
             "wm_anchor_corr": _corr(sc.r_hat[a], eb.success[a]),
             "episode_length_mean": float(eb.length.mean()), "env_steps": self.pool.env_steps - env0,
-            "cum_env_steps": self.pool.env_steps, "policy_std": float(self.policy.log_std.exp().mean()),
+            "cum_env_steps": self.pool.env_steps, "policy_std": float(self.policy.log_std.detach().exp().mean()),
         }
         rec.update(out.stats)
         rec.update(upd)
