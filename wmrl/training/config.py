@@ -25,6 +25,8 @@ from typing import Any, Literal, Optional, get_args, get_origin
 
 import yaml
 
+from wmrl.core.recipe import get_recipe, recipe_names
+
 
 class ConfigError(ValueError):
     """A config key or value is not valid; the message names it and says what is allowed."""
@@ -68,7 +70,20 @@ def _f(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = Non
     return field(default=default, metadata=meta)
 
 
-Method = Literal["grpo", "wm", "wmrl"]
+#: The methods: the registered recipes of :mod:`wmrl.core.recipe` (one name per method and ablation).
+Method = Literal[tuple(recipe_names())]  # type: ignore[valid-type]
+
+#: Keys that existed once, with what replaces them (their error says so).
+REMOVED_KEYS = {
+    "wmrl.debias": "the ablation is a method now: method=wmrl-no-debias",
+    "wmrl.denoise": "the ablation is a method now: method=wmrl-no-denoise",
+    "wmrl.fusion": "the fusion rule is part of the method now: method=wmrl (ivw) or method=wmrl-ppi",
+    "wmrl.bias_aware": "the bias-aware alpha is a method now: method=wmrl-bias-aware",
+}
+
+
+def _removed_hint(where: str) -> str:
+    return f" ({where} was removed: {REMOVED_KEYS[where]})" if where in REMOVED_KEYS else ""
 
 
 @dataclass
@@ -139,12 +154,6 @@ class WmrlConfig:
     router: Literal["fraction", "stratified"] = _f("fraction", "Anchor router: 'fraction' (carry the "
                                                    "fractional part between steps) or 'stratified' "
                                                    "(also balance anchors across tasks).")
-    debias: bool = _f(True, "Online isotonic debiasing of world-model rewards (fitted on earlier anchors).")
-    denoise: bool = _f(True, "Inverse-variance fusion of the anchor and world-model gradients; off = "
-                       "every sample weighted equally.")
-    fusion: Literal["ivw", "ppi"] = _f("ivw", "Fusion rule: 'ivw' (inverse-variance weights) or 'ppi' "
-                                       "(PPI++ rectified estimator with power-tuned lambda).")
-    bias_aware: bool = _f(False, "Count a residual bias B^2 as extra world-model variance in alpha.")
     calibrator_window: int = _f(256, "Anchor pairs (most recent) the calibrator is fitted on.", min=1)
     calibrator_min_anchors: int = _f(32, "Below this many anchor pairs the calibrator falls back to an "
                                      "identity/affine map. 32: with 24 anchors or fewer per run the isotonic map "
@@ -241,8 +250,10 @@ class EvalConfig:
 class TrainConfig:
     """Everything `wmrl train` needs. See docs/training.md."""
 
-    method: Method = _f("wmrl", "'grpo' (every group executed: the baseline), 'wm' (pure world model, "
-                        "no anchors, no correction) or 'wmrl' (anchors + corrections).")
+    method: Method = _f("wmrl", "The registered recipe (wmrl.core.recipe): 'grpo' (every group executed: the "
+                        "baseline), 'wm' (pure world model), 'wmrl' (anchors + debiasing + inverse-variance "
+                        "fusion), or an ablation: 'wmrl-no-debias', 'wmrl-no-denoise', 'wmrl-ppi', "
+                        "'wmrl-bias-aware', 'anchor-only', 'wmrl-flat'.")
     name: str = _f("", "Free-form run name (shown in reports); empty = the method.")
     run_dir: Optional[str] = _f(None, "Run directory; null = runs/<method>-<UTC timestamp>.")
     seed: int = _f(0, "Seed of every RNG (python, numpy, torch, task order, router).", min=0)
@@ -376,6 +387,7 @@ def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
             where = f"{prefix}.{k}" if prefix else k
             close = difflib.get_close_matches(str(k), list(fields), n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = _removed_hint(where) or hint
             raise ConfigError(f"unknown config key {where!r}.{hint} Allowed keys"
                               f"{' in ' + prefix if prefix else ''}: {', '.join(fields)}")
     kwargs = {}
@@ -440,9 +452,9 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     if w.alpha_floor > w.alpha_ceiling:
         raise ConfigError(f"wmrl.alpha_floor ({w.alpha_floor}) must not exceed wmrl.alpha_ceiling "
                           f"({w.alpha_ceiling})")
-    if cfg.method == "wmrl" and w.anchor_fraction <= 0.0 and w.min_anchor_every == 0:
-        raise ConfigError("method 'wmrl' needs anchors: set wmrl.anchor_fraction > 0 (or use method 'wm' "
-                          "for a pure world model)")
+    if get_recipe(cfg.method).anchors == "fraction" and w.anchor_fraction <= 0.0 and w.min_anchor_every == 0:
+        raise ConfigError(f"method {cfg.method!r} needs anchors: set wmrl.anchor_fraction > 0 (or use method "
+                          "'wm' for a pure world model)")
     if cfg.world_model.kind == "generative" and not cfg.world_model.adapter:
         raise ConfigError("world_model.kind 'generative' learns only through its LoRA adapter: set "
                           "world_model.adapter=true (or use world_model.kind=regression for a head on frozen features)")
@@ -481,6 +493,7 @@ def _set_path(data: dict[str, Any], dotted: str, raw: str) -> None:
         if part not in names:
             close = difflib.get_close_matches(part, names, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = _removed_hint(where) or hint
             raise ConfigError(f"--set: unknown config key {where!r}.{hint} Allowed: {', '.join(names)}")
         tp = hints[part]
         if i < len(parts) - 1:

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from wmrl.core.recipe import get_recipe
 from wmrl.training.config import ConfigError, TrainConfig
 from wmrl.training.ledger import Ledger
 from wmrl.training.rundir import RunDir, write_json_atomic
@@ -221,7 +222,8 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     check_isolation(getattr(scaffold, "name", str(cfg.scaffold.name)), sandbox_config(cfg), train + heldout)
     model, tok = load_policy_backbone(cfg)
     lora = policy_lora(cfg)
-    wm_backbone = world_model_backbone(model, lora) if cfg.method in ("wm", "wmrl") else None
+    uses_wm = get_recipe(cfg.method).uses_world_model
+    wm_backbone = world_model_backbone(model, lora) if uses_wm else None
     policy = Policy(model, tok, lora=lora)
     need = policy.min_new_tokens(scaffold, train + heldout)
     if cfg.rollout.max_new_tokens < need:
@@ -231,7 +233,7 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     executor = make_executor(cfg, rd.executions)
     comps = Components(train_tasks=train, heldout_tasks=heldout, scaffold=scaffold, policy=policy,
                        executor=executor, close=executor.close)
-    if cfg.method in ("wm", "wmrl"):
+    if uses_wm:
         try:
             comps.world_model = _world_model(cfg, rd, ledger, wm_backbone, tok, policy, scaffold, train, executor)
         except BaseException:
