@@ -42,7 +42,7 @@ def _check_run(run: Path, method: str, steps: int, evaluated: bool = True) -> di
     from wmrl.execution.log import ExecutionLog
 
     recs = ExecutionLog(rd.executions).records()
-    anchors = [r for r in recs if r["meta"].get("stream") == "anchor"]
+    anchors = [r for r in recs if r["trajectory"] and r["trajectory"].stream == "anchor"]
     assert len(anchors) == led["executions"]["anchor"]["count"] == sum(r["exec_count"] for r in m)
     assert all(r["cpu_s"] >= 0 and r["program_sha256"] for r in anchors)
     ev = read_jsonl(rd.eval)

@@ -399,7 +399,7 @@ def collect_corpus(cfg: TrainConfig, log_path: Path, *, samples_per_task: int, g
 
 def corpus_records(path: str | Path) -> list[dict[str, Any]]:
     """The executed trajectories of an external warm-up corpus (an execution log written by
-    ``wmrl wm warmup`` or a run): the records whose ``meta`` has the ``prompt``.
+    ``wmrl wm warmup`` or a run): the records that hold a trajectory.
 
     Raises:
         FileNotFoundError: ``path`` is not a file (the message names ``world_model.warmup_corpus``).
@@ -409,7 +409,7 @@ def corpus_records(path: str | Path) -> list[dict[str, Any]]:
     src = Path(path)
     if not src.is_file():
         raise FileNotFoundError(f"world_model.warmup_corpus {src} does not exist")
-    return [r for r in ExecutionLog(src).records() if (r.get("meta") or {}).get("prompt")]
+    return [r for r in ExecutionLog(src).records() if r["trajectory"] is not None]
 
 
 def refit_world_model(cfg: TrainConfig, rd: RunDir, wm: Any) -> dict[str, Any]:
@@ -419,7 +419,7 @@ def refit_world_model(cfg: TrainConfig, rd: RunDir, wm: Any) -> dict[str, Any]:
     from wmrl.execution.log import ExecutionLog
 
     recs = [r for r in ExecutionLog(rd.executions).records()
-            if (r.get("meta") or {}).get("stream") in ("warmup", "anchor")]
+            if r["trajectory"] is not None and r["trajectory"].stream in ("warmup", "anchor")]
     if cfg.world_model.warmup_corpus:
         recs = corpus_records(cfg.world_model.warmup_corpus) + recs
     stats = _fit(wm, recs, cfg)

@@ -424,6 +424,7 @@ class Trainer:
     def _submit_anchors(self, sb: StepBatch) -> _AnchorRuns:
         """Submit every anchor trajectory's program to the executor; returns the futures in flight."""
         from wmrl.execution.types import ExecutionRequest
+        from wmrl.trajectory import Trajectory
 
         cfg, c, batch, gid, step = self.cfg, self.c, sb.batch, sb.gid, sb.step
         by_id = {t.id: t for t in sb.tasks}
@@ -435,9 +436,10 @@ class Trainer:
             req = ExecutionRequest(
                 task=by_id[batch.task_ids[i]], program=programs[i], request_id=f"s{step}-g{gid[i]}-i{i}",
                 time_limit_s=cfg.executor.time_limit_s,
-                meta={"stream": "anchor", "step": step, "group_id": int(gid[i]), "sample": int(i),
-                      "task_id": batch.task_ids[i], "prompt": batch.prompts[i], "completion": batch.completions[i],
-                      "scaffold": getattr(c.scaffold, "name", ""), "run": cfg.name or cfg.method})
+                trajectory=Trajectory(
+                    stream="anchor", run=cfg.name or cfg.method, step=step, group_id=int(gid[i]), sample=int(i),
+                    task_id=batch.task_ids[i], prompt=batch.prompts[i], completion=batch.completions[i],
+                    scaffold=c.scaffold.name, completion_tokens=int(sb.completion_tokens[i])))
             fut = c.executor.submit(req)
             fut.add_done_callback(lambda _f, _i=int(i): runs.done_at.__setitem__(_i, time.perf_counter()))
             runs.futures[int(i)] = (fut, req)
