@@ -7,7 +7,6 @@ transformers) happen inside the functions.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import logging
 import math
 import shutil
@@ -375,7 +374,7 @@ def collect_corpus(cfg: TrainConfig, log_path: Path, *, samples_per_task: int, g
     from wmrl.models.warmup import collect_warmup
 
     train, _ = resolve_tasks(cfg)
-    c = dataclasses.replace(cfg, seed=seed)
+    c = cfg.model_copy(update={"seed": seed})
     model, tok = load_policy_backbone(c)
     policy = Policy(model, tok, lora=policy_lora(c))
     executor = make_executor(c, log_path)
