@@ -174,13 +174,13 @@ def scaffolds_cmd(
             rows.append({
                 "scaffold": name,
                 "samples": n,
-                "well_formed": sum(bool(r["meta"].get("valid")) for r in recs) / n if n else float("nan"),
+                "well_formed": sum(bool(r["trajectory"].well_formed) for r in recs) / n if n else float("nan"),
                 "valid_program_rate": len(ok) / counted if counted else float("nan"),
                 "infra_errors": infra,
                 # program failures get the failure reward (0); NaN when a task has no leaderboard
                 "mean_reward_valid": sum(rewards) / len(rewards) if rewards else float("nan"),
                 "mean_reward_all": _mean([r["reward"] for r in recs if r["status"] != "infra_error"]),
-                "gen_s_per_sample": sum(r["meta"]["gen_seconds_per_sample"] for r in recs) / n if n else float("nan"),
+                "gen_s_per_sample": sum(r["trajectory"].gen_seconds_per_sample for r in recs) / n if n else float("nan"),
                 "exec_s_per_sample": sum(r["wall_s"] for r in recs) / n if n else float("nan"),
                 "statuses": {s: sum(r["status"] == s for r in recs) for s in sorted({r["status"] for r in recs})},
             })
@@ -312,7 +312,7 @@ def fit_cmd(
                                  param_hint="--log")
     records = ExecutionLog(log).records()
     if stream:
-        records = [r for r in records if (r.get("meta") or {}).get("stream") == stream]
+        records = [r for r in records if r["trajectory"] is not None and r["trajectory"].stream == stream]
     torch.manual_seed(seed)
     m, tok = _backbone(model, seed)
     lora = LoraSettings(r=lora_r, alpha=2 * lora_r) if lora_r > 0 else None

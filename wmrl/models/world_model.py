@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from wmrl.trajectory import trajectory_of
+
 from wmrl.models import adapters
 from wmrl.models.types import LoraSettings
 from wmrl.models.wm_metrics import calibration_plot, world_model_metrics
@@ -68,12 +70,6 @@ def _field(rec: Any, key: str, default: Any = None) -> Any:
     return getattr(rec, key, default)
 
 
-def _group_key(rec: Any) -> Hashable:
-    meta = _field(rec, "meta") or {}
-    return (meta.get("run", ""), meta.get("step", -1), meta.get("task_id", _field(rec, "task_id", "")),
-            meta.get("group_id", -1))
-
-
 class _hybridmethod:
     """A method that is a classmethod on the class and an instance method on instances.
 
@@ -93,9 +89,9 @@ def examples_from_records(records: Sequence[Any]) -> tuple[list[WorldModelExampl
     """Turn execution-log records (dicts or record objects) into world-model examples.
 
     Rows with status ``infra_error``, a missing or non-finite reward (e.g. a task without a
-    leaderboard), or no ``meta.prompt`` / ``meta.completion`` are skipped (counted in the returned
-    dict: ``used``, ``skipped_infra``, ``skipped_no_reward``, ``skipped_no_text``).
-    The group of a row is ``(meta.run, meta.step, task id, meta.group_id)``.
+    leaderboard), or no trajectory (:func:`wmrl.trajectory.trajectory_of`: no prompt or completion) are
+    skipped (counted in the returned dict: ``used``, ``skipped_infra``, ``skipped_no_reward``,
+    ``skipped_no_text``). The group of a row is the trajectory's ``(run, step, task id, group_id)``.
     """
     out: list[WorldModelExample] = []
     counts = {"used": 0, "skipped_infra": 0, "skipped_no_reward": 0, "skipped_no_text": 0}
@@ -109,19 +105,13 @@ def examples_from_records(records: Sequence[Any]) -> tuple[list[WorldModelExampl
         if reward is None or not math.isfinite(float(reward)):
             counts["skipped_no_reward"] += 1
             continue
-        meta = _field(r, "meta") or {}
-        if "prompt" not in meta or "completion" not in meta:
+        traj = trajectory_of(r)
+        if traj is None:
             counts["skipped_no_text"] += 1
             continue
-        out.append(
-            WorldModelExample(
-                prompt=str(meta["prompt"]),
-                completion=str(meta["completion"]),
-                reward=float(reward),
-                group=_group_key(r),
-                task_id=meta.get("task_id", _field(r, "task_id", "")),
-            )
-        )
+        task_id = traj.task_id or _field(r, "task_id", "")
+        out.append(WorldModelExample(prompt=str(traj.prompt), completion=str(traj.completion), reward=float(reward),
+                                     group=(traj.run, traj.step, task_id, traj.group_id), task_id=task_id))
         counts["used"] += 1
     return out, counts
 

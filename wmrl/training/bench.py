@@ -1,13 +1,8 @@
 """``wmrl bench``: WMRL side by side with real-execution GRPO and the ablations (issue 7).
 
-A bench runs a *method matrix* on the same train tasks, seeds and step budget::
-
-    grpo             every group executed (the baseline)
-    wm               pure world model: no anchors, no correction
-    wmrl             anchors + isotonic debiasing + inverse-variance fusion
-    wmrl-no-debias   wmrl without debiasing
-    wmrl-no-denoise  wmrl without inverse-variance fusion (all samples weighted equally)
-    wmrl-ppi         wmrl with the PPI++ rectified estimator (``wmrl.fusion: ppi``)
+A bench runs a *method matrix* on the same train tasks, seeds and step budget. The methods are the
+registered recipes of :mod:`wmrl.core.recipe` (``grpo``, ``wm``, ``wmrl`` and its ablations); a run of
+method m is the preset's config with ``method=m``.
 
 Each (method, seed) is a normal run directory ``OUT/<method>/seed<k>`` written by
 :func:`wmrl.training.trainer.run_training`; the final policy is evaluated with real execution on the
@@ -59,6 +54,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from wmrl.core.recipe import get_recipe, recipe_names
+
 from wmrl.training.config import (
     ConfigError,
     TrainConfig,
@@ -68,26 +65,9 @@ from wmrl.training.config import (
     load_yaml,
 )
 
-#: The method matrix: bench method name -> config overrides (``--set`` syntax).
-METHODS: dict[str, list[str]] = {
-    "grpo": ["method=grpo"],
-    "wm": ["method=wm"],
-    "wmrl": ["method=wmrl"],
-    "wmrl-no-debias": ["method=wmrl", "wmrl.debias=false"],
-    "wmrl-no-denoise": ["method=wmrl", "wmrl.denoise=false"],
-    "wmrl-ppi": ["method=wmrl", "wmrl.fusion=ppi"],
-}
+#: The methods a bench can run: the registered recipes, by name.
+METHODS: list[str] = recipe_names()
 REFERENCE = "grpo"
-
-#: What each method is, for the output's legend.
-METHOD_HELP: dict[str, str] = {
-    "grpo": "GRPO with every group executed for real (the baseline)",
-    "wm": "pure world model: every reward predicted, no anchors, no correction",
-    "wmrl": "WMRL: anchor executions + isotonic debiasing + inverse-variance fusion",
-    "wmrl-no-debias": "WMRL without the isotonic debiasing (raw world-model rewards)",
-    "wmrl-no-denoise": "WMRL without inverse-variance fusion (every sample weighted equally)",
-    "wmrl-ppi": "WMRL with the PPI++ rectified estimator instead of inverse-variance fusion",
-}
 
 
 class BenchError(ValueError):
@@ -216,7 +196,7 @@ def corpus_log(out: str | Path) -> Path:
 
 
 def _uses_world_model(method: str) -> bool:
-    return any(o in ("method=wm", "method=wmrl") for o in METHODS[method])
+    return get_recipe(method).uses_world_model
 
 
 def _corpus_settings(preset: Preset, overrides: Sequence[str]) -> dict[str, Any]:
@@ -290,7 +270,9 @@ def method_config(
         KeyError: ``method`` is not in :data:`METHODS`.
     """
     data = json.loads(json.dumps(preset.config))  # deep copy of plain YAML data
-    apply_overrides(data, list(METHODS[method]))
+    if method not in METHODS:
+        raise KeyError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    data["method"] = method
     data["seed"] = seed
     data["run_dir"] = str(run_dir)
     data["name"] = f"{method}-seed{seed}"
@@ -1140,7 +1122,7 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
         f"model `{meta.get('model')}`, scaffold `{meta.get('scaffold')}`; train tasks {meta.get('train_tasks')}; "
         f"held-out tasks {meta.get('heldout_tasks')}."
     )
-    legend = [f"- `{m}`: {METHOD_HELP[m]}" for m in meta.get("methods", []) if m in METHOD_HELP]
+    legend = [f"- `{m}`: {get_recipe(m).help}" for m in meta.get("methods", []) if m in METHODS]
     cols_help = (
         "Train-task percentile (when evaluated): the final policy's mean leaderboard percentile (MLE-Dojo position "
         "score, [0, 1]) over the tasks it was trained on and the same samples per task, executed for real; mean ± "
@@ -1194,8 +1176,8 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
         parts.append(H.paragraph(corpus_line.replace("**", "")))
     parts.append("<p><b>Command.</b></p>" + H.pre("\n".join(cmds)))
     parts.append(H.table_html(table) + H.paragraph(cols_help, "note"))
-    parts.append("<ul>" + "".join(f"<li><code>{H.esc(m)}</code>: {H.esc(METHOD_HELP[m])}</li>"
-                                  for m in meta.get("methods", []) if m in METHOD_HELP) + "</ul>")
+    parts.append("<ul>" + "".join(f"<li><code>{H.esc(m)}</code>: {H.esc(get_recipe(m).help)}</li>"
+                                  for m in meta.get("methods", []) if m in METHODS) + "</ul>")
     if not wm_table.empty:
         parts.append("<p><b>World model on the training anchors.</b></p>" + H.table_html(wm_table)
                      + H.paragraph(WM_TABLE_HELP, "note"))

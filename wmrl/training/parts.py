@@ -7,7 +7,6 @@ transformers) happen inside the functions.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import logging
 import math
 import shutil
@@ -15,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from wmrl.core.recipe import get_recipe
 from wmrl.training.config import ConfigError, TrainConfig
 from wmrl.training.ledger import Ledger
 from wmrl.training.rundir import RunDir, write_json_atomic
@@ -221,7 +221,8 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     check_isolation(getattr(scaffold, "name", str(cfg.scaffold.name)), sandbox_config(cfg), train + heldout)
     model, tok = load_policy_backbone(cfg)
     lora = policy_lora(cfg)
-    wm_backbone = world_model_backbone(model, lora) if cfg.method in ("wm", "wmrl") else None
+    uses_wm = get_recipe(cfg.method).uses_world_model
+    wm_backbone = world_model_backbone(model, lora) if uses_wm else None
     policy = Policy(model, tok, lora=lora)
     need = policy.min_new_tokens(scaffold, train + heldout)
     if cfg.rollout.max_new_tokens < need:
@@ -231,7 +232,7 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     executor = make_executor(cfg, rd.executions)
     comps = Components(train_tasks=train, heldout_tasks=heldout, scaffold=scaffold, policy=policy,
                        executor=executor, close=executor.close)
-    if cfg.method in ("wm", "wmrl"):
+    if uses_wm:
         try:
             comps.world_model = _world_model(cfg, rd, ledger, wm_backbone, tok, policy, scaffold, train, executor)
         except BaseException:
@@ -373,7 +374,7 @@ def collect_corpus(cfg: TrainConfig, log_path: Path, *, samples_per_task: int, g
     from wmrl.models.warmup import collect_warmup
 
     train, _ = resolve_tasks(cfg)
-    c = dataclasses.replace(cfg, seed=seed)
+    c = cfg.model_copy(update={"seed": seed})
     model, tok = load_policy_backbone(c)
     policy = Policy(model, tok, lora=policy_lora(c))
     executor = make_executor(c, log_path)
@@ -397,7 +398,7 @@ def collect_corpus(cfg: TrainConfig, log_path: Path, *, samples_per_task: int, g
 
 def corpus_records(path: str | Path) -> list[dict[str, Any]]:
     """The executed trajectories of an external warm-up corpus (an execution log written by
-    ``wmrl wm warmup`` or a run): the records whose ``meta`` has the ``prompt``.
+    ``wmrl wm warmup`` or a run): the records that hold a trajectory.
 
     Raises:
         FileNotFoundError: ``path`` is not a file (the message names ``world_model.warmup_corpus``).
@@ -407,7 +408,7 @@ def corpus_records(path: str | Path) -> list[dict[str, Any]]:
     src = Path(path)
     if not src.is_file():
         raise FileNotFoundError(f"world_model.warmup_corpus {src} does not exist")
-    return [r for r in ExecutionLog(src).records() if (r.get("meta") or {}).get("prompt")]
+    return [r for r in ExecutionLog(src).records() if r["trajectory"] is not None]
 
 
 def refit_world_model(cfg: TrainConfig, rd: RunDir, wm: Any) -> dict[str, Any]:
@@ -417,7 +418,7 @@ def refit_world_model(cfg: TrainConfig, rd: RunDir, wm: Any) -> dict[str, Any]:
     from wmrl.execution.log import ExecutionLog
 
     recs = [r for r in ExecutionLog(rd.executions).records()
-            if (r.get("meta") or {}).get("stream") in ("warmup", "anchor")]
+            if r["trajectory"] is not None and r["trajectory"].stream in ("warmup", "anchor")]
     if cfg.world_model.warmup_corpus:
         recs = corpus_records(cfg.world_model.warmup_corpus) + recs
     stats = _fit(wm, recs, cfg)

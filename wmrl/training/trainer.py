@@ -44,15 +44,12 @@ from typing import Any
 import numpy as np
 
 from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config, validate
-from wmrl.training.fusion_step import FusionResult, fusion_for_step, stream_advantages
+from wmrl.core.recipe import CALIBRATION_GRID, Recipe, RecipeSettings, StepInputs, StepOutputs, get_recipe
 from wmrl.training.ledger import Ledger, format_ledger
 from wmrl.training.rundir import RunDir, read_jsonl, rng_state, seed_everything, set_rng_state, \
     write_json_atomic
 
 log = logging.getLogger(__name__)
-
-CAL_GRID = np.linspace(0.0, 1.0, 51)
-
 
 class RunDirError(RuntimeError):
     """The run directory is not usable as asked (exists already, nothing to resume, ...)."""
@@ -153,8 +150,19 @@ def eval_sampling_seed(seed: int, step: int, split: str, has_heldout: bool) -> i
 
 
 def anchor_fraction(cfg: TrainConfig) -> float:
-    """The router's long-run fraction of anchor groups: 1 for ``grpo``, 0 for ``wm``, rho for ``wmrl``."""
-    return {"grpo": 1.0, "wm": 0.0, "wmrl": cfg.wmrl.anchor_fraction}[cfg.method]
+    """The router's long-run fraction of anchor groups: 1 for ``grpo``, 0 for ``wm``, rho otherwise
+    (:meth:`wmrl.core.recipe.Recipe.anchor_fraction`)."""
+    return get_recipe(cfg.method).anchor_fraction(cfg.wmrl.anchor_fraction)
+
+
+def recipe_settings(cfg: TrainConfig) -> RecipeSettings:
+    """The recipe's hyper-parameters from the config (``optim`` advantages, ``wmrl`` calibration and fusion);
+    the anchor window holds the same number of pairs as the calibrator."""
+    w, o = cfg.wmrl, cfg.optim
+    return RecipeSettings(normalize_std=o.normalize_std, adv_eps=o.adv_eps, calibrator_window=w.calibrator_window,
+                          calibrator_min_anchors=w.calibrator_min_anchors, calibrator_fallback=w.calibrator_fallback,
+                          window_pairs=w.calibrator_window, alpha_floor=w.alpha_floor, alpha_ceiling=w.alpha_ceiling,
+                          fusion_min_pairs=w.fusion_min_pairs)
 
 
 def _now_iso() -> str:
@@ -187,10 +195,10 @@ class StepBatch:
     - execute: ``r_true`` (NaN off anchors and on infrastructure failures), ``status`` (execution
       status or None), ``error`` (the execution's error message, or None), ``valid`` (False:
       infrastructure failure or no reward; dropped everywhere).
-    - wm_predict: ``r_hat`` (raw prediction; NaN when the world model is not used).
-    - calibrate: ``r_cal`` (f_hat(r_hat)), ``cal_rec`` (the calibration.jsonl line, or None).
-    - fuse: ``fusion`` (reward used, advantages, weights, stats); update: ``update`` (loss stats);
-      wm_refresh: ``refresh`` (the refit's report, or None).
+    - wm_predict: ``reward_wm`` (raw prediction r_hat; NaN when the world model is not used).
+    - recipe: ``out`` (:class:`~wmrl.core.recipe.StepOutputs`: calibrated world-model reward, reward used,
+      advantages, weights, statistics), ``cal_rec`` (the calibration.jsonl line, or None).
+    - update: ``update`` (loss stats); wm_refresh: ``refresh`` (the refit's report, or None).
     """
 
     step: int
@@ -199,21 +207,20 @@ class StepBatch:
     gid: np.ndarray
     anchor_groups: np.ndarray = field(init=False)
     is_anchor: np.ndarray = field(init=False)
-    r_hat: np.ndarray = field(init=False)
-    r_true: np.ndarray = field(init=False)
+    reward_wm: np.ndarray = field(init=False)
+    reward_true: np.ndarray = field(init=False)
     status: list[str | None] = field(init=False)
     error: list[str | None] = field(init=False)
     valid: np.ndarray = field(init=False)
-    r_cal: np.ndarray = field(init=False)
+    out: StepOutputs | None = None
     cal_rec: dict[str, Any] | None = None
-    fusion: FusionResult | None = None
     update: dict[str, Any] = field(default_factory=dict)
     refresh: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         B = self.B
-        self.r_hat = np.full(B, np.nan)
-        self.r_true = np.full(B, np.nan)
+        self.reward_wm = np.full(B, np.nan)
+        self.reward_true = np.full(B, np.nan)
         self.status = [None] * B
         self.error = [None] * B
         self.valid = np.ones(B, dtype=bool)
@@ -264,20 +271,17 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, rd: RunDir, comps: Components, ledger: Ledger):
         import torch
 
-        from wmrl.core.calibration import IsotonicCalibrator
         from wmrl.core.routing import make_router
 
         self.cfg, self.rd, self.c, self.ledger = cfg, rd, comps, ledger
         self.method = cfg.method
+        self.recipe: Recipe = get_recipe(cfg.method)
+        self.settings = recipe_settings(cfg)
+        self.recipe_state = self.recipe.init_state(self.settings)
         w = cfg.wmrl
         self.router = make_router(w.router, fraction=anchor_fraction(cfg),
-                                  min_every=(w.min_anchor_every or None) if cfg.method == "wmrl" else None,
+                                  min_every=(w.min_anchor_every or None) if self.recipe.anchors == "fraction" else None,
                                   seed=cfg.seed)
-        self.calibrator = IsotonicCalibrator(window=w.calibrator_window, min_anchors=w.calibrator_min_anchors,
-                                             fallback=w.calibrator_fallback)
-        # out-of-sample anchor pairs (true reward, calibrated prediction, global group id) for V_A,
-        # sigma_xi^2 and lambda; same window length as the calibrator
-        self.window: dict[str, list] = {"true": [], "cal": [], "group": []}
         self.params = list(comps.policy.trainable_parameters())
         if not self.params:
             raise RuntimeError("the policy has no trainable parameters (LoRA adapter missing?)")
@@ -296,10 +300,9 @@ class Trainer:
         return {
             "step": self.step,
             "method": self.method,
-            "calibrator": self.calibrator.state_dict(),
+            "recipe": self.recipe_state.state_dict(),
             "router": self.router.state_dict(),
             "ledger": self.ledger.state_dict(),
-            "window": self.window,
             "n_infra_total": self.n_infra_total,
             "line_counts": dict(self.rd.line_counts()),
             "started_at": self.started_at,
@@ -343,10 +346,11 @@ class Trainer:
         if wm_in_ckpt and self.c.world_model is not None:
             self.c.world_model.load(path / "world_model")
         self.optimizer.load_state_dict(opt_state)
-        self.calibrator.load_state_dict(st["calibrator"])
+        # checkpoints written before the recipe object kept "calibrator" and "window" at the top level
+        self.recipe_state.load_state_dict(st["recipe"] if "recipe" in st else
+                                          {"calibrator": st["calibrator"], "window": st["window"]})
         self.router.load_state_dict(st["router"])
         self.ledger.load_state_dict(st["ledger"])
-        self.window = st["window"]
         self.n_infra_total = int(st["n_infra_total"])
         self.step = int(st["step"])
         self.started_at = st.get("started_at", self.started_at)
@@ -369,14 +373,10 @@ class Trainer:
         with L.stage("route"):
             self._route(sb)
         self._execute_and_predict(sb)  # stages execute || wm_predict (they overlap in time)
-        with L.stage("calibrate"):
-            self._calibrate(sb)
-        with L.stage("advantages"):
-            used, adv = self._advantages(sb)
-        with L.stage("fuse"):
-            sb.fusion = self._fuse(sb, used, adv)
+        with L.stage("recipe"):
+            self._recipe(sb)
         with L.stage("update"):
-            sb.update = self._update(sb.batch, sb.fusion.advantages, sb.fusion.weights, sb.valid)
+            sb.update = self._update(sb.batch, sb.out.advantages, sb.out.weights, sb.valid)
         sb.refresh = self._refresh_world_model(sb.step)  # stage wm_refresh, every K steps (off by default)
         self.step = sb.step
         rec = self._metrics(sb)
@@ -389,8 +389,8 @@ class Trainer:
     # ------------------------------------------------------------------ the stages
     @property
     def _predicts(self) -> bool:
-        """Whether the world model scores trajectories (``wm``/``wmrl`` with a world model)."""
-        return self.c.world_model is not None and self.method != "grpo"
+        """Whether the world model scores trajectories (a recipe that uses one, and a world model)."""
+        return self.c.world_model is not None and self.recipe.uses_world_model
 
     def _generate(self, step: int) -> StepBatch:
         """Stage generate: M train tasks of ``step`` (:func:`select_tasks`), G programs each, sampled
@@ -418,12 +418,13 @@ class Trainer:
         runs = self._submit_anchors(sb)
         if self._predicts:
             with self.ledger.stage("wm_predict"):
-                sb.r_hat = self._predict(sb)
+                sb.reward_wm = self._predict(sb)
         self._collect_anchors(sb, runs)
 
     def _submit_anchors(self, sb: StepBatch) -> _AnchorRuns:
         """Submit every anchor trajectory's program to the executor; returns the futures in flight."""
         from wmrl.execution.types import ExecutionRequest
+        from wmrl.trajectory import Trajectory
 
         cfg, c, batch, gid, step = self.cfg, self.c, sb.batch, sb.gid, sb.step
         by_id = {t.id: t for t in sb.tasks}
@@ -435,9 +436,10 @@ class Trainer:
             req = ExecutionRequest(
                 task=by_id[batch.task_ids[i]], program=programs[i], request_id=f"s{step}-g{gid[i]}-i{i}",
                 time_limit_s=cfg.executor.time_limit_s,
-                meta={"stream": "anchor", "step": step, "group_id": int(gid[i]), "sample": int(i),
-                      "task_id": batch.task_ids[i], "prompt": batch.prompts[i], "completion": batch.completions[i],
-                      "scaffold": getattr(c.scaffold, "name", ""), "run": cfg.name or cfg.method})
+                trajectory=Trajectory(
+                    stream="anchor", run=cfg.name or cfg.method, step=step, group_id=int(gid[i]), sample=int(i),
+                    task_id=batch.task_ids[i], prompt=batch.prompts[i], completion=batch.completions[i],
+                    scaffold=c.scaffold.name, completion_tokens=int(sb.completion_tokens[i])))
             fut = c.executor.submit(req)
             fut.add_done_callback(lambda _f, _i=int(i): runs.done_at.__setitem__(_i, time.perf_counter()))
             runs.futures[int(i)] = (fut, req)
@@ -460,7 +462,7 @@ class Trainer:
 
     def _collect_anchors(self, sb: StepBatch, runs: _AnchorRuns) -> None:
         """Wait for the anchor executions (stage execute: from submission to the last one done) and set
-        ``sb.r_true``, ``sb.status``, ``sb.valid``. A future that raised is an infrastructure failure;
+        ``sb.reward_true``, ``sb.status``, ``sb.valid``. A future that raised is an infrastructure failure;
         infrastructure failures and reward-less results are not valid (no reward, counted)."""
         from wmrl.execution.pool import result_or_infra
 
@@ -479,66 +481,30 @@ class Trainer:
             if sb.status[i] == "infra_error" or r.reward is None:
                 sb.valid[i] = False
             else:
-                sb.r_true[i] = float(r.reward)
+                sb.reward_true[i] = float(r.reward)
         self.n_infra_total += sb.n_infra
 
-    def _calibrate(self, sb: StepBatch) -> None:
-        """Stage calibrate: ``sb.r_cal = f_hat(r_hat)`` with the map fitted on earlier steps' anchors
-        (``wmrl`` with debias; identity otherwise), then the calibrator learns this step's valid anchors;
-        ``wmrl`` keeps the out-of-sample pairs in its window; ``sb.cal_rec`` is the calibration.jsonl line."""
-        cfg, step, a_ok = self.cfg, sb.step, sb.a_ok
-        r_hat, r_true = sb.r_hat, sb.r_true
-        if self.method == "wmrl" and cfg.wmrl.debias:
-            map_y = self.calibrator.transform(CAL_GRID)
-            cal_mode = self.calibrator.mode
-            n_window = self.calibrator.n_anchors
-            sb.r_cal = self.calibrator.transform(r_hat, step=step)
-            diag = self.calibrator.diagnostics(r_hat[a_ok], r_true[a_ok])
-            self.calibrator.update(r_hat[a_ok], r_true[a_ok], step)
-        else:
-            sb.r_cal = r_hat.copy()
-            map_y, n_window, diag = CAL_GRID.copy(), 0, {}
-            cal_mode = "identity" if self._predicts else None
-        r_cal = sb.r_cal
-        if self.method == "wmrl":
-            # out-of-sample pairs (map fitted before this step) feed V_A, sigma_xi^2, lambda
-            self.window["true"].extend(r_true[a_ok].tolist())
-            self.window["cal"].extend(r_cal[a_ok].tolist())
-            self.window["group"].extend([int(step * 100000 + g) for g in sb.gid[a_ok]])
-            keep = cfg.wmrl.calibrator_window
-            for k in self.window:
-                self.window[k] = self.window[k][-keep:]
-        if cal_mode is not None:
-            sb.cal_rec = {
-                "step": step, "mode": cal_mode, "n_window": n_window,
-                "map_x": CAL_GRID.tolist(), "map_y": np.asarray(map_y).tolist(),
-                "anchor_wm": r_hat[a_ok].tolist(), "anchor_wm_calibrated": r_cal[a_ok].tolist(),
-                "anchor_true": r_true[a_ok].tolist(),
-                "anchor_task_ids": [sb.batch.task_ids[i] for i in np.flatnonzero(a_ok)],
-                "residual_var_raw": _var(r_true[a_ok] - r_hat[a_ok]),
-                "residual_var_calibrated": _var(r_true[a_ok] - r_cal[a_ok]),
-                "diagnostics": diag,
-            }
-
-    def _advantages(self, sb: StepBatch) -> tuple[np.ndarray, np.ndarray]:
-        """Stage advantages: (reward used, group advantages) per stream
-        (:func:`~wmrl.training.fusion_step.stream_advantages`)."""
-        o = self.cfg.optim
-        return stream_advantages(method=self.method, group_ids=sb.gid, is_anchor=sb.is_anchor, valid=sb.valid,
-                                 r_true=sb.r_true, r_wm_cal=sb.r_cal, normalize_std=o.normalize_std,
-                                 adv_eps=o.adv_eps)
-
-    def _fuse(self, sb: StepBatch, used: np.ndarray, adv: np.ndarray) -> FusionResult:
-        """Stage fuse: per-sample loss weights (IVW) or merged PPI++ advantages, alpha estimated on the
-        window of out-of-sample anchor pairs (:func:`~wmrl.training.fusion_step.fusion_for_step`)."""
-        w, o = self.cfg.wmrl, self.cfg.optim
-        return fusion_for_step(
-            method=self.method, group_ids=sb.gid, is_anchor=sb.is_anchor, valid=sb.valid, r_true=sb.r_true,
-            r_wm_cal=sb.r_cal, reward_used=used, advantages=adv, denoise=w.denoise, fusion=w.fusion,
-            window_true=np.asarray(self.window["true"]), window_cal=np.asarray(self.window["cal"]),
-            window_groups=np.asarray(self.window["group"]), bias_aware=w.bias_aware,
-            alpha_floor=w.alpha_floor, alpha_ceiling=w.alpha_ceiling, min_pairs=w.fusion_min_pairs,
-            normalize_std=o.normalize_std, adv_eps=o.adv_eps)
+    def _recipe(self, sb: StepBatch) -> None:
+        """Stage recipe: the registered recipe maps the step's rewards to rewards used, advantages and
+        weights (:meth:`wmrl.core.recipe.Recipe.step`) and learns this step's anchors; ``sb.cal_rec`` is the
+        calibration.jsonl line (None without a world model)."""
+        x = StepInputs(step=sb.step, group_ids=sb.gid, is_anchor=sb.is_anchor, valid=sb.valid,
+                       reward_true=sb.reward_true, reward_wm=sb.reward_wm)
+        sb.out = out = self.recipe.step(x, self.recipe_state, self.settings)
+        cal, a_ok = out.calibration, sb.a_ok
+        if cal is None:
+            return
+        r_hat, r_tilde, r_true = sb.reward_wm, out.reward_wm_calibrated, sb.reward_true
+        sb.cal_rec = {
+            "step": sb.step, "mode": cal["mode"], "n_window": cal["n_window"],
+            "map_x": CALIBRATION_GRID.tolist(), "map_y": np.asarray(cal["map_y"]).tolist(),
+            "anchor_wm": r_hat[a_ok].tolist(), "anchor_wm_calibrated": r_tilde[a_ok].tolist(),
+            "anchor_true": r_true[a_ok].tolist(),
+            "anchor_task_ids": [sb.batch.task_ids[i] for i in np.flatnonzero(a_ok)],
+            "residual_var_raw": _var(r_true[a_ok] - r_hat[a_ok]),
+            "residual_var_calibrated": _var(r_true[a_ok] - r_tilde[a_ok]),
+            "diagnostics": cal["diagnostics"],
+        }
 
     def _refresh_world_model(self, step: int) -> dict[str, Any] | None:
         """Stage wm_refresh: refit the world model on the anchors so far every
@@ -553,7 +519,8 @@ class Trainer:
 
     def _metrics(self, sb: StepBatch) -> dict[str, Any]:
         """The step's metrics.jsonl record, without the ledger keys (docs/run-directory.md)."""
-        r_hat, r_cal, r_true, a_ok, fr = sb.r_hat, sb.r_cal, sb.r_true, sb.a_ok, sb.fusion
+        r_hat, r_true, a_ok, out = sb.reward_wm, sb.reward_true, sb.a_ok, sb.out
+        r_tilde = out.reward_wm_calibrated
         rec: dict[str, Any] = {
             "step": sb.step, "time": time.time(), "method": self.method,
             "n_groups": sb.M, "n_samples": sb.B,
@@ -563,35 +530,29 @@ class Trainer:
             "valid_rate_anchor": (float(np.mean([s == "ok" for s in (sb.status[i] for i in sb.anchor_idx)]))
                                   if sb.anchor_idx.size else None),
             "reward_wm_mean": _mean(r_hat),
-            "reward_wm_calibrated_mean": _mean(r_cal),
+            "reward_wm_calibrated_mean": _mean(r_tilde),
             "reward_wm_anchor_mean": _mean(r_hat[a_ok]),
-            "reward_used_mean": _mean(fr.reward_used),
+            "reward_used_mean": _mean(out.reward_used),
             "wm_bias": _mean(r_hat[a_ok] - r_true[a_ok]) if a_ok.any() else None,
-            "wm_bias_calibrated": _mean(r_cal[a_ok] - r_true[a_ok]) if a_ok.any() else None,
-            "calibrator_n_anchors": self.calibrator.n_anchors if self.method == "wmrl" else None,
-            "calibrator_mode": sb.cal_rec["mode"] if sb.cal_rec else None,
+            "wm_bias_calibrated": _mean(r_tilde[a_ok] - r_true[a_ok]) if a_ok.any() else None,
             "completion_tokens_mean": float(sb.completion_tokens.mean()) if sb.B else None,
             "scaffold_valid_rate": (float(np.mean(sb.batch.valid)) if getattr(sb.batch, "valid", None) else None),
         }
-        rec.update(fr.stats)
+        rec.update(out.stats)
         rec.update(sb.update)
         if sb.refresh is not None:
             rec["wm_refresh_records"] = sb.refresh.get("n_records")
-        if self.method == "grpo":
-            rec["alpha"] = 1.0
-        elif self.method == "wm":
-            rec["alpha"] = 0.0
         return rec
 
     def _samples(self, sb: StepBatch) -> list[dict[str, Any]]:
         """The step's samples.jsonl lines (one per trajectory)."""
-        batch, fr, tokens = sb.batch, sb.fusion, sb.completion_tokens
+        batch, out, tokens = sb.batch, sb.out, sb.completion_tokens
         return [
             {"step": sb.step, "group": int(sb.gid[i]), "task_id": batch.task_ids[i],
              "stream": "anchor" if sb.is_anchor[i] else "wm",
-             "reward_true": sb.r_true[i], "status": sb.status[i], "error": sb.error[i], "reward_wm": sb.r_hat[i],
-             "reward_wm_calibrated": sb.r_cal[i], "reward_used": fr.reward_used[i], "advantage": fr.advantages[i],
-             "weight": fr.weights[i], "dropped": not bool(sb.valid[i]), "completion_tokens": int(tokens[i]),
+             "reward_true": sb.reward_true[i], "status": sb.status[i], "error": sb.error[i],
+             "reward_wm": sb.reward_wm[i], "reward_wm_calibrated": out.reward_wm_calibrated[i],
+             "reward_used": out.reward_used[i], "advantage": out.advantages[i], "weight": out.weights[i], "dropped": not bool(sb.valid[i]), "completion_tokens": int(tokens[i]),
              "completion": batch.completions[i][:2000]}
             for i in range(sb.B)
         ]
