@@ -11,7 +11,7 @@ import torch
 from wmrl.embodied.config import load_config
 from wmrl.embodied.policy import GaussianPolicy, PolicyConfig
 from wmrl.embodied.progress import collapse, progress_labels
-from wmrl.embodied.recipe import RecipeSettings, RecipeState, recipe_step
+from wmrl.embodied.recipe import RecipeSettings, new_state, recipe_step
 from wmrl.embodied.trainer import anchor_rewards
 from wmrl.training.config import ConfigError
 
@@ -70,16 +70,17 @@ def test_anchor_rewards_hide_non_anchor_success() -> None:
 def _run_recipe(name: str, success_fn) -> object:
     gid = np.repeat(np.arange(4), 4)
     anc = gid < 2
-    st = RecipeState(RecipeSettings(calibrator_min_anchors=4, fusion_min_pairs=2))
+    se = RecipeSettings(calibrator_min_anchors=4, fusion_min_pairs=2)
+    st = new_state(name, se)
     r_hat = np.linspace(0, 1, 16)
     out = None
     for step in (1, 2, 3):
-        out = recipe_step(name, st, step=step, group_ids=gid, is_anchor=anc, valid=np.ones(16, bool),
+        out = recipe_step(name, st, se, step=step, group_ids=gid, is_anchor=anc, valid=np.ones(16, bool),
                           r_true=anchor_rewards(success_fn(anc, r_hat), anc), r_hat=r_hat)
     return out
 
 
-@pytest.mark.parametrize("name", ["wmrl", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi"])
+@pytest.mark.parametrize("name", ["wmrl", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi", "anchor-only"])
 def test_recipe_ignores_success_off_anchors(name: str) -> None:
     """Whatever the success of world-model episodes, the recipe's output is the same: only the anchors'
     success (and the world-model scores) enter; changing the anchors' success changes it."""
@@ -93,15 +94,15 @@ def test_recipe_ignores_success_off_anchors(name: str) -> None:
 
 def test_recipe_grpo_and_wm_streams() -> None:
     gid = np.repeat(np.arange(2), 3)
-    st = RecipeState(RecipeSettings())
-    g = recipe_step("grpo", st, step=1, group_ids=gid, is_anchor=np.ones(6, bool), valid=np.ones(6, bool),
+    se = RecipeSettings()
+    g = recipe_step("grpo", new_state("grpo", se), se, step=1, group_ids=gid, is_anchor=np.ones(6, bool), valid=np.ones(6, bool),
                     r_true=np.array([1, 0, 0, 1, 1, 0.0]), r_hat=np.full(6, np.nan))
     assert g.stats["alpha"] == 1.0 and g.advantages[0] > 0 > g.advantages[1]
-    w = recipe_step("wm", st, step=1, group_ids=gid, is_anchor=np.zeros(6, bool), valid=np.ones(6, bool),
+    w = recipe_step("wm", new_state("wm", se), se, step=1, group_ids=gid, is_anchor=np.zeros(6, bool), valid=np.ones(6, bool),
                     r_true=np.full(6, np.nan), r_hat=np.array([0.9, 0.1, 0.5, 0.2, 0.3, 0.4]))
     assert w.stats["alpha"] == 0.0 and w.advantages[0] > 0 > w.advantages[1]
     with pytest.raises(ValueError, match="unknown recipe"):
-        recipe_step("nope", st, step=1, group_ids=gid, is_anchor=np.ones(6, bool), valid=np.ones(6, bool),
+        recipe_step("nope", new_state("wm", se), se, step=1, group_ids=gid, is_anchor=np.ones(6, bool), valid=np.ones(6, bool),
                     r_true=np.zeros(6), r_hat=np.zeros(6))
 
 

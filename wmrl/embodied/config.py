@@ -1,124 +1,128 @@
-"""Configuration of the embodied track: typed dataclasses, presets, YAML and ``--set`` overrides.
+"""Configuration of the embodied track: typed pydantic sections, presets, YAML and ``--set`` overrides.
 
-Parsing, type coercion and range checks are the text track's (:mod:`wmrl.training.config`: ``load_yaml``
-refuses duplicate keys, ``_build`` refuses unknown keys with a suggestion, ``_check_ranges`` checks the
-``min``/``max``/``gt`` of every field). Presets: ``tiny`` (CI: one task, a tiny policy, seconds) and
+The sections are the text track's ``_Section`` models (:mod:`wmrl.training.config`: unknown keys refused,
+ranges and types checked by pydantic, errors rendered with the key named by ``_errors_text``, numbers
+required finite); ``load_yaml`` refuses a key given twice. Presets: ``tiny`` (CI: one task, a tiny policy, seconds) and
 ``bench`` (the bench of record of docs/embodied.md, sized for about an hour on a loaded 2-core machine).
 """
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+from pydantic import Field, ValidationError
 
-from wmrl.training.config import ConfigError, _build, _check_ranges, _f, load_yaml
+from wmrl.training.config import ConfigError, Float, Int, OptStr, _errors_text, _require_finite, _Section, load_yaml
 
 
-@dataclass
-class SuiteConfig:
+class SuiteConfig(_Section):
     """Tasks and initial-state splits (:class:`wmrl.embodied.env.Suite`)."""
 
-    tasks: list[str] = _f(None, "Meta-World v3 tasks trained on.", factory=lambda: ["push-v3"])
-    heldout_tasks: list[str] = _f(None, "Tasks evaluated on only (held-out instructions).", factory=list)
-    n_train_states: int = _f(10, "Initial states 0..n-1 of each task: demonstrations and RL start here.",
-                             min=1, max=50)
-    n_heldout_states: int = _f(10, "The next n states of each task: evaluation only.", min=0, max=49)
-    max_steps: int = _f(100, "Episode cap in environment steps.", min=1)
-    state_seed: int = _f(0, "Seed of Meta-World's 50 pre-sampled initial states per task.")
+    tasks: list[str] = Field(default_factory=lambda: ["push-v3"], description="Meta-World v3 tasks trained on.")
+    heldout_tasks: list[str] = Field(default_factory=list, description="Tasks evaluated on only (held-out "
+                                     "instructions).")
+    n_train_states: Int = Field(10, ge=1, le=50, description="Initial states 0..n-1 of each task: demonstrations "
+                                "and RL start here.")
+    n_heldout_states: Int = Field(10, ge=0, le=49, description="The next n states of each task: evaluation only.")
+    max_steps: Int = Field(100, ge=1, description="Episode cap in environment steps.")
+    state_seed: Int = Field(0, description="Seed of Meta-World's 50 pre-sampled initial states per task.")
 
 
-@dataclass
-class SftConfig:
+class SftConfig(_Section):
     """Behaviour cloning of the scripted experts; the SFT checkpoint every RL run starts from."""
 
-    demos_per_state: int = _f(2, "Expert episodes per training initial state.", min=1)
-    demo_noise_std: float = _f(0.1, "Std of the Gaussian noise added to executed expert actions.", min=0.0)
-    epochs: int = _f(30, "BC epochs.", min=1)
-    lr: float = _f(1e-3, "BC learning rate (Adam).", gt=0.0)
-    batch_size: int = _f(256, "BC batch size (transitions).", min=1)
-    hidden: int = _f(128, "Policy MLP width.", min=1)
-    layers: int = _f(2, "Policy MLP hidden layers.", min=1)
-    lang_dim: int = _f(16, "Instruction embedding size.", min=1)
-    init_std: float = _f(0.3, "Action std of the SFT policy (exploration noise of every RL run).", gt=0.0)
-    seed: int = _f(0, "Seed of demonstrations and BC (shared by every RL run).")
+    demos_per_state: Int = Field(2, ge=1, description="Expert episodes per training initial state.")
+    demo_noise_std: Float = Field(0.1, ge=0.0, description="Std of the Gaussian noise added to executed expert "
+                                  "actions.")
+    epochs: Int = Field(30, ge=1, description="BC epochs.")
+    lr: Float = Field(1e-3, gt=0.0, description="BC learning rate (Adam).")
+    batch_size: Int = Field(256, ge=1, description="BC batch size (transitions).")
+    hidden: Int = Field(128, ge=1, description="Policy MLP width.")
+    layers: Int = Field(2, ge=1, description="Policy MLP hidden layers.")
+    lang_dim: Int = Field(16, ge=1, description="Instruction embedding size.")
+    init_std: Float = Field(0.3, gt=0.0, description="Action std of the SFT policy (exploration noise of every RL "
+                            "run).")
+    seed: Int = Field(0, description="Seed of demonstrations and BC (shared by every RL run).")
 
 
-@dataclass
-class WorldModelConfig:
+class WorldModelConfig(_Section):
     """The progress predictor and its collapse to one score per episode."""
 
-    collapse: str = _f("shaping", "Episode score: shaping (mean last k - mean first k), peak or final.")
-    k: int = _f(5, "k of the shaping collapse (states).", min=1)
-    warmup_rollouts_per_state: int = _f(2, "SFT-policy roll-outs per training state to fit on (with success "
-                                        "labels; counted as warm-up executions).", min=0)
-    epochs: int = _f(30, "Fit epochs.", min=1)
-    lr: float = _f(1e-3, "Fit learning rate (Adam).", gt=0.0)
-    hidden: int = _f(128, "MLP width.", min=1)
+    collapse: Literal["shaping", "peak", "final"] = Field("shaping", description="Episode score: shaping (mean of "
+                                                         "the last k minus mean of the first k), peak or final.")
+    k: Int = Field(5, ge=1, description="k of the shaping collapse (states).")
+    warmup_rollouts_per_state: Int = Field(2, ge=0, description="SFT-policy roll-outs per training state to fit on "
+                                           "(with success labels; counted in the artefacts' report).")
+    epochs: Int = Field(30, ge=1, description="Fit epochs.")
+    lr: Float = Field(1e-3, gt=0.0, description="Fit learning rate (Adam).")
+    hidden: Int = Field(128, ge=1, description="MLP width.")
 
 
-@dataclass
-class RolloutConfig:
-    groups_per_step: int = _f(8, "M: groups (initial states) per step.", min=1)
-    group_size: int = _f(4, "G: episodes per group, all from the same initial state.", min=1)
+class RolloutConfig(_Section):
+    """Groups of episodes per step."""
+
+    groups_per_step: Int = Field(8, ge=1, description="M: groups (initial states) per step.")
+    group_size: Int = Field(4, ge=1, description="G: episodes per group, all from the same initial state.")
 
 
-@dataclass
-class RecipeConfig:
-    """Anchor routing and the recipe's settings (:class:`wmrl.embodied.recipe.RecipeSettings`)."""
+class RecipeConfig(_Section):
+    """Anchor routing and the recipe's settings (:class:`wmrl.core.recipe.RecipeSettings`)."""
 
-    anchor_fraction: float = _f(0.25, "rho: long-run fraction of groups whose success is observed (wmrl*).",
-                                min=0.0, max=1.0)
-    min_anchor_every: int = _f(4, "At least one anchor group every N steps (0 = off).", min=0)
-    calibrator_window: int = _f(256, "Anchor pairs the isotonic map is fitted on.", min=1)
-    calibrator_min_anchors: int = _f(32, "Identity map below this many anchor pairs.", min=1)
-    fusion_min_pairs: int = _f(8, "Pooled alpha below this many out-of-sample pairs.", min=1)
-    alpha_floor: float = _f(0.05, "Lower clip of alpha.", min=0.0, max=1.0)
-    alpha_ceiling: float = _f(0.95, "Upper clip of alpha.", min=0.0, max=1.0)
-    normalize_std: bool = _f(True, "Divide group advantages by the group std.")
-
-
-@dataclass
-class OptimConfig:
-    steps: int = _f(20, "RL steps.", min=0)
-    lr: float = _f(3e-4, "Adam learning rate.", gt=0.0)
-    epochs_per_step: int = _f(2, "Passes of the clipped surrogate over each step's episodes.", min=1)
-    clip_low: float = _f(0.2, "PPO clip (low).", min=0.0)
-    clip_high: float = _f(0.2, "PPO clip (high).", min=0.0)
-    grad_clip: float = _f(1.0, "Gradient-norm clip (0 = off).", min=0.0)
+    anchor_fraction: Float = Field(0.25, ge=0.0, le=1.0, description="rho: long-run fraction of groups whose "
+                                   "success is observed (recipes with anchors at rho).")
+    min_anchor_every: Int = Field(4, ge=0, description="At least one anchor group every N steps (0 = off).")
+    calibrator_window: Int = Field(256, ge=1, description="Anchor pairs the isotonic map and the fusion estimate "
+                                   "use (most recent).")
+    calibrator_min_anchors: Int = Field(32, ge=1, description="Identity map below this many anchor pairs.")
+    fusion_min_pairs: Int = Field(8, ge=1, description="Pooled alpha below this many out-of-sample pairs.")
+    alpha_floor: Float = Field(0.05, ge=0.0, le=1.0, description="Lower clip of alpha.")
+    alpha_ceiling: Float = Field(0.95, ge=0.0, le=1.0, description="Upper clip of alpha.")
+    normalize_std: bool = Field(True, description="Divide group advantages by the group std.")
 
 
-@dataclass
-class EvalConfig:
-    samples_per_state: int = _f(2, "Episodes per initial state per evaluation.", min=1)
-    at_start: bool = _f(True, "Evaluate the SFT policy at step 0.")
-    every_k: int = _f(0, "Also evaluate every k steps (0 = only at the start and the end).", min=0)
-    seed: int = _f(12345, "Seed of evaluation noise (the same for every method: paired comparison).")
+class OptimConfig(_Section):
+    """The policy update (clipped surrogate of wmrl.core.losses.grpo_loss, Adam)."""
+
+    steps: Int = Field(20, ge=0, description="RL steps.")
+    lr: Float = Field(3e-4, gt=0.0, description="Adam learning rate.")
+    epochs_per_step: Int = Field(2, ge=1, description="Passes of the clipped surrogate over each step's episodes.")
+    clip_low: Float = Field(0.2, ge=0.0, le=1.0, description="PPO clip (low).")
+    clip_high: Float = Field(0.2, ge=0.0, description="PPO clip (high).")
+    grad_clip: Float = Field(1.0, ge=0.0, description="Gradient-norm clip (0 = off).")
 
 
-@dataclass
-class EmbodiedConfig:
+class EvalConfig(_Section):
+    """Evaluation on the training and held-out initial states."""
+
+    samples_per_state: Int = Field(2, ge=1, description="Episodes per initial state per evaluation.")
+    at_start: bool = Field(True, description="Evaluate the SFT policy at step 0.")
+    every_k: Int = Field(0, ge=0, description="Also evaluate every k steps (0 = only at the start and the end).")
+    seed: Int = Field(12345, description="Base seed of evaluation noise (the same for every method of one run "
+                      "seed: paired comparison).")
+
+
+class EmbodiedConfig(_Section):
     """One embodied training run."""
 
-    name: str | None = _f(None, "Run name (default: the recipe).")
-    recipe: str = _f("wmrl", "grpo | wm | wmrl | wmrl-no-debias | wmrl-no-denoise | wmrl-ppi | sft (no RL).")
-    seed: int = _f(0, "Seed of RL sampling (the SFT checkpoint is shared).")
-    run_dir: str | None = _f(None, "Run directory (default runs/embodied-<name>-<time>).")
-    checkpoint_every: int = _f(5, "Checkpoint every N steps (and at the end).", min=1)
-    keep_checkpoints: int = _f(2, "Checkpoints kept.", min=1)
-    threads: int = _f(1, "torch threads.", min=1)
-    suite: SuiteConfig = dataclasses.field(default_factory=SuiteConfig)
-    sft: SftConfig = dataclasses.field(default_factory=SftConfig)
-    world_model: WorldModelConfig = dataclasses.field(default_factory=WorldModelConfig)
-    rollout: RolloutConfig = dataclasses.field(default_factory=RolloutConfig)
-    wmrl: RecipeConfig = dataclasses.field(default_factory=RecipeConfig)
-    optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
-    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    name: OptStr = Field(None, description="Run name (default: the recipe).")
+    recipe: str = Field("wmrl", description="A registered recipe (grpo, wm, wmrl, wmrl-no-debias, wmrl-no-denoise, "
+                        "wmrl-ppi, anchor-only, ...) or sft (no RL: evaluate the SFT checkpoint).")
+    seed: Int = Field(0, description="Seed of RL sampling (the SFT checkpoint is shared).")
+    run_dir: OptStr = Field(None, description="Run directory (default runs/embodied-<name>-<time>).")
+    checkpoint_every: Int = Field(5, ge=1, description="Checkpoint every N steps (and at the end).")
+    keep_checkpoints: Int = Field(2, ge=1, description="Checkpoints kept.")
+    threads: Int = Field(1, ge=1, description="torch threads.")
+    suite: SuiteConfig = Field(default_factory=SuiteConfig)
+    sft: SftConfig = Field(default_factory=SftConfig)
+    world_model: WorldModelConfig = Field(default_factory=WorldModelConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    wmrl: RecipeConfig = Field(default_factory=RecipeConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -174,14 +178,15 @@ def config_from_dict(data: dict[str, Any] | None) -> EmbodiedConfig:
     Raises:
         ConfigError: with the offending key named.
     """
-    from wmrl.embodied.recipe import RECIPES
+    from wmrl.embodied.recipe import names
 
-    cfg = _build(EmbodiedConfig, dict(data or {}), "")
-    _check_ranges(cfg)
-    if cfg.recipe not in RECIPES and cfg.recipe != "sft":
-        raise ConfigError(f"recipe: {cfg.recipe!r} is not one of sft, {', '.join(RECIPES)}")
-    if cfg.world_model.collapse not in ("shaping", "peak", "final"):
-        raise ConfigError(f"world_model.collapse: {cfg.world_model.collapse!r} is not shaping, peak or final")
+    try:
+        cfg = EmbodiedConfig.model_validate(dict(data or {}))
+    except ValidationError as e:
+        raise ConfigError(_errors_text(e)) from None
+    _require_finite(cfg)
+    if cfg.recipe not in names() and cfg.recipe != "sft":
+        raise ConfigError(f"recipe: {cfg.recipe!r} is not one of sft, {', '.join(names())}")
     s = cfg.suite
     if s.n_train_states + s.n_heldout_states > 50:
         raise ConfigError(f"suite: n_train_states + n_heldout_states = {s.n_train_states + s.n_heldout_states} "
@@ -226,7 +231,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def config_to_dict(cfg: EmbodiedConfig) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
+    """The config as plain nested dicts (YAML/JSON-serialisable), fields in declaration order."""
+    return cfg.model_dump()
 
 
 def artefact_key(cfg: EmbodiedConfig) -> str:

@@ -40,7 +40,7 @@ from wmrl.embodied.config import EmbodiedConfig, artefact_key, config_from_dict,
 from wmrl.embodied.env import EnvPool, InitialState, Suite, expert_rollout, rollout, shared_pool
 from wmrl.embodied.policy import Demos, GaussianPolicy, PolicyConfig, behaviour_clone
 from wmrl.embodied.progress import ProgressPredictor, fit_progress, score_episodes
-from wmrl.embodied.recipe import RecipeSettings, RecipeState, recipe_spec, recipe_step
+from wmrl.embodied.recipe import RecipeSettings, new_state, recipe, recipe_step
 from wmrl.training.ledger import Ledger
 from wmrl.training.rundir import RunDir, rng_state, set_rng_state, write_json_atomic, write_text_atomic
 
@@ -152,17 +152,17 @@ class EmbodiedTrainer:
         self.policy = GaussianPolicy.load(art / "policy")
         self.wm = ProgressPredictor.load(art / "progress")
         self.sft = cfg.recipe == "sft"
-        spec = recipe_spec("grpo" if self.sft else cfg.recipe)
-        self.spec = spec
-        rho = cfg.wmrl.anchor_fraction if spec.anchor_fraction is None else spec.anchor_fraction
+        self.spec = recipe(self.spec_name)
+        rho = self.spec.anchor_fraction(cfg.wmrl.anchor_fraction)
         self.router = make_router("fraction", fraction=rho,
-                                  min_every=(cfg.wmrl.min_anchor_every or None) if spec.method == "wmrl" else None,
-                                  seed=cfg.seed)
+                                  min_every=(cfg.wmrl.min_anchor_every or None) if self.spec.anchors == "fraction"
+                                  else None, seed=cfg.seed)
         w = cfg.wmrl
-        self.recipe = RecipeState(RecipeSettings(
+        self.settings = RecipeSettings(
             calibrator_window=w.calibrator_window, calibrator_min_anchors=w.calibrator_min_anchors,
-            fusion_min_pairs=w.fusion_min_pairs, alpha_floor=w.alpha_floor, alpha_ceiling=w.alpha_ceiling,
-            normalize_std=w.normalize_std))
+            window_pairs=w.calibrator_window, fusion_min_pairs=w.fusion_min_pairs, alpha_floor=w.alpha_floor,
+            alpha_ceiling=w.alpha_ceiling, normalize_std=w.normalize_std)
+        self.recipe = new_state(self.spec_name, self.settings)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.optim.lr)
         self.ledger = Ledger(method=cfg.recipe, anchor_fraction_configured=rho)
         self.step = 0
@@ -231,7 +231,7 @@ class EmbodiedTrainer:
         with L.stage("recipe"):
             r_true = anchor_rewards(eb.success, is_anchor)
             L.add_executions("anchor", [_Label() for _ in range(int(is_anchor.sum()))])
-            out = recipe_step(self.spec_name, self.recipe, step=step, group_ids=gid, is_anchor=is_anchor,
+            out = recipe_step(self.spec_name, self.recipe, self.settings, step=step, group_ids=gid, is_anchor=is_anchor,
                               valid=np.ones(eb.B, bool), r_true=r_true, r_hat=sc.r_hat)
         with L.stage("update"):
             upd = self._update(eb, out.advantages, out.weights)
@@ -260,11 +260,14 @@ class EmbodiedTrainer:
         with L.stage("log"):
             self.rd.append("metrics", rec)
             self.rd.append_many("samples", samples)
-            if self.spec.method == "wmrl":
+            if out.calibration is not None and a.any():
+                from wmrl.core.recipe import CALIBRATION_GRID
+
                 self.rd.append("calibration", {
-                    "step": step, "mode": out.stats.get("calibrator_mode"),
-                    "n_window": self.recipe.calibrator.n_anchors, "anchor_wm": sc.r_hat[a].tolist(),
-                    "anchor_wm_calibrated": out.r_cal[a].tolist(), "anchor_true": eb.success[a].tolist()})
+                    "step": step, "mode": out.calibration["mode"], "n_window": out.calibration["n_window"],
+                    "map_x": CALIBRATION_GRID.tolist(), "map_y": np.asarray(out.calibration["map_y"]).tolist(),
+                    "anchor_wm": sc.r_hat[a].tolist(), "anchor_wm_calibrated": out.r_cal[a].tolist(),
+                    "anchor_true": eb.success[a].tolist(), "diagnostics": out.calibration.get("diagnostics")})
             self.rd.log_line(f"{_now()} step {step}: anchors {rec['n_anchor_groups']}/{len(groups)} "
                              f"success(anchors) {_fmt(rec['success_anchor_mean'])} r_wm {_fmt(rec['reward_wm_mean'])} "
                              f"alpha {_fmt(rec.get('alpha'))} loss {_fmt(upd['loss'], 4)} "
