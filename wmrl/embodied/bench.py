@@ -28,7 +28,7 @@ import numpy as np
 from wmrl.embodied.config import load_config
 from wmrl.training.rundir import RunDir, write_json_atomic, write_text_atomic
 
-DEFAULT_RECIPES = ["sft", "grpo", "wm", "wmrl", "wmrl-no-debias", "wmrl-no-denoise"]
+DEFAULT_RECIPES = ["sft", "grpo", "wm", "wmrl", "wmrl-no-debias", "wmrl-no-denoise", "anchor-only"]
 
 LABELS = {
     "sft": "SFT (behaviour cloning, no RL)",
@@ -38,6 +38,7 @@ LABELS = {
     "wmrl-no-debias": "WMRL without debiasing",
     "wmrl-no-denoise": "WMRL without denoising",
     "wmrl-ppi": "WMRL with PPI++ fusion",
+    "anchor-only": "GRPO on the anchor groups' success only",
 }
 
 

@@ -101,8 +101,8 @@ def evaluate(
 def bench(
     out: Path = typer.Option(Path("runs/embodied-bench"), "--out", "-o", help="Bench folder (resumable)."),
     preset: str = typer.Option("bench", "--preset", "-p", help="Preset every run starts from."),
-    recipes: str = typer.Option(",".join(["sft", "grpo", "wm", "wmrl", "wmrl-no-debias", "wmrl-no-denoise"]),
-                                "--recipes", help="Comma-separated recipes."),
+    recipes: str = typer.Option("sft,grpo,wm,wmrl,wmrl-no-debias,wmrl-no-denoise,anchor-only", "--recipes",
+                                help="Comma-separated recipes."),
     seeds: str = typer.Option("0,1,2", "--seeds", help="Comma-separated seeds."),
     set_: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Override for every run."),
 ) -> None:
