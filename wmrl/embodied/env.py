@@ -151,6 +151,7 @@ class EnvPool:
         require_metaworld()
         _quiet()
         self.suite = suite
+        self.obs_dim, self.act_dim = OBS_DIM, ACT_DIM
         self._free: dict[str, list[Any]] = {}
         self._tasks: dict[str, list[Any]] = {}
         self.env_steps = 0
@@ -188,8 +189,9 @@ class EpisodeBatch:
 
     Attributes:
         states: B :class:`InitialState` (one per episode).
-        obs: [B, T+1, 39] float32, the observations s_0..s_T (rows past an episode's end repeat its last).
-        actions: [B, T, 4] float32, the sampled (unclipped) actions; the environment got ``clip(a, -1, 1)``.
+        obs: [B, T+1, D] float32 (D = 39 for Meta-World), the observations s_0..s_T (rows past an episode's end
+            repeat its last).
+        actions: [B, T, A] float32 (A = 4 for Meta-World), the sampled (unclipped) actions; the environment got ``clip(a, -1, 1)``.
         logprobs: [B, T] float32, log pi(a_t | s_t, instruction) at sampling time (0 past the end).
         mask: [B, T] bool, True on the steps that happened.
         success: [B] float64 in {0, 1}: the simulator's success (reached before ``max_steps``).
@@ -252,7 +254,9 @@ def rollout_lockstep(pool: EnvPool, states: Sequence[InitialState], act: ActFn, 
     """Run one episode from each initial state, all in lockstep (one batched policy call per time step).
 
     Args:
-        pool: the environments.
+        pool: the environments: :class:`EnvPool`, or anything with ``suite.max_steps``, ``obs_dim``,
+            ``act_dim``, ``env_steps``, ``acquire``/``release``/``reset_to`` and Gymnasium-style ``step``
+            returning ``info["success"]`` (e.g. :class:`wmrl.embodied.libero.LiberoPool`).
         states: B initial states (repeat a state G times for a GRPO group).
         act: the policy (see :data:`ActFn`); ``rng`` is passed through to it (a ``torch.Generator``).
         instr_index: task -> instruction index of the policy's vocabulary.
@@ -261,8 +265,8 @@ def rollout_lockstep(pool: EnvPool, states: Sequence[InitialState], act: ActFn, 
         :class:`EpisodeBatch`.
     """
     B, T = len(states), pool.suite.max_steps
-    obs = np.zeros((B, T + 1, OBS_DIM), np.float32)
-    actions = np.zeros((B, T, ACT_DIM), np.float32)
+    obs = np.zeros((B, T + 1, getattr(pool, "obs_dim", OBS_DIM)), np.float32)
+    actions = np.zeros((B, T, getattr(pool, "act_dim", ACT_DIM)), np.float32)
     logp = np.zeros((B, T), np.float32)
     mask = np.zeros((B, T), bool)
     success = np.zeros(B)

@@ -58,12 +58,14 @@ class InstructionVocab:
 
 @dataclass
 class PolicyConfig:
-    """Sizes of :class:`GaussianPolicy`."""
+    """Sizes of :class:`GaussianPolicy` (obs_dim / act_dim: 39 / 4 for Meta-World, set by the LIBERO adapter)."""
 
     hidden: int = 128
     layers: int = 2
     lang_dim: int = 16
     init_std: float = 0.3
+    obs_dim: int = OBS_DIM
+    act_dim: int = ACT_DIM
 
 
 class GaussianPolicy(nn.Module):
@@ -82,15 +84,15 @@ class GaussianPolicy(nn.Module):
         self.cfg = cfg
         self.vocab = InstructionVocab(self.instructions)
         self.embed = nn.EmbeddingBag(len(self.vocab), cfg.lang_dim, mode="mean")
-        dims = [OBS_DIM + cfg.lang_dim] + [cfg.hidden] * cfg.layers
+        dims = [cfg.obs_dim + cfg.lang_dim] + [cfg.hidden] * cfg.layers
         mods: list[nn.Module] = []
         for a, b in zip(dims[:-1], dims[1:]):
             mods += [nn.Linear(a, b), nn.Tanh()]
-        mods.append(nn.Linear(dims[-1], ACT_DIM))
+        mods.append(nn.Linear(dims[-1], cfg.act_dim))
         self.mlp = nn.Sequential(*mods)
-        self.log_std = nn.Parameter(torch.full((ACT_DIM,), math.log(cfg.init_std)))
-        self.register_buffer("obs_mean", torch.zeros(OBS_DIM))
-        self.register_buffer("obs_std", torch.ones(OBS_DIM))
+        self.log_std = nn.Parameter(torch.full((cfg.act_dim,), math.log(cfg.init_std)))
+        self.register_buffer("obs_mean", torch.zeros(cfg.obs_dim))
+        self.register_buffer("obs_std", torch.ones(cfg.obs_dim))
         ids, offs = self.vocab.encode(self.instructions)
         self.register_buffer("instr_ids", ids, persistent=False)
         self.register_buffer("instr_offsets", offs, persistent=False)
@@ -109,9 +111,9 @@ class GaussianPolicy(nn.Module):
     def mean(self, obs: torch.Tensor, instr: torch.Tensor) -> torch.Tensor:
         """obs [..., 39] float32, instr [...] int64 -> action mean [..., 4]."""
         shape = obs.shape[:-1]
-        o = ((obs.reshape(-1, OBS_DIM) - self.obs_mean) / self.obs_std).clamp(-10, 10)
+        o = ((obs.reshape(-1, self.cfg.obs_dim) - self.obs_mean) / self.obs_std).clamp(-10, 10)
         x = torch.cat([o, self.lang(instr.reshape(-1))], dim=-1)
-        return self.mlp(x).reshape(*shape, ACT_DIM)
+        return self.mlp(x).reshape(*shape, self.cfg.act_dim)
 
     def log_prob(self, obs: torch.Tensor, instr: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Exact log pi(a | s, e): obs [..., 39], instr [...], actions [..., 4] -> [...] float32."""

@@ -45,16 +45,16 @@ Collapse = Literal["shaping", "peak", "final"]
 class ProgressPredictor(nn.Module):
     """p(s, instruction) in [0, 1]; instructions are indices into ``instructions``."""
 
-    def __init__(self, instructions: Sequence[str], hidden: int = 128, lang_dim: int = 16):
+    def __init__(self, instructions: Sequence[str], hidden: int = 128, lang_dim: int = 16, obs_dim: int = OBS_DIM):
         super().__init__()
         self.instructions = list(instructions)
-        self.hidden, self.lang_dim = int(hidden), int(lang_dim)
+        self.hidden, self.lang_dim, self.obs_dim = int(hidden), int(lang_dim), int(obs_dim)
         self.vocab = InstructionVocab(self.instructions)
         self.embed = nn.EmbeddingBag(len(self.vocab), lang_dim, mode="mean")
-        self.mlp = nn.Sequential(nn.Linear(OBS_DIM + lang_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+        self.mlp = nn.Sequential(nn.Linear(obs_dim + lang_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
                                  nn.ReLU(), nn.Linear(hidden, 1))
-        self.register_buffer("obs_mean", torch.zeros(OBS_DIM))
-        self.register_buffer("obs_std", torch.ones(OBS_DIM))
+        self.register_buffer("obs_mean", torch.zeros(obs_dim))
+        self.register_buffer("obs_std", torch.ones(obs_dim))
         ids, offs = self.vocab.encode(self.instructions)
         self.register_buffer("instr_ids", ids, persistent=False)
         self.register_buffer("instr_offsets", offs, persistent=False)
@@ -76,12 +76,12 @@ class ProgressPredictor(nn.Module):
     def save(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
         torch.save({"state_dict": self.state_dict(), "instructions": self.instructions, "hidden": self.hidden,
-                    "lang_dim": self.lang_dim}, path / "progress.pt")
+                    "lang_dim": self.lang_dim, "obs_dim": self.obs_dim}, path / "progress.pt")
 
     @classmethod
     def load(cls, path: Path) -> "ProgressPredictor":
         d = torch.load(Path(path) / "progress.pt", weights_only=False)
-        m = cls(d["instructions"], d["hidden"], d["lang_dim"])
+        m = cls(d["instructions"], d["hidden"], d["lang_dim"], d.get("obs_dim", OBS_DIM))
         m.load_state_dict(d["state_dict"])
         return m
 
