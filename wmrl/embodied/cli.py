@@ -68,6 +68,8 @@ def evaluate(
     from wmrl.training.config import ConfigError
     from wmrl.training.rundir import RunDir, to_json_line
 
+    import tempfile
+
     import yaml
 
     try:
@@ -79,14 +81,15 @@ def evaluate(
             if samples < 1:
                 raise ConfigError("--samples must be >= 1")
             cfg.eval.samples_per_state = samples
-        eval_rd = RunDir(Path(run_dir) / "eval_cli")
-        eval_rd.create()
-        tr = EmbodiedTrainer(cfg, eval_rd, build_artefacts(cfg))
-        if checkpoint != "initial":
-            ck = rd.checkpoint(int(checkpoint) if checkpoint.isdigit() else checkpoint)
-            tr.policy.load_state_dict(GaussianPolicy.load(ck / "policy").state_dict())
-            tr.step = json.loads((ck / "trainer_state.json").read_text())["step"]
-        res = tr.evaluate()
+        with tempfile.TemporaryDirectory() as scratch:  # the trainer's own logs are not wanted here
+            eval_rd = RunDir(scratch)
+            eval_rd.create()
+            tr = EmbodiedTrainer(cfg, eval_rd, build_artefacts(cfg))
+            if checkpoint != "initial":
+                ck = rd.checkpoint(int(checkpoint) if checkpoint.isdigit() else checkpoint)
+                tr.policy.load_state_dict(GaussianPolicy.load(ck / "policy").state_dict())
+                tr.step = json.loads((ck / "trainer_state.json").read_text())["step"]
+            res = tr.evaluate()
     except (ConfigError, FileNotFoundError, ValueError) as e:
         _fail(e)
     with open(Path(run_dir) / "eval_cli.jsonl", "a") as fh:
