@@ -172,3 +172,12 @@ def test_eval_cli_and_wm_report(tmp_path) -> None:
     assert _auc(np.array([0.9, 0.1, 0.5]), np.array([1.0, 0.0, 0.0])) == 1.0
     assert _auc(np.array([0.5, 0.5]), np.array([1.0, 0.0])) == 0.5
     assert _auc(np.array([0.5]), np.array([1.0])) is None
+
+
+def test_heldout_tasks_are_evaluated_never_trained(tmp_path) -> None:
+    d = tmp_path / "ht"
+    summ = T.run_embodied(_cfg(d, "optim.steps=1", "suite.heldout_tasks=[coffee-button-v3]"), progress=False)
+    assert set(summ["final"]) == {"train", "heldout", "heldout_tasks"}
+    assert all(s["state"].startswith("reach-v3#") for s in read_jsonl(d / "samples.jsonl"))
+    ev = [r for r in read_jsonl(d / "eval.jsonl") if r["split"] == "heldout_tasks"]
+    assert list(ev[0]["per_task"]) == ["coffee-button-v3"] and ev[0]["n_episodes"] == 2
