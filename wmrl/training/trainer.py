@@ -43,8 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config, validate
 from wmrl.core.recipe import CALIBRATION_GRID, Recipe, RecipeSettings, StepInputs, StepOutputs, get_recipe
+from wmrl.interfaces import Executor, Policy, Scaffold, WorldModel
+from wmrl.tasks.spec import Task
+from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config, validate
 from wmrl.training.ledger import Ledger, format_ledger
 from wmrl.training.rundir import RunDir, read_jsonl, rng_state, seed_everything, set_rng_state, \
     write_json_atomic
@@ -57,28 +59,26 @@ class RunDirError(RuntimeError):
 
 @dataclass
 class Components:
-    """The parts the trainer drives (all behind the protocols of :mod:`wmrl.interfaces`).
+    """The parts the trainer drives, typed by the protocols of :mod:`wmrl.interfaces`.
 
     Attributes:
         train_tasks: tasks used for RL (non-empty). heldout_tasks: evaluation-only tasks.
-        scaffold: a :class:`wmrl.interfaces.Scaffold`.
-        policy: ``sample(tasks, scaffold, group_size, max_new_tokens, temperature, top_p) -> RolloutBatch``,
-            ``logprobs(batch) -> [B, T]`` (with grad), ``ref_logprobs(batch)``, ``trainable_parameters()``,
-            ``save(dir)``, ``load(dir)``.
-        executor: a :class:`wmrl.interfaces.Executor`.
-        world_model: a :class:`wmrl.interfaces.WorldModel` (None for ``grpo``); ``fit``/``save``/``load``
-            are used for refresh and checkpoints when present.
+        scaffold: the :class:`~wmrl.interfaces.Scaffold`.
+        policy: the :class:`~wmrl.interfaces.Policy`.
+        executor: the :class:`~wmrl.interfaces.Executor`.
+        world_model: the :class:`~wmrl.interfaces.WorldModel` (None when the method uses none).
         close: called when training ends (stops executors, ...).
         refit_world_model: optional ``f(step) -> dict`` that refits the world model on the warm-up corpus
             plus anchors so far (``world_model.refresh_every_k``).
+        info: what the builder reports about the parts (model name, corpus size, ...), for the run's log.
     """
 
-    train_tasks: list[Any]
-    heldout_tasks: list[Any]
-    scaffold: Any
-    policy: Any
-    executor: Any
-    world_model: Any | None = None
+    train_tasks: list[Task]
+    heldout_tasks: list[Task]
+    scaffold: Scaffold
+    policy: Policy
+    executor: Executor
+    world_model: WorldModel | None = None
     close: Callable[[], None] | None = None
     refit_world_model: Callable[[int], dict[str, Any]] | None = None
     info: dict[str, Any] = field(default_factory=dict)
