@@ -274,7 +274,7 @@ def test_trainer_runs_with_a_generative_world_model(small_suite, tmp_path):
     from wmrl.tasks.loader import TaskSuite
     from wmrl.training.config import ConfigError, load_config
     from wmrl.training.rundir import read_jsonl
-    from wmrl.training.trainer import run_training
+    from wmrl.training.run import run_training
 
     suite = TaskSuite(small_suite)
     corpus = _write_log(tmp_path / "warmup.sqlite", [suite.get("vcdextra-titanicp"), suite.get("aer-houseprices")],

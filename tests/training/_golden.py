@@ -66,7 +66,7 @@ def run_methods(tasks_root: Path, out: Path, methods: dict[str, list[str]] = MET
     """Run every method 3 steps on the tiny config and return ``{method: {steps, samples, eval}}``."""
     from wmrl.training.config import load_config
     from wmrl.training.rundir import RunDir, read_jsonl
-    from wmrl.training.trainer import run_training
+    from wmrl.training.run import run_training
 
     res: dict[str, Any] = {}
     for name, ov in methods.items():

@@ -1,7 +1,7 @@
 """Building the trainer's parts from a config: tasks, scaffold, policy, executor, world model.
 
 The only module of ``wmrl.training`` that knows the concrete classes of the other packages; the
-trainer itself sees them through :class:`wmrl.training.trainer.Components`. Heavy imports (torch,
+trainer itself sees them through :class:`wmrl.training.components.Components`. Heavy imports (torch,
 transformers) happen inside the functions.
 """
 from __future__ import annotations
@@ -213,7 +213,7 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     """
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.training.trainer import Components
+    from wmrl.training.components import Components
 
     train, heldout = resolve_tasks(cfg)
     record_tasks(rd, cfg, train, heldout)
@@ -331,7 +331,7 @@ def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, sc
     import torch
 
     from wmrl.models.warmup import collect_warmup
-    from wmrl.training.trainer import sampling_seed
+    from wmrl.training.components import sampling_seed
 
     wmc = cfg.world_model
     with ledger.phase("warmup"):
