@@ -44,9 +44,9 @@ def test_every_scaffold_is_a_scaffold(name):
 def test_implementations_have_every_member():
     from wmrl.execution.pool import LocalExecutor
     from wmrl.execution.ray_pool import RayExecutor
-    from wmrl.models.generative_wm import GenerativeWorldModel
+    from wmrl.world_model.generative import GenerativeWorldModel
     from wmrl.models.policy import Policy
-    from wmrl.models.world_model import RegressionWorldModel
+    from wmrl.world_model.regression import RegressionWorldModel
     from wmrl.tasks.loader import TaskSuite
 
     assert not _missing(I.Policy, Policy)

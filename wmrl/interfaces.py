@@ -121,7 +121,7 @@ class Policy(Protocol):
 @runtime_checkable
 class WorldModel(Protocol):
     """Predicts the reward (leaderboard percentile in [0, 1]) of a program without running it
-    (``wmrl.models.world_model.RegressionWorldModel``, ``wmrl.models.generative_wm.GenerativeWorldModel``)."""
+    (``wmrl.world_model.regression.RegressionWorldModel``, ``wmrl.world_model.generative.GenerativeWorldModel``)."""
 
     def predict(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
         """Predicted rewards r_hat, float64 array of shape [N]; batched internally."""

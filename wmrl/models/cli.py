@@ -151,7 +151,7 @@ def scaffolds_cmd(
 
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLD_NAMES, get_scaffold
-    from wmrl.models.warmup import collect_warmup
+    from wmrl.world_model.corpus import collect_warmup
 
     names = list(scaffold or SCAFFOLD_NAMES)
     task_list = _train_tasks(tasks, tasks_dir)
@@ -233,7 +233,7 @@ def warmup_cmd(
 
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD
-    from wmrl.models.warmup import collect_warmup
+    from wmrl.world_model.corpus import collect_warmup
 
     task_list = _train_tasks(tasks, tasks_dir)
     m, tok = _backbone(model, seed)
@@ -301,8 +301,8 @@ def fit_cmd(
 
     from wmrl.execution.log import ExecutionLog
     from wmrl.models.types import LoraSettings
-    from wmrl.models.wm_factory import new_world_model
-    from wmrl.models.world_model import calibration_plot
+    from wmrl.world_model.factory import new_world_model
+    from wmrl.world_model.regression import calibration_plot
 
     if kind == "generative" and lora_r < 1:
         raise typer.BadParameter("the generative world model learns only through its adapter: give --lora-r >= 1",
@@ -351,8 +351,8 @@ def eval_cmd(
     import numpy as np
 
     from wmrl.execution.log import ExecutionLog
-    from wmrl.models.wm_factory import load_world_model
-    from wmrl.models.world_model import calibration_plot, examples_from_records, world_model_metrics
+    from wmrl.world_model.factory import load_world_model
+    from wmrl.world_model.regression import calibration_plot, examples_from_records, world_model_metrics
 
     if not log.is_file():
         raise typer.BadParameter(f"{log} does not exist", param_hint="--log")
@@ -400,8 +400,8 @@ def bench_cmd(
     from wmrl.execution.types import ExecutionRequest
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.models.wm_factory import load_world_model
-    from wmrl.models.world_model import RegressionWorldModel
+    from wmrl.world_model.factory import load_world_model
+    from wmrl.world_model.regression import RegressionWorldModel
 
     task_list = _train_tasks(tasks, tasks_dir)
     if not tasks:  # the two smallest train tasks: a short run

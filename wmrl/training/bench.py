@@ -650,7 +650,7 @@ def world_model_quality(run: Any) -> dict[str, float | int]:
       (``samples.jsonl``).
     - ``wm_spearman``, ``wm_pairwise_accuracy``: Spearman correlation of r_hat with r over those pairs,
       and the fraction of within-group pairs (different r) that r_hat orders correctly, ties 1/2
-      (:func:`wmrl.models.wm_metrics.world_model_metrics`; 0.5 = no better than chance). GRPO's
+      (:func:`wmrl.world_model.metrics.world_model_metrics`; 0.5 = no better than chance). GRPO's
       advantages only use the order and spread inside a group, so the pairwise accuracy is what the
       policy gradient feels.
     - ``debias_sq_err_ratio``: out-of-sample effect of the isotonic debiasing (DESIGN.md §3): over the
@@ -659,7 +659,7 @@ def world_model_quality(run: Any) -> dict[str, float | int]:
       only). < 1: the debiasing brought the world model closer to the truth. NaN without debiasing.
     - ``alpha_mean``: mean over steps of the fused weight of the anchor gradient (``metrics.jsonl``).
     """
-    from wmrl.models.wm_metrics import world_model_metrics  # noqa: PLC0415
+    from wmrl.world_model.metrics import world_model_metrics  # noqa: PLC0415
     from wmrl.training.rundir import read_jsonl  # noqa: PLC0415
 
     nan = math.nan

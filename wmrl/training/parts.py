@@ -247,7 +247,7 @@ def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: 
                  scaffold: Any, train: list[Any], executor: Any) -> Any:
     """The world model of kind ``world_model.kind`` (see :func:`build_components` for where it comes from)."""
     from wmrl.models.types import LoraSettings
-    from wmrl.models.wm_factory import load_world_model, new_world_model
+    from wmrl.world_model.factory import load_world_model, new_world_model
 
     wmc = cfg.world_model
     if (rd.world_model / "DONE").is_file():
@@ -321,7 +321,7 @@ def _save_wm(wm: Any, rd: RunDir) -> None:
 def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, scaffold: Any, train: list[Any],
                    executor: Any) -> list[dict[str, Any]]:
     """The warm-up corpus: ``warmup_samples_per_task`` programs per train task sampled from the initial
-    policy and executed for real (:func:`wmrl.models.warmup.collect_warmup`: sampling of the next tasks
+    policy and executed for real (:func:`wmrl.world_model.corpus.collect_warmup`: sampling of the next tasks
     overlaps executions of the previous ones), or read from ``world_model.warmup_corpus`` (an execution log).
 
     Cost goes to the ledger (phase ``warmup``; executions ``warmup``). Returns execution-log-style
@@ -330,7 +330,7 @@ def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, sc
     """
     import torch
 
-    from wmrl.models.warmup import collect_warmup
+    from wmrl.world_model.corpus import collect_warmup
     from wmrl.training.components import sampling_seed
 
     wmc = cfg.world_model
@@ -371,7 +371,7 @@ def collect_corpus(cfg: TrainConfig, log_path: Path, *, samples_per_task: int, g
 
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.models.warmup import collect_warmup
+    from wmrl.world_model.corpus import collect_warmup
 
     train, _ = resolve_tasks(cfg)
     c = cfg.model_copy(update={"seed": seed})
