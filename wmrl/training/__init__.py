@@ -6,6 +6,6 @@ Modules: :mod:`~wmrl.training.config` (typed config, YAML, ``--set`` overrides, 
 :mod:`~wmrl.training.ledger` (compute ledger), :mod:`~wmrl.training.rundir` (run directory, atomic
 checkpoints), :mod:`~wmrl.training.evaluation` (real-execution evaluation),
 :mod:`~wmrl.training.parts` (building tasks, policy, executor, world model from a config),
-:mod:`~wmrl.training.evaluate_cli` (``wmrl eval``), :mod:`~wmrl.training.bench` (``wmrl bench``).
+:mod:`~wmrl.training.evaluate_cli` (``wmrl eval``); ``wmrl bench`` is :mod:`wmrl.bench`.
 Nothing here is imported at package import time (torch stays lazy). Run directory: docs/run-directory.md.
 """
