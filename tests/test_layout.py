@@ -39,7 +39,7 @@ def all_modules() -> dict[str, Path]:
 def module_imports(path: Path, known: set[str] | None = None) -> set[str]:
     """The ``wmrl`` modules that the file at ``path`` imports anywhere in it.
 
-    ``from wmrl.training import bench`` counts as ``wmrl.training.bench`` when that is a module of
+    ``from wmrl.training import trainer`` counts as ``wmrl.training.trainer`` when that is a module of
     ``known`` (default: every module of wmrl), else as ``wmrl.training``.
     """
     known = set(all_modules()) if known is None else known
