@@ -80,7 +80,8 @@ class Decoded:
             (more than one token allowed); lengths: [B] int64; complete: [B] bool (grammar rows: the
             stop token was accepted at a sentence's end; free rows: EOS or the stop point was reached).
         stats: ``steps`` (forward passes after the prefill), ``prefill_tokens`` (real prompt tokens
-            run), ``fed_tokens`` (completion tokens run), ``mask_seconds`` (building and applying the
+            run), ``fed_tokens`` (completion tokens run), ``padded_tokens`` (slots run, padding of the
+            shorter chunks included), ``prefill_seconds``, ``mask_seconds`` (building and applying the
             grammar masks), ``forward_seconds`` (decoder + LM head).
     """
 
@@ -138,7 +139,8 @@ def sample_shared(
     decoder, lm_head = lm_parts(model)
     B, L = len(row_prompt), int(max_new_tokens)
     temp = temperature if temperature > 0 else 1.0
-    st = {"steps": 0, "prefill_tokens": 0, "fed_tokens": 0, "mask_seconds": 0.0, "forward_seconds": 0.0}
+    st = {"steps": 0, "prefill_tokens": 0, "fed_tokens": 0, "mask_seconds": 0.0, "forward_seconds": 0.0,
+          "prefill_seconds": 0.0, "padded_tokens": 0}
     dev = lm_head.weight.device
     t0 = time.perf_counter()
     ids_u, am_u = left_pad(prompts, pad_id)
@@ -152,6 +154,8 @@ def sample_shared(
     am = am_u[rp].to(dev)
     logits = logits_u[rp.to(dev)]
     st["forward_seconds"] += time.perf_counter() - t0
+    st["prefill_seconds"] = st["forward_seconds"]
+    st["padded_tokens"] = 0
 
     toks = torch.full((B, L), pad_id, dtype=torch.long)
     lps = torch.zeros((B, L), dtype=torch.float32)
@@ -254,6 +258,7 @@ def sample_shared(
         h = out.last_hidden_state[torch.arange(feed.shape[0], device=dev), (kk - 1).to(dev)]
         logits = lm_head(h).float()
         st["fed_tokens"] += int(kk.sum())
+        st["padded_tokens"] += feed.numel()
         st["forward_seconds"] += time.perf_counter() - t0
         rows, nodes = kept_rows, nxt[keep]
     return Decoded(toks, lps, chs, lengths, complete, st)

@@ -68,7 +68,27 @@ def _sampling(policy: Any, tasks: list, scaffold: str, G: int, L: int, seed: int
     return {"batch": batch, "wall_s": wall, "cpu_s": cpu, "new_tokens": n, "tokens_per_s": n / wall,
             "tokens_per_completion": n / len(batch), "choice_tokens": int(st.get("choice_tokens", 0)),
             "mask_seconds": float(st.get("mask_seconds", 0.0)), "mask_share": float(st.get("mask_seconds", 0.0)) / wall,
-            "prefill_tokens": int(st.get("prefill_tokens", 0)), "steps": st.get("steps")}
+            "prefill_tokens": int(st.get("prefill_tokens", 0)), "fed_tokens": st.get("fed_tokens"),
+            "steps": st.get("steps")}
+
+
+def update_computed_tokens(batch: Any, micro: int, mode: str) -> int:
+    """Tokens the update's forward runs through the decoder: per micro-batch, every row's columns
+    (``per_sample``), or each distinct prompt once plus every row's completion columns (``shared``),
+    after trimming all-padding columns."""
+    from wmrl.models.decoding import prompt_groups
+
+    P, n = batch.prompt_len, 0
+    for s in range(0, len(batch), micro):
+        sub = batch.slice(list(range(s, min(s + micro, len(batch)))))
+        if mode == "per_sample":
+            n += sub.input_ids.numel()
+            continue
+        am = sub.attention_mask[:, :P]
+        width = P - int(torch.nonzero(am.any(0)).min())
+        Tc = int(sub.completion_mask[:, P:].sum(1).max())
+        n += (int(prompt_groups(sub).max()) + 1) * width + len(sub) * Tc
+    return n
 
 
 def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int = 4, group_size: int = 4,
@@ -94,23 +114,30 @@ def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int
             r = _sampling(policy, tasks, scaffold, group_size, max_new_tokens, seed, eng)
             res[f"sample_{scaffold}_{eng}"] = r
             log(f"sample {scaffold:8s} {eng:8s}: {r['new_tokens']} tokens in {r['wall_s']:.1f} s = "
-                f"{r['tokens_per_s']:.1f} tokens/s, mask {100 * r['mask_share']:.1f}% of it")
+                f"{r['tokens_per_s']:.1f} tokens/s, mask {100 * r['mask_share']:.1f}% of it; prefill "
+                f"{r['prefill_tokens']} tokens, {r['steps'] or '-'} steps")
     batch = res["sample_grammar_shared"]["batch"]
     wm = RegressionWorldModel(model, tok, lora=None)
     p_ids = [len(wm._prompt_ids(p)) + len(wm._ids(c)) for p, c in zip(batch.prompts, batch.completions)]
+    uniq = {p: len(wm._prompt_ids(p)) for p in batch.prompts}
+    shared_tokens = sum(uniq.values()) + sum(len(wm._ids(c)) for c in batch.completions)
     for share in (False, True):
         _, wall, cpu = _timed(lambda: wm.features(batch.prompts, batch.completions, share_prompts=share))
+        ct = shared_tokens if share else sum(p_ids)
         res[f"wm_{'shared' if share else 'separate'}"] = {"wall_s": wall, "cpu_s": cpu, "input_tokens": sum(p_ids),
-                                                        "tokens_per_s": sum(p_ids) / wall}
+                                                        "tokens_per_s": sum(p_ids) / wall, "computed_tokens": ct,
+                                                        "computed_tokens_per_s": ct / wall}
         log(f"world model {'shared' if share else 'separate'}: {sum(p_ids)} input tokens in {wall:.1f} s = "
-            f"{sum(p_ids) / wall:.1f} tokens/s")
+            f"{sum(p_ids) / wall:.1f} tokens/s ({ct} computed: {ct / wall:.1f}/s)")
     row_tokens = int(batch.input_ids.numel())
     for mode in (["per_sample", "shared"] if before else ["shared"]):
         _, wall, cpu = _timed(lambda: _update(policy, batch, micro_batch, mode))
+        ct = update_computed_tokens(batch, micro_batch, mode)
         res[f"update_{mode}"] = {"wall_s": wall, "cpu_s": cpu, "row_tokens": row_tokens,
-                                 "tokens_per_s": row_tokens / wall, "rows": len(batch), "columns": batch.input_ids.shape[1]}
+                                 "tokens_per_s": row_tokens / wall, "rows": len(batch), "columns": batch.input_ids.shape[1],
+                                 "computed_tokens": ct, "computed_tokens_per_s": ct / wall}
         log(f"update {mode:10s}: {len(batch)} rows x {batch.input_ids.shape[1]} = {row_tokens} row tokens in "
-            f"{wall:.1f} s = {row_tokens / wall:.1f} tokens/s")
+            f"{wall:.1f} s = {row_tokens / wall:.1f} tokens/s ({ct} tokens computed: {ct / wall:.1f}/s)")
     if variants:
         res["variants"] = _variants(policy, batch, micro_batch, log)
     for label, eng, mode in ((("before", "generate", "per_sample"),) if before else ()) + (("now", "shared", "shared"),):

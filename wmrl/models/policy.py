@@ -454,7 +454,7 @@ class Policy:
             else:
                 gdone.append(None)
         return prompts, comps, comp_lps, comp_choice, gdone, {"mask_seconds": proc.mask_seconds,
-                                                              "prefill_tokens": int(attn.sum())}
+                                                              "prefill_tokens": int(attn.sum()), "steps": L}
 
     def _generate_chunk_shared(
         self, chunk: list, scaffold: Any, max_new_tokens: int, temperature: float, top_p: float
