@@ -7,6 +7,8 @@
 * ``wmrl wm eval``: metrics and predictions/s of a saved world model (either kind) on an execution log.
 * ``wmrl wm bench``: sampling tokens/s, world-model predictions/s and real execution time of the
   same trajectories, side by side, with the world-model-to-execution cost ratio.
+* ``wmrl models bench``: the LM's tokens/s (sampling, scoring, update) before and after issue 18's
+  shared prompts, next to the FLOP bound measured in the same run (:mod:`wmrl.models.lm_bench`).
 """
 from __future__ import annotations
 
@@ -472,7 +474,45 @@ def bench_cmd(
         json_out.write_text(json.dumps(res, indent=2))
 
 
+models_app = typer.Typer(help="The LM itself: throughput against the FLOP bound.", no_args_is_help=True)
+
+
+@models_app.command("bench")
+def models_bench_cmd(
+    model: ModelOpt = "smollm2-135m",
+    task: str = typer.Option("aer-hmda", "--task", help="Train task of the sampling/update measurements."),
+    quickstart_tasks: str = typer.Option("vcdextra-titanicp,aer-houseprices,sklearn-diabetes,modeldata-attrition",
+                                         "--quickstart-tasks", help="Tasks of the quickstart step (configs/quickstart.yaml)."),
+    tasks_dir: TasksDirOpt = None,
+    groups: int = typer.Option(4, "--groups", help="Groups (copies of --task) per batch."),
+    group_size: int = typer.Option(4, "--group-size", help="Samples per group."),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Completion budget of the sampling measurements."),
+    micro_batch: int = typer.Option(4, "--micro-batch", help="Rows per forward/backward in the update (the quickstart's)."),
+    before: bool = typer.Option(True, "--before/--no-before", help="Also measure the implementation before issue 18."),
+    variants: bool = typer.Option(False, "--variants", help="Also time eager attention and bf16 autocast."),
+    seed: SeedOpt = 0,
+    json_out: Optional[Path] = typer.Option(None, "--json"),
+    threads: ThreadsOpt = 1,
+) -> None:
+    """Tokens/s of sampling (grammar, free), world-model scoring and the update, and a quickstart step's
+    LM CPU-s, before and after shared prompts, beside the FLOP bound measured in the same run."""
+    console = _start(threads)
+    from wmrl.models.lm_bench import run_bench
+
+    task_obj = _train_tasks(task, tasks_dir)[0]
+    quick = _train_tasks(quickstart_tasks, tasks_dir)
+    m, tok = _backbone(model, seed)
+    res = run_bench(m, tok, task_obj, quick, groups=groups, group_size=group_size, max_new_tokens=max_new_tokens,
+                    micro_batch=micro_batch, seed=seed, before=before, variants=variants,
+                    log=lambda s: console.print(s, highlight=False))
+    res.update(model=model, task=task, groups=groups, group_size=group_size, max_new_tokens=max_new_tokens)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(res, indent=2))
+
+
 def register(app: typer.Typer) -> None:
     """Add this package's commands to the top-level ``wmrl`` app."""
     app.command(name="scaffolds")(scaffolds_cmd)
     app.add_typer(wm_app, name="wm")
+    app.add_typer(models_app, name="models")
