@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from wmrl.training import bench
+from wmrl.bench import presets as bench
 from wmrl.training.config import (ConfigError, OptimConfig, TrainConfig, config_from_dict, dump_config, load_config,
                                   validate)
 
