@@ -342,11 +342,11 @@ class Recipe:
             return x.reward_wm.copy(), rep, {"mode": "identity", "n_window": 0,
                                              "map_y": CALIBRATION_GRID.copy(), "diagnostics": {}}
         rec = {"mode": cal.mode, "n_window": cal.n_anchors, "map_y": cal.transform(CALIBRATION_GRID)}
-        tilde = cal.transform(x.reward_wm, step=x.step)
+        r_tilde = cal.transform(x.reward_wm, step=x.step)
         rep = None if x.reward_wm_repeat is None else cal.transform(x.reward_wm_repeat, step=x.step)
         rec["diagnostics"] = cal.diagnostics(x.reward_wm[a_ok], x.reward_true[a_ok])
         cal.update(x.reward_wm[a_ok], x.reward_true[a_ok], x.step)
-        return tilde, rep, rec
+        return r_tilde, rep, rec
 
     def _advantages(self, rewards: np.ndarray, gid: np.ndarray, valid: np.ndarray, s: RecipeSettings) -> np.ndarray:
         return group_advantages(np.where(valid, rewards, 0.0), gid, normalize_std=s.normalize_std, eps=s.adv_eps,
@@ -371,23 +371,23 @@ class Recipe:
         self._check(x)
         gid, anc, val, rt = x.group_ids, x.is_anchor, x.valid, x.reward_true
         a_ok, w_ok = anc & val, ~anc & val
-        tilde, rep, cal_rec = self._calibrate(x, state, a_ok)
+        r_tilde, rep, cal_rec = self._calibrate(x, state, a_ok)
         if self.fuses:
-            state.window.add(x.step, gid[a_ok], rt[a_ok], tilde[a_ok], None if rep is None else rep[a_ok])
+            state.window.add(x.step, gid[a_ok], rt[a_ok], r_tilde[a_ok], None if rep is None else rep[a_ok])
         val_loss = a_ok if self.fusion == "anchor-only" else val
-        used = np.where(val_loss, np.where(anc, rt, tilde), np.nan)
+        used = np.where(val_loss, np.where(anc, rt, r_tilde), np.nan)
         adv = self._advantages(used, gid, val_loss, settings)
         if self.fusion == "anchor-only":
             w_ok = np.zeros_like(w_ok)
-        stats, weights = self._weights(x, state, settings, tilde, adv, a_ok, w_ok)
+        stats, weights = self._weights(x, state, settings, r_tilde, adv, a_ok, w_ok)
         stats["calibrator_mode"] = None if cal_rec is None else cal_rec["mode"]
         stats["calibrator_n_anchors"] = None if state.calibrator is None else state.calibrator.n_anchors
-        return StepOutputs(tilde, used, adv, weights, stats, cal_rec)
+        return StepOutputs(r_tilde, used, adv, weights, stats, cal_rec)
 
-    def _weights(self, x: StepInputs, state: RecipeState, s: RecipeSettings, tilde: np.ndarray, adv: np.ndarray,
+    def _weights(self, x: StepInputs, state: RecipeState, s: RecipeSettings, r_tilde: np.ndarray, adv: np.ndarray,
                  a_ok: np.ndarray, w_ok: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
         """Fill ``adv`` (PPI++ merges in place) and return (stats, weights [B])."""
-        B, gid = x.B, x.group_ids
+        B = x.B
         n_a, n_w = int(a_ok.sum()), int(w_ok.sum())
         weights = np.zeros(B)
         stats: dict[str, Any] = {"alpha": None, "var_anchor": None, "var_wm": None, "residual_var": None,
@@ -412,7 +412,7 @@ class Recipe:
             stats["fusion_mode"] = "equal"
         elif self.fusion == "ppi":
             lam = ppi_lambda(win.true, win.calibrated, n_a, n_w, group_ids=win.clusters()) if len(win) >= 2 else 0.0
-            alpha = self._ppi(x, s, tilde, adv, weights, a_ok, w_ok, float(lam))
+            alpha = self._ppi(x, s, r_tilde, adv, weights, a_ok, w_ok, float(lam))
             stats["ppi_lambda"] = float(lam)
             stats["fusion_mode"] = "ppi"
         else:
@@ -425,12 +425,12 @@ class Recipe:
         return stats, weights
 
     @staticmethod
-    def _ppi(x: StepInputs, s: RecipeSettings, tilde: np.ndarray, adv: np.ndarray, weights: np.ndarray,
+    def _ppi(x: StepInputs, s: RecipeSettings, r_tilde: np.ndarray, adv: np.ndarray, weights: np.ndarray,
              a_ok: np.ndarray, w_ok: np.ndarray, lam: float) -> float:
         """PPI++ with the two anchor rows merged (module docstring); fills ``adv`` and ``weights`` in place
         and returns the equivalent alpha = 1 / (1 + lambda)."""
         gid, n_a, n_w = x.group_ids, int(a_ok.sum()), int(w_ok.sum())
-        ps = ppi_samples(x.reward_true[a_ok], tilde[a_ok], tilde[w_ok], lam)
+        ps = ppi_samples(x.reward_true[a_ok], r_tilde[a_ok], r_tilde[w_ok], lam)
         a_idx, w_idx = np.flatnonzero(a_ok), np.flatnonzero(w_ok)
         wa = np.zeros(x.B)  # sum over the three sets of weight * advantage, per trajectory
         for stream, idx in ((0, a_idx), (1, w_idx), (2, a_idx)):

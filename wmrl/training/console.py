@@ -12,8 +12,8 @@ def _fmt(x: Any, nd: int = 3) -> str:
 
 def _step_line(rec: dict[str, Any]) -> str:
     return (f"{now_iso()} step {rec['step']}: anchors {rec['n_anchor_groups']}/{rec['n_groups']} "
-            f"r_true {_fmt(rec.get('reward_true_mean'))} r_wm {_fmt(rec.get('reward_wm_mean'))} "
-            f"r_cal {_fmt(rec.get('reward_wm_calibrated_mean'))} alpha {_fmt(rec.get('alpha'))} "
+            f"reward_true {_fmt(rec.get('reward_true_mean'))} reward_wm {_fmt(rec.get('reward_wm_mean'))} "
+            f"reward_wm_calibrated {_fmt(rec.get('reward_wm_calibrated_mean'))} alpha {_fmt(rec.get('alpha'))} "
             f"loss {_fmt(rec.get('loss'), 4)} infra {rec['n_infra_errors']} "
             f"wall {rec['step_wall_s']:.1f}s")
 

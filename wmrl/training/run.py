@@ -272,7 +272,8 @@ def _loop(trainer: Trainer, show: bool, stop_after_step: int | None) -> None:
                     trainer.save_checkpoint()
                 write_json_atomic(trainer.rd.ledger, trainer.ledger.to_json())
             held = trainer._last_eval.get("heldout", {}).get("mean_percentile")
-            info = (f"r_true {_fmt(rec.get('reward_true_mean'))} r_wm {_fmt(rec.get('reward_wm_calibrated_mean'))} "
+            info = (f"reward_true {_fmt(rec.get('reward_true_mean'))} "
+                    f"reward_wm_calibrated {_fmt(rec.get('reward_wm_calibrated_mean'))} "
                     f"alpha {_fmt(rec.get('alpha'), 2)} held-out {_fmt(held)}")
             prog.update(task, completed=s, info=info)
             if show and not live:
