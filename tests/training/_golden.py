@@ -42,8 +42,10 @@ METHODS: dict[str, list[str]] = {
 }
 
 #: Overrides of every run: 3 steps; the inverse-variance estimate from 2 anchor pairs on (one anchor group of
-#: 2 samples a step), so that the fusion branches differ from the first step.
-COMMON = ["optim.steps=3", "wmrl.fusion_min_pairs=2"]
+#: 2 samples a step), so that the fusion branches differ from the first step; the sampling implementation of
+#: c7022aa (``rollout.engine=generate``: issue 18's shared-prompt sampler draws other samples from the same
+#: distribution, so only the old one can reproduce the recorded draws).
+COMMON = ["optim.steps=3", "wmrl.fusion_min_pairs=2", "rollout.engine=generate"]
 
 #: Per-step keys (metrics.jsonl) that depend only on the seeds.
 STEP_KEYS = (
@@ -83,6 +85,26 @@ def run_methods(tasks_root: Path, out: Path, methods: dict[str, list[str]] = MET
     return res
 
 
+def run_mini_bench(root: Path, overrides: list[str] = ("rollout.engine=generate",)) -> Path:
+    """The CI miniature bench (``tests/report/_real_runs.py``'s preset) run through the CLI with ``overrides``;
+    returns its folder."""
+    from typer.testing import CliRunner
+
+    from wmrl.cli import app
+
+    sys.path.insert(0, str(ROOT / "tests" / "report"))
+    from _real_runs import write_mini_preset
+
+    preset = write_mini_preset(root)
+    out = root / "out"
+    args = ["bench", "--preset", str(preset), "--out", str(out), "--steps", "2"]
+    for o in overrides:
+        args += ["--set", o]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    return out
+
+
 def bench_numbers(bench_out: Path) -> dict[str, Any]:
     """The mini bench's seed-determined numbers per method (results.csv)."""
     import pandas as pd
@@ -116,9 +138,6 @@ def differences(a: Any, b: Any, path: str = "", tol: float = 1e-6) -> list[str]:
 
 def capture(dest: Path) -> None:
     """Record the runs and the mini bench into ``dest`` (JSON)."""
-    sys.path.insert(0, str(ROOT / "tests" / "report"))
-    from _real_runs import mini_bench
-
     from wmrl.tasks.build import build_suite
     from wmrl.tasks.datasets import SMALL_TASKS
 
@@ -126,9 +145,10 @@ def capture(dest: Path) -> None:
         tasks = Path(d) / "tasks"
         build_suite(tasks, SMALL_TASKS)
         runs = run_methods(tasks, Path(d) / "runs")
-    out, _ = mini_bench()
+        out = run_mini_bench(Path(d) / "bench")
+        bench = bench_numbers(out)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps({"runs": runs, "bench": bench_numbers(out)}, indent=1, default=float) + "\n")
+    dest.write_text(json.dumps({"runs": runs, "bench": bench}, indent=1, default=float) + "\n")
 
 
 if __name__ == "__main__":

@@ -17,14 +17,14 @@ ROOT = Path(__file__).resolve().parents[2]
 #: SHA-256 of ``dump_config``. At ec59c36 these were the hand-written engine's bytes (the pydantic engine
 #: matched them byte for byte); they were recomputed once when the four ablation keys ``wmrl.debias``,
 #: ``wmrl.denoise``, ``wmrl.fusion``, ``wmrl.bias_aware`` became method names (the dumps lost exactly those
-#: four lines). A resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes
+#: four lines), and once when ``rollout.engine`` was added (one line). A resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes
 #: must not change by accident.
 SAVED_BEFORE = {
-    "defaults": "166392196bceb90c84c1c70704498ee2960fa7d696843d96721774288aa808f8",
-    "quickstart": "61c4b282081a61c7cb429f750adc721ecdc63e64661b71d4f4a3440885739003",
-    "tiny": "c76759dd3181223a2bafe476c427245fcc1e05febf11582f8306a9154ca0d555",
-    "cpu-small/wmrl/0": "72c613fab51dfeb71f792a5887338340bef112a12bb26c203bc5ea33e76c160d",
-    "gpu-paper/grpo/1": "b42848482705dc9ec6a46e3869c1bf9de4c68b7fa584b6618a4ff1e5bc05dfa7",
+    "defaults": "6b220d05e6e7de61fa5f4c55a06dfaf913de70feccca46ea98ed9d317566db67",
+    "quickstart": "c42e977d9213e87625bea9920f1f2b3e7d3313ed013c44e315b7ba353c7c4d09",
+    "tiny": "453d92d4eab8f4d8facd8236d483a29a97c92bfd1e46aabf37a219f4d5731824",
+    "cpu-small/wmrl/0": "5708622d78bad1436dc05177ece114af6a0fd496fccfdbc34d73eab239e8cd83",
+    "gpu-paper/grpo/1": "fc44faafdd80de1a68a49f8f5f413b5c15299a8ef5ca11502e2cda7635917436",
 }
 
 

@@ -181,6 +181,10 @@ class RolloutConfig(_Section):
     max_new_tokens: Int = Field(96, ge=1, description="Completion length limit, tokens.")
     temperature: Float = Field(1.0, ge=1e-6, description="Sampling temperature.")
     top_p: Float = Field(1.0, ge=1e-6, le=1.0, description="Nucleus sampling threshold.")
+    engine: Literal["shared", "generate"] = Field("shared", description=(
+        "Sampling implementation: 'shared' (each group's prompt prefilled once, batched grammar masks; docs/models.md) "
+        "or 'generate' (transformers' generate, one prefill per row: the implementation before issue 18). Both "
+        "sample the same distribution, not the same draws."))
 
     @model_validator(mode="after")
     def _groups_of_two(self) -> RolloutConfig:

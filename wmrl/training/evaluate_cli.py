@@ -78,6 +78,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
         torch.set_num_threads(cfg.threads)
     model, tok = load_policy_backbone(cfg)
     policy = Policy(model, tok, lora=policy_lora(cfg))
+    policy.sampling_engine = cfg.rollout.engine
     if ck is not None:
         policy.load(ck / "policy")
     scaffold = get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD)

@@ -224,6 +224,7 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     uses_wm = get_recipe(cfg.method).uses_world_model
     wm_backbone = world_model_backbone(model, lora) if uses_wm else None
     policy = Policy(model, tok, lora=lora)
+    policy.sampling_engine = cfg.rollout.engine
     need = policy.min_new_tokens(scaffold, train + heldout)
     if cfg.rollout.max_new_tokens < need:
         raise ConfigError(f"rollout.max_new_tokens={cfg.rollout.max_new_tokens} is shorter than the longest program "
@@ -377,6 +378,7 @@ def collect_corpus(cfg: TrainConfig, log_path: Path, *, samples_per_task: int, g
     c = cfg.model_copy(update={"seed": seed})
     model, tok = load_policy_backbone(c)
     policy = Policy(model, tok, lora=policy_lora(c))
+    policy.sampling_engine = c.rollout.engine
     executor = make_executor(c, log_path)
     w0, p0 = time.perf_counter(), time.process_time()
     try:
