@@ -114,15 +114,22 @@ def bench_numbers(bench_out: Path) -> dict[str, Any]:
             for m in res.index}
 
 
+#: Keys compared more loosely, and why. ``grad_norm``: the update's log-probs now come from issue 18's
+#: shared-prompt forward (one prompt pass per group), equal to the per-sample forward to about 1e-5 in float32
+#: (tests/models/test_shared_prompts.py), so the float32 gradient norm moves in its 6th digit.
+LOOSE_KEYS = {"grad_norm": 1e-4}
+
+
 def differences(a: Any, b: Any, path: str = "", tol: float = 1e-6) -> list[str]:
-    """Where ``a`` and ``b`` differ (numbers to ``tol``, NaN equal to NaN and to None)."""
+    """Where ``a`` and ``b`` differ (numbers to ``tol``, or to :data:`LOOSE_KEYS`' tolerance for those keys;
+    NaN equal to NaN and to None)."""
     def num(x):
         return isinstance(x, (int, float)) and not isinstance(x, bool)
 
     if isinstance(a, dict) and isinstance(b, dict):
         out = [f"{path}.{k}: key only on one side" for k in set(a) ^ set(b)]
         for k in sorted(set(a) & set(b)):
-            out += differences(a[k], b[k], f"{path}.{k}", tol)
+            out += differences(a[k], b[k], f"{path}.{k}", LOOSE_KEYS.get(k, tol))
         return out
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):

@@ -6,6 +6,9 @@ Both run with ``rollout.engine=generate``, the sampling implementation of c7022a
 sampler draws other samples from the same distribution (its own tests check the distribution and the
 log-probs), so the recorded draws can only be reproduced by the old one.
 
+The gradient norm is compared to 1e-4 (relative) instead of 1e-6: the update's log-probs come from the
+shared-prompt forward of issue 18, equal to the per-sample one to about 1e-5 in float32.
+
 The one intended difference: ``wmrl-no-debias`` has no calibrator, so its ``calibrator_n_anchors`` is None
 (the old trainer kept an unused calibrator and reported its 0 anchors).
 """
@@ -44,7 +47,8 @@ def test_every_method_reproduces_the_recorded_run(golden, small_suite, tmp_path)
     assert modes["wmrl"] == {"ivw"} and modes["wmrl-ppi"] == {"ppi"} and modes["wmrl-bias-aware"] == {"bias_aware"}
     tweaked = json.loads(json.dumps(runs))
     tweaked["wmrl"]["samples"][0]["advantage"] += 1e-3
-    assert _golden.differences(tweaked, golden["runs"])
+    tweaked["grpo"]["steps"][0]["grad_norm"] *= 1.001
+    assert len(_golden.differences(tweaked, golden["runs"])) == 2
 
 
 def test_mini_bench_reproduces_the_recorded_bench(golden, tmp_path):
