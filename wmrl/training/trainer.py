@@ -34,7 +34,6 @@ import json
 import logging
 import math
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -44,6 +43,7 @@ import numpy as np
 
 from wmrl.core.recipe import CALIBRATION_GRID, Recipe, StepInputs, StepOutputs, get_recipe
 from wmrl.training.config import TrainConfig
+from wmrl.training.anchors import AnchorRuns, AnchorStream, LatePairs
 from wmrl.training.ledger import Ledger
 from wmrl.training.rundir import RunDir, rng_state, set_rng_state
 from wmrl.training.components import Components, anchor_fraction, eval_sampling_seed, now_iso, recipe_settings, \
@@ -52,10 +52,6 @@ from wmrl.training.console import _fmt, _step_line
 from wmrl.training.update import grpo_update
 
 log = logging.getLogger(__name__)
-
-
-def _status(r: Any) -> str:
-    return str(getattr(r.status, "value", r.status))
 
 
 def _mean(x: np.ndarray) -> float | None:
@@ -79,7 +75,8 @@ class StepBatch:
     - route: ``anchor_groups`` ([M] bool), ``is_anchor``.
     - execute: ``r_true`` (NaN off anchors and on infrastructure failures), ``status`` (execution
       status or None), ``error`` (the execution's error message, or None), ``valid`` (False:
-      infrastructure failure or no reward; dropped everywhere).
+      infrastructure failure or no reward; dropped everywhere); with asynchronous anchors ``is_anchor``
+      loses the groups still in flight and ``late`` holds the pairs of earlier steps consumed now.
     - wm_predict: ``reward_wm`` (raw prediction r_hat; NaN when the world model is not used).
     - recipe: ``out`` (:class:`~wmrl.core.recipe.StepOutputs`: calibrated world-model reward, reward used,
       advantages, weights, statistics), ``cal_rec`` (the calibration.jsonl line, or None).
@@ -98,6 +95,7 @@ class StepBatch:
     error: list[str | None] = field(init=False)
     valid: np.ndarray = field(init=False)
     out: StepOutputs | None = None
+    late: LatePairs | None = None
     cal_rec: dict[str, Any] | None = None
     update: dict[str, Any] = field(default_factory=dict)
     refresh: dict[str, Any] | None = None
@@ -139,17 +137,6 @@ class StepBatch:
         return self.batch.completion_mask.sum(dim=1).cpu().numpy()
 
 
-@dataclass
-class _AnchorRuns:
-    """Anchor executions in flight: ``(future, request)`` by sample index, when each finished
-    (``perf_counter``), the submission's start (``w0``) and trainer CPU (``submit_cpu``)."""
-
-    w0: float
-    futures: dict[int, tuple[Future, Any]] = field(default_factory=dict)
-    done_at: dict[int, float] = field(default_factory=dict)
-    submit_cpu: float = 0.0
-
-
 class Trainer:
     """Runs the steps of one training run (create with :func:`run_training` / :func:`resume_training`)."""
 
@@ -171,6 +158,7 @@ class Trainer:
         if not self.params:
             raise RuntimeError("the policy has no trainable parameters (LoRA adapter missing?)")
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+        self.anchors = AnchorStream(comps.executor, ledger, w.anchor_staleness)
         self.step = 0
         self.n_infra_total = 0
         self.started_at = now_iso()
@@ -306,8 +294,8 @@ class Trainer:
                 sb.reward_wm = self._predict(sb)
         self._collect_anchors(sb, runs)
 
-    def _submit_anchors(self, sb: StepBatch) -> _AnchorRuns:
-        """Submit every anchor trajectory's program to the executor; returns the futures in flight."""
+    def _submit_anchors(self, sb: StepBatch) -> AnchorRuns:
+        """Submit every anchor trajectory's program to the executor (:class:`AnchorStream`); returns the runs."""
         from wmrl.execution.types import ExecutionRequest
         from wmrl.trajectory import Trajectory
 
@@ -315,8 +303,7 @@ class Trainer:
         by_id = {t.id: t for t in sb.tasks}
         programs = list(batch.programs) if len(getattr(batch, "programs", []) or []) == sb.B else [
             c.scaffold.render(by_id[t], comp) for t, comp in zip(batch.task_ids, batch.completions)]
-        runs = _AnchorRuns(w0=time.perf_counter())
-        c0 = time.process_time()
+        reqs = []
         for i in sb.anchor_idx:
             req = ExecutionRequest(
                 task=by_id[batch.task_ids[i]], program=programs[i], request_id=f"s{step}-g{gid[i]}-i{i}",
@@ -325,11 +312,8 @@ class Trainer:
                     stream="anchor", run=cfg.name or cfg.method, step=step, group_id=int(gid[i]), sample=int(i),
                     task_id=batch.task_ids[i], prompt=batch.prompts[i], completion=batch.completions[i],
                     scaffold=c.scaffold.name, completion_tokens=int(sb.completion_tokens[i])))
-            fut = c.executor.submit(req)
-            fut.add_done_callback(lambda _f, _i=int(i): runs.done_at.__setitem__(_i, time.perf_counter()))
-            runs.futures[int(i)] = (fut, req)
-        runs.submit_cpu = time.process_time() - c0
-        return runs
+            reqs.append((int(i), req))
+        return self.anchors.submit(sb, reqs)
 
     def _predict(self, sb: StepBatch) -> np.ndarray:
         """The world model's raw predictions r_hat [B] (checked: right shape, finite)."""
@@ -345,29 +329,12 @@ class Trainer:
                                f"predictions of {B}: was it fitted on rewards (see world_model_fit.json)?")
         return r_hat
 
-    def _collect_anchors(self, sb: StepBatch, runs: _AnchorRuns) -> None:
-        """Wait for the anchor executions (stage execute: from submission to the last one done) and set
-        ``sb.reward_true``, ``sb.status``, ``sb.valid``. A future that raised is an infrastructure failure;
-        infrastructure failures and reward-less results are not valid (no reward, counted)."""
-        from wmrl.execution.pool import result_or_infra
-
-        c2 = time.process_time()
-        results: dict[int, Any] = {}
-        for i, (fut, req) in runs.futures.items():
-            results[i] = result_or_infra(fut, req)  # cancelled or failed executor: infrastructure error
-            runs.done_at.setdefault(i, time.perf_counter())
-        if runs.futures:
-            self.ledger.add_stage("execute", max(runs.done_at.values(), default=runs.w0) - runs.w0,
-                                  runs.submit_cpu + time.process_time() - c2)
-            self.ledger.add_executions("anchor", results.values())
-        for i, r in results.items():
-            sb.status[i] = _status(r)
-            sb.error[i] = (r.error or "")[-500:] or None
-            if sb.status[i] == "infra_error" or r.reward is None:
-                sb.valid[i] = False
-            else:
-                sb.reward_true[i] = float(r.reward)
-        self.n_infra_total += sb.n_infra
+    def _collect_anchors(self, sb: StepBatch, runs: AnchorRuns) -> None:
+        """Consume the anchor results the staleness bound allows (:meth:`AnchorStream.collect`: k = 0 waits for
+        the step's executions, stage execute) and count the infrastructure failures."""
+        n_late_infra = self.anchors.n_late_infra
+        sb.late = self.anchors.collect(sb, runs)
+        self.n_infra_total += sb.n_infra + self.anchors.n_late_infra - n_late_infra
 
     def _recipe(self, sb: StepBatch) -> None:
         """Stage recipe: the registered recipe maps the step's rewards to rewards used, advantages and
@@ -376,6 +343,9 @@ class Trainer:
         x = StepInputs(step=sb.step, group_ids=sb.gid, is_anchor=sb.is_anchor, valid=sb.valid,
                        reward_true=sb.reward_true, reward_wm=sb.reward_wm)
         sb.out = out = self.recipe.step(x, self.recipe_state, self.settings)
+        late = sb.late
+        late_tilde = None if late is None or not late.n else self.recipe.learn_late(
+            self.recipe_state, sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm)
         cal, a_ok = out.calibration, sb.a_ok
         if cal is None:
             return
@@ -390,6 +360,9 @@ class Trainer:
             "residual_var_calibrated": _var(r_true[a_ok] - r_tilde[a_ok]),
             "diagnostics": cal["diagnostics"],
         }
+        if late_tilde is not None:  # asynchronous anchors: pairs of earlier steps, learned after this step's map
+            sb.cal_rec.update(late_wm=late.reward_wm.tolist(), late_wm_calibrated=late_tilde.tolist(),
+                              late_true=late.reward_true.tolist(), late_origin_steps=late.origin_steps.tolist())
 
     def _refresh_world_model(self, step: int) -> dict[str, Any] | None:
         """Stage wm_refresh: refit the world model on the anchors so far every
@@ -424,6 +397,12 @@ class Trainer:
             "scaffold_valid_rate": (float(np.mean(sb.batch.valid)) if getattr(sb.batch, "valid", None) else None),
         }
         rec.update(out.stats)
+        if self.anchors.k:  # asynchronous anchors (docs/scaling.md): what was consumed, how stale, what still runs
+            st = np.concatenate([np.zeros(int(a_ok.sum())), sb.late.staleness]) if sb.late is not None else []
+            rec.update(anchor_samples_consumed=int(len(st)), anchor_late_samples=int(sb.late.n),
+                       anchor_staleness_mean=float(np.mean(st)) if len(st) else None,
+                       anchor_staleness_max=int(np.max(st)) if len(st) else None,
+                       anchors_in_flight=self.anchors.n_in_flight)
         rec.update(sb.update)
         if sb.refresh is not None:
             rec["wm_refresh_records"] = sb.refresh.get("n_records")

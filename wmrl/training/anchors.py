@@ -1,0 +1,181 @@
+"""The trainer's anchor stream: submitting a step's anchor programs and consuming their results, synchronously
+(staleness bound k = 0, the behaviour before issue 15) or asynchronously (k > 0; :mod:`wmrl.core.staleness`).
+
+k = 0: the step's executions are submitted, the world model scores the step meanwhile, then every execution of
+the step is waited for (stage ``execute``: from submission to the last one done).
+
+k > 0: the step's executions are submitted and left running. At the collection point of step t every anchor
+group in flight whose executions have all finished is consumed; a group routed at s = t - k that is still
+running is waited for (the bound; the blocked time is the stage ``anchor_wait``, which should be 0). The step's
+own groups that finished in time are the step's anchors, as in the synchronous stream. Groups of earlier steps
+are *late*: the recipe learns their pairs (r, r_hat) in the calibrator and the anchor window only
+(:meth:`wmrl.core.recipe.Recipe.learn_late`; the staleness axis of the simulation chose this, docs/scaling.md),
+and at its own step a group still in flight is trained on as a world-model group (its r_hat was scored with
+the rest). Executions are counted in the ledger when consumed. A group still in flight when the run ends (or is
+killed) is not consumed: the executor's close cancels it.
+
+Works with any :class:`~wmrl.interfaces.Executor` whose futures complete on their own (the local pool, Ray).
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wmrl.core.staleness import check_staleness, is_due
+
+
+@dataclass
+class AnchorRuns:
+    """The anchor executions of one step: ``(future, request)`` by sample index, when each finished
+    (``perf_counter``), the submission's start (``w0``, seconds) and trainer CPU (``submit_cpu``, CPU-seconds);
+    ``groups`` [n] the anchor groups' ids, ``reward_wm`` the raw world-model score by sample index (for late pairs)."""
+
+    step: int
+    w0: float
+    futures: dict[int, tuple[Future, Any]] = field(default_factory=dict)
+    done_at: dict[int, float] = field(default_factory=dict)
+    submit_cpu: float = 0.0
+    group_of: dict[int, int] = field(default_factory=dict)
+    reward_wm: dict[int, float] = field(default_factory=dict)
+
+    def group_done(self, g: int) -> bool:
+        """Whether every execution of group ``g`` has finished."""
+        return all(f.done() for i, (f, _) in self.futures.items() if self.group_of[i] == g)
+
+
+@dataclass
+class LatePairs:
+    """Anchor samples consumed at a later step than their own ([N] arrays; ``staleness`` in steps)."""
+
+    origin_steps: np.ndarray
+    group_ids: np.ndarray
+    reward_true: np.ndarray
+    reward_wm: np.ndarray
+    staleness: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.reward_true.size)
+
+
+def _status(r: Any) -> str:
+    return str(getattr(r.status, "value", r.status))
+
+
+class AnchorStream:
+    """Submits anchor executions and hands their results back under the staleness bound ``k`` (steps).
+
+    Args:
+        executor: the run's :class:`~wmrl.interfaces.Executor`. ledger: the run's :class:`Ledger`.
+        k: the staleness bound (``wmrl.anchor_staleness``), 0 = synchronous.
+
+    Raises:
+        ValueError: ``k`` is not an integer >= 0.
+    """
+
+    def __init__(self, executor: Any, ledger: Any, k: int = 0) -> None:
+        self.executor, self.ledger, self.k = executor, ledger, check_staleness(k)
+        self.in_flight: list[AnchorRuns] = []
+        self.n_late_infra = 0  # late executions that failed for infrastructure reasons (dropped, counted)
+
+    def submit(self, sb: Any, requests: list[tuple[int, Any]]) -> AnchorRuns:
+        """Submit ``requests`` ((sample index, ExecutionRequest)) of step ``sb.step``; returns the runs."""
+        runs = AnchorRuns(step=sb.step, w0=time.perf_counter())
+        c0 = time.process_time()
+        for i, req in requests:
+            fut = self.executor.submit(req)
+            fut.add_done_callback(lambda _f, _i=int(i): runs.done_at.__setitem__(_i, time.perf_counter()))
+            runs.futures[int(i)] = (fut, req)
+            runs.group_of[int(i)] = int(sb.gid[i])
+        runs.submit_cpu = time.process_time() - c0
+        if self.k:
+            self.in_flight.append(runs)
+        return runs
+
+    def collect(self, sb: Any, runs: AnchorRuns) -> LatePairs | None:
+        """Consume what the bound allows at step ``sb.step``: fill ``sb.reward_true``, ``sb.status``,
+        ``sb.error``, ``sb.valid`` and ``sb.is_anchor`` for the step's own groups (a group still in flight is
+        not an anchor at this step), and return the late pairs of earlier steps (None when k = 0).
+
+        Infrastructure failures (a future that raised or was cancelled, status ``infra_error``, no reward) are
+        not valid; on a late group they are dropped and counted."""
+        if not self.k:
+            self._consume_sync(sb, runs)
+            return None
+        runs.reward_wm = {i: float(sb.reward_wm[i]) for i in runs.futures}
+        c0, w0 = time.process_time(), time.perf_counter()
+        waited = 0.0
+        due = [(r, g) for r in self.in_flight for g in sorted(set(r.group_of.values()))
+               if is_due(r.step, sb.step, self.k) and not r.group_done(g)]
+        if due:
+            t0 = time.perf_counter()
+            wait([f for r, g in due for i, (f, _) in r.futures.items() if r.group_of[i] == g])
+            waited = time.perf_counter() - t0
+        late: list[tuple[int, int, float, float]] = []
+        results: list[Any] = []
+        keep: list[AnchorRuns] = []
+        for r in self.in_flight:
+            for g in sorted(set(r.group_of.values())):
+                if not r.group_done(g):
+                    continue
+                for i in [i for i, gg in r.group_of.items() if gg == g]:
+                    res = self._result(r, i)
+                    results.append(res)
+                    ok = _status(res) != "infra_error" and res.reward is not None
+                    if r.step == sb.step:
+                        sb.status[i], sb.error[i] = _status(res), (res.error or "")[-500:] or None
+                        if ok:
+                            sb.reward_true[i] = float(res.reward)
+                        else:
+                            sb.valid[i] = False
+                    elif ok:
+                        late.append((r.step, g, float(res.reward), r.reward_wm[i]))
+                    else:
+                        self.n_late_infra += 1
+                    del r.futures[i], r.group_of[i]
+            if r.futures:
+                keep.append(r)
+        self.in_flight = keep
+        own_running = set(runs.group_of.values()) if any(r is runs for r in keep) else set()
+        sb.is_anchor = sb.is_anchor & ~np.isin(sb.gid, sorted(own_running))
+        if results:
+            self.ledger.add_executions("anchor", results)
+        self.ledger.add_stage("execute", time.perf_counter() - w0 - waited, runs.submit_cpu + time.process_time() - c0)
+        self.ledger.add_stage("anchor_wait", waited, 0.0)
+        a = np.asarray(late, dtype=np.float64).reshape(-1, 4)
+        return LatePairs(a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2], a[:, 3],
+                         sb.step - a[:, 0].astype(np.int64))
+
+    @property
+    def n_in_flight(self) -> int:
+        """Anchor executions submitted and not consumed yet."""
+        return sum(len(r.futures) for r in self.in_flight)
+
+    @staticmethod
+    def _result(runs: AnchorRuns, i: int) -> Any:
+        from wmrl.execution.pool import result_or_infra
+
+        fut, req = runs.futures[i]
+        res = result_or_infra(fut, req)  # cancelled or failed executor: infrastructure error
+        runs.done_at.setdefault(i, time.perf_counter())
+        return res
+
+    def _consume_sync(self, sb: Any, runs: AnchorRuns) -> None:
+        """k = 0: wait for every execution of the step (stage ``execute``, from submission to the last one done)."""
+        c2 = time.process_time()
+        results: dict[int, Any] = {i: self._result(runs, i) for i in list(runs.futures)}
+        if runs.futures:
+            self.ledger.add_stage("execute", max(runs.done_at.values(), default=runs.w0) - runs.w0,
+                                  runs.submit_cpu + time.process_time() - c2)
+            self.ledger.add_executions("anchor", results.values())
+        for i, r in results.items():
+            sb.status[i] = _status(r)
+            sb.error[i] = (r.error or "")[-500:] or None
+            if sb.status[i] == "infra_error" or r.reward is None:
+                sb.valid[i] = False
+            else:
+                sb.reward_true[i] = float(r.reward)
