@@ -41,6 +41,7 @@ class AnchorRuns:
     submit_cpu: float = 0.0
     group_of: dict[int, int] = field(default_factory=dict)
     reward_wm: dict[int, float] = field(default_factory=dict)
+    batch: Any = None
 
     def group_done(self, g: int) -> bool:
         """Whether every execution of group ``g`` has finished."""
@@ -49,13 +50,16 @@ class AnchorRuns:
 
 @dataclass
 class LatePairs:
-    """Anchor samples consumed at a later step than their own ([N] arrays; ``staleness`` in steps)."""
+    """Anchor samples consumed at a later step than their own ([N] arrays; ``staleness`` in steps). ``parts``:
+    per origin step, (that step's ``RolloutBatch``, [n] int64 row indices into it), in the order of the arrays,
+    so the samples can enter this step's loss with their behaviour log-probabilities (``late="gradient"``)."""
 
     origin_steps: np.ndarray
     group_ids: np.ndarray
     reward_true: np.ndarray
     reward_wm: np.ndarray
     staleness: np.ndarray
+    parts: list[tuple[Any, np.ndarray]] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -84,7 +88,7 @@ class AnchorStream:
 
     def submit(self, sb: Any, requests: list[tuple[int, Any]]) -> AnchorRuns:
         """Submit ``requests`` ((sample index, ExecutionRequest)) of step ``sb.step``; returns the runs."""
-        runs = AnchorRuns(step=sb.step, w0=time.perf_counter())
+        runs = AnchorRuns(step=sb.step, w0=time.perf_counter(), batch=sb.batch if self.k else None)
         c0 = time.process_time()
         for i, req in requests:
             fut = self.executor.submit(req)
@@ -116,6 +120,7 @@ class AnchorStream:
             wait([f for r, g in due for i, (f, _) in r.futures.items() if r.group_of[i] == g])
             waited = time.perf_counter() - t0
         late: list[tuple[int, int, float, float]] = []
+        parts: list[tuple[Any, list[int]]] = []
         results: list[Any] = []
         keep: list[AnchorRuns] = []
         for r in self.in_flight:
@@ -134,6 +139,9 @@ class AnchorStream:
                             sb.valid[i] = False
                     elif ok:
                         late.append((r.step, g, float(res.reward), r.reward_wm[i]))
+                        if not parts or parts[-1][0] is not r.batch:
+                            parts.append((r.batch, []))
+                        parts[-1][1].append(i)
                     else:
                         self.n_late_infra += 1
                     del r.futures[i], r.group_of[i]
@@ -148,7 +156,7 @@ class AnchorStream:
         self.ledger.add_stage("anchor_wait", waited, 0.0)
         a = np.asarray(late, dtype=np.float64).reshape(-1, 4)
         return LatePairs(a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2], a[:, 3],
-                         sb.step - a[:, 0].astype(np.int64))
+                         sb.step - a[:, 0].astype(np.int64), [(b, np.asarray(ix, dtype=np.int64)) for b, ix in parts])
 
     @property
     def n_in_flight(self) -> int:
@@ -179,3 +187,61 @@ class AnchorStream:
                 sb.valid[i] = False
             else:
                 sb.reward_true[i] = float(r.reward)
+
+
+# ---------------------------------------------------------------------------------------------- the recipe's view
+LATE_MODES = ("gradient", "calibration")
+
+
+def recipe_inputs(sb: Any, late: LatePairs | None, late_mode: str) -> Any:
+    """The recipe's :class:`~wmrl.core.recipe.StepInputs` at step t ([B + N]; N = late samples in the gradient).
+
+    The step's B samples come first. ``late_mode="gradient"``: the step's own anchor groups still in flight are
+    left out of this step's loss (``valid`` False for the recipe, so weight 0; they enter at their arrival step),
+    and the N late samples follow as anchor groups with ids M, M+1, ... (one per (origin step, group)), so the
+    recipe calibrates them out of sample, learns them, and weighs them with this step's anchors.
+    ``calibration``: the in-flight groups train as world-model groups, and no late row is added (the trainer
+    feeds the late pairs to :meth:`~wmrl.core.recipe.Recipe.learn_late` after the step).
+    """
+    from wmrl.core.recipe import StepInputs
+
+    valid = sb.valid.copy()
+    gid, anc, rt, rw = sb.gid, sb.is_anchor, sb.reward_true, sb.reward_wm
+    if late is not None and late_mode == "gradient":
+        valid &= ~(sb.anchor_groups[sb.gid] & ~sb.is_anchor)
+        if late.n:
+            key = np.stack([late.origin_steps, late.group_ids], axis=1)
+            _, j = np.unique(key, axis=0, return_inverse=True)
+            n = late.n
+            gid = np.concatenate([gid, sb.M + j.reshape(-1)])
+            anc, valid = np.concatenate([anc, np.ones(n, bool)]), np.concatenate([valid, np.ones(n, bool)])
+            rt, rw = np.concatenate([rt, late.reward_true]), np.concatenate([rw, late.reward_wm])
+    return StepInputs(step=sb.step, group_ids=gid, is_anchor=anc, valid=valid, reward_true=rt, reward_wm=rw)
+
+
+def late_update_parts(late: LatePairs | None, adv: np.ndarray, weights: np.ndarray) -> list[tuple[Any, Any, Any]]:
+    """``(rows of the origin batch, adv [n], weights [n])`` per origin step for :func:`grpo_update`'s ``extra``,
+    from the late rows' advantages and weights ([N], the recipe's output after the step's B rows)."""
+    if late is None or not adv.size:
+        return []
+    out, s = [], 0
+    for batch, idx in late.parts:
+        out.append((batch.slice(idx.tolist()), adv[s:s + idx.size], weights[s:s + idx.size]))
+        s += idx.size
+    return out
+
+
+def late_sample_lines(step: int, late: LatePairs, tilde: np.ndarray, used: np.ndarray, adv: np.ndarray,
+                      weights: np.ndarray) -> list[dict[str, Any]]:
+    """samples.jsonl lines of the late anchor samples trained on at ``step`` (stream ``anchor_late``)."""
+    lines, s = [], 0
+    for batch, idx in late.parts:
+        for i in idx:
+            lines.append({"step": step, "origin_step": int(late.origin_steps[s]), "group": int(late.group_ids[s]),
+                          "task_id": batch.task_ids[i], "stream": "anchor_late", "staleness": int(late.staleness[s]),
+                          "reward_true": float(late.reward_true[s]), "reward_wm": float(late.reward_wm[s]),
+                          "reward_wm_calibrated": float(tilde[s]), "reward_used": float(used[s]),
+                          "advantage": float(adv[s]), "weight": float(weights[s]), "dropped": False,
+                          "completion": batch.completions[i][:2000]})
+            s += 1
+    return lines

@@ -217,8 +217,14 @@ class WmrlConfig(_Section):
     anchor_staleness: Int = Field(0, ge=0, description=(
         "k, the staleness bound of the asynchronous anchor stream (steps): anchor executions run while training "
         "goes on and are consumed when they finish, at most k steps after their own (the trainer waits there); "
-        "late ones feed the calibrator and the fusion window only. 0 = synchronous (every step waits for its "
+        "late ones go where wmrl.late_anchors says. 0 = synchronous (every step waits for its "
         "anchors). wmrl recipes only (docs/scaling.md)."))
+    late_anchors: Literal["gradient", "calibration"] = Field("gradient", description=(
+        "What an anchor group consumed after its own step does (anchor_staleness > 0): 'gradient' (left out of its "
+        "own step, it enters the loss of its arrival step, importance-corrected by the clipped ratio to the policy "
+        "that sampled it, and feeds the calibration) or 'calibration' (it trains as a world-model group at its own "
+        "step and its pairs only feed the calibrator and the fusion window). The simulation's staleness axis chose "
+        "'gradient' (docs/scaling.md)."))
 
     @model_validator(mode="after")
     def _floor_below_ceiling(self) -> WmrlConfig:

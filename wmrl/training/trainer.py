@@ -41,9 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from wmrl.core.recipe import CALIBRATION_GRID, Recipe, StepInputs, StepOutputs, get_recipe
+from wmrl.core.recipe import CALIBRATION_GRID, Recipe, StepOutputs, get_recipe
 from wmrl.training.config import TrainConfig
-from wmrl.training.anchors import AnchorRuns, AnchorStream, LatePairs
+from wmrl.training.anchors import AnchorRuns, AnchorStream, LatePairs, late_sample_lines, late_update_parts, \
+    recipe_inputs
 from wmrl.training.ledger import Ledger
 from wmrl.training.rundir import RunDir, rng_state, set_rng_state
 from wmrl.training.components import Components, anchor_fraction, eval_sampling_seed, now_iso, recipe_settings, \
@@ -96,6 +97,7 @@ class StepBatch:
     valid: np.ndarray = field(init=False)
     out: StepOutputs | None = None
     late: LatePairs | None = None
+    late_out: tuple[np.ndarray, ...] = ()
     cal_rec: dict[str, Any] | None = None
     update: dict[str, Any] = field(default_factory=dict)
     refresh: dict[str, Any] | None = None
@@ -249,7 +251,9 @@ class Trainer:
         with L.stage("recipe"):
             self._recipe(sb)
         with L.stage("update"):
-            sb.update = self._update(sb.batch, sb.out.advantages, sb.out.weights, sb.valid)
+            sb.update = grpo_update(self.c.policy, self.optimizer, self.params, sb.batch, sb.out.advantages,
+                                    sb.out.weights, sb.valid, self.cfg.optim,
+                                    late_update_parts(sb.late, *sb.late_out[2:]))
         sb.refresh = self._refresh_world_model(sb.step)  # stage wm_refresh, every K steps (off by default)
         self.step = sb.step
         rec = self._metrics(sb)
@@ -340,12 +344,14 @@ class Trainer:
         """Stage recipe: the registered recipe maps the step's rewards to rewards used, advantages and
         weights (:meth:`wmrl.core.recipe.Recipe.step`) and learns this step's anchors; ``sb.cal_rec`` is the
         calibration.jsonl line (None without a world model)."""
-        x = StepInputs(step=sb.step, group_ids=sb.gid, is_anchor=sb.is_anchor, valid=sb.valid,
-                       reward_true=sb.reward_true, reward_wm=sb.reward_wm)
-        sb.out = out = self.recipe.step(x, self.recipe_state, self.settings)
-        late = sb.late
-        late_tilde = None if late is None or not late.n else self.recipe.learn_late(
-            self.recipe_state, sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm)
+        late, mode, B = sb.late, self.cfg.wmrl.late_anchors, sb.B
+        full = self.recipe.step(recipe_inputs(sb, late, mode), self.recipe_state, self.settings)
+        parts = (full.reward_wm_calibrated, full.reward_used, full.advantages, full.weights)
+        sb.out = out = StepOutputs(*(a[:B] for a in parts), full.stats, full.calibration)
+        sb.late_out = tuple(a[B:] for a in parts)  # late anchor rows in this step's loss (gradient mode)
+        late_tilde = None if late is None or not late.n else (sb.late_out[0] if mode == "gradient" else
+                                                             self.recipe.learn_late(
+            self.recipe_state, sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
         cal, a_ok = out.calibration, sb.a_ok
         if cal is None:
             return
@@ -419,7 +425,7 @@ class Trainer:
              "reward_used": out.reward_used[i], "advantage": out.advantages[i], "weight": out.weights[i], "dropped": not bool(sb.valid[i]), "completion_tokens": int(tokens[i]),
              "completion": batch.completions[i][:2000]}
             for i in range(sb.B)
-        ]
+        ] + (late_sample_lines(sb.step, sb.late, *sb.late_out) if sb.late is not None and sb.late_out[0].size else [])
 
     def _log(self, rec: dict[str, Any], samples: list[dict[str, Any]], cal_rec: dict[str, Any] | None) -> None:
         """Stage log: metrics.jsonl, samples.jsonl, calibration.jsonl, TensorBoard, train.log."""
@@ -431,10 +437,6 @@ class Trainer:
         self.rd.log_line(_step_line(rec))
 
     # ------------------------------------------------------------------ stage update
-    def _update(self, batch: Any, adv: np.ndarray, weights: np.ndarray, valid: np.ndarray) -> dict[str, Any]:
-        """Stage update: :func:`wmrl.training.update.grpo_update` with this run's policy and optimiser."""
-        return grpo_update(self.c.policy, self.optimizer, self.params, batch, adv, weights, valid, self.cfg.optim)
-
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, *, in_step: bool) -> dict[str, dict[str, Any]]:
         """Real-execution evaluation of the current policy on held-out (and train) tasks; appends to
