@@ -17,15 +17,25 @@ ROOT = Path(__file__).resolve().parents[2]
 #: SHA-256 of ``dump_config``. At ec59c36 these were the hand-written engine's bytes (the pydantic engine
 #: matched them byte for byte); they were recomputed once when the four ablation keys ``wmrl.debias``,
 #: ``wmrl.denoise``, ``wmrl.fusion``, ``wmrl.bias_aware`` became method names (the dumps lost exactly those
-#: four lines). A resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes
-#: must not change by accident.
+#: four lines), and once when the asynchronous anchor stream added ``wmrl.anchor_staleness``,
+#: ``wmrl.late_anchors`` and ``wmrl.late_ratio_max`` (the dumps gained exactly those three lines: without them
+#: they hash to ``SAVED_BEFORE_ASYNC``). A resumed run compares the hash of its config.yaml
+#: (``config.yaml.sha256``), so these bytes must not change by accident.
 SAVED_BEFORE = {
+    "defaults": "e189bf835db5b36d769a7bfc33a4d93b75450f62efe2a7f0b3fa4903f4e04a1f",
+    "quickstart": "91b948329b3057ff8e3547e1e0c0cddbf2034ae2e7dc3becc39ca44f2b067325",
+    "tiny": "c4ceae9ad6796cdae74a3859864a213117c82dd8299801421c936031cbb1e48a",
+    "cpu-small/wmrl/0": "71ef77163107f45389687e4c7955cb64080d0ddff7ba57b8ec69db96f3e5fec6",
+    "gpu-paper/grpo/1": "1c1b1d1c9e1cfb1e5ab8d1166821f850f6f1c3803cb2efd5e2a3becc179ac99b",
+}
+SAVED_BEFORE_ASYNC = {
     "defaults": "166392196bceb90c84c1c70704498ee2960fa7d696843d96721774288aa808f8",
     "quickstart": "61c4b282081a61c7cb429f750adc721ecdc63e64661b71d4f4a3440885739003",
     "tiny": "c76759dd3181223a2bafe476c427245fcc1e05febf11582f8306a9154ca0d555",
     "cpu-small/wmrl/0": "72c613fab51dfeb71f792a5887338340bef112a12bb26c203bc5ea33e76c160d",
     "gpu-paper/grpo/1": "b42848482705dc9ec6a46e3869c1bf9de4c68b7fa584b6618a4ff1e5bc05dfa7",
 }
+ASYNC_LINES = ("  anchor_staleness: 0\n", "  late_anchors: gradient\n", "  late_ratio_max: 2.0\n")
 
 
 def _sha(text: str) -> str:
@@ -41,6 +51,11 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
         dumps[key] = dump_config(bench.method_config(bench.load_preset(ROOT / "configs" / "bench" / f"{preset}.yaml"),
                                                      method, seed=int(seed), run_dir=Path("/tmp/x")))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED_BEFORE
+    for k, v in dumps.items():
+        assert all(v.count(line) == 1 for line in ASYNC_LINES), k
+        for line in ASYNC_LINES:
+            v = v.replace(line, "")
+        assert _sha(v) == SAVED_BEFORE_ASYNC[k], k
     p = tmp_path / "config.yaml"  # a saved config reads back to the same bytes (resume keeps its hash)
     p.write_text(dumps["cpu-small/wmrl/0"])
     assert dump_config(load_config(p)) == dumps["cpu-small/wmrl/0"]

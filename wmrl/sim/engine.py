@@ -39,7 +39,7 @@ import numpy as np
 
 from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe, recipe_names
 from wmrl.core.routing import FractionRouter
-from wmrl.core.staleness import LatencyModel, arrival_steps, check_staleness
+from wmrl.core.staleness import LatencyModel, arrival_steps, check_staleness, late_clip
 from wmrl.sim.bandit import BanditProblem, WorldModelSpec, world_model_scores
 
 METHODS = tuple(recipe_names())
@@ -89,7 +89,7 @@ class RunSpec:
             does: ``calibration`` (its pairs feed the calibrator and the window only, and at its own step
             the group trains as a world-model group) or ``gradient`` (left out of its own step, it enters
             the loss of the step it arrives at as an anchor group, importance-corrected by the clipped ratio
-            pi_t / pi_s, :mod:`wmrl.core.staleness`). latency_steps, latency_sigma: the latency model in
+            pi_t / pi_s, kept in [0.001, late_ratio_max], :mod:`wmrl.core.staleness`). latency_steps, latency_sigma: the latency model in
             units of steps (median and log-sd of one execution; a group takes its G executions' maximum).
     """
 
@@ -99,6 +99,7 @@ class RunSpec:
     seed: int = 0
     staleness: int = 0
     late: str = "calibration"
+    late_ratio_max: float = 2.0
     latency_steps: float = 3.0
     latency_sigma: float = 0.6
 
@@ -110,6 +111,7 @@ class RunSpec:
         check_staleness(self.staleness)
         if self.late not in LATE_MODES:
             raise ValueError(f"late must be one of {LATE_MODES}, got {self.late!r}")
+        late_clip(self.late_ratio_max)  # validates
         if self.staleness and not get_recipe(self.method).fuses:
             raise ValueError(f"asynchronous anchors (staleness {self.staleness}) need a recipe with both streams, "
                              f"not {self.method!r}")
@@ -280,7 +282,7 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     for t in range(cfg.steps):
         with torch.no_grad():
             probs = torch.softmax(logits(), -1).numpy()
-        idx_all, adv_all, w_all, old_all = [], [], [], []
+        idx_all, adv_all, w_all, old_all, rmax_all = [], [], [], [], []
         rows_c = np.arange(C)[:, None]
         for i, st in enumerate(states):
             arms = st.sample(probs[i])
@@ -289,17 +291,25 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
             adv_all.append(part["adv"])
             w_all.append(part["weights"])
             old_all.append(part["old_logp"])
+            rmax_all.append(np.full(part["task"].size, st.spec.late_ratio_max))
         idx = torch.as_tensor(np.concatenate(idx_all), dtype=torch.int64)
         adv = torch.as_tensor(np.concatenate(adv_all), dtype=torch.float64)
         weights = torch.as_tensor(np.concatenate(w_all), dtype=torch.float64)
         logp = torch.log_softmax(logits(), -1)[idx[:, 0], idx[:, 1], idx[:, 2]].unsqueeze(1)
         mask = torch.ones_like(logp, dtype=torch.bool)
-        old_np = np.concatenate(old_all)
-        old = logp.detach().clone()
-        if np.isfinite(old_np).any():  # late anchor rows: the behaviour policy's log-probability (importance ratio)
-            stale = torch.as_tensor(np.isfinite(old_np))
-            old[stale, 0] = torch.as_tensor(old_np[np.isfinite(old_np)], dtype=torch.float64)
-        loss, _ = grpo_loss(logp, old, adv, mask, sample_weights=weights, aggregation="token_mean")
+        old_np, rmax = np.concatenate(old_all), np.concatenate(rmax_all)
+        stale = np.isfinite(old_np)  # late anchor rows: the behaviour policy's log-probability (importance ratio)
+        fresh = torch.as_tensor(~stale)
+        # one token per row, so the token-mean loss is a sum over rows: the late rows' terms can be taken apart
+        loss, _ = grpo_loss(logp[fresh], logp[fresh].detach(), adv[fresh], mask[fresh], sample_weights=weights[fresh],
+                            aggregation="token_mean")
+        for rm in np.unique(rmax[stale]):
+            sel = torch.as_tensor(stale & (rmax == rm))
+            lo, hi = late_clip(float(rm))
+            old = torch.as_tensor(old_np[sel.numpy()], dtype=torch.float64).unsqueeze(1)
+            l_late, _ = grpo_loss(logp[sel], old, adv[sel], mask[sel], sample_weights=weights[sel],
+                                  clip_low=lo, clip_high=hi, aggregation="token_mean")
+            loss = loss + l_late
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -313,7 +323,7 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
         [
             dict(run=i, method=s.method, shape=s.wm.shape, bias=s.wm.bias, sigma=s.wm.sigma,
                  rho=s.effective_rho, seed=s.seed, J_star=st.problem.optimum, J_uniform=st.problem.uniform_value,
-                 staleness=s.staleness, late=s.late)
+                 staleness=s.staleness, late=s.late, late_ratio_max=s.late_ratio_max)
             for i, (s, st) in enumerate(zip(runs, states))
         ]
     )

@@ -26,19 +26,26 @@ WORLD_MODELS = (WorldModelSpec("monotone", 0.5, 0.1), WorldModelSpec("offset", 0
                 WorldModelSpec("exploit", 0.5, 0.1))
 
 
+#: Upper truncations of the late rows' importance ratio compared in the gradient mode: PPO's 1 + 0.2, the
+#: default 2, none.
+RATIO_MAXES = (1.2, 2.0, math.inf)
+
+
 def build_runs(ks: tuple[int, ...], seeds: int, methods: tuple[str, ...] = ("wmrl",),
-               latency_steps: float = 3.0, latency_sigma: float = 0.6, rho: float = 0.1) -> list[RunSpec]:
-    """Every (world model, method, k, late mode, seed) run; k = 0 once per (world model, method, seed), plus
-    GRPO with every group executed synchronously as the reference."""
+               latency_steps: float = 3.0, latency_sigma: float = 0.6, rho: float = 0.1,
+               ratio_maxes: tuple[float, ...] = RATIO_MAXES) -> list[RunSpec]:
+    """Every (world model, method, k, late mode, ratio truncation, seed) run; k = 0 once per (world model,
+    method, seed), plus GRPO with every group executed synchronously as the reference."""
     runs = []
     for wm in WORLD_MODELS:
         for seed in range(seeds):
             runs.append(RunSpec("grpo", wm, 1.0, seed))
             for m in methods:
                 for k in ks:
-                    for late in (LATE_MODES if k else ("calibration",)):
+                    modes = [("calibration", 2.0)] + [("gradient", c) for c in ratio_maxes] if k else [("calibration", 2.0)]
+                    for late, c in modes:
                         runs.append(RunSpec(m, wm, rho, seed, staleness=k, late=late, latency_steps=latency_steps,
-                                            latency_sigma=latency_sigma))
+                                            latency_sigma=latency_sigma, late_ratio_max=c))
     return runs
 
 
@@ -51,9 +58,11 @@ def summarise(finals) -> "object":
     sync = f[f["staleness"] == 0].set_index(["shape", "method", "seed"])["J_final"]
     f["dJ"] = [r.J_final - sync.get((r.shape, r.method, r.seed), math.nan) for r in f.itertuples()]
     rows = []
-    for (shape, method, k, late), g in f.groupby(["shape", "method", "staleness", "late"], sort=True):
+    f["late_label"] = [("-" if r.staleness == 0 else r.late if r.late == "calibration" else
+                        f"gradient, ratio <= {r.late_ratio_max:g}") for r in f.itertuples()]
+    for (shape, method, k, late), g in f.groupby(["shape", "method", "staleness", "late_label"], sort=True):
         n = len(g)
-        rows.append(dict(shape=shape, method=method, staleness=int(k), late=late if k else "-", seeds=n,
+        rows.append(dict(shape=shape, method=method, staleness=int(k), late=late, seeds=n,
                          J_final=float(g["J_final"].mean()), dJ_vs_sync=float(g["dJ"].mean()),
                          dJ_se=float(g["dJ"].std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan,
                          staleness_mean=float(g["staleness_mean"].mean()), staleness_max=float(g["staleness_max"].max())))
@@ -74,7 +83,7 @@ def markdown(summary, cfg: SimConfig, wall_s: float, latency_steps: float, laten
     return "\n".join(lines) + "\n"
 
 
-def run_staleness_study(out: Path, ks: tuple[int, ...] = (0, 3, 9), seeds: int = 4, steps: int = 200,
+def run_staleness_study(out: Path, ks: tuple[int, ...] = (0, 1, 3, 9), seeds: int = 6, steps: int = 200,
                         methods: tuple[str, ...] = ("wmrl",), latency_steps: float = 3.0,
                         latency_sigma: float = 0.6, progress=None) -> dict:
     """Simulate :func:`build_runs`, write ``staleness.csv`` / ``staleness.md`` / ``staleness_finals.csv`` into

@@ -8,11 +8,18 @@ k > 0: the step's executions are submitted and left running. At the collection p
 group in flight whose executions have all finished is consumed; a group routed at s = t - k that is still
 running is waited for (the bound; the blocked time is the stage ``anchor_wait``, which should be 0). The step's
 own groups that finished in time are the step's anchors, as in the synchronous stream. Groups of earlier steps
-are *late*: the recipe learns their pairs (r, r_hat) in the calibrator and the anchor window only
-(:meth:`wmrl.core.recipe.Recipe.learn_late`; the staleness axis of the simulation chose this, docs/scaling.md),
-and at its own step a group still in flight is trained on as a world-model group (its r_hat was scored with
-the rest). Executions are counted in the ledger when consumed. A group still in flight when the run ends (or is
-killed) is not consumed: the executor's close cancels it.
+are *late*; ``wmrl.late_anchors`` says where they go:
+
+- ``gradient`` (default; the simulation's staleness axis chose it, docs/scaling.md): a group still in flight is
+  left out of its own step's loss; at its arrival step its samples join the recipe's inputs as anchor groups
+  (:func:`recipe_inputs`: calibrated out of sample, learned by the calibrator and the window, weighted with the
+  step's anchors) and the update (:func:`late_update_parts`), whose clipped ratio to the behaviour log-probs
+  kept in the batch is the importance correction (:func:`wmrl.core.staleness.late_clip`).
+- ``calibration``: the group trains as a world-model group at its own step (its r_hat was scored with the
+  rest), and its pairs only reach the calibrator and the window (:meth:`wmrl.core.recipe.Recipe.learn_late`).
+
+Executions are counted in the ledger when consumed. A group still in flight when the run ends (or is killed) is
+not consumed: the executor's close cancels it, and a resumed run does not see it.
 
 Works with any :class:`~wmrl.interfaces.Executor` whose futures complete on their own (the local pool, Ray).
 """

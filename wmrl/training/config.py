@@ -225,6 +225,9 @@ class WmrlConfig(_Section):
         "that sampled it, and feeds the calibration) or 'calibration' (it trains as a world-model group at its own "
         "step and its pairs only feed the calibrator and the fusion window). The simulation's staleness axis chose "
         "'gradient' (docs/scaling.md)."))
+    late_ratio_max: Float = Field(2.0, gt=1.0, description=(
+        "Late anchor rows in the gradient keep their importance ratio pi_now / pi_sampled in [0.001, this] (PPO's "
+        "clip range is too tight for them: the simulation lost twice as much reward with [0.8, 1.2] at k=9)."))
 
     @model_validator(mode="after")
     def _floor_below_ceiling(self) -> WmrlConfig:

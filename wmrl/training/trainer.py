@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from wmrl.core.recipe import CALIBRATION_GRID, Recipe, StepOutputs, get_recipe
+from wmrl.core.staleness import late_clip
 from wmrl.training.config import TrainConfig
 from wmrl.training.anchors import AnchorRuns, AnchorStream, LatePairs, late_sample_lines, late_update_parts, \
     recipe_inputs
@@ -253,7 +254,7 @@ class Trainer:
         with L.stage("update"):
             sb.update = grpo_update(self.c.policy, self.optimizer, self.params, sb.batch, sb.out.advantages,
                                     sb.out.weights, sb.valid, self.cfg.optim,
-                                    late_update_parts(sb.late, *sb.late_out[2:]))
+                                    late_update_parts(sb.late, *sb.late_out[2:]), late_clip(self.cfg.wmrl.late_ratio_max))
         sb.refresh = self._refresh_world_model(sb.step)  # stage wm_refresh, every K steps (off by default)
         self.step = sb.step
         rec = self._metrics(sb)

@@ -12,8 +12,8 @@ from wmrl.training.config import OptimConfig
 
 
 def grpo_update(policy: Policy, optimizer: Any, params: list[Any], batch: Any, adv: np.ndarray, weights: np.ndarray,
-                valid: np.ndarray, o: OptimConfig, extra: list[tuple[Any, np.ndarray, np.ndarray]] = ()
-                ) -> dict[str, Any]:
+                valid: np.ndarray, o: OptimConfig, extra: list[tuple[Any, np.ndarray, np.ndarray]] = (),
+                extra_clip: tuple[float, float] | None = None) -> dict[str, Any]:
     """One AdamW step on the fused GRPO loss, micro-batched with exact token-mean rescaling.
 
     Rows with weight 0, or with advantage 0 when beta = 0, contribute exactly nothing to the
@@ -31,6 +31,8 @@ def grpo_update(policy: Policy, optimizer: Any, params: list[Any], batch: Any, a
         extra: more rows of the same loss, ``(batch, adv [n], weights [n])`` each (late anchor groups of
             earlier steps, :mod:`wmrl.training.anchors`): their ``old_logprobs`` are the behaviour policy's, so
             the clipped ratio is their importance correction (:mod:`wmrl.core.staleness`). Every row is valid.
+        extra_clip: ``(clip_low, clip_high)`` of the extra rows (:func:`wmrl.core.staleness.late_clip`);
+            None = the configured ``o.clip_low``, ``o.clip_high``.
 
     Returns:
         ``loss``, ``kl``, ``clip_frac``, ``grad_norm``, ``lr``, ``update_rows``, ``update_skipped`` (metrics.jsonl).
@@ -56,6 +58,7 @@ def grpo_update(policy: Policy, optimizer: Any, params: list[Any], batch: Any, a
     for p, mb in micro:
         batch, adv, weights, _ = parts[p]
         lens = lens_p[p]
+        c_lo, c_hi = (o.clip_low, o.clip_high) if p == 0 or extra_clip is None else extra_clip
         sub = batch.slice(mb)
         lp = policy.logprobs(sub)
         ref = None
@@ -66,7 +69,7 @@ def grpo_update(policy: Policy, optimizer: Any, params: list[Any], batch: Any, a
         loss, st = grpo_loss(
             lp, sub.old_logprobs.to(lp.dtype), torch.as_tensor(adv[mb], dtype=lp.dtype), mask,
             sample_weights=torch.as_tensor(weights[mb], dtype=lp.dtype), ref_logprobs=ref,
-            clip_low=o.clip_low, clip_high=o.clip_high, beta=o.beta, aggregation=o.aggregation)
+            clip_low=c_lo, clip_high=c_hi, beta=o.beta, aggregation=o.aggregation)
         if o.aggregation == "token_mean":
             nbar_mb = float(lens[mb].mean())
             loss = loss * (nbar_mb / max(nbar, 1e-12))
