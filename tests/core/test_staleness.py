@@ -127,3 +127,24 @@ def test_simulation_staleness_axis():
         RunSpec("grpo", wm, 1.0, 0, staleness=2)
     with pytest.raises(ValueError, match="late"):
         RunSpec("wmrl", wm, 0.3, 0, staleness=2, late="drop")
+
+
+def test_projection_of_step_times():
+    from wmrl.core.staleness import late_clip, project_step_times
+
+    fixed = LatencyModel(10.0, 0.0, 0.0, 10.0)  # every execution takes 10 s
+    p = project_step_times(1.0, 0.5, 0.5, 8, 4, 8, fixed, k=20)
+    assert p["t_sync"] == pytest.approx(1.0 + 10.0 + 0.5)  # the world model runs inside the 10 s
+    assert p["t_async"] == pytest.approx(10.0)  # 8 x 10 s on 8 slots: executor-bound, 10 s a step
+    assert p["wait"] == 0.0 and p["utilisation_async"] == pytest.approx(1.0)
+    q = project_step_times(1.0, 0.5, 0.5, 8, 4, 4, fixed, k=20)  # two waves on 4 slots
+    assert q["t_sync"] == pytest.approx(1.0 + 20.0 + 0.5) and q["t_async"] == pytest.approx(20.0)
+    r = project_step_times(1.0, 0.5, 0.5, 4, 4, 64, fixed, k=2)  # LM-bound steps: the bound forces waits
+    # T = 2 + (10 - 2 T): two steps of T = 4 s last 8 s, and a group waits the 2 s left of its 10
+    assert r["t_async"] == pytest.approx(4.0, rel=1e-6) and r["wait"] == pytest.approx(2.0, rel=1e-6)
+    assert project_step_times(1.0, 0.5, 0.5, 4, 4, 64, fixed, k=10)["wait"] == 0.0
+    with pytest.raises(ValueError, match="multiple of group"):
+        project_step_times(1.0, 0.5, 0.5, 6, 4, 8, fixed, k=1)
+    assert late_clip(2.0) == (0.999, 1.0) and late_clip(float("inf"))[1] > 1e9
+    with pytest.raises(ValueError, match="> 1"):
+        late_clip(1.0)
