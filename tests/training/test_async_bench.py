@@ -17,15 +17,15 @@ def _args(executor: str, **kw):
     import async_anchors
 
     return async_anchors, async_anchors.argparse.Namespace(
-        steps=6, k=[0], slots=4, executor=executor, tasks=4, group=2, rho=0.25, scale=0.004, gen_s=0.02, wm_s=0.01,
+        steps=8, k=[0], slots=4, executor=executor, tasks=4, group=2, rho=0.25, scale=0.002, gen_s=0.1, wm_s=0.02,
         seed=0, out=None, **kw)
 
 
 def _check(rows):
     sync, asyn = rows
-    assert sync["k"] == 0 and sync["staleness_max"] == 0 and sync["executions"] == 6 * 2
+    assert sync["k"] == 0 and sync["staleness_max"] == 0 and sync["executions"] == 8 * 2
     assert asyn["k"] == 8 and asyn["wait_s"] == 0.0  # generation never waited
-    assert asyn["step_s"] < sync["step_s"]  # executions (0.48 s median) no longer hold the step
+    assert asyn["step_s"] < sync["step_s"]  # executions (0.24 s median, plus the sandbox) no longer hold the step
     assert asyn["staleness_max"] >= 1 and asyn["executions"] >= 2
     assert 0 < sync["utilisation"] <= 1 and 0 < asyn["utilisation"] <= 1
 
