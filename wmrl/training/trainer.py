@@ -34,7 +34,6 @@ import json
 import logging
 import math
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -42,8 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from wmrl.core.recipe import CALIBRATION_GRID, Recipe, StepInputs, StepOutputs, get_recipe
+from wmrl.core.recipe import CALIBRATION_GRID, Recipe, StepOutputs, get_recipe
+from wmrl.core.staleness import late_clip
 from wmrl.training.config import TrainConfig
+from wmrl.training.anchors import AnchorRuns, AnchorStream, LatePairs, late_sample_lines, late_update_parts, \
+    recipe_inputs
 from wmrl.training.ledger import Ledger
 from wmrl.training.rundir import RunDir, rng_state, set_rng_state
 from wmrl.training.components import Components, anchor_fraction, eval_sampling_seed, now_iso, recipe_settings, \
@@ -52,10 +54,6 @@ from wmrl.training.console import _fmt, _step_line
 from wmrl.training.update import grpo_update
 
 log = logging.getLogger(__name__)
-
-
-def _status(r: Any) -> str:
-    return str(getattr(r.status, "value", r.status))
 
 
 def _mean(x: np.ndarray) -> float | None:
@@ -79,7 +77,8 @@ class StepBatch:
     - route: ``anchor_groups`` ([M] bool), ``is_anchor``.
     - execute: ``r_true`` (NaN off anchors and on infrastructure failures), ``status`` (execution
       status or None), ``error`` (the execution's error message, or None), ``valid`` (False:
-      infrastructure failure or no reward; dropped everywhere).
+      infrastructure failure or no reward; dropped everywhere); with asynchronous anchors ``is_anchor``
+      loses the groups still in flight and ``late`` holds the pairs of earlier steps consumed now.
     - wm_predict: ``reward_wm`` (raw prediction r_hat; NaN when the world model is not used).
     - recipe: ``out`` (:class:`~wmrl.core.recipe.StepOutputs`: calibrated world-model reward, reward used,
       advantages, weights, statistics), ``cal_rec`` (the calibration.jsonl line, or None).
@@ -98,6 +97,8 @@ class StepBatch:
     error: list[str | None] = field(init=False)
     valid: np.ndarray = field(init=False)
     out: StepOutputs | None = None
+    late: LatePairs | None = None
+    late_out: tuple[np.ndarray, ...] = ()
     cal_rec: dict[str, Any] | None = None
     update: dict[str, Any] = field(default_factory=dict)
     refresh: dict[str, Any] | None = None
@@ -139,17 +140,6 @@ class StepBatch:
         return self.batch.completion_mask.sum(dim=1).cpu().numpy()
 
 
-@dataclass
-class _AnchorRuns:
-    """Anchor executions in flight: ``(future, request)`` by sample index, when each finished
-    (``perf_counter``), the submission's start (``w0``) and trainer CPU (``submit_cpu``)."""
-
-    w0: float
-    futures: dict[int, tuple[Future, Any]] = field(default_factory=dict)
-    done_at: dict[int, float] = field(default_factory=dict)
-    submit_cpu: float = 0.0
-
-
 class Trainer:
     """Runs the steps of one training run (create with :func:`run_training` / :func:`resume_training`)."""
 
@@ -171,6 +161,7 @@ class Trainer:
         if not self.params:
             raise RuntimeError("the policy has no trainable parameters (LoRA adapter missing?)")
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+        self.anchors = AnchorStream(comps.executor, ledger, w.anchor_staleness)
         self.step = 0
         self.n_infra_total = 0
         self.started_at = now_iso()
@@ -261,7 +252,9 @@ class Trainer:
         with L.stage("recipe"):
             self._recipe(sb)
         with L.stage("update"):
-            sb.update = self._update(sb.batch, sb.out.advantages, sb.out.weights, sb.valid)
+            sb.update = grpo_update(self.c.policy, self.optimizer, self.params, sb.batch, sb.out.advantages,
+                                    sb.out.weights, sb.valid, self.cfg.optim,
+                                    late_update_parts(sb.late, *sb.late_out[2:]), late_clip(self.cfg.wmrl.late_ratio_max))
         sb.refresh = self._refresh_world_model(sb.step)  # stage wm_refresh, every K steps (off by default)
         self.step = sb.step
         rec = self._metrics(sb)
@@ -306,8 +299,8 @@ class Trainer:
                 sb.reward_wm = self._predict(sb)
         self._collect_anchors(sb, runs)
 
-    def _submit_anchors(self, sb: StepBatch) -> _AnchorRuns:
-        """Submit every anchor trajectory's program to the executor; returns the futures in flight."""
+    def _submit_anchors(self, sb: StepBatch) -> AnchorRuns:
+        """Submit every anchor trajectory's program to the executor (:class:`AnchorStream`); returns the runs."""
         from wmrl.execution.types import ExecutionRequest
         from wmrl.trajectory import Trajectory
 
@@ -315,8 +308,7 @@ class Trainer:
         by_id = {t.id: t for t in sb.tasks}
         programs = list(batch.programs) if len(getattr(batch, "programs", []) or []) == sb.B else [
             c.scaffold.render(by_id[t], comp) for t, comp in zip(batch.task_ids, batch.completions)]
-        runs = _AnchorRuns(w0=time.perf_counter())
-        c0 = time.process_time()
+        reqs = []
         for i in sb.anchor_idx:
             req = ExecutionRequest(
                 task=by_id[batch.task_ids[i]], program=programs[i], request_id=f"s{step}-g{gid[i]}-i{i}",
@@ -325,11 +317,8 @@ class Trainer:
                     stream="anchor", run=cfg.name or cfg.method, step=step, group_id=int(gid[i]), sample=int(i),
                     task_id=batch.task_ids[i], prompt=batch.prompts[i], completion=batch.completions[i],
                     scaffold=c.scaffold.name, completion_tokens=int(sb.completion_tokens[i])))
-            fut = c.executor.submit(req)
-            fut.add_done_callback(lambda _f, _i=int(i): runs.done_at.__setitem__(_i, time.perf_counter()))
-            runs.futures[int(i)] = (fut, req)
-        runs.submit_cpu = time.process_time() - c0
-        return runs
+            reqs.append((int(i), req))
+        return self.anchors.submit(sb, reqs)
 
     def _predict(self, sb: StepBatch) -> np.ndarray:
         """The world model's raw predictions r_hat [B] (checked: right shape, finite)."""
@@ -345,37 +334,25 @@ class Trainer:
                                f"predictions of {B}: was it fitted on rewards (see world_model_fit.json)?")
         return r_hat
 
-    def _collect_anchors(self, sb: StepBatch, runs: _AnchorRuns) -> None:
-        """Wait for the anchor executions (stage execute: from submission to the last one done) and set
-        ``sb.reward_true``, ``sb.status``, ``sb.valid``. A future that raised is an infrastructure failure;
-        infrastructure failures and reward-less results are not valid (no reward, counted)."""
-        from wmrl.execution.pool import result_or_infra
-
-        c2 = time.process_time()
-        results: dict[int, Any] = {}
-        for i, (fut, req) in runs.futures.items():
-            results[i] = result_or_infra(fut, req)  # cancelled or failed executor: infrastructure error
-            runs.done_at.setdefault(i, time.perf_counter())
-        if runs.futures:
-            self.ledger.add_stage("execute", max(runs.done_at.values(), default=runs.w0) - runs.w0,
-                                  runs.submit_cpu + time.process_time() - c2)
-            self.ledger.add_executions("anchor", results.values())
-        for i, r in results.items():
-            sb.status[i] = _status(r)
-            sb.error[i] = (r.error or "")[-500:] or None
-            if sb.status[i] == "infra_error" or r.reward is None:
-                sb.valid[i] = False
-            else:
-                sb.reward_true[i] = float(r.reward)
-        self.n_infra_total += sb.n_infra
+    def _collect_anchors(self, sb: StepBatch, runs: AnchorRuns) -> None:
+        """Consume the anchor results the staleness bound allows (:meth:`AnchorStream.collect`: k = 0 waits for
+        the step's executions, stage execute) and count the infrastructure failures."""
+        n_late_infra = self.anchors.n_late_infra
+        sb.late = self.anchors.collect(sb, runs)
+        self.n_infra_total += sb.n_infra + self.anchors.n_late_infra - n_late_infra
 
     def _recipe(self, sb: StepBatch) -> None:
         """Stage recipe: the registered recipe maps the step's rewards to rewards used, advantages and
         weights (:meth:`wmrl.core.recipe.Recipe.step`) and learns this step's anchors; ``sb.cal_rec`` is the
         calibration.jsonl line (None without a world model)."""
-        x = StepInputs(step=sb.step, group_ids=sb.gid, is_anchor=sb.is_anchor, valid=sb.valid,
-                       reward_true=sb.reward_true, reward_wm=sb.reward_wm)
-        sb.out = out = self.recipe.step(x, self.recipe_state, self.settings)
+        late, mode, B = sb.late, self.cfg.wmrl.late_anchors, sb.B
+        full = self.recipe.step(recipe_inputs(sb, late, mode), self.recipe_state, self.settings)
+        parts = (full.reward_wm_calibrated, full.reward_used, full.advantages, full.weights)
+        sb.out = out = StepOutputs(*(a[:B] for a in parts), full.stats, full.calibration)
+        sb.late_out = tuple(a[B:] for a in parts)  # late anchor rows in this step's loss (gradient mode)
+        late_tilde = None if late is None or not late.n else (sb.late_out[0] if mode == "gradient" else
+                                                             self.recipe.learn_late(
+            self.recipe_state, sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
         cal, a_ok = out.calibration, sb.a_ok
         if cal is None:
             return
@@ -390,6 +367,9 @@ class Trainer:
             "residual_var_calibrated": _var(r_true[a_ok] - r_tilde[a_ok]),
             "diagnostics": cal["diagnostics"],
         }
+        if late_tilde is not None:  # asynchronous anchors: pairs of earlier steps, learned after this step's map
+            sb.cal_rec.update(late_wm=late.reward_wm.tolist(), late_wm_calibrated=late_tilde.tolist(),
+                              late_true=late.reward_true.tolist(), late_origin_steps=late.origin_steps.tolist())
 
     def _refresh_world_model(self, step: int) -> dict[str, Any] | None:
         """Stage wm_refresh: refit the world model on the anchors so far every
@@ -424,6 +404,12 @@ class Trainer:
             "scaffold_valid_rate": (float(np.mean(sb.batch.valid)) if getattr(sb.batch, "valid", None) else None),
         }
         rec.update(out.stats)
+        if self.anchors.k:  # asynchronous anchors (docs/scaling.md): what was consumed, how stale, what still runs
+            st = np.concatenate([np.zeros(int(a_ok.sum())), sb.late.staleness]) if sb.late is not None else []
+            rec.update(anchor_samples_consumed=int(len(st)), anchor_late_samples=int(sb.late.n),
+                       anchor_staleness_mean=float(np.mean(st)) if len(st) else None,
+                       anchor_staleness_max=int(np.max(st)) if len(st) else None,
+                       anchors_in_flight=self.anchors.n_in_flight)
         rec.update(sb.update)
         if sb.refresh is not None:
             rec["wm_refresh_records"] = sb.refresh.get("n_records")
@@ -440,7 +426,7 @@ class Trainer:
              "reward_used": out.reward_used[i], "advantage": out.advantages[i], "weight": out.weights[i], "dropped": not bool(sb.valid[i]), "completion_tokens": int(tokens[i]),
              "completion": batch.completions[i][:2000]}
             for i in range(sb.B)
-        ]
+        ] + (late_sample_lines(sb.step, sb.late, *sb.late_out) if sb.late is not None and sb.late_out[0].size else [])
 
     def _log(self, rec: dict[str, Any], samples: list[dict[str, Any]], cal_rec: dict[str, Any] | None) -> None:
         """Stage log: metrics.jsonl, samples.jsonl, calibration.jsonl, TensorBoard, train.log."""
@@ -452,10 +438,6 @@ class Trainer:
         self.rd.log_line(_step_line(rec))
 
     # ------------------------------------------------------------------ stage update
-    def _update(self, batch: Any, adv: np.ndarray, weights: np.ndarray, valid: np.ndarray) -> dict[str, Any]:
-        """Stage update: :func:`wmrl.training.update.grpo_update` with this run's policy and optimiser."""
-        return grpo_update(self.c.policy, self.optimizer, self.params, batch, adv, weights, valid, self.cfg.optim)
-
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, *, in_step: bool) -> dict[str, dict[str, Any]]:
         """Real-execution evaluation of the current policy on held-out (and train) tasks; appends to

@@ -12,7 +12,8 @@ from wmrl.training.config import OptimConfig
 
 
 def grpo_update(policy: Policy, optimizer: Any, params: list[Any], batch: Any, adv: np.ndarray, weights: np.ndarray,
-                valid: np.ndarray, o: OptimConfig) -> dict[str, Any]:
+                valid: np.ndarray, o: OptimConfig, extra: list[tuple[Any, np.ndarray, np.ndarray]] = (),
+                extra_clip: tuple[float, float] | None = None) -> dict[str, Any]:
     """One AdamW step on the fused GRPO loss, micro-batched with exact token-mean rescaling.
 
     Rows with weight 0, or with advantage 0 when beta = 0, contribute exactly nothing to the
@@ -27,6 +28,11 @@ def grpo_update(policy: Policy, optimizer: Any, params: list[Any], batch: Any, a
         adv, weights: [B] float64 advantages and per-sample loss weights (:meth:`wmrl.core.recipe.Recipe.step`).
         valid: [B] bool; False rows are left out.
         o: the config's ``optim`` section (clip range, beta, aggregation, micro-batch, grad clip, lr).
+        extra: more rows of the same loss, ``(batch, adv [n], weights [n])`` each (late anchor groups of
+            earlier steps, :mod:`wmrl.training.anchors`): their ``old_logprobs`` are the behaviour policy's, so
+            the clipped ratio is their importance correction (:mod:`wmrl.core.staleness`). Every row is valid.
+        extra_clip: ``(clip_low, clip_high)`` of the extra rows (:func:`wmrl.core.staleness.late_clip`);
+            None = the configured ``o.clip_low``, ``o.clip_high``.
 
     Returns:
         ``loss``, ``kl``, ``clip_frac``, ``grad_norm``, ``lr``, ``update_rows``, ``update_skipped`` (metrics.jsonl).
@@ -35,17 +41,24 @@ def grpo_update(policy: Policy, optimizer: Any, params: list[Any], batch: Any, a
 
     from wmrl.core.losses import grpo_loss
 
-    lens = batch.loss_mask.sum(dim=1).to(torch.float64).cpu().numpy()
-    nbar = float(lens[valid].mean()) if valid.any() else 1.0
-    rows = np.flatnonzero(valid & (weights != 0) & ((adv != 0) | (o.beta > 0)))
+    parts = [(batch, adv, weights, valid)] + [(b, a, w, np.ones(len(a), dtype=bool)) for b, a, w in extra]
+    lens_p = [b.loss_mask.sum(dim=1).to(torch.float64).cpu().numpy() for b, *_ in parts]
+    lens_v = np.concatenate([ln[v] for ln, (_, _, _, v) in zip(lens_p, parts)])
+    nbar = float(lens_v.mean()) if lens_v.size else 1.0
+    rows_p = [np.flatnonzero(v & (w != 0) & ((a != 0) | (o.beta > 0))) for _, a, w, v in parts]
+    n_rows = int(sum(r.size for r in rows_p))
     out = {"loss": 0.0, "kl": None, "clip_frac": None, "grad_norm": None, "lr": o.lr,
-           "update_rows": int(rows.size), "update_skipped": bool(rows.size == 0)}
-    if rows.size == 0:
+           "update_rows": n_rows, "update_skipped": bool(n_rows == 0)}
+    if n_rows == 0:
         return out
     optimizer.zero_grad(set_to_none=True)
     tot_tokens, clip_tok, kl_tok, loss_sum = 0.0, 0.0, 0.0, 0.0
-    for s in range(0, rows.size, o.micro_batch):
-        mb = rows[s:s + o.micro_batch].tolist()
+    micro = [(p, rows[s:s + o.micro_batch].tolist()) for p, rows in zip(range(len(parts)), rows_p)
+             for s in range(0, rows.size, o.micro_batch)]
+    for p, mb in micro:
+        batch, adv, weights, _ = parts[p]
+        lens = lens_p[p]
+        c_lo, c_hi = (o.clip_low, o.clip_high) if p == 0 or extra_clip is None else extra_clip
         sub = batch.slice(mb)
         lp = policy.logprobs(sub)
         ref = None
@@ -56,7 +69,7 @@ def grpo_update(policy: Policy, optimizer: Any, params: list[Any], batch: Any, a
         loss, st = grpo_loss(
             lp, sub.old_logprobs.to(lp.dtype), torch.as_tensor(adv[mb], dtype=lp.dtype), mask,
             sample_weights=torch.as_tensor(weights[mb], dtype=lp.dtype), ref_logprobs=ref,
-            clip_low=o.clip_low, clip_high=o.clip_high, beta=o.beta, aggregation=o.aggregation)
+            clip_low=c_lo, clip_high=c_hi, beta=o.beta, aggregation=o.aggregation)
         if o.aggregation == "token_mean":
             nbar_mb = float(lens[mb].mean())
             loss = loss * (nbar_mb / max(nbar, 1e-12))
