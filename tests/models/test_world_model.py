@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from wmrl.models.types import LoraSettings
-from wmrl.models.world_model import (
+from wmrl.world_model.regression import (
     RegressionWorldModel,
     examples_from_records,
     split_by_group,
@@ -122,7 +122,7 @@ def test_collect_warmup_groups_and_meta(tasks):
     from wmrl.execution.types import ExecutionResult, ExecutionStatus
     from wmrl.models.backbone import tiny_backbone
     from wmrl.models.policy import Policy
-    from wmrl.models.warmup import collect_warmup
+    from wmrl.world_model.corpus import collect_warmup
 
     class FakeExecutor:
         def __init__(self):

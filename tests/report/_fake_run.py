@@ -20,7 +20,7 @@ def write_fake_run(root: Path, method: str = "wmrl", steps: int = 6, seed: int =
     cfg = {"method": method, "name": f"{method}-fake", "seed": seed,
            "model": {"name": "tiny"}, "scaffold": {"name": "grammar"},
            "optim": {"steps": steps}, "rollout": {"tasks_per_step": 4, "group_size": 4},
-           "wmrl": {"anchor_fraction": 0.25, "debias": True, "denoise": True, "fusion": "ivw", **wmrl_opts}}
+           "wmrl": {"anchor_fraction": 0.25, **wmrl_opts}}
     (root / "config.yaml").write_text(yaml.safe_dump(cfg))
     metrics, cal = [], []
     cum = {"compute": 50.0, "exec": 0, "sbx": 0.0, "wall": 0.0}

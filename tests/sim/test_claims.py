@@ -29,7 +29,7 @@ OFFS = WorldModelSpec("offset", 1.0, 0.1)
 def finals():
     runs = []
     for s in SEEDS:
-        runs += [RunSpec("grpo", seed=s), RunSpec("anchor_only", rho=0.1, seed=s)]
+        runs += [RunSpec("grpo", seed=s), RunSpec("anchor-only", rho=0.1, seed=s)]
         runs += [RunSpec("wm", wm, seed=s) for wm in (NONE0, NOISY, EXPL_S, EXPL_L)]
         runs += [RunSpec("wmrl", wm, rho=0.1, seed=s) for wm in (MONO, OFFS)]
     _, f = simulate(runs, CFG)
@@ -57,7 +57,7 @@ def test_i_pure_world_model_gap_grows_with_bias_and_noise(finals):
 def test_ii_wmrl_matches_grpo_with_a_tenth_of_the_executions(finals):
     grpo = _mean(finals, "grpo")
     grpo_exec = _mean(finals, "grpo", col="executions")
-    anchor_only = _mean(finals, "anchor_only")
+    anchor_only = _mean(finals, "anchor-only")
     for wm in (MONO, OFFS):
         j = _mean(finals, "wmrl", wm)
         execs = _mean(finals, "wmrl", wm, col="executions")

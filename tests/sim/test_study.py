@@ -39,10 +39,10 @@ def test_run_study_writes_tables_and_plots(tmp_path):
     g = s[s.method == "grpo"]
     assert set(g.std_norm) == {True, False}
     assert np.allclose(g.vs_grpo_steps, 0.0) and np.allclose(g.exec_ratio, 1.0)
-    ao = s[(s.method == "anchor_only") & s.std_norm]
+    ao = s[(s.method == "anchor-only") & s.std_norm]
     assert set(np.round(ao.rho, 2)) == {0.1, 0.25, 0.33}  # main, sweep, the third
     md = (tmp_path / "summary.md").read_text()
-    assert "### Anchor fraction rho = 0.10" in md and "Dr. GRPO" in md and "wmrl_flat" in md
+    assert "### Anchor fraction rho = 0.10" in md and "Dr. GRPO" in md and "wmrl-flat" in md
     assert json.loads((tmp_path / "meta.json").read_text())["preset"] == "custom"
     assert res["runs"] == len(pd.read_csv(tmp_path / "finals.csv"))
 

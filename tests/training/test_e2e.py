@@ -16,7 +16,9 @@ import pytest
 
 from wmrl.training.config import ConfigError, load_config
 from wmrl.training.rundir import RunDir, read_jsonl
-from wmrl.training.trainer import CAL_GRID, print_summary, resume_training, run_training
+from wmrl.core.recipe import CALIBRATION_GRID as CAL_GRID
+from wmrl.training.console import print_summary
+from wmrl.training.run import resume_training, run_training
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -41,7 +43,7 @@ def _check_run(run: Path, method: str, steps: int, evaluated: bool = True) -> di
     from wmrl.execution.log import ExecutionLog
 
     recs = ExecutionLog(rd.executions).records()
-    anchors = [r for r in recs if r["meta"].get("stream") == "anchor"]
+    anchors = [r for r in recs if r["trajectory"] and r["trajectory"].stream == "anchor"]
     assert len(anchors) == led["executions"]["anchor"]["count"] == sum(r["exec_count"] for r in m)
     assert all(r["cpu_s"] >= 0 and r["program_sha256"] for r in anchors)
     ev = read_jsonl(rd.eval)
@@ -74,7 +76,7 @@ def test_wmrl_fits_world_model_on_warmup_and_trains(fitted_wm):
     assert read_jsonl(run / "eval_cli.jsonl")[-1]["checkpoint"] == "step_000001"
 
 
-@pytest.mark.parametrize("method, extra", [("grpo", []), ("wm", []), ("wmrl", ["wmrl.fusion=ppi"])])
+@pytest.mark.parametrize("method, extra", [("grpo", []), ("wm", []), ("wmrl-ppi", [])])
 def test_each_method_runs(small_suite, fitted_wm, tmp_path, method, extra):
     wm_dir = fitted_wm[0] / "world_model"
     run = tmp_path / method
@@ -130,7 +132,7 @@ def test_sigkill_then_resume_continues_from_saved_step(small_suite, fitted_wm, t
     # the first resumed step was calibrated with the calibrator state saved at step k
     from wmrl.core.calibration import IsotonicCalibrator
 
-    cal = IsotonicCalibrator.from_state_dict(saved["calibrator"])
+    cal = IsotonicCalibrator.from_state_dict(saved["recipe"]["calibrator"])
     rec = next(r for r in read_jsonl(rd.calibration) if r["step"] == k + 1)
     assert rec["n_window"] == cal.n_anchors
     assert np.allclose(rec["map_y"], cal.transform(CAL_GRID))

@@ -10,7 +10,8 @@ from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldMod
 
 from wmrl.training.config import load_config
 from wmrl.training.rundir import RunDir, read_jsonl
-from wmrl.training.trainer import Components, RunDirError, resume_training, run_training
+from wmrl.training.components import Components, RunDirError
+from wmrl.training.run import resume_training, run_training
 
 VOLATILE = ("time", "cum_wall_s", "cum_trainer_cpu_s", "cum_compute_cpu_s", "step_wall_s", "step_cpu_s")
 
@@ -32,9 +33,8 @@ def _stable(rec):
     return {k: v for k, v in rec.items() if k not in VOLATILE and not k.startswith(("wall_s.", "cpu_s."))}
 
 
-@pytest.mark.parametrize("method, extra", [("grpo", ()), ("wm", ()), ("wmrl", ()),
-                                           ("wmrl", ("wmrl.fusion=ppi",)), ("wmrl", ("wmrl.debias=false",
-                                                                                     "wmrl.denoise=false"))])
+@pytest.mark.parametrize("method, extra", [("grpo", ()), ("wm", ()), ("wmrl", ()), ("wmrl-ppi", ()),
+                                           ("wmrl-no-denoise", ()), ("wmrl-no-debias", ()), ("anchor-only", ())])
 def test_methods_write_the_run_directory(tmp_path, method, extra):
     cfg = cfg_for(tmp_path, method, 4, *extra)
     s = run_training(cfg, components=comps(method))
@@ -57,7 +57,11 @@ def test_methods_write_the_run_directory(tmp_path, method, extra):
         assert s.ledger["executions"]["anchor"]["count"] == 0
     else:
         assert n_anchor == 4  # 0.25 of 16 groups, exactly
-        assert len(read_jsonl(rd.calibration)) == 4
+        if method == "anchor-only":  # no world model: nothing scored, world-model samples out of the loss
+            assert not rd.calibration.exists() or not read_jsonl(rd.calibration)
+            assert all(r["reward_wm_mean"] is None and r["n_wm_samples"] == 0 for r in m)
+        else:
+            assert len(read_jsonl(rd.calibration)) == 4
     led = json.loads(rd.ledger.read_text())
     assert led["executions"]["anchor"]["count"] == n_anchor * 4
     assert led["groups"]["total"] == 16 and led["groups"]["anchor"] == n_anchor
@@ -117,7 +121,7 @@ def test_resume_continues_exactly(tmp_path):
         assert _stable(ra) == _stable(rb)
     assert torch.equal(ca.policy.theta.detach(), cb.policy.theta.detach())
     # the calibrator state saved at step 2 is what the resumed run started from
-    assert state2["calibrator"]["last_step"] <= 2
+    assert state2["recipe"]["calibrator"]["last_step"] <= 2
     assert state2["step"] == 2 and state2["router"]["total_groups"] == 8
     assert [(r["step"], r["split"]) for r in read_jsonl(rd.eval)] == \
         [(r["step"], r["split"]) for r in read_jsonl(RunDir(full.run_dir).eval)]

@@ -20,89 +20,84 @@ Documented choices (peers differ; each is tested in ``tests/core/test_advantages
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-import torch
+import numpy as np
 
 StdKind = Literal["unbiased", "population"]
 
 
-def _check_inputs(rewards: torch.Tensor, group_ids: torch.Tensor, valid: torch.Tensor | None) -> None:
-    if rewards.ndim != 1:
-        raise ValueError(f"rewards must be 1-D [B], got shape {tuple(rewards.shape)}; flatten the groups first")
-    if group_ids.ndim != 1 or group_ids.shape[0] != rewards.shape[0]:
+def _check_inputs(rewards: Any, group_ids: Any, valid: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r = np.asarray(rewards)
+    if r.ndim != 1:
+        raise ValueError(f"rewards must be 1-D [B], got shape {r.shape}; flatten the groups first")
+    g = np.asarray(group_ids)
+    if g.ndim != 1 or g.shape[0] != r.shape[0]:
+        raise ValueError(f"group_ids must be 1-D with the same length as rewards ({r.shape[0]}), got shape {g.shape}")
+    if g.size and not np.issubdtype(g.dtype, np.integer):
+        raise ValueError(f"group_ids must be an integer array (int64), got {g.dtype}")
+    if valid is None:
+        v = np.ones(r.shape, dtype=bool)
+    else:
+        v = np.asarray(valid)
+        if v.dtype != np.bool_ or v.shape != r.shape:
+            raise ValueError(f"valid must be a bool array of shape {r.shape}, got dtype {v.dtype} shape {v.shape}")
+    r = r.astype(np.float64)
+    bad = ~np.isfinite(r) & v
+    if bad.any():
         raise ValueError(
-            f"group_ids must be 1-D with the same length as rewards ({rewards.shape[0]}), "
-            f"got shape {tuple(group_ids.shape)}"
-        )
-    if group_ids.dtype.is_floating_point or group_ids.dtype == torch.bool:
-        raise ValueError(f"group_ids must be an integer tensor (int64), got {group_ids.dtype}")
-    if valid is not None:
-        if valid.dtype != torch.bool or valid.shape != rewards.shape:
-            raise ValueError(
-                f"valid must be a bool tensor of shape {tuple(rewards.shape)}, "
-                f"got dtype {valid.dtype} shape {tuple(valid.shape)}"
-            )
-    finite = torch.isfinite(rewards)
-    if valid is not None:
-        finite = finite | ~valid
-    if not bool(finite.all()):
-        bad = torch.nonzero(~finite).flatten().tolist()[:5]
-        raise ValueError(
-            f"rewards contain NaN/inf at valid positions {bad}; give failed programs the task's failure "
-            "reward and mark infrastructure failures with valid=False"
-        )
+            f"rewards contain NaN/inf at valid positions {np.flatnonzero(bad)[:5].tolist()}; give failed programs "
+            "the task's failure reward and mark infrastructure failures with valid=False")
+    return r, g.astype(np.int64), v
 
 
 def group_stats(
-    rewards: torch.Tensor,
-    group_ids: torch.Tensor,
-    valid: torch.Tensor | None = None,
+    rewards: np.ndarray,
+    group_ids: np.ndarray,
+    valid: np.ndarray | None = None,
     std: StdKind = "unbiased",
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-sample group mean, group std and group size (over valid samples only).
 
     Args:
-        rewards: [B] float rewards.
-        group_ids: [B] int64 group index of each sample (any integers; need not be contiguous).
+        rewards: [B] float rewards (NaN allowed where ``valid`` is False).
+        group_ids: [B] int group index of each sample (any integers; need not be contiguous).
         valid: [B] bool or None (all valid). Invalid samples are excluded from the statistics.
         std: ``"unbiased"`` (divide by n-1) or ``"population"`` (divide by n).
 
     Returns:
-        (mean [B], std [B], count [B]) broadcast back to each sample, float64 for mean/std and int64
-        for count. For groups with fewer than 2 valid samples the unbiased std is reported as 0.
+        (mean [B] float64, std [B] float64, count [B] int64) of each sample's group. For groups with
+        fewer than 2 valid samples the unbiased std is reported as 0.
 
     Raises:
         ValueError: on shape/dtype mismatches, non-finite valid rewards or an unknown ``std``.
     """
-    _check_inputs(rewards, group_ids, valid)
+    r, g, v = _check_inputs(rewards, group_ids, valid)
     if std not in ("unbiased", "population"):
         raise ValueError(f"std must be 'unbiased' or 'population', got {std!r}")
-    r = rewards.detach().to(torch.float64)
-    v = torch.ones_like(r, dtype=torch.bool) if valid is None else valid
-    r = torch.where(v, r, torch.zeros_like(r))
-    _, inverse = torch.unique(group_ids, return_inverse=True)
-    n_groups = int(inverse.max().item()) + 1 if inverse.numel() else 0
-    vf = v.to(torch.float64)
-    count = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, vf)
-    total = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, r * vf)
-    mean_g = total / count.clamp(min=1.0)
-    dev = torch.where(v, r - mean_g[inverse], torch.zeros_like(r))
-    ss = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, dev * dev)
+    r = np.where(v, r, 0.0)
+    _, inverse = np.unique(g, return_inverse=True)
+    n_groups = int(inverse.max()) + 1 if inverse.size else 0
+    vf = v.astype(np.float64)
+    count = np.bincount(inverse, weights=vf, minlength=n_groups)
+    total = np.bincount(inverse, weights=r * vf, minlength=n_groups)
+    mean_g = total / np.maximum(count, 1.0)
+    dev = np.where(v, r - mean_g[inverse], 0.0)
+    ss = np.bincount(inverse, weights=dev * dev, minlength=n_groups)
     denom = (count - 1.0) if std == "unbiased" else count
-    var_g = torch.where(denom > 0, ss / denom.clamp(min=1.0), torch.zeros_like(ss))
-    std_g = var_g.clamp(min=0.0).sqrt()
-    return mean_g[inverse], std_g[inverse], count[inverse].to(torch.int64)
+    var_g = np.where(denom > 0, ss / np.maximum(denom, 1.0), 0.0)
+    std_g = np.sqrt(np.maximum(var_g, 0.0))
+    return mean_g[inverse], std_g[inverse], count[inverse].astype(np.int64)
 
 
 def group_advantages(
-    rewards: torch.Tensor,
-    group_ids: torch.Tensor,
+    rewards: np.ndarray,
+    group_ids: np.ndarray,
     normalize_std: bool = True,
     eps: float = 1e-6,
     std: StdKind = "unbiased",
-    valid: torch.Tensor | None = None,
-) -> torch.Tensor:
+    valid: np.ndarray | None = None,
+) -> np.ndarray:
     """GRPO group-relative advantages, one per trajectory.
 
     Formula (DESIGN.md §4; Shao et al. 2024 eq. for outcome supervision; TRL ``GRPOTrainer``; verl
@@ -115,15 +110,16 @@ def group_advantages(
     groups and invalid samples get exactly 0.
 
     Args:
-        rewards: [B] float (float32 typical) rewards, e.g. leaderboard percentiles in [0, 1].
-        group_ids: [B] int64 group index per sample (one group = G samples of one prompt).
+        rewards: [B] float rewards, e.g. leaderboard percentiles in [0, 1] (NaN allowed where invalid).
+        group_ids: [B] int group index per sample (one group = G samples of one prompt).
         normalize_std: divide by the group std (+eps).
         eps: added to the std; must be > 0 when normalize_std.
         std: ``"unbiased"`` (default, n-1, as torch/TRL/verl) or ``"population"`` (n).
         valid: [B] bool or None; False marks infrastructure failures (advantage 0, left out of stats).
 
     Returns:
-        [B] tensor with ``rewards``' dtype (float32 for float32 input); no gradient flows to rewards.
+        [B] float64 numpy array (the array type of :mod:`wmrl.core.recipe`; the update converts it to a
+        tensor once).
 
     Raises:
         ValueError: on bad shapes/dtypes, non-finite valid rewards, eps <= 0 with normalisation.
@@ -131,16 +127,11 @@ def group_advantages(
     if normalize_std and not eps > 0:
         raise ValueError(f"eps must be > 0 when normalize_std=True, got {eps}")
     mean, sd, count = group_stats(rewards, group_ids, valid=valid, std=std)
-    r = rewards.detach().to(torch.float64)
-    adv = r - mean
+    r, _, v = _check_inputs(rewards, group_ids, valid)
+    adv = np.where(v, r, 0.0) - mean
     if normalize_std:
         adv = adv / (sd + eps)
-    keep = count >= 2
     # All-equal groups: the deviation is exactly 0 in exact arithmetic; float rounding of the mean
     # can leave ~1e-17, which /eps would amplify. Zero them explicitly.
-    keep = keep & (sd > 0)
-    if valid is not None:
-        keep = keep & valid
-    adv = torch.where(keep, adv, torch.zeros_like(adv))
-    out_dtype = rewards.dtype if rewards.dtype.is_floating_point else torch.float32
-    return adv.to(out_dtype)
+    keep = (count >= 2) & (sd > 0) & v
+    return np.where(keep, adv, 0.0)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from wmrl.execution.types import ExecutionRequest, ExecutionResult
+from wmrl.trajectory import Trajectory
 
 SCHEMA_VERSION = 1
 
@@ -105,7 +106,8 @@ class ExecutionLog:
     def append(self, request: ExecutionRequest, result: ExecutionResult) -> int:
         """Append one execution in its own committed transaction; returns the row id.
 
-        ``request.meta`` must be JSON-serialisable (non-serialisable values are stored via ``str``).
+        ``request.log_meta()`` (free-form meta plus the trajectory record) is stored as JSON in ``meta``
+        (non-serialisable values are stored via ``str``).
         """
         row = {
             "request_id": result.request_id or request.request_id,
@@ -134,7 +136,7 @@ class ExecutionLog:
             "finished_at": _iso(getattr(result, "started_at", 0.0) + result.wall_s)
             if getattr(result, "started_at", 0.0) else None,
             "logged_at": _iso(time.time()),
-            "meta": json.dumps(request.meta or {}, default=str, sort_keys=True),
+            "meta": json.dumps(request.log_meta(), default=str, sort_keys=True),
         }
         names = ", ".join(row)
         marks = ", ".join("?" for _ in row)
@@ -143,7 +145,8 @@ class ExecutionLog:
             return int(cur.lastrowid)
 
     def records(self, where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Rows as dicts in insertion order, ``meta`` parsed back to a dict.
+        """Rows as dicts in insertion order, ``meta`` parsed back to a dict and ``trajectory`` the
+        :class:`~wmrl.trajectory.Trajectory` it holds (None for a program that is not a policy's sample).
 
         Args:
             where: equality filters on columns, e.g. ``{"task_id": "x", "status": "ok"}``.
@@ -166,6 +169,7 @@ class ExecutionLog:
         for r in rows:
             d = dict(zip(names, r))
             d["meta"] = json.loads(d["meta"]) if d.get("meta") else {}
+            d["trajectory"] = Trajectory.from_dict(d["meta"])
             if d.get("above_median") is not None:
                 d["above_median"] = bool(d["above_median"])
             out.append(d)

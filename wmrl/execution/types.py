@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Any
 
 from wmrl.tasks.spec import Task
+from wmrl.trajectory import Trajectory
 
 
 #: Longest ``ExecutionResult.error``, characters (longer messages are cut, saying how long they were).
@@ -33,8 +34,10 @@ def program_hash(program: str) -> str:
 class ExecutionRequest:
     """One program to run on one task.
 
-    ``meta`` is stored verbatim (JSON) in the execution log: the trainer puts the prompt, the
-    completion, the scaffold name, step, group and stream there so a world model can be fitted later.
+    ``trajectory`` (:class:`wmrl.trajectory.Trajectory`) is the policy's sample the program came from
+    (prompt, completion, run, step, group, stream); the execution log stores it, with its schema
+    version, so that a world model can be fitted from the log later. ``meta`` is free-form provenance for
+    programs that are not a policy's sample (``wmrl exec``), stored beside it.
     """
 
     task: Task
@@ -42,6 +45,11 @@ class ExecutionRequest:
     request_id: str = ""
     time_limit_s: float | None = None  # None: the task's own limit
     meta: dict[str, Any] = field(default_factory=dict)
+    trajectory: Trajectory | None = None
+
+    def log_meta(self) -> dict[str, Any]:
+        """What the execution log stores in its ``meta`` column: ``meta`` plus the trajectory record."""
+        return {**self.meta, **(self.trajectory.to_dict() if self.trajectory is not None else {})}
 
 
 @dataclass

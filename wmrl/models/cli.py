@@ -156,7 +156,7 @@ def scaffolds_cmd(
 
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLD_NAMES, get_scaffold
-    from wmrl.models.warmup import collect_warmup
+    from wmrl.world_model.corpus import collect_warmup
 
     names = list(scaffold or SCAFFOLD_NAMES)
     task_list = _train_tasks(tasks, tasks_dir)
@@ -179,13 +179,13 @@ def scaffolds_cmd(
             rows.append({
                 "scaffold": name,
                 "samples": n,
-                "well_formed": sum(bool(r["meta"].get("valid")) for r in recs) / n if n else float("nan"),
+                "well_formed": sum(bool(r["trajectory"].well_formed) for r in recs) / n if n else float("nan"),
                 "valid_program_rate": len(ok) / counted if counted else float("nan"),
                 "infra_errors": infra,
                 # program failures get the failure reward (0); NaN when a task has no leaderboard
                 "mean_reward_valid": sum(rewards) / len(rewards) if rewards else float("nan"),
                 "mean_reward_all": _mean([r["reward"] for r in recs if r["status"] != "infra_error"]),
-                "gen_s_per_sample": sum(r["meta"]["gen_seconds_per_sample"] for r in recs) / n if n else float("nan"),
+                "gen_s_per_sample": sum(r["trajectory"].gen_seconds_per_sample for r in recs) / n if n else float("nan"),
                 "exec_s_per_sample": sum(r["wall_s"] for r in recs) / n if n else float("nan"),
                 "statuses": {s: sum(r["status"] == s for r in recs) for s in sorted({r["status"] for r in recs})},
             })
@@ -238,7 +238,7 @@ def warmup_cmd(
 
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD
-    from wmrl.models.warmup import collect_warmup
+    from wmrl.world_model.corpus import collect_warmup
 
     task_list = _train_tasks(tasks, tasks_dir)
     m, tok = _backbone(model, seed)
@@ -306,8 +306,8 @@ def fit_cmd(
 
     from wmrl.execution.log import ExecutionLog
     from wmrl.models.types import LoraSettings
-    from wmrl.models.wm_factory import new_world_model
-    from wmrl.models.world_model import calibration_plot
+    from wmrl.world_model.factory import new_world_model
+    from wmrl.world_model.regression import calibration_plot
 
     if kind == "generative" and lora_r < 1:
         raise typer.BadParameter("the generative world model learns only through its adapter: give --lora-r >= 1",
@@ -317,7 +317,7 @@ def fit_cmd(
                                  param_hint="--log")
     records = ExecutionLog(log).records()
     if stream:
-        records = [r for r in records if (r.get("meta") or {}).get("stream") == stream]
+        records = [r for r in records if r["trajectory"] is not None and r["trajectory"].stream == stream]
     torch.manual_seed(seed)
     m, tok = _backbone(model, seed)
     lora = LoraSettings(r=lora_r, alpha=2 * lora_r) if lora_r > 0 else None
@@ -356,8 +356,8 @@ def eval_cmd(
     import numpy as np
 
     from wmrl.execution.log import ExecutionLog
-    from wmrl.models.wm_factory import load_world_model
-    from wmrl.models.world_model import calibration_plot, examples_from_records, world_model_metrics
+    from wmrl.world_model.factory import load_world_model
+    from wmrl.world_model.regression import calibration_plot, examples_from_records, world_model_metrics
 
     if not log.is_file():
         raise typer.BadParameter(f"{log} does not exist", param_hint="--log")
@@ -405,8 +405,8 @@ def bench_cmd(
     from wmrl.execution.types import ExecutionRequest
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.models.wm_factory import load_world_model
-    from wmrl.models.world_model import RegressionWorldModel
+    from wmrl.world_model.factory import load_world_model
+    from wmrl.world_model.regression import RegressionWorldModel
 
     task_list = _train_tasks(tasks, tasks_dir)
     if not tasks:  # the two smallest train tasks: a short run

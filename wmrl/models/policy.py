@@ -201,6 +201,8 @@ class Policy:
         self.adapter_name = adapter_name
         self.max_batch_size = max_batch_size
         self.system_prompt = system_prompt
+        #: the default ``engine`` of :meth:`sample` (``rollout.engine`` of the config)
+        self.sampling_engine = "shared"
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token: load it with wmrl.models.backbone.load_backbone")
         self.eos_token_ids = self._eos_ids(model, tokenizer)
@@ -279,7 +281,7 @@ class Policy:
         temperature: float = 1.0,
         top_p: float = 1.0,
         generator_seed: int | None = None,
-        engine: str = "shared",
+        engine: str | None = None,
     ) -> RolloutBatch:
         """Sample ``group_size`` trajectories for each task (one group per task).
 
@@ -291,7 +293,8 @@ class Policy:
             temperature: > 0 samples from softmax(logits / temperature); 0 = greedy decoding.
             top_p: nucleus sampling threshold in (0, 1].
             generator_seed: seeds torch's RNG for this call (the global RNG is restored after).
-            engine: ``"shared"`` (default): :func:`wmrl.models.decoding.sample_shared`, each group's
+            engine: None: :attr:`sampling_engine` (``"shared"`` unless set). ``"shared"``:
+                :func:`wmrl.models.decoding.sample_shared`, each group's
                 prompt prefilled once, batched grammar masks, forced runs appended in one pass;
                 ``"generate"``: transformers' ``generate`` with a per-row logits processor (every row
                 prefills its own prompt; the implementation before issue 18, kept as the measured
@@ -323,6 +326,7 @@ class Policy:
             max_new_tokens = int(getattr(scaffold, "default_max_new_tokens", 128))
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        engine = self.sampling_engine if engine is None else engine
         if engine not in ("shared", "generate"):
             raise ValueError(f"engine must be 'shared' or 'generate', got {engine!r}")
         gen_chunk = self._generate_chunk_shared if engine == "shared" else self._generate_chunk

@@ -16,7 +16,7 @@ import pandas as pd
 
 from wmrl.report.runs import RunData
 
-STAGES_SHOWN = ("generate", "wm_predict", "update", "execute", "calibrate")
+STAGES_SHOWN = ("generate", "wm_predict", "update", "execute", "recipe")
 
 
 def _plt():

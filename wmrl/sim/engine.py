@@ -15,42 +15,33 @@ samples and world-model noise from its own generators seeded by (seed, stream), 
 does not depend on which other runs share the batch, and the methods of one seed see common random
 numbers until their policies diverge.
 
-Methods (the ablations of DESIGN.md §3):
+Methods: the registered recipes of :mod:`wmrl.core.recipe` (the table of its module docstring), called
+exactly as the trainer calls them: one :meth:`~wmrl.core.recipe.Recipe.step` per run and step on the
+run's [C*G] arrays, its advantages and weights going straight into the GRPO loss. The simulation gives
+every recipe a second, independent world-model query of each sample (``reward_wm_repeat``), from which
+``wmrl-bias-aware`` estimates the repeat-query noise. ``wmrl-flat`` is a diagnostic, not a recommended
+method: its calibrator has no strictly increasing tie-break (``tie_break=0``), so world-model scores that
+fall in one flat isotonic block get equal rewards and zero advantage between them; the others use the
+study's ``tie_break=1e-3``.
 
-==============  =========  ====================================  ==========================================
-method          executed   reward of world-model groups          per-sample weights
-==============  =========  ====================================  ==========================================
-grpo            all        (none: all groups true reward)        uniform 1/B
-anchor_only     rho        (world-model groups dropped)          uniform 1/n_A
-wm              none       raw r_hat                             uniform 1/B
-debias          rho        calibrated f(r_hat)                   uniform 1/B (pooling)
-denoise         rho        raw r_hat                             IVW alpha from r - r_hat residuals
-wmrl            rho        calibrated f(r_hat)                   IVW alpha from r - f(r_hat) residuals
-wmrl_ba         rho        calibrated f(r_hat)                   bias-aware alpha (B^2 = persistent part)
-ppi             rho        calibrated f(r_hat)                   PPI++: 1/n_A, lambda/n_W, -lambda/n_A
-wmrl_flat       rho        isotonic f(r_hat) without tie-break   IVW as wmrl (ties inside flat blocks kept)
-==============  =========  ====================================  ==========================================
-
-``wmrl_flat`` is a diagnostic, not a recommended method: it drops the strictly increasing tie-break
-of the calibrator (``tie_break=0``), so world-model scores that fall in one flat isotonic block get
-equal rewards and zero advantage between them.
+Before the recipe redesign (issue 14) the simulation had method names of its own; the committed study
+(docs/simulation/) uses them: ``anchor_only`` = ``anchor-only``, ``debias`` = ``wmrl-no-denoise``,
+``denoise`` = ``wmrl-no-debias``, ``wmrl_ba`` = ``wmrl-bias-aware``, ``ppi`` = ``wmrl-ppi``,
+``wmrl_flat`` = ``wmrl-flat``.
 """
 from __future__ import annotations
 
 import math
 import time
-from collections import deque
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from wmrl.core.calibration import IsotonicCalibrator
-from wmrl.core.fusion import estimate_fusion, fusion_weights, ppi_lambda, ppi_samples
+from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe, recipe_names
 from wmrl.core.routing import FractionRouter
 from wmrl.sim.bandit import BanditProblem, WorldModelSpec, world_model_scores
 
-METHODS = ("grpo", "anchor_only", "wm", "debias", "denoise", "wmrl", "wmrl_ba", "ppi", "wmrl_flat")
-_CALIBRATED = {"debias", "wmrl", "wmrl_ba", "ppi", "wmrl_flat"}
+METHODS = tuple(recipe_names())
 
 
 @dataclass(frozen=True)
@@ -106,11 +97,11 @@ class RunSpec:
 
     @property
     def effective_rho(self) -> float:
-        return {"grpo": 1.0, "wm": 0.0}.get(self.method, self.rho)
+        return get_recipe(self.method).anchor_fraction(self.rho)
 
 
 class _RunState:
-    """Per-run objects: problem, generators, router, calibrator, residual window, counters."""
+    """Per-run objects: problem, generators, router, the recipe and its state, counters."""
 
     def __init__(self, spec: RunSpec, problem: BanditProblem, cfg: SimConfig) -> None:
         self.spec = spec
@@ -119,13 +110,12 @@ class _RunState:
         self.rng_sample = np.random.default_rng([spec.seed, 1])
         self.rng_wm = np.random.default_rng([spec.seed, 2])
         self.router = FractionRouter(fraction=spec.effective_rho, min_every=cfg.min_every, seed=spec.seed)
-        self.cal = (
-            IsotonicCalibrator(window=cfg.cal_window, min_anchors=cfg.cal_min_anchors, fallback="identity",
-                               tie_break=0.0 if spec.method == "wmrl_flat" else 1e-3)  # the study of record
-            if spec.method in _CALIBRATED
-            else None
-        )
-        self.window: deque = deque(maxlen=cfg.fusion_window)
+        self.recipe = get_recipe(spec.method)
+        self.settings = RecipeSettings(
+            normalize_std=cfg.normalize_std, calibrator_window=cfg.cal_window, calibrator_min_anchors=cfg.cal_min_anchors,
+            calibrator_fallback="identity", calibrator_tie_break=1e-3,  # the study of record
+            window_pairs=None, window_steps=cfg.fusion_window, alpha_floor=cfg.alpha_min, alpha_ceiling=cfg.alpha_max)
+        self.state = self.recipe.init_state(self.settings)
         self.executions = 0
         self.alpha_log: list[float] = []
         self.mae_log: list[tuple[float, float]] = []
@@ -138,76 +128,30 @@ class _RunState:
         u = self.rng_sample.random((c, g))
         return np.minimum((u[:, :, None] > cdf[:, None, :]).sum(-1), probs.shape[1] - 1)
 
-    def step(self, t: int, arms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Build this run's part of the GRPO batch.
-
-        Returns:
-            (flat_idx [N] int into the C*G samples, rewards [N], local group ids [N], weights [N]).
-        """
-        cfg, spec = self.cfg, self.spec
+    def step(self, t: int, arms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """This run's part of the GRPO batch: the recipe's (advantages [C*G], weights [C*G]) float64."""
+        spec = self.spec
         C, G = arms.shape
         rows = np.arange(C)[:, None]
         r = self.problem.rewards[rows, arms]
         ex = self.problem.exploit[rows, arms]
         r_hat = world_model_scores(r, ex, spec.wm, self.rng_wm)
         r_hat2 = world_model_scores(r, ex, spec.wm, self.rng_wm)  # a second, independent query
-        groups = np.repeat(np.arange(C), G)
-        flat = np.arange(C * G)
-        m = spec.method
         anchor_g = self.router.route([f"task{c}" for c in range(C)], step=t)
         a = np.repeat(anchor_g, G)  # [C*G] per-sample anchor mask
         self.executions += int(a.sum())
-        rf, hf, h2 = r.reshape(-1), r_hat.reshape(-1), r_hat2.reshape(-1)
-
-        if m == "grpo":
-            return flat, rf, groups, np.full(C * G, 1.0 / (C * G))
-        if m == "wm":
-            return flat, hf, groups, np.full(C * G, 1.0 / (C * G))
-        if m == "anchor_only":
-            n_a = int(a.sum())
-            return flat[a], rf[a], groups[a], np.full(n_a, 1.0 / max(n_a, 1))
-
-        # streams with a world model and anchors
-        if self.cal is not None:
-            tilde = self.cal.transform(hf, step=t)
-            tilde2 = self.cal.transform(h2, step=t) if m == "wmrl_ba" else h2
-            if a.any():
-                d = self.cal.diagnostics(hf[a], rf[a])
-                self.mae_log.append((d["mae_before"], d["mae_after"]))
-                self.cal.update(hf[a], rf[a], step=t)
-        else:
-            tilde, tilde2 = hf, h2
-        if a.any():
-            self.window.append((rf[a], tilde[a], tilde2[a], groups[a] + 1000 * t))
-        n_a, n_w = int(a.sum()), int((~a).sum())
-        reward = np.where(a, rf, tilde)
-
-        if m == "debias":
-            return flat, reward, groups, np.full(C * G, 1.0 / (C * G))
-        if self.window:
-            wr, wt, wt2, wg = (np.concatenate([w[k] for w in self.window]) for k in range(4))
-        else:
-            wr = wt = wt2 = wg = np.zeros(0)
-        if m in ("denoise", "wmrl", "wmrl_ba", "wmrl_flat"):
-            noise_var = 0.5 * float(np.mean((wt - wt2) ** 2)) if wt.size else 0.0
-            est = estimate_fusion(
-                wr, wt, wg, n_anchor=n_a, n_wm=n_w, alpha_min=cfg.alpha_min, alpha_max=cfg.alpha_max,
-                bias_aware=(m == "wmrl_ba"), noise_var=noise_var,
-            )
-            self.alpha_log.append(est.alpha)
-            return flat, reward, groups, fusion_weights(a, est.alpha)
-        # ppi
-        lam = ppi_lambda(wr, wt, n_anchor=n_a, n_wm=n_w, group_ids=wg) if wr.size else 0.0
-        self.alpha_log.append(lam)
-        s = ppi_samples(rf[a], tilde[a], tilde[~a], lam)
-        a_idx, w_idx = flat[a], flat[~a]
-        src = np.empty(s.rewards.size, dtype=np.int64)
-        is_w = s.stream == 1
-        src[is_w] = w_idx[s.source_index[is_w]]
-        src[~is_w] = a_idx[s.source_index[~is_w]]
-        # groups of the duplicated anchor set must not merge with the true-reward anchor set
-        gl = groups[src] + np.where(s.stream == 2, C, 0)
-        return src, s.rewards, gl, s.weights
+        rf = r.reshape(-1)
+        x = StepInputs(step=t, group_ids=np.repeat(np.arange(C), G), is_anchor=a, valid=np.ones(C * G, bool),
+                       reward_true=np.where(a, rf, np.nan), reward_wm=r_hat.reshape(-1),
+                       reward_wm_repeat=r_hat2.reshape(-1))
+        out = self.recipe.step(x, self.state, self.settings)
+        d = (out.calibration or {}).get("diagnostics", {})
+        if self.recipe.debias and "mae_before" in d:
+            self.mae_log.append((d["mae_before"], d["mae_after"]))
+        key = {"ppi": "ppi_lambda", "ivw": "alpha", "bias-aware": "alpha"}.get(self.recipe.fusion)
+        if key is not None and out.stats[key] is not None:  # lambda is None on a step with one stream only
+            self.alpha_log.append(out.stats[key])
+        return out.advantages, out.weights
 
 
 def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -> "tuple[object, object]":
@@ -245,7 +189,6 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     import pandas as pd
     import torch
 
-    from wmrl.core.advantages import group_advantages
     from wmrl.core.losses import grpo_loss
 
     C, K, G = cfg.n_tasks, cfg.n_arms, cfg.group_size
@@ -276,21 +219,17 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     for t in range(cfg.steps):
         with torch.no_grad():
             probs = torch.softmax(logits(), -1).numpy()
-        idx_all, rew_all, gid_all, w_all = [], [], [], []
+        idx_all, adv_all, w_all = [], [], []
+        task_flat = np.repeat(np.arange(C), G)
         for i, st in enumerate(states):
             arms = st.sample(probs[i])
-            flat, rew, gl, w = st.step(t, arms)
-            arm_flat = arms.reshape(-1)[flat]
-            task_flat = flat // G
-            idx_all.append(np.stack([np.full(flat.size, i), task_flat, arm_flat], axis=1))
-            rew_all.append(rew)
-            gid_all.append(gl + i * 4 * C)
-            w_all.append(w)
+            adv_i, w_i = st.step(t, arms)
+            idx_all.append(np.stack([np.full(C * G, i), task_flat, arms.reshape(-1)], axis=1))
+            adv_all.append(adv_i)
+            w_all.append(w_i)
         idx = torch.as_tensor(np.concatenate(idx_all), dtype=torch.int64)
-        rewards = torch.as_tensor(np.concatenate(rew_all), dtype=torch.float64)
-        gids = torch.as_tensor(np.concatenate(gid_all), dtype=torch.int64)
+        adv = torch.as_tensor(np.concatenate(adv_all), dtype=torch.float64)
         weights = torch.as_tensor(np.concatenate(w_all), dtype=torch.float64)
-        adv = group_advantages(rewards, gids, normalize_std=cfg.normalize_std)
         logp = torch.log_softmax(logits(), -1)[idx[:, 0], idx[:, 1], idx[:, 2]].unsqueeze(1)
         mask = torch.ones_like(logp, dtype=torch.bool)
         loss, _ = grpo_loss(logp, logp.detach(), adv, mask, sample_weights=weights, aggregation="token_mean")

@@ -29,7 +29,7 @@ import numpy as np
 from wmrl.sim.bandit import WorldModelSpec
 from wmrl.sim.engine import METHODS, RunSpec, SimConfig, simulate
 
-WM_METHODS = ("wm", "debias", "denoise", "wmrl", "wmrl_ba", "ppi")
+WM_METHODS = ("wm", "wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware", "wmrl-ppi")
 THIRD = 1.0 / 3.0
 
 
@@ -88,7 +88,7 @@ def build_runs(preset: Preset) -> dict[bool, list[RunSpec]]:
     none = WorldModelSpec("monotone", 0.0, 0.0)
 
     def add(method: str, wm: WorldModelSpec, rho: float, seed: int, std: bool = True) -> None:
-        if method in ("grpo", "anchor_only"):
+        if method in ("grpo", "anchor-only"):
             wm = none
         if method == "grpo":
             rho = 1.0
@@ -102,25 +102,25 @@ def build_runs(preset: Preset) -> dict[bool, list[RunSpec]]:
         errors += [WorldModelSpec(shape, b, s) for b in bs for s in preset.sigmas]
     for seed in preset.seeds:
         add("grpo", none, 1.0, seed)
-        add("anchor_only", none, preset.rho_main, seed)
+        add("anchor-only", none, preset.rho_main, seed)
         for wm in errors:
             for m in WM_METHODS:
                 add(m, wm, preset.rho_main, seed)
             if wm.shape in preset.flat_shapes and wm.bias > 0:
-                add("wmrl_flat", wm, preset.rho_main, seed)
+                add("wmrl-flat", wm, preset.rho_main, seed)
         for wm in errors:
             if wm.shape in preset.rho_third_shapes or (wm.bias == 0.0 and preset.rho_third_shapes):
-                add("anchor_only", none, THIRD, seed)
-                for m in ("debias", "denoise", "wmrl", "wmrl_ba", "ppi"):
+                add("anchor-only", none, THIRD, seed)
+                for m in ("wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware", "wmrl-ppi"):
                     add(m, wm, THIRD, seed)
         for rho in preset.rho_sweep:
-            add("anchor_only", none, rho, seed)
+            add("anchor-only", none, rho, seed)
             for wm in preset.rho_sweep_errors:
-                for m in ("wmrl", "wmrl_ba", "ppi"):
+                for m in ("wmrl", "wmrl-bias-aware", "wmrl-ppi"):
                     add(m, wm, rho, seed)
         if preset.dr_errors:
             add("grpo", none, 1.0, seed, std=False)
-            add("anchor_only", none, preset.rho_main, seed, std=False)
+            add("anchor-only", none, preset.rho_main, seed, std=False)
             for wm in preset.dr_errors:
                 for m in WM_METHODS:
                     add(m, wm, preset.rho_main, seed, std=False)
@@ -180,7 +180,7 @@ def summarise(curves, finals):
     f["vs_grpo_exec"] = f["J_final"] - f["grpo_J_eq_exec"]
     keys = ["std_norm", "shape", "bias", "sigma", "rho", "method"]
     # GRPO / anchor-only have no world model: label them so they sort first
-    f.loc[f.method.isin(["grpo", "anchor_only"]), ["shape", "bias", "sigma"]] = ["-", 0.0, 0.0]
+    f.loc[f.method.isin(["grpo", "anchor-only"]), ["shape", "bias", "sigma"]] = ["-", 0.0, 0.0]
     g = f.groupby(keys, sort=False)
     out = g.agg(
         J_final=("J_final", "mean"),
@@ -245,7 +245,7 @@ def markdown_tables(summary, preset_name: str, cfg: SimConfig, wall_s: float, ma
     """The Markdown report: reference runs, methods x errors per anchor fraction, Dr. GRPO, equal executions."""
     s = summary
     lines: list[str] = []
-    base = s[s.method.isin(["grpo", "anchor_only"])]
+    base = s[s.method.isin(["grpo", "anchor-only"])]
     n_seeds = int(base.n_seeds.max())
     lines += [f"Preset `{preset_name}`: {cfg.n_tasks} tasks x {cfg.group_size} samples per step, {cfg.n_arms} arms, "
               f"d={cfg.dim}, {cfg.steps} steps, Adam lr {cfg.lr}, {n_seeds} seeds; simulation wall time {wall_s:.0f} s.", "",
@@ -261,36 +261,36 @@ def markdown_tables(summary, preset_name: str, cfg: SimConfig, wall_s: float, ma
     std = s[s.std_norm.astype(bool)]
     for rho in sorted(set(np.round(std.rho, 6)) - {0.0, 1.0}):
         sub = std[(np.isclose(std.rho, rho) | ((std.method == "wm") & np.isclose(rho, 0.1)))
-                  & ~std.method.isin(["grpo", "anchor_only"])]
+                  & ~std.method.isin(["grpo", "anchor-only"])]
         if sub[sub.method != "wm"].empty:
             continue
-        order = ["wm", "debias", "denoise", "wmrl", "wmrl_ba", "ppi", "wmrl_flat"]
+        order = ["wm", "wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware", "wmrl-ppi", "wmrl-flat"]
         methods = [m for m in order if m in set(sub.method)]
-        ao = base[(base.method == "anchor_only") & np.isclose(base.rho, rho) & base.std_norm.astype(bool)]
+        ao = base[(base.method == "anchor-only") & np.isclose(base.rho, rho) & base.std_norm.astype(bool)]
         lines += [f"### Anchor fraction rho = {rho:.2f} (executions {rho:.2f} of GRPO's), GRPO advantages", ""]
         if len(ao):
             lines += [f"Anchor-only at this rho (the same executions, world model unused): {_cell(ao.iloc[0], margin)}.", ""]
         lines += _error_table(sub, methods, margin, "wmrl" if "wmrl" in methods else None)
         lines.append("")
-    dr = s[~s.std_norm.astype(bool) & ~s.method.isin(["grpo", "anchor_only"])]
+    dr = s[~s.std_norm.astype(bool) & ~s.method.isin(["grpo", "anchor-only"])]
     if len(dr):
-        ao = base[(base.method == "anchor_only") & ~base.std_norm.astype(bool)]
+        ao = base[(base.method == "anchor-only") & ~base.std_norm.astype(bool)]
         lines += ["### Dr. GRPO advantages (no std normalisation), rho = 0.10", ""]
         if len(ao):
             lines += [f"Anchor-only: {_cell(ao.iloc[0], margin)}.", ""]
-        methods = [m for m in ["wm", "debias", "denoise", "wmrl", "wmrl_ba", "ppi"] if m in set(dr.method)]
+        methods = [m for m in ["wm", "wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware", "wmrl-ppi"] if m in set(dr.method)]
         lines += _error_table(dr, methods, margin, "wmrl")
         lines.append("")
     lines += ["### Equal executions", "",
               "J at the end minus GRPO's J after the same number of executions (GRPO's curve interpolated), "
               "rho = 0.10, GRPO advantages, mean over the errors of each shape.", ""]
     sub = std[np.isclose(std.rho, 0.1) & ~std.method.isin(["grpo", "wm"])]
-    methods = [m for m in ("anchor_only", "debias", "denoise", "wmrl", "wmrl_ba", "ppi") if m in set(sub.method)]
+    methods = [m for m in ("anchor-only", "wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware", "wmrl-ppi") if m in set(sub.method)]
     lines += ["| error | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
     for sh in ("none", "monotone", "offset", "exploit"):
         cells = []
         for m in methods:
-            if m == "anchor_only":
+            if m == "anchor-only":
                 r = sub[sub.method == m]
             elif sh == "none":
                 r = sub[(sub.method == m) & (sub.bias == 0)]
@@ -311,9 +311,9 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
     import matplotlib.pyplot as plt
 
     paths: list[Path] = []
-    colors = {"grpo": "k", "anchor_only": "0.55", "wm": "tab:red", "debias": "tab:orange",
-              "denoise": "tab:purple", "wmrl": "tab:blue", "wmrl_ba": "tab:cyan", "ppi": "tab:green",
-              "wmrl_flat": "tab:brown"}
+    colors = {"grpo": "k", "anchor-only": "0.55", "wm": "tab:red", "wmrl-no-denoise": "tab:orange",
+              "wmrl-no-debias": "tab:purple", "wmrl": "tab:blue", "wmrl-bias-aware": "tab:cyan", "wmrl-ppi": "tab:green",
+              "wmrl-flat": "tab:brown"}
     c = curves[curves["std_norm"].astype(bool)].copy() if "std_norm" in curves else curves.copy()
     summary = summary[summary["std_norm"].astype(bool)]
     c["rho_r"] = c["rho"].round(3)
@@ -326,7 +326,7 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
         fig, axes = plt.subplots(1, len(reps), figsize=(5 * len(reps), 4), squeeze=False)
         for ax, (shape, b, sg) in zip(axes[0], reps):
             for m in METHODS:
-                if m in ("grpo", "anchor_only"):
+                if m in ("grpo", "anchor-only"):
                     sel = c[(c.method == m) & ((c.rho_r == round(preset.rho_main, 3)) | (m == "grpo"))]
                 else:
                     sel = c[(c.method == m) & (c["shape"] == shape) & (c.bias == b) & (c.sigma == sg)
@@ -357,7 +357,7 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
 
     # heatmaps over (B, sigma) per shape: pure WM gap and WMRL - GRPO at rho 0.1 and 1/3
     panels = [("wm", 0.0, "pure world model: J - J_GRPO"), ("wmrl", 0.1, "WMRL rho=0.1: J - J_GRPO"),
-              ("wmrl", THIRD, "WMRL rho=1/3: J - J_GRPO"), ("ppi", THIRD, "PPI rho=1/3: J - J_GRPO")]
+              ("wmrl", THIRD, "WMRL rho=1/3: J - J_GRPO"), ("wmrl-ppi", THIRD, "PPI rho=1/3: J - J_GRPO")]
     shapes = list(preset.biases)
     panels = [p_ for p_ in panels if ((summary.method == p_[0]) & np.isclose(summary.rho, p_[1])).any()]
     fig, axes = plt.subplots(len(panels), len(shapes), figsize=(4.2 * len(shapes), 3.6 * len(panels)), squeeze=False,
@@ -394,8 +394,8 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
     if preset.rho_sweep:
         fig, axes = plt.subplots(1, len(preset.rho_sweep_errors), figsize=(5 * len(preset.rho_sweep_errors), 4), squeeze=False)
         for ax, wm in zip(axes[0], preset.rho_sweep_errors):
-            for m in ("anchor_only", "wmrl", "wmrl_ba", "ppi"):
-                if m == "anchor_only":
+            for m in ("anchor-only", "wmrl", "wmrl-bias-aware", "wmrl-ppi"):
+                if m == "anchor-only":
                     sub = summary[summary.method == m]
                 else:
                     sub = summary[(summary.method == m) & (summary["shape"] == wm.shape) & (summary.bias == wm.bias)

@@ -1,29 +1,36 @@
-"""Typed training configuration: nested dataclasses, YAML loading, ``--set`` overrides, validation.
+"""Typed training configuration: pydantic v2 models, YAML loading, ``--set`` overrides, validation.
 
-Every field carries a help text (``field(metadata={"help": ...})``) that ``wmrl config show`` prints.
-Unknown keys and bad values raise :class:`ConfigError` with a message that names the key, the bad
-value and the allowed values or range, so a typo in a YAML file never trains silently with defaults.
+Every option is one typed pydantic field whose ``Field(description=...)`` is the help text that
+``wmrl config show`` prints; its range is the field's ``ge``/``gt``/``le`` and its choices a ``Literal``.
+Pydantic does the coercion and checks; this module adds what pydantic does not: YAML that refuses a key
+given twice, ``--set a.b=value`` overrides, a ``describe_fields`` table, and :class:`ConfigError`
+messages that name the key path, the bad value and what is allowed (with a did-you-mean for typos),
+so a typo in a YAML file never trains silently with defaults.
 
 Usage::
 
     cfg = load_config("configs/quickstart.yaml", overrides=["optim.steps=3", "method=grpo"])
     save_config(cfg, run_dir / "config.yaml")
 
-Why one long file (about 580 lines): every config section with its help texts and validation, so
-that `wmrl config show` and the errors have one source.
+Why one long file (about 600 lines): the nine config sections with their 80 help texts (about 230 lines)
+sit next to the engine that turns pydantic's errors into these messages, so that `wmrl config show` and
+the errors have one source.
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import math
 import types
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, get_args, get_origin
 
 import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
+
+from wmrl.core.recipe import get_recipe, recipe_names
 
 
 class ConfigError(ValueError):
@@ -58,342 +65,329 @@ def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
 
 
-def _f(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = None,
-       min: float | None = None, max: float | None = None, gt: float | None = None) -> Any:
-    """A dataclass field with a help text and an optional numeric range: ``min <= v <= max`` and,
-    with ``gt``, ``v > gt`` (an open lower bound, e.g. a learning rate). Numbers must be finite."""
-    meta = {"help": help, "min": min, "max": max, "gt": gt}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
+# --------------------------------------------------------------------------------------------------
+# field types: pydantic's lax mode, plus the few leniencies and refusals the YAML/--set inputs need
+
+def _not_bool(v: Any) -> Any:
+    """Refuse a boolean where a number is expected (pydantic would read ``true`` as 1)."""
+    if isinstance(v, bool):
+        raise PydanticCustomError("bool_for_number", "a boolean is not a number")
+    return v
 
 
-Method = Literal["grpo", "wm", "wmrl"]
+def _integer(v: Any) -> Any:
+    """:func:`_not_bool`, and a float with an integral value (``3.0``, ``1e20``) is that integer."""
+    return int(v) if isinstance(_not_bool(v), float) and v.is_integer() else v
 
 
-@dataclass
-class ModelConfig:
+def _nullable(v: Any) -> Any:
+    """The words ``null``, ``none`` and ``~`` (any case) stand for null in an optional field."""
+    return None if isinstance(v, str) and v.strip().lower() in ("null", "none", "~") else v
+
+
+def _id_list(v: Any) -> Any:
+    """A list of ids may also be given as text: ``'[a, b]'`` (YAML) or ``'a, b'`` (comma-separated)."""
+    v = _nullable(v)
+    if isinstance(v, str) and not v.strip().startswith("["):
+        return [x.strip() for x in v.split(",") if x.strip()]
+    try:
+        return yaml.safe_load(v) if isinstance(v, str) else v
+    except yaml.YAMLError:
+        return v  # not a list: pydantic says so, naming the key
+
+
+Int = Annotated[int, BeforeValidator(_integer)]
+Float = Annotated[float, BeforeValidator(_not_bool)]
+OptStr = Annotated[Optional[str], BeforeValidator(_nullable)]
+OptFloat = Annotated[Optional[Float], BeforeValidator(_nullable)]
+OptIds = Annotated[Optional[list[str]], BeforeValidator(_id_list)]
+
+#: The training methods: the one place their names are checked (``method: ...`` and ``--set method=``).
+#: The methods: the registered recipes of :mod:`wmrl.core.recipe` (one name per method and ablation).
+Method = Literal[tuple(recipe_names())]  # type: ignore[valid-type]
+
+#: Keys that existed once, with what replaces them (their error says so).
+REMOVED_KEYS = {
+    "wmrl.debias": "the ablation is a method now: method=wmrl-no-debias",
+    "wmrl.denoise": "the ablation is a method now: method=wmrl-no-denoise",
+    "wmrl.fusion": "the fusion rule is part of the method now: method=wmrl (ivw) or method=wmrl-ppi",
+    "wmrl.bias_aware": "the bias-aware alpha is a method now: method=wmrl-bias-aware",
+}
+
+
+def _removed_hint(where: str) -> str:
+    return f" ({where} was removed: {REMOVED_KEYS[where]})" if where in REMOVED_KEYS else ""
+
+
+class _Section(BaseModel):
+    """Base of every config section: unknown keys refused, assignments validated, numbers given for text
+    kept as text. Built or assigned in Python, a bad value raises pydantic's ``ValidationError``; loaded
+    (:func:`config_from_dict`, :func:`load_config`) or checked (:func:`validate`), a :class:`ConfigError`."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, coerce_numbers_to_str=True)
+
+
+class ModelConfig(_Section):
     """The policy's backbone and LoRA adapter."""
 
-    name: str = _f("smollm2-135m", "Backbone: 'smollm2-135m' (the embedded default LM), 'tiny' (a small "
-                   "random model for tests), a Hugging Face model id or a local model folder.")
-    finetune: Literal["auto", "lora", "full"] = _f("auto", "Which policy weights train: 'lora' (a LoRA adapter on a "
-                                                   "frozen backbone), 'full' (every weight) or 'auto' (full for "
-                                                   "a randomly initialised backbone such as 'tiny', LoRA for a "
-                                                   "pretrained one). A random backbone needs its embeddings, "
-                                                   "head and norms trained to express a peaked policy "
-                                                   "(docs/training.md).")
-    lora_r: int = _f(8, "LoRA rank of the policy adapter.", min=1)
-    lora_alpha: int = _f(16, "LoRA alpha (scaling = alpha / r).", min=1)
-    lora_dropout: float = _f(0.0, "LoRA dropout probability.", min=0.0, max=1.0)
+    name: str = Field("smollm2-135m", description=(
+        "Backbone: 'smollm2-135m' (the embedded default LM), 'tiny' (a small random model for tests), a Hugging Face "
+        "model id or a local model folder."))
+    finetune: Literal["auto", "lora", "full"] = Field("auto", description=(
+        "Which policy weights train: 'lora' (a LoRA adapter on a frozen backbone), 'full' (every weight) or 'auto' "
+        "(full for a randomly initialised backbone such as 'tiny', LoRA for a pretrained one). A random backbone "
+        "needs its embeddings, head and norms trained to express a peaked policy (docs/training.md)."))
+    lora_r: Int = Field(8, ge=1, description="LoRA rank of the policy adapter.")
+    lora_alpha: Int = Field(16, ge=1, description="LoRA alpha (scaling = alpha / r).")
+    lora_dropout: Float = Field(0.0, ge=0.0, le=1.0, description="LoRA dropout probability.")
 
 
-@dataclass
-class ScaffoldConfig:
+class ScaffoldConfig(_Section):
     """How completions become solution programs."""
 
-    name: Optional[str] = _f(None, "Scaffold name (see `wmrl scaffolds`); null = the models package's "
-                             "default scaffold.")
+    name: OptStr = Field(None, description=(
+        "Scaffold name (see `wmrl scaffolds`); null = the models package's default scaffold."))
 
 
-@dataclass
-class TasksConfig:
+class TasksConfig(_Section):
     """Which tasks train and which evaluate."""
 
-    root: Optional[str] = _f(None, "Where tasks live (the same setting as `wmrl tasks --root` and "
-                             "$WMRL_TASKS_ROOT): one folder or several joined by ':', searched recursively for "
-                             "wmrl, MLE-bench, MLE-Dojo and DSBench tasks; null = $WMRL_TASKS_ROOT, else the "
-                             "built-in suite under $WMRL_HOME/tasks (build it with `wmrl tasks build`).")
-    train: Optional[list[str]] = _f(None, "Task ids used for RL; null = every task of the 'train' split.")
-    heldout: Optional[list[str]] = _f(None, "Task ids used only for evaluation; null = every task of the "
-                                      "'heldout' split; [] = no held-out evaluation.")
-    heldout_split: Optional[str] = _f(None, "Held-out split instead of listed ids: 'benchmark:NAME' (e.g. "
-                                      "benchmark:dsbench), 'list:FILE' (ids one per line) or 'fraction:F' "
-                                      "(seeded by `seed`); train = the other tasks unless tasks.train lists "
-                                      "them. Recorded in the run's tasks.json.")
+    root: OptStr = Field(None, description=(
+        "Where tasks live (the same setting as `wmrl tasks --root` and $WMRL_TASKS_ROOT): one folder or several "
+        "joined by ':', searched recursively for wmrl, MLE-bench, MLE-Dojo and DSBench tasks; null = "
+        "$WMRL_TASKS_ROOT, else the built-in suite under $WMRL_HOME/tasks (build it with `wmrl tasks build`)."))
+    train: OptIds = Field(None, description="Task ids used for RL; null = every task of the 'train' split.")
+    heldout: OptIds = Field(None, description=(
+        "Task ids used only for evaluation; null = every task of the 'heldout' split; [] = no held-out evaluation."))
+    heldout_split: OptStr = Field(None, description=(
+        "Held-out split instead of listed ids: 'benchmark:NAME' (e.g. benchmark:dsbench), 'list:FILE' (ids one per "
+        "line) or 'fraction:F' (seeded by `seed`); train = the other tasks unless tasks.train lists them. Recorded in"
+        " the run's tasks.json."))
+
+    @model_validator(mode="after")
+    def _some_train_tasks(self) -> TasksConfig:
+        if self.train is not None and len(self.train) == 0:
+            raise ValueError("tasks.train is empty: list at least one task id, or null for the train split")
+        return self
 
 
-@dataclass
-class RolloutConfig:
+class RolloutConfig(_Section):
     """Sampling of trajectories (groups) each step."""
 
-    tasks_per_step: int = _f(4, "M: groups (tasks) per step; tasks are cycled through in a seeded "
-                             "shuffled order.", min=1)
-    group_size: int = _f(4, "G: trajectories sampled per task (one group); at least 2 (group-relative "
-                         "advantages are all 0 with one).")
-    max_new_tokens: int = _f(96, "Completion length limit, tokens.", min=1)
-    temperature: float = _f(1.0, "Sampling temperature.", min=1e-6)
-    top_p: float = _f(1.0, "Nucleus sampling threshold.", min=1e-6, max=1.0)
+    tasks_per_step: Int = Field(4, ge=1, description=(
+        "M: groups (tasks) per step; tasks are cycled through in a seeded shuffled order."))
+    group_size: Int = Field(4, description=(
+        "G: trajectories sampled per task (one group); at least 2 (group-relative advantages are all 0 with one)."))
+    max_new_tokens: Int = Field(96, ge=1, description="Completion length limit, tokens.")
+    temperature: Float = Field(1.0, ge=1e-6, description="Sampling temperature.")
+    top_p: Float = Field(1.0, ge=1e-6, le=1.0, description="Nucleus sampling threshold.")
+    engine: Literal["shared", "generate"] = Field("shared", description=(
+        "Sampling implementation: 'shared' (each group's prompt prefilled once, batched grammar masks; docs/models.md) "
+        "or 'generate' (transformers' generate, one prefill per row: the implementation before issue 18). Both "
+        "sample the same distribution, not the same draws."))
+
+    @model_validator(mode="after")
+    def _groups_of_two(self) -> RolloutConfig:
+        if self.group_size < 2:
+            raise ValueError(f"rollout.group_size: {self.group_size} trajectory per group cannot train: every "
+                             "method uses group-relative advantages (reward minus the group's mean), which are all "
+                             "0 with one trajectory, so every update would be skipped; set rollout.group_size >= 2")
+        return self
 
 
-@dataclass
-class WmrlConfig:
+class WmrlConfig(_Section):
     """Options of the WMRL method (anchors and corrections); ignored by `grpo` and `wm`."""
 
-    anchor_fraction: float = _f(0.1, "rho: long-run fraction of groups executed for real (anchors).",
-                                min=0.0, max=1.0)
-    min_anchor_every: int = _f(10, "Guarantee at least one anchor group every N steps (0 = off). With few "
-                               "groups per step and a small rho this keeps the calibrator fed; the router "
-                               "pays the forced anchor back later, so the long-run fraction stays rho.",
-                               min=0)
-    router: Literal["fraction", "stratified"] = _f("fraction", "Anchor router: 'fraction' (carry the "
-                                                   "fractional part between steps) or 'stratified' "
-                                                   "(also balance anchors across tasks).")
-    debias: bool = _f(True, "Online isotonic debiasing of world-model rewards (fitted on earlier anchors).")
-    denoise: bool = _f(True, "Inverse-variance fusion of the anchor and world-model gradients; off = "
-                       "every sample weighted equally.")
-    fusion: Literal["ivw", "ppi"] = _f("ivw", "Fusion rule: 'ivw' (inverse-variance weights) or 'ppi' "
-                                       "(PPI++ rectified estimator with power-tuned lambda).")
-    bias_aware: bool = _f(False, "Count a residual bias B^2 as extra world-model variance in alpha.")
-    calibrator_window: int = _f(256, "Anchor pairs (most recent) the calibrator is fitted on.", min=1)
-    calibrator_min_anchors: int = _f(32, "Below this many anchor pairs the calibrator falls back to an "
-                                     "identity/affine map. 32: with 24 anchors or fewer per run the isotonic map "
-                                     "made the out-of-sample squared error 1.06-1.21x the raw one in the cpu-small "
-                                     "bench (docs/training.md); the paper's reference waits for 200.", min=1)
-    fusion_min_pairs: int = _f(8, "Below this many out-of-sample anchor pairs the fusion weight alpha is the "
-                               "pooled n_A / (n_A + n_W) instead of the inverse-variance estimate.", min=1)
-    calibrator_fallback: Literal["identity", "affine"] = _f("identity", "Map used below "
-                                                            "calibrator_min_anchors: 'identity' or 'affine' "
-                                                            "(least squares with positive slope).")
-    alpha_floor: float = _f(0.05, "Lower clip of alpha (anchor-gradient weight).", min=0.0, max=1.0)
-    alpha_ceiling: float = _f(0.95, "Upper clip of alpha.", min=0.0, max=1.0)
+    anchor_fraction: Float = Field(0.1, ge=0.0, le=1.0, description=(
+        "rho: long-run fraction of groups executed for real (anchors)."))
+    min_anchor_every: Int = Field(10, ge=0, description=(
+        "Guarantee at least one anchor group every N steps (0 = off). With few groups per step and a small rho this "
+        "keeps the calibrator fed; the router pays the forced anchor back later, so the long-run fraction stays rho."))
+    router: Literal["fraction", "stratified"] = Field("fraction", description=(
+        "Anchor router: 'fraction' (carry the fractional part between steps) or 'stratified' (also balance anchors "
+        "across tasks)."))
+    calibrator_window: Int = Field(256, ge=1, description="Anchor pairs (most recent) the calibrator is fitted on.")
+    calibrator_min_anchors: Int = Field(32, ge=1, description=(
+        "Below this many anchor pairs the calibrator falls back to an identity/affine map. 32: with 24 anchors or "
+        "fewer per run the isotonic map made the out-of-sample squared error 1.06-1.21x the raw one in the cpu-small "
+        "bench (docs/training.md); the paper's reference waits for 200."))
+    fusion_min_pairs: Int = Field(8, ge=1, description=(
+        "Below this many out-of-sample anchor pairs the fusion weight alpha is the pooled n_A / (n_A + n_W) instead "
+        "of the inverse-variance estimate."))
+    calibrator_fallback: Literal["identity", "affine"] = Field("identity", description=(
+        "Map used below calibrator_min_anchors: 'identity' or 'affine' (least squares with positive slope)."))
+    alpha_floor: Float = Field(0.05, ge=0.0, le=1.0, description="Lower clip of alpha (anchor-gradient weight).")
+    alpha_ceiling: Float = Field(0.95, ge=0.0, le=1.0, description="Upper clip of alpha.")
+
+    @model_validator(mode="after")
+    def _floor_below_ceiling(self) -> WmrlConfig:
+        if self.alpha_floor > self.alpha_ceiling:
+            raise ValueError(f"wmrl.alpha_floor ({self.alpha_floor}) must not exceed wmrl.alpha_ceiling "
+                             f"({self.alpha_ceiling})")
+        return self
 
 
-@dataclass
-class WorldModelConfig:
+class WorldModelConfig(_Section):
     """The world model that scores trajectories without running them (the policy's backbone, shared,
     plus its own LoRA adapter and a regression head, or an adapter that writes the score as text)."""
 
-    kind: Literal["regression", "generative"] = _f("regression", "World model: 'regression' (adapter + scalar "
-                                                   "head on pooled hidden states, fitted by MSE) or 'generative' "
-                                                   "(adapter fine-tuned to write the score as text '0.DD'; predicts "
-                                                   "the expected value of the digit distributions; needs "
-                                                   "adapter: true). A saved world model (world_model.path) must "
-                                                   "be of this kind.")
-    path: Optional[str] = _f(None, "A pre-fitted world model folder (`wmrl wm fit`); null = fit one on a "
-                             "warm-up corpus at the start of the run (its cost goes into the ledger).")
-    adapter: bool = _f(True, "Train a LoRA adapter of the world model (true) or only its regression head on "
-                       "frozen backbone features (false: much cheaper on CPU; regression kind only).")
-    lora_r: int = _f(8, "LoRA rank of the world model's adapter.", min=1)
-    max_length: int = _f(320, "Tokens per world-model input (prompt + program, left-truncated).", min=8)
-    warmup_samples_per_task: int = _f(8, "Warm-up corpus: programs sampled from the initial policy and "
-                                      "executed per train task.", min=1)
-    warmup_corpus: Optional[str] = _f(None, "Reuse an execution log (SQLite) as the warm-up corpus instead "
-                                      "of collecting one.")
-    fit_epochs: int = _f(3, "Epochs of world-model fitting.", min=1)
-    fit_lr: float = _f(3e-4, "Learning rate of the world model's LoRA weights.", gt=0.0)
-    head_lr: float = _f(3e-3, "Learning rate of the world model's regression head (regression kind only).", gt=0.0)
-    fit_time_budget_s: Optional[float] = _f(None, "Stop fitting after this many wall seconds (null = no limit).",
-                                            min=1.0)
-    heldout_fraction: float = _f(0.2, "Fraction of warm-up groups held out to report the world model's "
-                                 "accuracy (0 = fit on all).", min=0.0, max=0.9)
-    batch_size: int = _f(8, "World-model fit batch size (trajectories per gradient step).", min=1)
-    refresh_every_k: int = _f(0, "Refit the world model on the warm-up corpus plus all anchors gathered "
-                              "so far every K steps (0 = off; the paper keeps it fixed).", min=0)
+    kind: Literal["regression", "generative"] = Field("regression", description=(
+        "World model: 'regression' (adapter + scalar head on pooled hidden states, fitted by MSE) or 'generative' "
+        "(adapter fine-tuned to write the score as text '0.DD'; predicts the expected value of the digit "
+        "distributions; needs adapter: true). A saved world model (world_model.path) must be of this kind."))
+    path: OptStr = Field(None, description=(
+        "A pre-fitted world model folder (`wmrl wm fit`); null = fit one on a warm-up corpus at the start of the run "
+        "(its cost goes into the ledger)."))
+    adapter: bool = Field(True, description=(
+        "Train a LoRA adapter of the world model (true) or only its regression head on frozen backbone features "
+        "(false: much cheaper on CPU; regression kind only)."))
+    lora_r: Int = Field(8, ge=1, description="LoRA rank of the world model's adapter.")
+    max_length: Int = Field(320, ge=8, description="Tokens per world-model input (prompt + program, left-truncated).")
+    warmup_samples_per_task: Int = Field(8, ge=1, description=(
+        "Warm-up corpus: programs sampled from the initial policy and executed per train task."))
+    warmup_corpus: OptStr = Field(None, description=(
+        "Reuse an execution log (SQLite) as the warm-up corpus instead of collecting one."))
+    fit_epochs: Int = Field(3, ge=1, description="Epochs of world-model fitting.")
+    fit_lr: Float = Field(3e-4, gt=0.0, description="Learning rate of the world model's LoRA weights.")
+    head_lr: Float = Field(3e-3, gt=0.0, description=(
+        "Learning rate of the world model's regression head (regression kind only)."))
+    fit_time_budget_s: OptFloat = Field(None, ge=1.0, description=(
+        "Stop fitting after this many wall seconds (null = no limit)."))
+    heldout_fraction: Float = Field(0.2, ge=0.0, le=0.9, description=(
+        "Fraction of warm-up groups held out to report the world model's accuracy (0 = fit on all)."))
+    batch_size: Int = Field(8, ge=1, description="World-model fit batch size (trajectories per gradient step).")
+    refresh_every_k: Int = Field(0, ge=0, description=(
+        "Refit the world model on the warm-up corpus plus all anchors gathered so far every K steps (0 = off; the "
+        "paper keeps it fixed)."))
+
+    @model_validator(mode="after")
+    def _generative_needs_adapter(self) -> WorldModelConfig:
+        if self.kind == "generative" and not self.adapter:
+            raise ValueError("world_model.kind 'generative' learns only through its LoRA adapter: set "
+                             "world_model.adapter=true (or use world_model.kind=regression for a head on frozen "
+                             "features)")
+        return self
 
 
-@dataclass
-class OptimConfig:
+class OptimConfig(_Section):
     """Policy optimisation (GRPO loss and AdamW)."""
 
-    steps: int = _f(10, "Training steps.", min=1)
-    lr: float = _f(1e-5, "AdamW learning rate.", gt=0.0)
-    weight_decay: float = _f(0.0, "AdamW weight decay.", min=0.0)
-    clip_low: float = _f(0.2, "PPO clip epsilon below 1 (ratio >= 1 - clip_low).", min=0.0, max=1.0)
-    clip_high: float = _f(0.2, "PPO clip epsilon above 1 (ratio <= 1 + clip_high; DAPO uses 0.28).",
-                          min=0.0)
-    beta: float = _f(0.0, "KL penalty weight (k3 estimator against the reference policy); 0 = off.",
-                     min=0.0)
-    aggregation: Literal["token_mean", "seq_mean"] = _f("token_mean", "Loss aggregation: 'token_mean' (every "
-                                                        "completion token weighs the same) or 'seq_mean' "
-                                                        "(per-sequence token mean).")
-    normalize_std: bool = _f(True, "Divide group advantages by the group std (False = Dr. GRPO).")
-    adv_eps: float = _f(1e-6, "Added to the group std before dividing.", min=0.0)
-    grad_clip: float = _f(1.0, "Max gradient norm (0 = no clipping).", min=0.0)
-    micro_batch: int = _f(4, "Trajectories per forward/backward pass (gradient accumulation).", min=1)
+    steps: Int = Field(10, ge=1, description="Training steps.")
+    lr: Float = Field(1e-5, gt=0.0, description="AdamW learning rate.")
+    weight_decay: Float = Field(0.0, ge=0.0, description="AdamW weight decay.")
+    clip_low: Float = Field(0.2, ge=0.0, le=1.0, description="PPO clip epsilon below 1 (ratio >= 1 - clip_low).")
+    clip_high: Float = Field(0.2, ge=0.0, description=(
+        "PPO clip epsilon above 1 (ratio <= 1 + clip_high; DAPO uses 0.28)."))
+    beta: Float = Field(0.0, ge=0.0, description=(
+        "KL penalty weight (k3 estimator against the reference policy); 0 = off."))
+    aggregation: Literal["token_mean", "seq_mean"] = Field("token_mean", description=(
+        "Loss aggregation: 'token_mean' (every completion token weighs the same) or 'seq_mean' (per-sequence token "
+        "mean)."))
+    normalize_std: bool = Field(True, description="Divide group advantages by the group std (False = Dr. GRPO).")
+    adv_eps: Float = Field(1e-6, ge=0.0, description="Added to the group std before dividing.")
+    grad_clip: Float = Field(1.0, ge=0.0, description="Max gradient norm (0 = no clipping).")
+    micro_batch: Int = Field(4, ge=1, description="Trajectories per forward/backward pass (gradient accumulation).")
 
 
-@dataclass
-class ExecutorConfig:
+class ExecutorConfig(_Section):
     """Where real executions run."""
 
-    kind: Literal["local", "ray"] = _f("local", "'local' (process pool on this machine) or 'ray'.")
-    workers: int = _f(2, "Concurrent executions.", min=1)
-    address: Optional[str] = _f(None, "Ray address (kind=ray); null = start a local Ray instance.")
-    sandbox: bool = _f(True, "Run programs inside the bubblewrap sandbox (turn off only for trusted code).")
-    time_limit_s: Optional[float] = _f(None, "Per-execution wall limit, seconds; null = each task's own.",
-                                       min=0.1)
+    kind: Literal["local", "ray"] = Field("local", description="'local' (process pool on this machine) or 'ray'.")
+    workers: Int = Field(2, ge=1, description="Concurrent executions.")
+    address: OptStr = Field(None, description="Ray address (kind=ray); null = start a local Ray instance.")
+    sandbox: bool = Field(True, description=(
+        "Run programs inside the bubblewrap sandbox (turn off only for trusted code)."))
+    time_limit_s: OptFloat = Field(None, ge=0.1, description=(
+        "Per-execution wall limit, seconds; null = each task's own."))
 
 
-@dataclass
-class EvalConfig:
+class EvalConfig(_Section):
     """Held-out evaluation with real execution."""
 
-    every_k: int = _f(0, "Evaluate every K steps (0 = only at the end).", min=0)
-    at_start: bool = _f(False, "Also evaluate the initial policy (step 0).")
-    at_end: bool = _f(True, "Evaluate the final policy.")
-    samples_per_task: int = _f(4, "Trajectories sampled and executed per evaluation task.", min=1)
-    temperature: float = _f(1.0, "Sampling temperature during evaluation.", min=1e-6)
-    train_tasks: bool = _f(True, "Also evaluate on the training tasks.")
+    every_k: Int = Field(0, ge=0, description="Evaluate every K steps (0 = only at the end).")
+    at_start: bool = Field(False, description="Also evaluate the initial policy (step 0).")
+    at_end: bool = Field(True, description="Evaluate the final policy.")
+    samples_per_task: Int = Field(4, ge=1, description="Trajectories sampled and executed per evaluation task.")
+    temperature: Float = Field(1.0, ge=1e-6, description="Sampling temperature during evaluation.")
+    train_tasks: bool = Field(True, description="Also evaluate on the training tasks.")
 
 
-@dataclass
-class TrainConfig:
+class TrainConfig(_Section):
     """Everything `wmrl train` needs. See docs/training.md."""
 
-    method: Method = _f("wmrl", "'grpo' (every group executed: the baseline), 'wm' (pure world model, "
-                        "no anchors, no correction) or 'wmrl' (anchors + corrections).")
-    name: str = _f("", "Free-form run name (shown in reports); empty = the method.")
-    run_dir: Optional[str] = _f(None, "Run directory; null = runs/<method>-<UTC timestamp>.")
-    seed: int = _f(0, "Seed of every RNG (python, numpy, torch, task order, router).", min=0)
-    checkpoint_every: int = _f(1, "Checkpoint every N steps (1 = a SIGKILL loses at most the step in "
-                               "flight).", min=1)
-    keep_checkpoints: int = _f(2, "Complete checkpoints kept on disk (older ones are pruned).", min=1)
-    progress: bool = _f(True, "Show a live progress bar.")
-    threads: int = _f(0, "torch intra-op threads (0 = leave torch's default).", min=0)
-    model: ModelConfig = _f(factory=ModelConfig)
-    scaffold: ScaffoldConfig = _f(factory=ScaffoldConfig)
-    tasks: TasksConfig = _f(factory=TasksConfig)
-    rollout: RolloutConfig = _f(factory=RolloutConfig)
-    wmrl: WmrlConfig = _f(factory=WmrlConfig)
-    world_model: WorldModelConfig = _f(factory=WorldModelConfig)
-    optim: OptimConfig = _f(factory=OptimConfig)
-    executor: ExecutorConfig = _f(factory=ExecutorConfig)
-    eval: EvalConfig = _f(factory=EvalConfig)
+    method: Method = Field("wmrl", description=(
+        "The registered recipe (wmrl.core.recipe): 'grpo' (every group executed: the baseline), 'wm' (pure world "
+        "model), 'wmrl' (anchors + debiasing + inverse-variance fusion), or an ablation: 'wmrl-no-debias', "
+        "'wmrl-no-denoise', 'wmrl-ppi', 'wmrl-bias-aware', 'anchor-only', 'wmrl-flat'."))
+    name: str = Field("", description="Free-form run name (shown in reports); empty = the method.")
+    run_dir: OptStr = Field(None, description="Run directory; null = runs/<method>-<UTC timestamp>.")
+    seed: Int = Field(0, ge=0, description="Seed of every RNG (python, numpy, torch, task order, router).")
+    checkpoint_every: Int = Field(1, ge=1, description=(
+        "Checkpoint every N steps (1 = a SIGKILL loses at most the step in flight)."))
+    keep_checkpoints: Int = Field(2, ge=1, description="Complete checkpoints kept on disk (older ones are pruned).")
+    progress: bool = Field(True, description="Show a live progress bar.")
+    threads: Int = Field(0, ge=0, description="torch intra-op threads (0 = leave torch's default).")
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    scaffold: ScaffoldConfig = Field(default_factory=ScaffoldConfig)
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    wmrl: WmrlConfig = Field(default_factory=WmrlConfig)
+    world_model: WorldModelConfig = Field(default_factory=WorldModelConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, data: Any) -> Any:
+        """A section given with no keys (``model:`` alone in YAML is null) takes its defaults."""
+        if isinstance(data, dict):
+            return {k: {} if v is None and _is_section(getattr(cls.model_fields.get(k), "annotation", None)) else v
+                    for k, v in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _wmrl_has_anchors(self) -> TrainConfig:
+        if (get_recipe(self.method).anchors == "fraction" and self.wmrl.anchor_fraction <= 0.0
+                and self.wmrl.min_anchor_every == 0):
+            raise ValueError(f"method {self.method!r} needs anchors: set wmrl.anchor_fraction > 0 (or use method "
+                             "'wm' for a pure world model)")
+        return self
 
 
 # --------------------------------------------------------------------------------------------------
-# conversion and validation
+# pydantic's errors as messages that name the key path, the value and what is allowed
+
+def _strip(tp: Any) -> tuple[Any, bool]:
+    """``(base type, nullable)`` of an annotation, without ``Annotated`` and ``Optional``."""
+    while get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        return _strip(args[0])[0], True
+    return tp, False
 
 
 def _is_section(tp: Any) -> bool:
-    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
 
 
 def _type_name(tp: Any) -> str:
-    origin = get_origin(tp)
-    if origin is Literal:
-        return " | ".join(repr(a) for a in get_args(tp))
-    if origin in (typing.Union, types.UnionType):
-        return " | ".join(_type_name(a) for a in get_args(tp))
-    if origin is list:
-        return f"list[{_type_name(get_args(tp)[0])}]"
-    if tp is type(None):
-        return "null"
-    return getattr(tp, "__name__", str(tp))
+    """An annotation as the type column of ``wmrl config show``: ``int``, ``str | null``, ``'a' | 'b'``."""
+    base, nullable = _strip(tp)
+    if get_origin(base) is Literal:
+        name = " | ".join(repr(a) for a in get_args(base))
+    elif get_origin(base) is list:
+        name = f"list[{_type_name(get_args(base)[0])}]"
+    else:
+        name = getattr(base, "__name__", str(base))
+    return name + (" | null" if nullable else "")
 
 
-def _coerce(value: Any, tp: Any, key: str) -> Any:
-    """Coerce ``value`` to the annotated type ``tp`` or raise :class:`ConfigError` naming ``key``."""
-    origin = get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = get_args(tp)
-        if value is None or (isinstance(value, str) and value.strip().lower() in ("null", "none", "~")):
-            if type(None) in args:
-                return None
-        errors = []
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _coerce(value, a, key)
-            except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(f"{key}: {value!r} is not a valid {_type_name(tp)}")
-    if origin is Literal:
-        allowed = get_args(tp)
-        if value in allowed:
-            return value
-        close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ConfigError(f"{key}: {value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}{hint}")
-    if origin is list:
-        (inner,) = get_args(tp)
-        if isinstance(value, str):
-            parsed = yaml.safe_load(value) if value.strip().startswith("[") else [
-                v.strip() for v in value.split(",") if v.strip()]
-            value = parsed
-        if isinstance(value, tuple):
-            value = list(value)
-        if not isinstance(value, list):
-            raise ConfigError(f"{key}: expected a list ({_type_name(tp)}), got {value!r}")
-        return [_coerce(v, inner, f"{key}[{i}]") for i, v in enumerate(value)]
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1"):
-            return True
-        if isinstance(value, str) and value.strip().lower() in ("false", "no", "off", "0"):
-            return False
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        raise ConfigError(f"{key}: expected true or false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-        raise ConfigError(f"{key}: expected an integer, got {value!r}")
-    if tp is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise ConfigError(f"{key}: expected a number, got {value!r}")
-    if tp is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise ConfigError(f"{key}: expected a string, got {value!r}")
-    raise ConfigError(f"{key}: unsupported type {tp!r}")  # pragma: no cover
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
-    """Build dataclass ``cls`` from a (possibly partial) dict, checking keys and types (ranges: :func:`validate`)."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{prefix or 'config'}: expected a mapping of keys, got {data!r}")
-    hints = _hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    for k in data:
-        if k not in fields:
-            where = f"{prefix}.{k}" if prefix else k
-            close = difflib.get_close_matches(str(k), list(fields), n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown config key {where!r}.{hint} Allowed keys"
-                              f"{' in ' + prefix if prefix else ''}: {', '.join(fields)}")
-    kwargs = {}
-    for name, f in fields.items():
-        key = f"{prefix}.{name}" if prefix else name
-        tp = hints[name]
-        if _is_section(tp):
-            kwargs[name] = _build(tp, data.get(name) or {}, key)
-            continue
-        if name not in data:
-            continue
-        kwargs[name] = _coerce(data[name], tp, key)
-    return cls(**kwargs)
-
-
-def _range_text(meta: Any) -> str:
+def _range_text(f: FieldInfo) -> str:
     """The allowed range of a field as text (``'0.0 .. 1.0'``, ``'> 0.0'``, ``'>= 1'``), '' when none."""
-    lo, hi, gt = meta.get("min"), meta.get("max"), meta.get("gt")
+    b = {k: getattr(m, k) for m in f.metadata for k in ("ge", "gt", "le") if hasattr(m, k)}  # annotated-types
+    lo, hi, gt = b.get("ge"), b.get("le"), b.get("gt")
     low = f"> {gt}" if gt is not None else (f">= {lo}" if lo is not None else "")
     if hi is None:
         return low
@@ -402,56 +396,84 @@ def _range_text(meta: Any) -> str:
     return f"{low} and <= {hi}" if low else f"<= {hi}"
 
 
-def _check_range(v: Any, meta: Any, key: str) -> None:
-    """Raise :class:`ConfigError` naming ``key`` and the allowed range when the number ``v`` is not
-    finite or outside the field's range (``min``, ``max``, ``gt`` of its metadata)."""
-    if not isinstance(v, (int, float)) or isinstance(v, bool):
-        return
-    rng = _range_text(meta)
-    kind = "an integer" if isinstance(v, int) else "a finite number"
-    allowed = kind + ((f" in {rng}" if ".." in rng else f" {rng}") if rng else "")
-    lo, hi, gt = meta.get("min"), meta.get("max"), meta.get("gt")
-    if not math.isfinite(v):
-        raise ConfigError(f"{key}: {v!r} is not allowed; expected {allowed}")
-    if gt is not None and not v > gt:
-        raise ConfigError(f"{key}: {v!r} is not above the minimum {gt}; expected {allowed}")
-    if lo is not None and v < lo:
-        raise ConfigError(f"{key}: {v!r} is below the minimum {lo}; expected {allowed}")
-    if hi is not None and v > hi:
-        raise ConfigError(f"{key}: {v!r} is above the maximum {hi}; expected {allowed}")
+def _allowed(f: FieldInfo) -> str:
+    """``'a finite number in 0.0 .. 1.0'``, ``'an integer >= 1'``: what a numeric field accepts."""
+    rng = _range_text(f)
+    kind = "an integer" if _strip(f.annotation)[0] is int else "a finite number"
+    return kind + ((f" in {rng}" if ".." in rng else f" {rng}") if rng else "")
 
 
-def _check_ranges(obj: Any, prefix: str = "") -> None:
-    """:func:`_check_range` on every numeric field of the dataclass tree ``obj``."""
-    for f in dataclasses.fields(obj):
-        key = f"{prefix}.{f.name}" if prefix else f.name
-        v = getattr(obj, f.name)
-        if dataclasses.is_dataclass(v):
-            _check_ranges(v, key)
-        else:
-            _check_range(v, f.metadata, key)
+_EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+_RANGE_ERRORS = {"greater_than": ("is not above the minimum", "gt"),
+                 "greater_than_equal": ("is below the minimum", "ge"), "less_than_equal": ("is above the maximum", "le")}
+
+
+def _key(loc: tuple[Any, ...]) -> str:
+    """``('tasks', 'train', 0)`` -> ``'tasks.train[0]'``."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+
+
+def _error_text(err: Any) -> str:
+    """One pydantic error (an item of ``ValidationError.errors()``) as a message naming the key path."""
+    kind, loc, value = err["type"], tuple(err["loc"]), err.get("input")
+    if kind == "value_error":  # a cross-field rule: its message names its keys itself
+        return str(err["ctx"]["error"])
+    owner, field, item = TrainConfig, None, False  # walk the models along the error's location
+    for part in loc:
+        if isinstance(part, int):
+            item = True
+        elif owner is not None and part in owner.model_fields:
+            field, item = owner.model_fields[part], False
+            owner = field.annotation if _is_section(field.annotation) else None
+    key = _key(loc)
+    if kind in ("extra_forbidden", "invalid_key"):
+        section, names = _key(loc[:-1]), list((owner or TrainConfig).model_fields)
+        name = value if kind == "invalid_key" else loc[-1]
+        close = difflib.get_close_matches(str(name), names, n=1)
+        hint = _removed_hint(f"{section}.{name}" if section else str(name)) or (
+            f" Did you mean {close[0]!r}?" if close else "")
+        return (f"unknown config key {(f'{section}.{name}' if section else name)!r}.{hint} Allowed keys"
+                f"{' in ' + section if section else ''}: {', '.join(names)}")
+    base, nullable = _strip(field.annotation if field else TrainConfig)
+    if item:
+        base, nullable = _strip(get_args(base)[0])
+    if get_origin(base) is Literal:
+        allowed = get_args(base)
+        close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"{key}: {value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}{hint}"
+    if kind in _RANGE_ERRORS and field is not None:
+        v = float(value) if base is float else value  # as pydantic read it ('nan' -> nan)
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{key}: {v!r} is not allowed; expected {_allowed(field)}"
+        words, bound = _RANGE_ERRORS[kind]
+        return f"{key}: {v!r} {words} {err['ctx'][bound]}; expected {_allowed(field)}"
+    expected = ("a mapping of keys" if _is_section(base) else f"a list ({_type_name(base)})"
+                if get_origin(base) is list else _EXPECTED.get(base, _type_name(base)))
+    return f"{key or 'config'}: expected {expected}{' or null' if nullable else ''}, got {value!r}"
+
+
+def _errors_text(e: ValidationError) -> str:
+    """Every error of ``e`` as :func:`_error_text`, one per line."""
+    return "\n".join(dict.fromkeys(_error_text(err) for err in e.errors(include_url=False)))
+
+
+def _require_finite(obj: BaseModel, prefix: str = "") -> None:
+    """Raise :class:`ConfigError` for a non-finite number anywhere in ``obj``. Pydantic's ``gt``/``ge``
+    admit ``inf``; a config is loaded or trained only with finite numbers (:func:`validate`)."""
+    for name, f in type(obj).model_fields.items():
+        v, key = getattr(obj, name), f"{prefix}.{name}" if prefix else name
+        if isinstance(v, BaseModel):
+            _require_finite(v, key)
+        elif isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{key}: {v!r} is not allowed; expected {_allowed(f)}")
 
 
 def validate(cfg: TrainConfig) -> TrainConfig:
-    """Range checks of every field (finite numbers within their ``min``/``max``/``gt``) and cross-field
-    checks; returns ``cfg`` or raises :class:`ConfigError` naming the key and the allowed range."""
-    _check_ranges(cfg)
-    w = cfg.wmrl
-    if w.alpha_floor > w.alpha_ceiling:
-        raise ConfigError(f"wmrl.alpha_floor ({w.alpha_floor}) must not exceed wmrl.alpha_ceiling "
-                          f"({w.alpha_ceiling})")
-    if cfg.method == "wmrl" and w.anchor_fraction <= 0.0 and w.min_anchor_every == 0:
-        raise ConfigError("method 'wmrl' needs anchors: set wmrl.anchor_fraction > 0 (or use method 'wm' "
-                          "for a pure world model)")
-    if cfg.world_model.kind == "generative" and not cfg.world_model.adapter:
-        raise ConfigError("world_model.kind 'generative' learns only through its LoRA adapter: set "
-                          "world_model.adapter=true (or use world_model.kind=regression for a head on frozen features)")
-    if cfg.rollout.group_size < 2:
-        raise ConfigError(f"rollout.group_size: {cfg.rollout.group_size} trajectory per group cannot train: every "
-                          f"method uses group-relative advantages (reward minus the group's mean), which are all 0 "
-                          f"with one trajectory, so every update would be skipped; set rollout.group_size >= 2")
-    if cfg.tasks.train is not None and len(cfg.tasks.train) == 0:
-        raise ConfigError("tasks.train is empty: list at least one task id, or null for the train split")
+    """Check ``cfg`` as a whole again (types, ranges, choices and cross-field rules, also across sections
+    assigned after it was built) and require every number finite; returns ``cfg`` or raises
+    :class:`ConfigError` naming the key and what is allowed."""
+    config_from_dict(config_to_dict(cfg))
     return cfg
 
 
@@ -461,28 +483,32 @@ def config_from_dict(data: dict[str, Any] | None) -> TrainConfig:
     Raises:
         ConfigError: unknown key, wrong type, out-of-range or disallowed value.
     """
-    return validate(_build(TrainConfig, dict(data or {}), ""))
+    try:
+        cfg = TrainConfig.model_validate(dict(data or {}))
+    except ValidationError as e:
+        raise ConfigError(_errors_text(e)) from None
+    _require_finite(cfg)
+    return cfg
 
 
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
-    """The config as plain nested dicts (YAML/JSON-serialisable)."""
-    return dataclasses.asdict(cfg)
+    """The config as plain nested dicts (YAML/JSON-serialisable), fields in declaration order."""
+    return cfg.model_dump()
 
 
 def _set_path(data: dict[str, Any], dotted: str, raw: str) -> None:
-    """Set ``data[a][b] = value`` for ``dotted='a.b'``, checking every part against the dataclasses."""
+    """Set ``data[a][b] = value`` for ``dotted='a.b'``, checking every part against the models."""
     parts = dotted.split(".")
     cls: Any = TrainConfig
     node = data
     for i, part in enumerate(parts):
-        hints = _hints(cls)
-        names = [f.name for f in dataclasses.fields(cls)]
+        names = list(cls.model_fields)
         where = ".".join(parts[: i + 1])
         if part not in names:
             close = difflib.get_close_matches(part, names, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = _removed_hint(where) or (f" Did you mean {close[0]!r}?" if close else "")
             raise ConfigError(f"--set: unknown config key {where!r}.{hint} Allowed: {', '.join(names)}")
-        tp = hints[part]
+        tp = cls.model_fields[part].annotation
         if i < len(parts) - 1:
             if not _is_section(tp):
                 raise ConfigError(f"--set: {where!r} is a value, not a section")
@@ -493,15 +519,14 @@ def _set_path(data: dict[str, Any], dotted: str, raw: str) -> None:
             continue
         if _is_section(tp):
             raise ConfigError(f"--set: {dotted!r} is a section; set one of its keys, e.g. "
-                              f"{dotted}.{dataclasses.fields(tp)[0].name}=...")
-        # YAML parsing gives numbers, booleans, null and lists; the type coercion does the rest.
+                              f"{dotted}.{next(iter(tp.model_fields))}=...")
+        # YAML parsing gives numbers, booleans, null and lists; the models' types do the rest.
         # String fields keep the raw text (so "model.name=1e3" stays "1e3"), except null.
         try:
             value = yaml.safe_load(raw) if raw.strip() != "" else ""
         except yaml.YAMLError:
             value = raw
-        str_like = tp is str or (get_origin(tp) in (typing.Union, types.UnionType) and str in get_args(tp))
-        if str_like and value is not None:
+        if _strip(tp)[0] is str and value is not None:
             value = raw
         node[part] = value
 
@@ -546,8 +571,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"cannot parse {p} as YAML: {_yaml_error_text(e)}") from e
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: the top level must be a mapping of keys, got {type(data).__name__}")
-    data = _deep_copy(data)
-    apply_overrides(data, overrides)
+    apply_overrides(data, overrides)  # ``data`` is this call's own parse: changing it in place is safe
     return config_from_dict(data)
 
 
@@ -564,14 +588,6 @@ def _yaml_error_text(e: yaml.YAMLError) -> str:
     return text
 
 
-def _deep_copy(d: Any) -> Any:
-    if isinstance(d, dict):
-        return {k: _deep_copy(v) for k, v in d.items()}
-    if isinstance(d, list):
-        return [_deep_copy(v) for v in d]
-    return d
-
-
 def dump_config(cfg: TrainConfig) -> str:
     """The resolved config as YAML text (every field, sections in declaration order)."""
     return yaml.safe_dump(config_to_dict(cfg), sort_keys=False, default_flow_style=False)
@@ -585,24 +601,21 @@ def save_config(cfg: TrainConfig, path: str | Path) -> None:
     tmp.replace(p)
 
 
-def describe_fields(cls: type = TrainConfig, prefix: str = "", obj: Any = None) -> list[tuple[str, str, str, str]]:
+def describe_fields(cls: type[BaseModel] = TrainConfig, prefix: str = "",
+                    obj: Any = None) -> list[tuple[str, str, str, str]]:
     """Rows ``(key, type, value, help)`` for every field, nested sections flattened with dots.
 
-    ``obj`` (an instance of ``cls``) gives the values; defaults are used when it is None.
+    ``obj`` (an instance of ``cls``) gives the values; defaults when None.
     """
     obj = obj if obj is not None else cls()
     rows = []
-    hints = _hints(cls)
-    for f in dataclasses.fields(cls):
-        key = f"{prefix}.{f.name}" if prefix else f.name
-        tp = hints[f.name]
-        if _is_section(tp):
-            rows.extend(describe_fields(tp, key, getattr(obj, f.name)))
+    for name, f in cls.model_fields.items():
+        key = f"{prefix}.{name}" if prefix else name
+        if _is_section(f.annotation):
+            rows.extend(describe_fields(f.annotation, key, getattr(obj, name)))
             continue
-        help_text = f.metadata.get("help", "")
-        rng = _range_text(f.metadata)
-        if rng:
-            help_text += f" [range: {rng}]"
-        rows.append((key, _type_name(tp), yaml.safe_dump(getattr(obj, f.name), default_flow_style=True)
+        rng = _range_text(f)
+        help_text = (f.description or "") + (f" [range: {rng}]" if rng else "")
+        rows.append((key, _type_name(f.annotation), yaml.safe_dump(getattr(obj, name), default_flow_style=True)
                      .strip().removesuffix("...").strip(), help_text))
     return rows

@@ -133,6 +133,7 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
         execution results in sample order.
     """
     from wmrl.execution.types import ExecutionRequest
+    from wmrl.trajectory import Trajectory
 
     t0 = time.perf_counter()
     if not tasks:
@@ -146,9 +147,9 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
     programs = _programs(batch, scaffold, by_id)
     reqs = [
         ExecutionRequest(task=by_id[tid], program=prog, request_id=f"eval-{split}-s{step}-{i}",
-                         meta={"stream": "eval", "split": split, "step": step, "group_id": int(g), "task_id": tid,
-                               "prompt": p, "completion": c, "scaffold": getattr(scaffold, "name", ""),
-                               "run": run_name, "checkpoint": checkpoint})
+                         trajectory=Trajectory(stream="eval", run=run_name, step=step, group_id=int(g), sample=i,
+                                               task_id=tid, prompt=p, completion=c, scaffold=scaffold.name,
+                                               split=split, extra={"checkpoint": checkpoint}))
         for i, (tid, prog, g, p, c) in enumerate(zip(batch.task_ids, programs, batch.group_ids,
                                                     batch.prompts, batch.completions))
     ]

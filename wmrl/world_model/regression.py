@@ -20,7 +20,7 @@ What every world model on the shared backbone needs (adapter on the shared peft 
 tokenisation and truncation, the shared-prompt KV-cache pass, batch planning, settings and adapter
 persistence) is in :class:`BackboneWorldModel`; the data split and the report metrics of a fit in
 :func:`fit_split` and :func:`fit_metrics`. The generative variant
-(:mod:`wmrl.models.generative_wm`) builds on them.
+(:mod:`wmrl.world_model.generative`) builds on them.
 
 Why one long file (about 820 lines): the shared backbone base class (adapters, encoding, the shared-
 prompt cache pass, persistence) and the regression model that most users need are read together.
@@ -38,9 +38,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from wmrl.trajectory import trajectory_of
+
 from wmrl.models import adapters
 from wmrl.models.types import LoraSettings
-from wmrl.models.wm_metrics import calibration_plot, world_model_metrics
+from wmrl.world_model.metrics import calibration_plot, world_model_metrics
 
 __all__ = [
     "BackboneWorldModel",
@@ -68,12 +70,6 @@ def _field(rec: Any, key: str, default: Any = None) -> Any:
     return getattr(rec, key, default)
 
 
-def _group_key(rec: Any) -> Hashable:
-    meta = _field(rec, "meta") or {}
-    return (meta.get("run", ""), meta.get("step", -1), meta.get("task_id", _field(rec, "task_id", "")),
-            meta.get("group_id", -1))
-
-
 class _hybridmethod:
     """A method that is a classmethod on the class and an instance method on instances.
 
@@ -93,9 +89,9 @@ def examples_from_records(records: Sequence[Any]) -> tuple[list[WorldModelExampl
     """Turn execution-log records (dicts or record objects) into world-model examples.
 
     Rows with status ``infra_error``, a missing or non-finite reward (e.g. a task without a
-    leaderboard), or no ``meta.prompt`` / ``meta.completion`` are skipped (counted in the returned
-    dict: ``used``, ``skipped_infra``, ``skipped_no_reward``, ``skipped_no_text``).
-    The group of a row is ``(meta.run, meta.step, task id, meta.group_id)``.
+    leaderboard), or no trajectory (:func:`wmrl.trajectory.trajectory_of`: no prompt or completion) are
+    skipped (counted in the returned dict: ``used``, ``skipped_infra``, ``skipped_no_reward``,
+    ``skipped_no_text``). The group of a row is the trajectory's ``(run, step, task id, group_id)``.
     """
     out: list[WorldModelExample] = []
     counts = {"used": 0, "skipped_infra": 0, "skipped_no_reward": 0, "skipped_no_text": 0}
@@ -109,19 +105,13 @@ def examples_from_records(records: Sequence[Any]) -> tuple[list[WorldModelExampl
         if reward is None or not math.isfinite(float(reward)):
             counts["skipped_no_reward"] += 1
             continue
-        meta = _field(r, "meta") or {}
-        if "prompt" not in meta or "completion" not in meta:
+        traj = trajectory_of(r)
+        if traj is None:
             counts["skipped_no_text"] += 1
             continue
-        out.append(
-            WorldModelExample(
-                prompt=str(meta["prompt"]),
-                completion=str(meta["completion"]),
-                reward=float(reward),
-                group=_group_key(r),
-                task_id=meta.get("task_id", _field(r, "task_id", "")),
-            )
-        )
+        task_id = traj.task_id or _field(r, "task_id", "")
+        out.append(WorldModelExample(prompt=str(traj.prompt), completion=str(traj.completion), reward=float(reward),
+                                     group=(traj.run, traj.step, task_id, traj.group_id), task_id=task_id))
         counts["used"] += 1
     return out, counts
 
@@ -270,7 +260,7 @@ class BackboneWorldModel:
     with ``lora=None``, the frozen base model), builds the input text, tokenises, left-truncates and
     pads, runs the decoder with this world model's adapter active, runs a prompt shared by several
     trajectories once (KV cache), plans prediction batches, and saves / loads the settings and
-    adapter. Subclasses (:class:`RegressionWorldModel`, :class:`wmrl.models.generative_wm.GenerativeWorldModel`)
+    adapter. Subclasses (:class:`RegressionWorldModel`, :class:`wmrl.world_model.generative.GenerativeWorldModel`)
     set :attr:`kind` and add prediction, fitting and their own weights.
 
     Args:
@@ -283,7 +273,7 @@ class BackboneWorldModel:
         batch_size: rows per forward pass in ``predict``.
     """
 
-    #: what ``world_model.json`` records as ``kind`` (see :mod:`wmrl.models.wm_factory`)
+    #: what ``world_model.json`` records as ``kind`` (see :mod:`wmrl.world_model.factory`)
     kind: str = ""
 
     def __init__(
@@ -492,7 +482,7 @@ class BackboneWorldModel:
             saved = self.read_saved_config(directory)["kind"]
             if saved != self.kind:
                 raise ValueError(f"{directory} holds a {saved!r} world model, this one is {self.kind!r}; load it "
-                                 "with wmrl.models.wm_factory.load_world_model")
+                                 "with wmrl.world_model.factory.load_world_model")
 
     def _load_into(self, directory: str | Path) -> "BackboneWorldModel":  # pragma: no cover - abstract
         raise NotImplementedError
@@ -508,14 +498,14 @@ class BackboneWorldModel:
         Raises:
             FileNotFoundError: ``world_model.json`` missing.
             ValueError: the folder holds another kind of world model (use
-                :func:`wmrl.models.wm_factory.load_world_model`), or the backbone's hidden size
+                :func:`wmrl.world_model.factory.load_world_model`), or the backbone's hidden size
                 differs from the saved one.
         """
         d = Path(directory)
         cfg = cls.read_saved_config(d)
         if cfg["kind"] != cls.kind:
             raise ValueError(f"{d} holds a {cfg['kind']!r} world model, not a {cls.kind!r} one; load it with "
-                             "wmrl.models.wm_factory.load_world_model")
+                             "wmrl.world_model.factory.load_world_model")
         lora = None if cfg["lora"] is None else LoraSettings(
             r=cfg["lora"]["r"], alpha=cfg["lora"]["alpha"], dropout=cfg["lora"]["dropout"],
             target_modules=tuple(cfg["lora"]["target_modules"]),

@@ -12,10 +12,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from wmrl.tasks.spec import Task
+from wmrl.trajectory import Trajectory
 
 
-def result_record(result: Any, meta: dict[str, Any]) -> dict[str, Any]:
-    """An execution-log-shaped record (dict) from an ``ExecutionResult`` and its request's meta."""
+def result_record(result: Any, request: Any) -> dict[str, Any]:
+    """An execution-log-shaped record (dict, as :meth:`wmrl.execution.log.ExecutionLog.records` returns)
+    from an ``ExecutionResult`` and its ``ExecutionRequest``."""
     status = getattr(result.status, "value", result.status)
     return {
         "request_id": result.request_id,
@@ -27,7 +29,8 @@ def result_record(result: Any, meta: dict[str, Any]) -> dict[str, Any]:
         "cpu_s": result.cpu_s,
         "peak_rss_bytes": result.peak_rss_bytes,
         "error": getattr(result, "error", ""),
-        "meta": dict(meta),
+        "meta": request.log_meta(),
+        "trajectory": request.trajectory,
     }
 
 
@@ -103,21 +106,12 @@ def collect_warmup(
         per = batch.stats.get("gen_seconds", 0.0) / max(len(batch), 1)
         valid = batch.valid or [None] * len(batch)
         for i in range(len(batch)):
-            meta = {
-                "prompt": batch.prompts[i],
-                "completion": batch.completions[i],
-                "scaffold": batch.scaffold,
-                "group_id": start * reps + batch.group_ids[i],
-                "task_id": batch.task_ids[i],
-                "step": -1,
-                "stream": "warmup",
-                "run": run,
-                "valid": valid[i],
-                "completion_tokens": int(batch.completion_mask[i].sum()),
-                "gen_seconds_per_sample": per,
-            }
+            traj = Trajectory(stream="warmup", run=run, step=-1, group_id=start * reps + batch.group_ids[i], sample=i,
+                              task_id=batch.task_ids[i], prompt=batch.prompts[i], completion=batch.completions[i],
+                              scaffold=batch.scaffold, completion_tokens=int(batch.completion_mask[i].sum()),
+                              well_formed=valid[i], gen_seconds_per_sample=per)
             req = ExecutionRequest(task=by_id[batch.task_ids[i]], program=batch.programs[i],
-                                   request_id=f"{run}-{start * reps + batch.group_ids[i]}-{i}", meta=meta)
+                                   request_id=f"{run}-{start * reps + batch.group_ids[i]}-{i}", trajectory=traj)
             pending.append((executor.submit(req), req))
         if progress:
             progress(f"sampled {start + len(chunk)}/{len(tasks)} tasks ({len(pending)} programs, "
@@ -125,7 +119,7 @@ def collect_warmup(
     from wmrl.execution.pool import result_or_infra
 
     results = [result_or_infra(f, r) for f, r in pending]
-    records = [result_record(res, req.meta) for (_, req), res in zip(pending, results)]
+    records = [result_record(res, req) for (_, req), res in zip(pending, results)]
     if progress:
         ok = sum(r["status"] == "ok" for r in records)
         progress(f"executed {len(records)} programs: {ok} ok ({time.perf_counter() - t0:.0f} s)")

@@ -1,14 +1,12 @@
-"""Compute ledger, run-directory durability and the per-step fusion glue."""
+"""Compute ledger and run-directory durability."""
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
-import torch
 
 from wmrl.execution.types import ExecutionResult, ExecutionStatus
-from wmrl.training.fusion_step import fuse_step
 from wmrl.training.ledger import Ledger, format_ledger
 from wmrl.training.rundir import RunDir, read_jsonl, to_json_line, truncate_jsonl
 
@@ -101,87 +99,3 @@ def test_run_dir_line_counts(tmp_path):
     assert rd.line_counts()["samples"] == 3 and rd.line_counts()["metrics"] == 1
     with pytest.raises(ValueError, match="unknown log"):
         rd.append("nope", {})
-
-
-# ----------------------------------------------------------------------------------------------- fusion
-
-def _step(seed=0, m=4, g=4, anchors=(0,)):
-    rng = np.random.default_rng(seed)
-    gid = np.repeat(np.arange(m), g)
-    anc = np.isin(gid, anchors)
-    r = rng.random(m * g)
-    rw = np.clip(r + 0.2 * rng.standard_normal(m * g), 0, 1)
-    return gid, anc, np.ones(m * g, bool), np.where(anc, r, np.nan), rw, r
-
-
-def test_ivw_weights_sum_to_one_and_split_alpha():
-    gid, anc, val, rt, rw, _ = _step()
-    fr = fuse_step(method="wmrl", group_ids=gid, is_anchor=anc, valid=val, r_true=rt, r_wm_cal=rw, min_pairs=2,
-                   alpha_floor=0.0, alpha_ceiling=1.0)
-    a = fr.stats["alpha"]
-    assert fr.weights.sum() == pytest.approx(1.0)
-    assert fr.weights[anc].sum() == pytest.approx(a) and fr.stats["fusion_mode"] == "ivw"
-    assert fr.stats["var_wm"] >= fr.stats["var_anchor"]
-    # anchors train on the true reward, the rest on the calibrated prediction
-    assert np.allclose(fr.reward_used[anc], rt[anc]) and np.allclose(fr.reward_used[~anc], rw[~anc])
-
-
-def test_denoise_off_and_baselines_use_equal_weights():
-    gid, anc, val, rt, rw, r = _step()
-    fr = fuse_step(method="wmrl", group_ids=gid, is_anchor=anc, valid=val, r_true=rt, r_wm_cal=rw, denoise=False)
-    assert np.allclose(fr.weights, 1 / 16) and fr.stats["alpha"] == pytest.approx(0.25)
-    fr = fuse_step(method="grpo", group_ids=gid, is_anchor=np.ones(16, bool), valid=val, r_true=r,
-                   r_wm_cal=np.full(16, np.nan))
-    assert np.allclose(fr.weights, 1 / 16) and fr.stats["alpha"] == 1.0
-    with pytest.raises(ValueError, match="grpo"):
-        fuse_step(method="grpo", group_ids=gid, is_anchor=anc, valid=val, r_true=rt, r_wm_cal=rw)
-    with pytest.raises(ValueError, match="finite true reward"):
-        fuse_step(method="wmrl", group_ids=gid, is_anchor=anc, valid=val, r_true=np.full(16, np.nan), r_wm_cal=rw)
-
-
-def test_ppi_merged_rows_give_the_duplicated_batch_gradient():
-    """One row per anchor with A_r - lambda*A_f equals the three-set PPI++ batch at ratio 1."""
-    from wmrl.core.advantages import group_advantages
-    from wmrl.core.fusion import ppi_samples
-    from wmrl.core.losses import grpo_loss
-
-    gid, anc, val, rt, rw, _ = _step(seed=3, anchors=(0, 1))
-    fr = fuse_step(method="wmrl", group_ids=gid, is_anchor=anc, valid=val, r_true=rt, r_wm_cal=rw, fusion="ppi")
-    lam = fr.stats["ppi_lambda"]
-    assert 0 < lam <= 1
-    B, T = 16, 3
-    torch.manual_seed(0)
-    base = torch.randn(B, T, dtype=torch.float64)
-    mask = torch.ones(B, T, dtype=torch.bool)
-
-    def grad_of(rows, adv, w):
-        lp = base.clone().requires_grad_(True)
-        sub = lp[rows]
-        loss, _ = grpo_loss(sub, sub.detach(), torch.as_tensor(adv), mask[rows], sample_weights=torch.as_tensor(w),
-                            aggregation="seq_mean")
-        loss.backward()
-        return lp.grad
-
-    g_merged = grad_of(torch.arange(B), fr.advantages, fr.weights)
-    ps = ppi_samples(rt[anc], rw[anc], rw[~anc], lam)
-    a_idx, w_idx = np.flatnonzero(anc), np.flatnonzero(~anc)
-    rows, advs, ws = [], [], []
-    for s, idx in ((0, a_idx), (1, w_idx), (2, a_idx)):
-        sel = ps.stream == s
-        src = idx[ps.source_index[sel]]
-        adv = group_advantages(torch.as_tensor(ps.rewards[sel]), torch.as_tensor(gid[src])).numpy()
-        rows += src.tolist()
-        advs += adv.tolist()
-        ws += ps.weights[sel].tolist()
-    g_dup = grad_of(torch.as_tensor(rows), np.asarray(advs), np.asarray(ws))
-    assert torch.allclose(g_merged, g_dup, atol=1e-12)
-
-
-def test_invalid_samples_get_no_weight():
-    gid, anc, val, rt, rw, _ = _step()
-    val[[0, 5]] = False
-    rt[0] = np.nan
-    fr = fuse_step(method="wmrl", group_ids=gid, is_anchor=anc, valid=val, r_true=rt, r_wm_cal=rw, min_pairs=2)
-    assert fr.weights[0] == 0 and fr.weights[5] == 0 and fr.advantages[0] == 0
-    assert fr.weights.sum() == pytest.approx(1.0)
-    assert fr.stats["n_anchor_samples"] == 3 and fr.stats["n_wm_samples"] == 11

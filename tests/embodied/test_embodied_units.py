@@ -1,0 +1,143 @@
+"""Unit tests of the embodied track: collapse, labels, policy log-probs, recipe bridge, config errors,
+Meta-World initial states."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from wmrl.embodied.config import load_config
+from wmrl.embodied.policy import GaussianPolicy, PolicyConfig
+from wmrl.embodied.progress import collapse, progress_labels
+from wmrl.embodied.recipe import RecipeSettings, new_state, recipe_step
+from wmrl.embodied.trainer import anchor_rewards
+from wmrl.training.config import ConfigError
+
+
+def test_collapse_modes() -> None:
+    p = np.array([0.1, 0.2, 0.9, 0.3, 0.4])
+    assert collapse(p, "peak") == pytest.approx(0.9)
+    assert collapse(p, "final") == pytest.approx(0.4)
+    # shaping, k=2: mean(last 2) - mean(first 2) = 0.35 - 0.15 = 0.2 -> (1 + 0.2) / 2
+    assert collapse(p, "shaping", k=2) == pytest.approx(0.6)
+    # k larger than the episode: whole-episode means cancel -> 0.5
+    assert collapse(p, "shaping", k=50) == pytest.approx(0.5)
+    # the peak rewards touching a good state and falling apart; shaping does not
+    touch_and_fail = np.array([0.1, 0.95, 0.1, 0.1])
+    steady = np.array([0.1, 0.4, 0.6, 0.7])
+    assert collapse(touch_and_fail, "peak") > collapse(steady, "peak")
+    assert collapse(touch_and_fail, "shaping", k=1) < collapse(steady, "shaping", k=1)
+    with pytest.raises(ValueError, match="unknown collapse"):
+        collapse(p, "mean")
+    with pytest.raises(ValueError, match="non-empty"):
+        collapse(np.zeros(0))
+    with pytest.raises(ValueError, match="k must be"):
+        collapse(p, k=0)
+
+
+def test_progress_labels() -> None:
+    np.testing.assert_allclose(progress_labels(5, True), [0, 0.25, 0.5, 0.75, 1.0])
+    np.testing.assert_allclose(progress_labels(3, False), [0, 0, 0])
+    with pytest.raises(ValueError):
+        progress_labels(0, True)
+
+
+def test_policy_logprob_is_exact_gaussian() -> None:
+    torch.manual_seed(0)
+    pol = GaussianPolicy(["push the puck", "open the door"], PolicyConfig(hidden=8, layers=1, lang_dim=4, init_std=0.5))
+    obs = torch.randn(6, 39)
+    ins = torch.tensor([0, 1, 0, 1, 1, 0])
+    a, lp = pol.act(obs.numpy(), ins.numpy(), torch.Generator().manual_seed(3))
+    mu = pol.mean(obs, ins).detach()
+    ref = torch.distributions.Normal(mu, pol.log_std.exp().detach()).log_prob(torch.as_tensor(a)).sum(-1)
+    np.testing.assert_allclose(lp, ref.numpy(), rtol=1e-5, atol=1e-5)
+    # deterministic without a generator; unknown words map to <unk>
+    a2, _ = pol.act(obs.numpy(), ins.numpy(), None)
+    np.testing.assert_allclose(a2, mu.numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match="not one the policy"):
+        pol.index("fly away")
+
+
+def test_anchor_rewards_hide_non_anchor_success() -> None:
+    r = anchor_rewards(np.array([1.0, 0.0, 1.0, 1.0]), np.array([True, True, False, False]))
+    assert r[:2].tolist() == [1.0, 0.0] and np.isnan(r[2:]).all()
+    with pytest.raises(ValueError, match="same shape"):
+        anchor_rewards(np.ones(3), np.ones(4, bool))
+
+
+def _run_recipe(name: str, success_fn) -> object:
+    gid = np.repeat(np.arange(4), 4)
+    anc = gid < 2
+    se = RecipeSettings(calibrator_min_anchors=4, fusion_min_pairs=2)
+    st = new_state(name, se)
+    r_hat = np.linspace(0, 1, 16)
+    out = None
+    for step in (1, 2, 3):
+        out = recipe_step(name, st, se, step=step, group_ids=gid, is_anchor=anc, valid=np.ones(16, bool),
+                          r_true=anchor_rewards(success_fn(anc, r_hat), anc), r_hat=r_hat)
+    return out
+
+
+@pytest.mark.parametrize("name", ["wmrl", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi", "anchor-only"])
+def test_recipe_ignores_success_off_anchors(name: str) -> None:
+    """Whatever the success of world-model episodes, the recipe's output is the same: only the anchors'
+    success (and the world-model scores) enter; changing the anchors' success changes it."""
+    base = _run_recipe(name, lambda anc, r: np.where(anc, (r > 0.3).astype(float), 0.0))
+    other_wm = _run_recipe(name, lambda anc, r: np.where(anc, (r > 0.3).astype(float), 1.0))
+    other_anchor = _run_recipe(name, lambda anc, r: np.where(anc, (r < 0.3).astype(float), 0.0))
+    np.testing.assert_array_equal(base.advantages, other_wm.advantages)
+    np.testing.assert_array_equal(base.weights, other_wm.weights)
+    assert not np.array_equal(base.advantages, other_anchor.advantages)
+
+
+def test_recipe_grpo_and_wm_streams() -> None:
+    gid = np.repeat(np.arange(2), 3)
+    se = RecipeSettings()
+    g = recipe_step("grpo", new_state("grpo", se), se, step=1, group_ids=gid, is_anchor=np.ones(6, bool), valid=np.ones(6, bool),
+                    r_true=np.array([1, 0, 0, 1, 1, 0.0]), r_hat=np.full(6, np.nan))
+    assert g.stats["alpha"] == 1.0 and g.advantages[0] > 0 > g.advantages[1]
+    w = recipe_step("wm", new_state("wm", se), se, step=1, group_ids=gid, is_anchor=np.zeros(6, bool), valid=np.ones(6, bool),
+                    r_true=np.full(6, np.nan), r_hat=np.array([0.9, 0.1, 0.5, 0.2, 0.3, 0.4]))
+    assert w.stats["alpha"] == 0.0 and w.advantages[0] > 0 > w.advantages[1]
+    with pytest.raises(ValueError, match="unknown recipe"):
+        recipe_step("nope", new_state("wm", se), se, step=1, group_ids=gid, is_anchor=np.ones(6, bool), valid=np.ones(6, bool),
+                    r_true=np.zeros(6), r_hat=np.zeros(6))
+
+
+def test_config_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown config key"):
+        load_config(preset="tiny", overrides=["optim.stepz=3"])
+    with pytest.raises(ConfigError, match="recipe"):
+        load_config(preset="tiny", overrides=["recipe=ppo"])
+    with pytest.raises(ConfigError, match="50"):
+        load_config(preset="tiny", overrides=["suite.n_train_states=40", "suite.n_heldout_states=20"])
+    with pytest.raises(ConfigError, match="epochs_per_step"):
+        load_config(preset="tiny", overrides=["recipe=wmrl-ppi", "optim.epochs_per_step=2"])
+    with pytest.raises(ConfigError, match="collapse"):
+        load_config(preset="tiny", overrides=["world_model.collapse=mean"])
+    with pytest.raises(ConfigError, match="preset"):
+        load_config(preset="huge")
+    cfg = load_config(preset="bench", overrides=["seed=3"])
+    assert cfg.seed == 3 and cfg.suite.tasks[0] == "push-v3" and cfg.optim.steps == 30
+
+
+def test_metaworld_initial_states_seeded_and_split() -> None:
+    pytest.importorskip("metaworld")
+    from wmrl.embodied.env import EnvPool, Suite
+
+    suite = Suite(tasks=["reach-v3"], n_train_states=2, n_heldout_states=2, max_steps=5)
+    p1, p2 = EnvPool(suite), EnvPool(suite)
+    tr, ho = suite.states("train"), suite.states("heldout")
+    assert [s.index for s in tr] == [0, 1] and [s.index for s in ho] == [2, 3]
+    e1, e2 = p1.acquire("reach-v3"), p2.acquire("reach-v3")
+    o_a, o_b = p1.reset_to(e1, tr[0]), p2.reset_to(e2, tr[0])
+    np.testing.assert_array_equal(o_a, o_b)  # deterministic across instances
+    goals = {tuple(np.round(p1.reset_to(e1, s)[36:39], 6)) for s in tr + ho}
+    assert len(goals) == 4  # every state distinct (goal positions differ)
+    with pytest.raises(ValueError, match="no instruction"):
+        Suite(tasks=["bin-picking-v3"])
+    with pytest.raises(ValueError, match="overlap"):
+        Suite(tasks=["reach-v3"], heldout_tasks=["reach-v3"])
+    assert math.isfinite(float(o_a.sum()))

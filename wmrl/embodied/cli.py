@@ -1,0 +1,133 @@
+"""``wmrl embodied train | eval | bench | render-check``: the embodied track's commands (docs/embodied.md).
+
+Heavy imports (torch, Meta-World) stay inside the commands.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+app = typer.Typer(help="The embodied track: WMRL post-training of a robot policy in Meta-World (docs/embodied.md).",
+                  no_args_is_help=True)
+
+
+def _fail(e: BaseException) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+    Console(stderr=True).print(f"[red]error:[/red] {escape(str(msg))}", highlight=False)
+    raise typer.Exit(2)
+
+
+@app.command("train")
+def train(
+    preset: Optional[str] = typer.Option(None, "--preset", "-p", help="tiny (CI, seconds) or bench."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config (on top of the preset)."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Override, e.g. --set recipe=grpo."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in RUN_DIR."),
+    accept_edited_config: bool = typer.Option(False, "--accept-edited-config",
+                                              help="With --resume: accept an edited RUN_DIR/config.yaml."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No per-step lines on stderr."),
+) -> None:
+    """Post-train the SFT policy with one recipe (grpo | wm | wmrl | wmrl-no-debias | wmrl-no-denoise |
+    wmrl-ppi | sft). Writes a run directory (config.yaml, metrics.jsonl, samples.jsonl, calibration.jsonl,
+    eval.jsonl, checkpoints/, ledger.json, summary.json); a killed run continues with --resume RUN_DIR."""
+    from wmrl.embodied.config import load_config
+    from wmrl.embodied.trainer import RunDirError, run_embodied
+    from wmrl.training.config import ConfigError
+
+    try:
+        if resume is not None:
+            if preset or config or set_:
+                raise ConfigError("--resume reads RUN_DIR/config.yaml; do not pass --preset, --config or --set")
+            summ = run_embodied(resume_dir=resume, progress=not no_progress,
+                                accept_edited_config=accept_edited_config)
+        else:
+            if preset is None and config is None:
+                raise ConfigError("give --preset tiny|bench or --config FILE (or --resume RUN_DIR)")
+            summ = run_embodied(load_config(config, list(set_ or []), preset=preset), progress=not no_progress)
+    except (ConfigError, RunDirError, FileNotFoundError, ValueError) as e:
+        _fail(e)
+    typer.echo(json.dumps(summ, indent=1))
+
+
+@app.command("eval")
+def evaluate(
+    run_dir: Path = typer.Argument(..., help="A run directory written by `wmrl embodied train`."),
+    checkpoint: str = typer.Option("latest", "--checkpoint", help="'latest', a step number or 'initial' (SFT)."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Episodes per initial state."),
+) -> None:
+    """Success rate of a checkpoint on the training and held-out initial states (appends eval_cli.jsonl)."""
+    from wmrl.embodied.config import config_from_dict
+    from wmrl.embodied.policy import GaussianPolicy
+    from wmrl.embodied.trainer import EmbodiedTrainer, build_artefacts
+    from wmrl.training.config import ConfigError
+    from wmrl.training.rundir import RunDir, to_json_line
+
+    import yaml
+
+    try:
+        rd = RunDir(run_dir)
+        if not rd.config.is_file():
+            raise FileNotFoundError(f"{run_dir} is not an embodied run directory (no config.yaml)")
+        cfg = config_from_dict(yaml.safe_load(rd.config.read_text()))
+        if samples is not None:
+            if samples < 1:
+                raise ConfigError("--samples must be >= 1")
+            cfg.eval.samples_per_state = samples
+        eval_rd = RunDir(Path(run_dir) / "eval_cli")
+        eval_rd.create()
+        tr = EmbodiedTrainer(cfg, eval_rd, build_artefacts(cfg))
+        if checkpoint != "initial":
+            ck = rd.checkpoint(int(checkpoint) if checkpoint.isdigit() else checkpoint)
+            tr.policy.load_state_dict(GaussianPolicy.load(ck / "policy").state_dict())
+            tr.step = json.loads((ck / "trainer_state.json").read_text())["step"]
+        res = tr.evaluate()
+    except (ConfigError, FileNotFoundError, ValueError) as e:
+        _fail(e)
+    with open(Path(run_dir) / "eval_cli.jsonl", "a") as fh:
+        for r in res.values():
+            fh.write(to_json_line({**r, "checkpoint": checkpoint}) + "\n")
+    for split, r in res.items():
+        typer.echo(f"{split:>14}: success {r['success_rate']:.3f} ± {r['se']:.3f} ({r['n_episodes']} episodes, "
+                   f"step {r['step']})")
+
+
+@app.command("bench")
+def bench(
+    out: Path = typer.Option(Path("runs/embodied-bench"), "--out", "-o", help="Bench folder (resumable)."),
+    preset: str = typer.Option("bench", "--preset", "-p", help="Preset every run starts from."),
+    recipes: str = typer.Option("sft,grpo,wm,wmrl,wmrl-no-debias,wmrl-no-denoise,anchor-only", "--recipes",
+                                help="Comma-separated recipes."),
+    seeds: str = typer.Option("0,1,2", "--seeds", help="Comma-separated seeds."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Override for every run."),
+) -> None:
+    """Every recipe x seed from the shared SFT checkpoint; writes OUT/table.md and OUT/bench.json. Run the same
+    command again to continue a bench that was stopped."""
+    from wmrl.embodied.bench import format_table, run_bench
+    from wmrl.training.config import ConfigError
+
+    try:
+        sd = [int(s) for s in seeds.split(",") if s.strip()]
+        res = run_bench(out, preset=preset, recipes=[r.strip() for r in recipes.split(",") if r.strip()],
+                        seeds=sd, overrides=list(set_ or []))
+    except (ConfigError, ValueError) as e:
+        _fail(e)
+    typer.echo(format_table(res))
+
+
+@app.command("render-check")
+def render_check(task: str = typer.Option("push-v3", "--task"), size: int = typer.Option(64, "--size")) -> None:
+    """Measure headless rendering (MUJOCO_GL, default osmesa): milliseconds per step with and without a frame."""
+    from wmrl.embodied.env import measure_render
+
+    typer.echo(json.dumps(measure_render(task, size), indent=1))
+
+
+def register(root: typer.Typer) -> None:
+    """Add ``wmrl embodied ...`` to the root app."""
+    root.add_typer(app, name="embodied")

@@ -1,0 +1,459 @@
+"""The embodied training loop: SFT artefacts, GRPO over episodes with the step recipe, evaluation,
+checkpoints and resume, in the text track's run-directory layout (docs/run-directory.md, docs/embodied.md).
+
+One step (``EmbodiedTrainer.train_step``), each stage timed in the :class:`~wmrl.training.ledger.Ledger`:
+
+1. ``generate``: M training initial states (seeded by (seed, step)), G episodes each, sampled in lockstep
+   with a ``torch.Generator`` seeded by (seed, step), so a resumed run draws the same episodes.
+2. ``route``: :func:`wmrl.core.routing.make_router` marks the anchor groups (rho for wmrl*, all for grpo,
+   none for wm); the long-run fraction is rho exactly (carry between steps).
+3. ``wm_predict``: the progress predictor scores every visited state of every episode and collapses each
+   episode to r_hat (:func:`wmrl.embodied.progress.score_episodes`).
+4. ``recipe``: the simulator's success is read for anchor episodes only (``r_true`` is NaN elsewhere, so
+   no other episode's success can enter the gradient) and :func:`wmrl.embodied.recipe.recipe_step` gives
+   rewards used, advantages and per-episode loss weights.
+5. ``update``: ``epochs_per_step`` Adam steps on :func:`wmrl.core.losses.grpo_loss` with per-step
+   log-probs [B, T] of the Gaussian policy, the episode mask and ``seq_mean`` aggregation (each episode is
+   one sample, so the fusion weights are per-episode weights exactly).
+
+Compute: the trainer's CPU-seconds (process time; the simulator runs in this process) and wall seconds
+per stage; ``executions.anchor`` counts the success labels the run consumed (what needs a human or a
+trusted check on a real robot); ``env_steps`` counts simulator steps.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from wmrl.embodied.config import EmbodiedConfig, artefact_key, config_from_dict, config_to_dict
+from wmrl.embodied.env import EnvPool, InitialState, Suite, expert_rollout, rollout, shared_pool
+from wmrl.embodied.policy import Demos, GaussianPolicy, PolicyConfig, behaviour_clone
+from wmrl.embodied.progress import ProgressPredictor, fit_progress, score_episodes
+from wmrl.embodied.recipe import RecipeSettings, new_state, recipe, recipe_step
+from wmrl.training.ledger import Ledger
+from wmrl.training.rundir import RunDir, rng_state, set_rng_state, write_json_atomic, write_text_atomic
+
+
+class RunDirError(RuntimeError):
+    """A run directory that cannot be started or resumed (message says why)."""
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def make_suite(cfg: EmbodiedConfig) -> Suite:
+    s = cfg.suite
+    return Suite(tasks=list(s.tasks), heldout_tasks=list(s.heldout_tasks), n_train_states=s.n_train_states,
+                 n_heldout_states=s.n_heldout_states, max_steps=s.max_steps, state_seed=s.state_seed)
+
+
+@dataclass
+class _Label:
+    """A success label read from the simulator, in the ledger's execution-result shape (CPU is in-process)."""
+
+    status: str = "ok"
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+
+
+# ---------------------------------------------------------------------------------------------- artefacts
+def artefacts_dir(cfg: EmbodiedConfig, root: Path | None = None) -> Path:
+    from wmrl.paths import wmrl_home
+
+    return (root or wmrl_home() / "embodied") / f"sft-{artefact_key(cfg)}"
+
+
+def build_artefacts(cfg: EmbodiedConfig, root: Path | None = None, log: Any = None) -> Path:
+    """The SFT checkpoint and the progress predictor shared by every RL run of this suite/sft/world-model
+    config, built once (demos -> BC -> warm-up roll-outs -> predictor fit) and cached; returns the folder
+    (``policy/``, ``progress/``, ``report.json``). Written to a temp folder and renamed (atomic)."""
+    out = artefacts_dir(cfg, root)
+    if (out / "report.json").is_file():
+        return out
+    t0w, t0c = time.perf_counter(), time.process_time()
+    suite = make_suite(cfg)
+    pool = shared_pool(suite)
+    pool.env_steps = 0
+    sc, wc = cfg.sft, cfg.world_model
+    torch.manual_seed(sc.seed)
+    instructions = suite.all_instructions()
+    policy = GaussianPolicy(instructions, PolicyConfig(sc.hidden, sc.layers, sc.lang_dim, sc.init_std))
+    rng = np.random.default_rng(sc.seed)
+    obs, acts, ins, episodes = [], [], [], []
+    n_demo_ok = 0
+    for st in suite.states("train"):
+        ii = policy.index(suite.instruction(st.task))
+        for _ in range(sc.demos_per_state):
+            o, a, ok = expert_rollout(pool, st, sc.demo_noise_std, rng)
+            obs.append(o[:-1]), acts.append(a), ins.append(np.full(a.shape[0], ii, np.int64))
+            episodes.append((o, ii, ok))
+            n_demo_ok += int(ok)
+    demos = Demos(np.concatenate(obs), np.concatenate(acts), np.concatenate(ins), episodes)
+    bc = behaviour_clone(policy, demos, epochs=sc.epochs, lr=sc.lr, batch_size=sc.batch_size, seed=sc.seed)
+    # warm-up roll-outs of the SFT policy (their success labels are paid for: counted in the report)
+    gen = torch.Generator().manual_seed(sc.seed + 1)
+    warm: list[tuple[np.ndarray, int, bool]] = []
+    n_warm_labels = 0
+    if wc.warmup_rollouts_per_state:
+        states = [s for s in suite.states("train") for _ in range(wc.warmup_rollouts_per_state)]
+        eb = rollout(pool, states, policy.act, lambda t: policy.index(suite.instruction(t)), gen)
+        for i, s in enumerate(states):
+            warm.append((eb.visited(i), policy.index(suite.instruction(s.task)), bool(eb.success[i])))
+        n_warm_labels = len(states)
+    wm = ProgressPredictor(instructions, hidden=wc.hidden, lang_dim=sc.lang_dim)
+    fit = fit_progress(wm, episodes + warm, epochs=wc.epochs, lr=wc.lr, batch_size=sc.batch_size, seed=sc.seed)
+    report = {
+        "key": artefact_key(cfg), "suite": config_to_dict(cfg)["suite"], "sft": config_to_dict(cfg)["sft"],
+        "world_model": config_to_dict(cfg)["world_model"], "n_demos": len(episodes),
+        "demo_success_rate": n_demo_ok / max(len(episodes), 1), "bc": bc, "wm_fit": fit,
+        "warmup_rollouts": n_warm_labels,
+        "warmup_success_rate": float(np.mean([w[2] for w in warm])) if warm else None,
+        "env_steps": pool.env_steps, "cpu_s": time.process_time() - t0c, "wall_s": time.perf_counter() - t0w,
+        "created": _now(),
+    }
+    tmp = out.with_name(out.name + f".tmp-{int(time.time() * 1e6)}")
+    policy.save(tmp / "policy")
+    wm.save(tmp / "progress")
+    write_json_atomic(tmp / "report.json", report)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        tmp.rename(out)
+    except OSError:  # built concurrently by another process: keep theirs
+        shutil.rmtree(tmp, ignore_errors=True)
+    if log:
+        log(f"built SFT + progress predictor in {report['wall_s']:.0f} s: {out}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- trainer
+class EmbodiedTrainer:
+    """Runs one embodied run in ``rd`` (create through :func:`run_embodied`)."""
+
+    def __init__(self, cfg: EmbodiedConfig, rd: RunDir, art: Path):
+        from wmrl.core.routing import make_router
+
+        torch.set_num_threads(cfg.threads)
+        self.cfg, self.rd, self.art = cfg, rd, art
+        self.suite = make_suite(cfg)
+        self.pool = shared_pool(self.suite)
+        self.pool.env_steps = 0
+        self.policy = GaussianPolicy.load(art / "policy")
+        self.wm = ProgressPredictor.load(art / "progress")
+        self.sft = cfg.recipe == "sft"
+        self.spec = recipe(self.spec_name)
+        rho = self.spec.anchor_fraction(cfg.wmrl.anchor_fraction)
+        self.router = make_router("fraction", fraction=rho,
+                                  min_every=(cfg.wmrl.min_anchor_every or None) if self.spec.anchors == "fraction"
+                                  else None, seed=cfg.seed)
+        w = cfg.wmrl
+        self.settings = RecipeSettings(
+            calibrator_window=w.calibrator_window, calibrator_min_anchors=w.calibrator_min_anchors,
+            window_pairs=w.calibrator_window, fusion_min_pairs=w.fusion_min_pairs, alpha_floor=w.alpha_floor,
+            alpha_ceiling=w.alpha_ceiling, normalize_std=w.normalize_std)
+        self.recipe = new_state(self.spec_name, self.settings)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.optim.lr)
+        self.ledger = Ledger(method=cfg.recipe, anchor_fraction_configured=rho)
+        self.step = 0
+        self.last_eval: dict[str, Any] = {}
+        self.train_states = self.suite.states("train")
+
+    def _instr(self, task: str) -> int:
+        return self.policy.index(self.suite.instruction(task))
+
+    # ---------------------------------------------------------------- state
+    def save_checkpoint(self) -> None:
+        self.rd.sync_logs()
+        with self.ledger.stage("checkpoint"):
+            with self.rd.write_checkpoint(self.step, keep=self.cfg.keep_checkpoints) as tmp:
+                self.policy.save(tmp / "policy")
+                torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+                torch.save(rng_state(), tmp / "rng.pt")
+                st = {"step": self.step, "recipe": self.cfg.recipe, "router": self.router.state_dict(),
+                      "recipe_state": self.recipe.state_dict(), "ledger": self.ledger.state_dict(),
+                      "line_counts": dict(self.rd.line_counts()), "last_eval": self.last_eval,
+                      "env_steps": self.pool.env_steps, "artefacts": str(self.art), "time": time.time()}
+                (tmp / "trainer_state.json").write_text(json.dumps(_json(st), indent=1))
+        write_json_atomic(self.rd.ledger, self.ledger.to_json())
+
+    def load_checkpoint(self, path: Path) -> None:
+        st = json.loads((path / "trainer_state.json").read_text())
+        policy = GaussianPolicy.load(path / "policy")
+        opt = torch.load(path / "optimizer.pt", weights_only=False)
+        rng = torch.load(path / "rng.pt", weights_only=False)
+        self.policy.load_state_dict(policy.state_dict())
+        self.optimizer.load_state_dict(opt)
+        self.router.load_state_dict(st["router"])
+        self.recipe.load_state_dict(st["recipe_state"])
+        self.ledger.load_state_dict(st["ledger"])
+        self.step, self.last_eval, self.pool.env_steps = int(st["step"]), st["last_eval"], int(st["env_steps"])
+        dropped = self.rd.truncate_logs(self.step, st.get("line_counts"))
+        set_rng_state(rng)
+        self.rd.log_line(f"{_now()} resumed from {path.name} (step {self.step}); dropped records after it: {dropped}")
+
+    # ---------------------------------------------------------------- one step
+    def _select(self, step: int) -> list[InitialState]:
+        n, m = len(self.train_states), self.cfg.rollout.groups_per_step
+        idx = np.random.default_rng([self.cfg.seed, step, 11]).choice(n, size=m, replace=m > n)
+        return [self.train_states[i] for i in idx]
+
+    def train_step(self) -> dict[str, Any]:
+        """Run step ``self.step + 1`` (module docstring); returns its metrics.jsonl record."""
+        cfg, L, step = self.cfg, self.ledger, self.step + 1
+        G = cfg.rollout.group_size
+        L.begin_step()
+        env0 = self.pool.env_steps
+        with L.stage("generate"):
+            groups = self._select(step)
+            states = [s for s in groups for _ in range(G)]
+            gid = np.repeat(np.arange(len(groups)), G)
+            gen = torch.Generator().manual_seed(int(np.random.default_rng([cfg.seed, step, 7]).integers(2**62)))
+            eb = rollout(self.pool, states, self.policy.act, self._instr, gen)
+        with L.stage("route"):
+            anchor_groups = np.asarray(self.router.route([g.key for g in groups], step), bool)
+            is_anchor = anchor_groups[gid]
+            L.add_groups(len(groups), int(anchor_groups.sum()))
+        with L.stage("wm_predict"):
+            sc = score_episodes(self.wm, [eb.visited(i) for i in range(eb.B)],
+                                np.asarray([self.wm.instructions.index(self.suite.instruction(s.task)) for s in states]),
+                                cfg.world_model.collapse, cfg.world_model.k)
+        with L.stage("recipe"):
+            r_true = anchor_rewards(eb.success, is_anchor)
+            L.add_executions("anchor", [_Label() for _ in range(int(is_anchor.sum()))])
+            out = recipe_step(self.spec_name, self.recipe, self.settings, step=step, group_ids=gid, is_anchor=is_anchor,
+                              valid=np.ones(eb.B, bool), r_true=r_true, r_hat=sc.r_hat)
+        with L.stage("update"):
+            upd = self._update(eb, out.advantages, out.weights)
+        self.step = step
+        a = is_anchor
+        rec: dict[str, Any] = {
+            "step": step, "time": time.time(), "method": cfg.recipe, "n_groups": len(groups), "n_episodes": eb.B,
+            "n_anchor_groups": int(anchor_groups.sum()), "n_anchor_episodes": int(a.sum()),
+            "success_anchor_mean": float(eb.success[a].mean()) if a.any() else None,
+            "success_rollout_mean_diagnostic": float(eb.success.mean()),  # simulator diagnostic, never trained on
+            "wm_states_scored": sc.n_states_scored, "wm_episodes_scored": int(sc.r_hat.size),
+            "reward_wm_mean": float(sc.r_hat.mean()), "reward_wm_calibrated_mean": float(np.mean(out.reward_wm_calibrated)),
+            "reward_used_mean": float(np.nanmean(out.reward_used)),
+            "wm_anchor_corr": _corr(sc.r_hat[a], eb.success[a]),
+            "episode_length_mean": float(eb.length.mean()), "env_steps": self.pool.env_steps - env0,
+            "cum_env_steps": self.pool.env_steps, "policy_std": float(self.policy.log_std.detach().exp().mean()),
+        }
+        rec.update(out.stats)
+        rec.update(upd)
+        rec.update(L.end_step())
+        samples = [{"step": step, "group": int(gid[i]), "state": states[i].key, "stream": "anchor" if a[i] else "wm",
+                    "success_observed": float(eb.success[i]) if a[i] else None, "reward_wm": float(sc.r_hat[i]),
+                    "reward_wm_calibrated": float(out.reward_wm_calibrated[i]), "reward_used": float(out.reward_used[i]),
+                    "advantage": float(out.advantages[i]), "weight": float(out.weights[i]),
+                    "length": int(eb.length[i])} for i in range(eb.B)]
+        with L.stage("log"):
+            self.rd.append("metrics", rec)
+            self.rd.append_many("samples", samples)
+            if out.calibration is not None and a.any():
+                from wmrl.core.recipe import CALIBRATION_GRID
+
+                self.rd.append("calibration", {
+                    "step": step, "mode": out.calibration["mode"], "n_window": out.calibration["n_window"],
+                    "map_x": CALIBRATION_GRID.tolist(), "map_y": np.asarray(out.calibration["map_y"]).tolist(),
+                    "anchor_wm": sc.r_hat[a].tolist(), "anchor_wm_calibrated": out.reward_wm_calibrated[a].tolist(),
+                    "anchor_true": eb.success[a].tolist(), "diagnostics": out.calibration.get("diagnostics")})
+            self.rd.log_line(f"{_now()} step {step}: anchors {rec['n_anchor_groups']}/{len(groups)} "
+                             f"success(anchors) {_fmt(rec['success_anchor_mean'])} r_wm {_fmt(rec['reward_wm_mean'])} "
+                             f"alpha {_fmt(rec.get('alpha'))} loss {_fmt(upd['loss'], 4)} "
+                             f"wall {rec['step_wall_s']:.1f}s")
+        return rec
+
+    @property
+    def spec_name(self) -> str:
+        return "grpo" if self.sft else self.cfg.recipe
+
+    def _update(self, eb: Any, adv: np.ndarray, weights: np.ndarray) -> dict[str, Any]:
+        """``epochs_per_step`` Adam steps on the weighted clipped surrogate (:func:`wmrl.core.losses.grpo_loss`)."""
+        from wmrl.core.losses import grpo_loss
+
+        o = self.cfg.optim
+        rows = np.flatnonzero((weights != 0) & (adv != 0))
+        out = {"loss": 0.0, "clip_frac": None, "grad_norm": None, "update_rows": int(rows.size)}
+        if rows.size == 0:
+            return out
+        obs = torch.as_tensor(eb.obs[rows, :-1])
+        act = torch.as_tensor(eb.actions[rows])
+        instr = torch.as_tensor(np.asarray([self._instr(eb.states[i].task) for i in rows]))[:, None].expand(
+            -1, eb.mask.shape[1])
+        old = torch.as_tensor(eb.logprobs[rows])
+        mask = torch.as_tensor(eb.mask[rows])
+        A = torch.as_tensor(adv[rows], dtype=torch.float32)
+        W = torch.as_tensor(weights[rows], dtype=torch.float32)
+        for _ in range(o.epochs_per_step):
+            lp = self.policy.log_prob(obs, instr, act)
+            loss, st = grpo_loss(lp, old, A, mask, sample_weights=W, clip_low=o.clip_low, clip_high=o.clip_high,
+                                 aggregation="seq_mean")
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            params = [p for p in self.policy.parameters() if p.grad is not None]
+            gn = (torch.nn.utils.clip_grad_norm_(params, o.grad_clip) if o.grad_clip > 0
+                  else torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
+            self.optimizer.step()
+            out.update(loss=float(loss.detach()), clip_frac=st["clip_frac"], grad_norm=float(gn))
+        return out
+
+    # ---------------------------------------------------------------- evaluation
+    def evaluate(self) -> dict[str, Any]:
+        """Success rate on every split (train and held-out initial states; held-out tasks if any), with the
+        same evaluation noise (``eval.seed``) for every method and step; appends eval.jsonl."""
+        cfg = self.cfg
+        splits = ["train"] + (["heldout"] if cfg.suite.n_heldout_states else []) + (
+            ["heldout_tasks"] if cfg.suite.heldout_tasks else [])
+        res = {}
+        with self.ledger.phase("eval"):
+            for k, split in enumerate(splits):
+                states = [s for s in self.suite.states(split) for _ in range(cfg.eval.samples_per_state)]
+                gen = torch.Generator().manual_seed(eval_seed(cfg.eval.seed, cfg.seed, k))
+                eb = rollout(self.pool, states, self.policy.act, self._instr, gen)
+                p, n = float(eb.success.mean()), eb.B
+                per_task = {t: float(eb.success[[s.task == t for s in states]].mean())
+                            for t in dict.fromkeys(s.task for s in states)}
+                rec = {"step": self.step, "split": split, "success_rate": p, "n_episodes": n,
+                       "se": math.sqrt(p * (1 - p) / n) if n else None, "per_task": per_task,
+                       "episode_length_mean": float(eb.length.mean()), "time": time.time()}
+                self.rd.append("eval", rec)
+                self.rd.log_line(f"{_now()} eval step {self.step} {split}: success {p:.3f} ({n} episodes)")
+                res[split] = rec
+        self.last_eval = res
+        return res
+
+
+def eval_seed(base: int, run_seed: int, split_index: int) -> int:
+    """Evaluation noise seed: the same for every method and step of one run seed (paired comparison),
+    different between run seeds (so the SFT row's standard error reflects evaluation noise)."""
+    return int(np.random.default_rng([base, run_seed, split_index]).integers(2**62))
+
+
+def anchor_rewards(success: np.ndarray, is_anchor: np.ndarray) -> np.ndarray:
+    """The true rewards the recipe may see: the simulator's success on anchor episodes, NaN on all others
+    ([B] float64). This is the only place success enters training."""
+    s = np.asarray(success, np.float64)
+    a = np.asarray(is_anchor, bool)
+    if s.shape != a.shape:
+        raise ValueError(f"success {s.shape} and is_anchor {a.shape} must have the same shape [B]")
+    return np.where(a, s, np.nan)
+
+
+def _corr(x: np.ndarray, y: np.ndarray) -> float | None:
+    if x.size < 3 or np.std(x) == 0 or np.std(y) == 0:
+        return None
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def _fmt(x: Any, nd: int = 3) -> str:
+    return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
+
+
+def _json(o: Any) -> Any:
+    from wmrl.training.rundir import _clean
+
+    return _clean(o)
+
+
+# ---------------------------------------------------------------------------------------------- runs
+def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | None = None,
+                 stop_after_step: int | None = None, progress: bool = True,
+                 artefacts_root: Path | None = None, accept_edited_config: bool = False) -> dict[str, Any]:
+    """Train (or resume) one run; returns its summary (also ``summary.json``).
+
+    With ``resume_dir`` the config is RUN_DIR/config.yaml (refused if edited, unless accepted) and the run
+    continues from its newest complete checkpoint; logs are cut back to that step.
+
+    Raises:
+        RunDirError: a fresh run into a folder that already has progress, or nothing to resume.
+    """
+    if resume_dir is not None:
+        rd = RunDir(resume_dir)
+        if not rd.config.is_file():
+            raise RunDirError(f"{resume_dir} is not an embodied run directory (no config.yaml)")
+        why = rd.config_edited()
+        if why and not accept_edited_config:
+            raise RunDirError(why + "; pass --accept-edited-config to use it")
+        cfg = config_from_dict(yaml.safe_load(rd.config.read_text()))
+    else:
+        if cfg is None:
+            raise ValueError("give a config or resume_dir")
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        rd = RunDir(cfg.run_dir or Path("runs") / f"embodied-{cfg.name or cfg.recipe}-{stamp}")
+        if rd.metrics.is_file() or rd.summary.is_file() or rd.checkpoints.is_dir() and any(rd.checkpoints.iterdir()):
+            raise RunDirError(f"{rd.root} already holds a run: resume it with `wmrl embodied train --resume "
+                              f"{rd.root}` or choose another run_dir")
+        rd.create()
+        write_text_atomic(rd.config, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+        rd.save_config_hash()
+    say = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
+    art = build_artefacts(cfg, artefacts_root, log=say)
+    tr = EmbodiedTrainer(cfg, rd, art)
+    if resume_dir is not None:
+        good, notes = rd.resume_candidates()
+        for n in notes:
+            rd.log_line(f"{_now()} resume: passed over {n}")
+        if good:
+            tr.load_checkpoint(good[0])
+        else:
+            rd.truncate_logs(0, {w: 0 for w in rd.JSONL})
+    steps = 0 if tr.sft else cfg.optim.steps
+    if tr.step == 0 and (cfg.eval.at_start or tr.sft) and not any(r.get("step") == 0 for r in
+                                                                 _read(rd.eval)):
+        say(f"[{cfg.recipe} seed {cfg.seed}] evaluating the SFT policy")
+        tr.evaluate()
+        if tr.sft:
+            tr.save_checkpoint()
+    while tr.step < steps:
+        rec = tr.train_step()
+        s = tr.step
+        if cfg.eval.every_k and s % cfg.eval.every_k == 0 and s < steps:
+            tr.evaluate()
+        if s == steps:
+            tr.evaluate()
+        if s % cfg.checkpoint_every == 0 or s == steps or s == stop_after_step:
+            tr.save_checkpoint()
+        say(f"[{cfg.recipe} seed {cfg.seed}] step {s}/{steps} success(anchors) "
+            f"{_fmt(rec['success_anchor_mean'])} r_wm {_fmt(rec['reward_wm_mean'])} alpha {_fmt(rec.get('alpha'))} "
+            f"{rec['step_wall_s']:.1f}s")
+        if stop_after_step is not None and s >= stop_after_step:
+            return {"stopped_at": s, "run_dir": str(rd.root)}
+    return _summarise(tr, steps)
+
+
+def _read(p: Path) -> list[dict[str, Any]]:
+    from wmrl.training.rundir import read_jsonl
+
+    return read_jsonl(p)
+
+
+def _summarise(tr: EmbodiedTrainer, steps: int) -> dict[str, Any]:
+    ev = _read(tr.rd.eval)
+    first = {r["split"]: r for r in ev if r["step"] == 0}
+    final = {r["split"]: r for r in ev if r["step"] == tr.step}
+    tot = tr.ledger.totals()
+    art = json.loads((tr.art / "report.json").read_text())
+    summ = {
+        "recipe": tr.cfg.recipe, "seed": tr.cfg.seed, "steps": tr.step, "run_dir": str(tr.rd.root),
+        "final": {k: v["success_rate"] for k, v in final.items()},
+        "final_se": {k: v["se"] for k, v in final.items()},
+        "initial": {k: v["success_rate"] for k, v in first.items()},
+        "train_compute_cpu_s": tot["train_compute_cpu_s"], "eval_compute_cpu_s": tot["eval_compute_cpu_s"],
+        "wall_s": tot["wall_s"], "success_labels": tr.ledger.executions["anchor"].count,
+        "env_steps": tr.pool.env_steps, "artefacts": str(tr.art), "artefacts_cpu_s": art["cpu_s"],
+        "artefacts_success_labels": art["warmup_rollouts"], "finished": _now(),
+    }
+    write_json_atomic(tr.rd.summary, summ)
+    write_json_atomic(tr.rd.ledger, tr.ledger.to_json())
+    return summ
