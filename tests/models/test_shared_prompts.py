@@ -134,3 +134,44 @@ def test_logprobs_refuse_tokens_outside_the_grammar(tasks):
     for mode in ("shared", "per_sample"):
         with pytest.raises(ValueError, match="not allowed by grammar"):
             pol.logprobs(bad, mode=mode)
+
+
+def test_lm_bench_on_the_tiny_model(tasks):
+    """``wmrl models bench``'s measurements run end to end; the work it counts is what was computed."""
+    from wmrl.models.backbone import tiny_backbone
+    from wmrl.models.lm_bench import run_bench
+
+    model, tok = tiny_backbone(seed=0)
+    lines: list[str] = []
+    res = run_bench(model, tok, tasks[0], tasks[:1], groups=2, group_size=3, max_new_tokens=70, quick_new_tokens=70,
+                    micro_batch=3, log=lines.append)
+    assert res["matmul_gflops"] > 0 and res["bound_tokens_per_s_forward"] == pytest.approx(
+        3 * res["bound_tokens_per_s_forward_backward"])
+    g, s = res["sample_grammar_generate"], res["sample_grammar_shared"]
+    assert g["prefill_tokens"] == 3 * s["prefill_tokens"]  # 2 groups of 3: one prefill per group
+    assert s["steps"] < g["steps"]  # forced runs ride along with the sampled token
+    u0, u1 = res["update_per_sample"], res["update_shared"]
+    assert u0["row_tokens"] == u1["row_tokens"] == u0["computed_tokens"] > u1["computed_tokens"]
+    assert res["wm_shared"]["computed_tokens"] < res["wm_separate"]["computed_tokens"]
+    for k in ("quickstart_step_before", "quickstart_step_now"):
+        assert res[k]["lm_cpu_s"] == pytest.approx(res[k]["generate_cpu_s"] + res[k]["wm_cpu_s"] + res[k]["update_cpu_s"])
+    assert any(line.startswith("update shared") for line in lines)
+
+
+def test_shared_engine_samples_the_logged_distribution(tasks):
+    """The first real choice of 192 samples of one prompt: the empirical frequencies match the logged
+    probabilities (total variation < 0.15; with a bug such as a row sampled from another row's logits
+    or forced runs taken from the wrong node, it is far off or the log-probs stop matching)."""
+    pol = _policy(lora=None)
+    _perturb(pol, seed=3)  # a peakier, non-uniform distribution
+    batch = pol.sample(tasks[:1], "grammar", group_size=192, max_new_tokens=128, generator_seed=11)
+    ch = batch.choice_mask
+    t0 = int(ch.float().argmax(1)[0])
+    assert (ch.float().argmax(1) == t0).all()  # the forced prefix is the same for every row
+    toks = batch.input_ids[:, t0].tolist()
+    lp = batch.old_logprobs[:, t0]
+    p = {t: float(torch.exp(lp[i])) for i, t in enumerate(toks)}
+    freq = {t: toks.count(t) / len(toks) for t in p}
+    tv = 0.5 * (sum(abs(freq[t] - p[t]) for t in p) + max(0.0, 1.0 - sum(p.values())))
+    uniform = 0.5 * sum(abs(1.0 / len(p) - p[t]) for t in p)  # what a sampler ignoring the logits would score
+    assert len(p) >= 2 and tv < 0.15 < uniform, (tv, uniform, p, freq)

@@ -9,6 +9,9 @@
   same trajectories, side by side, with the world-model-to-execution cost ratio.
 * ``wmrl models bench``: the LM's tokens/s (sampling, scoring, update) before and after issue 18's
   shared prompts, next to the FLOP bound measured in the same run (:mod:`wmrl.models.lm_bench`).
+
+Why one file of about 520 lines: the package's commands share their option declarations and helpers;
+the measurements themselves live in their modules.
 """
 from __future__ import annotations
 

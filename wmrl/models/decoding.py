@@ -216,9 +216,10 @@ def sample_shared(
         r_rep = torch.repeat_interleave(torch.arange(rows.numel()), k_fit)
         within = ragged_index(torch.zeros_like(k_fit), k_fit)
         col = lengths[rows][r_rep] + within
-        chunk = torch.where(within == 0, tok[r_rep],
-                            tables.run_tokens[(run_start[r_rep] + within - 1).clamp(min=0)] if tables is not None
-                            else tok[r_rep])
+        chunk = tok[r_rep].clone()
+        forced = within > 0
+        if bool(forced.any()):
+            chunk[forced] = tables.run_tokens[run_start[r_rep][forced] + within[forced] - 1]
         out_r = rows[r_rep]
         toks[out_r, col] = chunk
         first = within == 0

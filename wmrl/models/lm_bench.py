@@ -96,7 +96,7 @@ def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int
               before: bool = True, variants: bool = False, log: Any = print) -> dict[str, Any]:
     """All measurements of the module docstring; returns them as a JSON-ready dict."""
     from wmrl.models.policy import Policy
-    from wmrl.models.world_model import RegressionWorldModel
+    from wmrl.world_model.regression import RegressionWorldModel
 
     torch.manual_seed(seed)
     n_params = sum(p.numel() for p in model.parameters())

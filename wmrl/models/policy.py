@@ -19,8 +19,13 @@ Top-p: the sampled distribution is truncated to the top-p nucleus, but the store
 log-probs are those of the full temperature-scaled (grammar-masked) distribution, as in TRL's GRPO;
 with ``top_p=1`` (default) both are exactly the sampling distribution.
 
-Why one long file (about 580 lines): sampling and the log-prob recomputation must apply exactly the
-same masks and temperature, so they live together.
+Shared prompts (issue 18): by default sampling prefills each group's prompt once and the log-probs
+run each group's prompt once with gradients (:mod:`wmrl.models.decoding`); the implementations
+before it stay reachable (``sample(engine="generate")``, ``logprobs(mode="per_sample")``) as the
+reference of the equality tests and the baseline of ``wmrl models bench``.
+
+Why one long file (about 710 lines): sampling and the log-prob recomputation must apply exactly the
+same masks and temperature, so they live together, with both engines and both scoring modes.
 """
 from __future__ import annotations
 
