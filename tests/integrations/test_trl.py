@@ -88,7 +88,8 @@ def test_trl_grpo_trains_on_the_recipe(small_suite, tmp_path):
     from wmrl.integrations.trl import WMRLRewardFunction, trl_dataset, wmrl_grpo_trainer_class
     from wmrl.models.backbone import tiny_backbone
     from wmrl.tasks.loader import TaskSuite
-    from wmrl.world_model.regression import RegressionWorldModel, WorldModelExample
+    from wmrl.world_model.data import WorldModelExample
+    from wmrl.world_model.regression import RegressionWorldModel
 
     torch.manual_seed(0)
     suite = TaskSuite(small_suite)

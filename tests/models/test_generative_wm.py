@@ -13,7 +13,8 @@ import torch
 from wmrl.world_model.generative import SCORE_CUE, GenerativeWorldModel, digit_token_ids, score_digits, score_text
 from wmrl.models.types import LoraSettings
 from wmrl.world_model.factory import WORLD_MODEL_KINDS, load_world_model, new_world_model, saved_world_model_kind
-from wmrl.world_model.regression import RegressionWorldModel, fit_split
+from wmrl.world_model.data import fit_split
+from wmrl.world_model.regression import RegressionWorldModel
 
 LORA = LoraSettings(r=4, alpha=8)
 COMPS = {  # completion -> reward

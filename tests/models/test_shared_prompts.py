@@ -139,7 +139,7 @@ def test_logprobs_refuse_tokens_outside_the_grammar(tasks):
 def test_lm_bench_on_the_tiny_model(tasks):
     """``wmrl models bench``'s measurements run end to end; the work it counts is what was computed."""
     from wmrl.models.backbone import tiny_backbone
-    from wmrl.models.lm_bench import run_bench
+    from wmrl.bench.lm import run_bench
 
     model, tok = tiny_backbone(seed=0)
     lines: list[str] = []

@@ -6,12 +6,9 @@ import pytest
 import torch
 
 from wmrl.models.types import LoraSettings
-from wmrl.world_model.regression import (
-    RegressionWorldModel,
-    examples_from_records,
-    split_by_group,
-    world_model_metrics,
-)
+from wmrl.world_model.data import examples_from_records, split_by_group
+from wmrl.world_model.metrics import world_model_metrics
+from wmrl.world_model.regression import RegressionWorldModel
 
 _FAMILIES = {
     "make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=200, max_depth=8, min_samples_leaf=1))": 0.85,

@@ -8,7 +8,7 @@
 * ``wmrl wm bench``: sampling tokens/s, world-model predictions/s and real execution time of the
   same trajectories, side by side, with the world-model-to-execution cost ratio.
 * ``wmrl models bench``: the LM's tokens/s (sampling, scoring, update) before and after issue 18's
-  shared prompts, next to the FLOP bound measured in the same run (:mod:`wmrl.models.lm_bench`).
+  shared prompts, next to the FLOP bound measured in the same run (:mod:`wmrl.bench.lm`).
 
 Why one file of about 520 lines: the package's commands share their option declarations and helpers;
 the measurements themselves live in their modules.
@@ -307,7 +307,7 @@ def fit_cmd(
     from wmrl.execution.log import ExecutionLog
     from wmrl.models.types import LoraSettings
     from wmrl.world_model.factory import new_world_model
-    from wmrl.world_model.regression import calibration_plot
+    from wmrl.world_model.metrics import calibration_plot
 
     if kind == "generative" and lora_r < 1:
         raise typer.BadParameter("the generative world model learns only through its adapter: give --lora-r >= 1",
@@ -357,7 +357,8 @@ def eval_cmd(
 
     from wmrl.execution.log import ExecutionLog
     from wmrl.world_model.factory import load_world_model
-    from wmrl.world_model.regression import calibration_plot, examples_from_records, world_model_metrics
+    from wmrl.world_model.data import examples_from_records
+    from wmrl.world_model.metrics import calibration_plot, world_model_metrics
 
     if not log.is_file():
         raise typer.BadParameter(f"{log} does not exist", param_hint="--log")
@@ -500,7 +501,7 @@ def models_bench_cmd(
     """Tokens/s of sampling (grammar, free), world-model scoring and the update, and a quickstart step's
     LM CPU-s, before and after shared prompts, beside the FLOP bound measured in the same run."""
     console = _start(threads)
-    from wmrl.models.lm_bench import run_bench
+    from wmrl.bench.lm import run_bench
 
     task_obj = _train_tasks(task, tasks_dir)[0]
     quick = _train_tasks(quickstart_tasks, tasks_dir)

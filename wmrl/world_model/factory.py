@@ -50,7 +50,7 @@ def saved_world_model_kind(directory: str | Path) -> str:
     Raises:
         FileNotFoundError: not a saved world model folder.
     """
-    from wmrl.world_model.regression import BackboneWorldModel
+    from wmrl.world_model.base import BackboneWorldModel
 
     return str(BackboneWorldModel.read_saved_config(directory)["kind"])
 

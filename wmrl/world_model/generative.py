@@ -42,7 +42,8 @@ import torch
 
 from wmrl.models import adapters
 from wmrl.models.types import LoraSettings
-from wmrl.world_model.regression import BackboneWorldModel, check_fit_settings, fit_metrics, fit_split
+from wmrl.world_model.base import BackboneWorldModel
+from wmrl.world_model.data import check_fit_settings, fit_metrics, fit_split
 
 __all__ = ["GenerativeWorldModel", "digit_token_ids", "score_digits", "score_text", "SCORE_CUE", "ANSWER_PREFIX"]
 
@@ -289,7 +290,7 @@ class GenerativeWorldModel(BackboneWorldModel):
 
         Args:
             records: execution-log rows (see :mod:`wmrl.world_model.regression`) or
-                :class:`~wmrl.world_model.regression.WorldModelExample` dicts.
+                :class:`~wmrl.world_model.data.WorldModelExample` dicts.
             epochs: passes over the training split.
             lr: AdamW learning rate of the LoRA weights (no weight decay; gradient norm clipped at 1).
             batch_size: trajectories per gradient step.
@@ -302,7 +303,7 @@ class GenerativeWorldModel(BackboneWorldModel):
             dict with ``n_train``, ``n_heldout``, ``skipped`` counts, ``steps``, ``train_seconds``,
             ``train_loss`` (last epoch's mean cross-entropy, nats per answer digit),
             ``stopped_by_time_budget`` and the entries of
-            :func:`~wmrl.world_model.regression.fit_metrics` (train / held-out metrics, held-out
+            :func:`~wmrl.world_model.data.fit_metrics` (train / held-out metrics, held-out
             predictions and truths, ``predict_seconds``, ``predictions_per_s``), as
             :meth:`RegressionWorldModel.fit <wmrl.world_model.regression.RegressionWorldModel.fit>`.
 
