@@ -149,3 +149,35 @@ def test_bench_runs_and_reads_back(tmp_path) -> None:
     again = run_bench(out, preset="tiny", recipes=["sft", "wmrl"], seeds=[0, 1])
     assert (out / "wmrl-s0" / "summary.json").stat().st_mtime_ns == stamp  # read back, not re-run
     assert again["table"] == res["table"]
+
+
+def test_eval_cli_and_wm_report(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from wmrl.cli import app
+    from wmrl.embodied.bench import _auc, collapse_study
+
+    d = tmp_path / "run"
+    T.run_embodied(_cfg(d, "optim.steps=2", "checkpoint_every=1"), progress=False)
+    r = CliRunner().invoke(app, ["embodied", "eval", str(d), "--checkpoint", "1", "--samples", "2"])
+    assert r.exit_code == 0, r.output
+    assert "train: success" in r.output and "heldout: success" in r.output
+    recs = read_jsonl(d / "eval_cli.jsonl")
+    assert [x["split"] for x in recs] == ["train", "heldout"] and recs[0]["n_episodes"] == 4  # 2 states x 2
+    assert recs[0]["step"] == 1 and recs[0]["checkpoint"] == "1"
+    r = CliRunner().invoke(app, ["embodied", "eval", str(d), "--checkpoint", "7"])
+    assert r.exit_code == 2 and "not found" in r.output
+    res = collapse_study(load_config(preset="tiny"), "train", 1)
+    assert set(res["collapses"]) == {"shaping", "peak", "final"} and res["n_episodes"] == 2
+    assert _auc(np.array([0.9, 0.1, 0.5]), np.array([1.0, 0.0, 0.0])) == 1.0
+    assert _auc(np.array([0.5, 0.5]), np.array([1.0, 0.0])) == 0.5
+    assert _auc(np.array([0.5]), np.array([1.0])) is None
+
+
+def test_heldout_tasks_are_evaluated_never_trained(tmp_path) -> None:
+    d = tmp_path / "ht"
+    summ = T.run_embodied(_cfg(d, "optim.steps=1", "suite.heldout_tasks=[coffee-button-v3]"), progress=False)
+    assert set(summ["final"]) == {"train", "heldout", "heldout_tasks"}
+    assert all(s["state"].startswith("reach-v3#") for s in read_jsonl(d / "samples.jsonl"))
+    ev = [r for r in read_jsonl(d / "eval.jsonl") if r["split"] == "heldout_tasks"]
+    assert list(ev[0]["per_task"]) == ["coffee-button-v3"] and ev[0]["n_episodes"] == 2

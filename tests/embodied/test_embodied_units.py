@@ -141,3 +141,18 @@ def test_metaworld_initial_states_seeded_and_split() -> None:
     with pytest.raises(ValueError, match="overlap"):
         Suite(tasks=["reach-v3"], heldout_tasks=["reach-v3"])
     assert math.isfinite(float(o_a.sum()))
+
+
+def test_config_file(tmp_path) -> None:
+    p = tmp_path / "c.yaml"
+    p.write_text("recipe: grpo\noptim:\n  steps: 4\n  steps: 5\n")
+    with pytest.raises(ConfigError, match="steps"):
+        load_config(p, preset="tiny")
+    p.write_text("recipe: grpo\noptim:\n  steps: 4\nsuite:\n  tasks: [push-v3, reach-v3]\n")
+    cfg = load_config(p, ["seed=2"], preset="tiny")
+    assert (cfg.recipe, cfg.optim.steps, cfg.seed, cfg.suite.tasks) == ("grpo", 4, 2, ["push-v3", "reach-v3"])
+    assert cfg.suite.max_steps == 20  # the rest of the preset stays
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(preset="tiny", overrides=["seed"])

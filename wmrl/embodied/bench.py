@@ -155,3 +155,48 @@ def format_table(res: dict[str, Any]) -> str:
         lines.append("")
         lines += [f"- failed: {f['recipe']} seed {f['seed']}: {f['error']}" for f in res["failed"]]
     return "\n".join(lines) + "\n"
+
+
+def _auc(score: np.ndarray, label: np.ndarray) -> float | None:
+    """Probability that a random success scores above a random failure (ties count 1/2); None without both."""
+    pos, neg = score[label > 0.5], score[label <= 0.5]
+    if pos.size == 0 or neg.size == 0:
+        return None
+    diff = pos[:, None] - neg[None, :]
+    return float((diff > 0).mean() + 0.5 * (diff == 0).mean())
+
+
+def collapse_study(cfg: Any, split: str = "train", samples_per_state: int = 2, seed: int = 777) -> dict[str, Any]:
+    """How well each collapse (shaping, peak, final) of the progress predictor ranks the SFT policy's episodes
+    by the simulator's success, on fresh roll-outs of ``split``.
+
+    Returns per collapse: ``auc`` (success vs failure), ``mean_success`` / ``mean_failure`` (scores), and
+    ``fail_above_success_median``: the fraction of failed episodes scoring at least the median successful
+    episode (what a world model would reward as if it had succeeded; only the anchors can expose it).
+    """
+    import torch
+
+    from wmrl.embodied.env import rollout, shared_pool
+    from wmrl.embodied.policy import GaussianPolicy
+    from wmrl.embodied.progress import ProgressPredictor, collapse
+    from wmrl.embodied.trainer import build_artefacts, make_suite
+
+    art = build_artefacts(cfg)
+    suite = make_suite(cfg)
+    pool = shared_pool(suite)
+    pol, wm = GaussianPolicy.load(art / "policy"), ProgressPredictor.load(art / "progress")
+    states = [s for s in suite.states(split) for _ in range(samples_per_state)]
+    eb = rollout(pool, states, pol.act, lambda t: pol.index(suite.instruction(t)), torch.Generator().manual_seed(seed))
+    out: dict[str, Any] = {"split": split, "n_episodes": eb.B, "success_rate": float(eb.success.mean()),
+                           "k": cfg.world_model.k, "collapses": {}}
+    for mode in ("shaping", "peak", "final"):
+        sc = np.asarray([collapse(wm.score_states(eb.visited(i), np.full(int(eb.length[i]) + 1,
+                                                                          wm.instructions.index(suite.instruction(s.task)))),
+                                  mode, cfg.world_model.k) for i, s in enumerate(states)])
+        ok = eb.success > 0.5
+        med = float(np.median(sc[ok])) if ok.any() else None
+        out["collapses"][mode] = {
+            "auc": _auc(sc, eb.success), "mean_success": float(sc[ok].mean()) if ok.any() else None,
+            "mean_failure": float(sc[~ok].mean()) if (~ok).any() else None,
+            "fail_above_success_median": float((sc[~ok] >= med).mean()) if med is not None and (~ok).any() else None}
+    return out

@@ -68,6 +68,8 @@ def evaluate(
     from wmrl.training.config import ConfigError
     from wmrl.training.rundir import RunDir, to_json_line
 
+    import tempfile
+
     import yaml
 
     try:
@@ -79,14 +81,15 @@ def evaluate(
             if samples < 1:
                 raise ConfigError("--samples must be >= 1")
             cfg.eval.samples_per_state = samples
-        eval_rd = RunDir(Path(run_dir) / "eval_cli")
-        eval_rd.create()
-        tr = EmbodiedTrainer(cfg, eval_rd, build_artefacts(cfg))
-        if checkpoint != "initial":
-            ck = rd.checkpoint(int(checkpoint) if checkpoint.isdigit() else checkpoint)
-            tr.policy.load_state_dict(GaussianPolicy.load(ck / "policy").state_dict())
-            tr.step = json.loads((ck / "trainer_state.json").read_text())["step"]
-        res = tr.evaluate()
+        with tempfile.TemporaryDirectory() as scratch:  # the trainer's own logs are not wanted here
+            eval_rd = RunDir(scratch)
+            eval_rd.create()
+            tr = EmbodiedTrainer(cfg, eval_rd, build_artefacts(cfg))
+            if checkpoint != "initial":
+                ck = rd.checkpoint(int(checkpoint) if checkpoint.isdigit() else checkpoint)
+                tr.policy.load_state_dict(GaussianPolicy.load(ck / "policy").state_dict())
+                tr.step = json.loads((ck / "trainer_state.json").read_text())["step"]
+            res = tr.evaluate()
     except (ConfigError, FileNotFoundError, ValueError) as e:
         _fail(e)
     with open(Path(run_dir) / "eval_cli.jsonl", "a") as fh:
@@ -120,9 +123,29 @@ def bench(
     typer.echo(format_table(res))
 
 
+@app.command("wm-report")
+def wm_report(
+    preset: str = typer.Option("bench", "--preset", "-p"),
+    set_: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Override, as for train."),
+    split: str = typer.Option("train", "--split", help="train or heldout initial states."),
+    samples: int = typer.Option(2, "--samples", help="SFT episodes per initial state."),
+) -> None:
+    """How each collapse of the progress predictor (shaping, peak, final) ranks fresh SFT episodes by success:
+    AUC, mean scores, and the fraction of failures scored like a success."""
+    from wmrl.embodied.bench import collapse_study
+    from wmrl.embodied.config import load_config
+    from wmrl.training.config import ConfigError
+
+    try:
+        res = collapse_study(load_config(None, list(set_ or []), preset=preset), split, samples)
+    except (ConfigError, ValueError) as e:
+        _fail(e)
+    typer.echo(json.dumps(res, indent=1))
+
+
 @app.command("render-check")
 def render_check(task: str = typer.Option("push-v3", "--task"), size: int = typer.Option(64, "--size")) -> None:
-    """Measure headless rendering (MUJOCO_GL, default osmesa): milliseconds per step with and without a frame."""
+    """Measure headless rendering (MUJOCO_GL, default egl): milliseconds per step with and without a frame."""
     from wmrl.embodied.env import measure_render
 
     typer.echo(json.dumps(measure_render(task, size), indent=1))

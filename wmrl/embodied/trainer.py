@@ -37,7 +37,7 @@ import torch
 import yaml
 
 from wmrl.embodied.config import EmbodiedConfig, artefact_key, config_from_dict, config_to_dict
-from wmrl.embodied.env import EnvPool, InitialState, Suite, expert_rollout, rollout, shared_pool
+from wmrl.embodied.env import InitialState, Suite, expert_rollout, rollout, shared_pool
 from wmrl.embodied.policy import Demos, GaussianPolicy, PolicyConfig, behaviour_clone
 from wmrl.embodied.progress import ProgressPredictor, fit_progress, score_episodes
 from wmrl.embodied.recipe import RecipeSettings, new_state, recipe, recipe_step
