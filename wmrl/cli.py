@@ -29,9 +29,10 @@ def _register_all() -> None:
     from wmrl.models import cli as models_cli
     from wmrl.training import cli as training_cli
     from wmrl.report import cli as report_cli
+    from wmrl.bench import cli as bench_cli
     from wmrl.embodied import cli as embodied_cli
 
-    for module in (tasks_cli, execution_cli, sim_cli, models_cli, training_cli, report_cli, embodied_cli):
+    for module in (tasks_cli, execution_cli, sim_cli, models_cli, training_cli, report_cli, bench_cli, embodied_cli):
         module.register(app)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from wmrl.core.calibration import IsotonicCalibrator
-from wmrl.models.wm_metrics import world_model_metrics
+from wmrl.world_model.metrics import world_model_metrics
 
 MIN_ANCHORS = (4, 8, 16, 32, 64, 200)
 RUN_METHODS = ("wmrl", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi")

@@ -10,7 +10,11 @@ import pytest
 import yaml
 
 from _fake_run import write_fake_run
-from wmrl.training import bench
+from wmrl.bench.corpus import corpus_log, ensure_corpus
+from wmrl.bench.plan import plan
+from wmrl.bench.presets import METHODS, BenchError, list_presets, load_preset, method_config
+from wmrl.bench.run import run_bench
+from wmrl.report import bench_page, bench_results, bench_stats
 from wmrl.training.config import save_config
 
 
@@ -22,7 +26,7 @@ def preset(tmp_path):
         "methods": ["grpo", "wm", "wmrl", "wmrl-ppi"],
         "config": {"model": {"name": "tiny"}, "optim": {"steps": 3}},
     }))
-    return bench.load_preset(p)
+    return load_preset(p)
 
 
 def fake_train(calls):
@@ -36,19 +40,19 @@ def fake_train(calls):
 
 
 def test_preset_validation(tmp_path):
-    with pytest.raises(bench.BenchError, match="unknown bench preset"):
-        bench.load_preset("no-such-preset")
+    with pytest.raises(BenchError, match="unknown bench preset"):
+        load_preset("no-such-preset")
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"config": {"optim": {"stepz": 3}}}))
-    with pytest.raises(bench.BenchError, match="stepz"):
-        bench.load_preset(bad)
+    with pytest.raises(BenchError, match="stepz"):
+        load_preset(bad)
     bad.write_text(yaml.safe_dump({"config": {}, "methods": ["grpo", "sft"]}))
-    with pytest.raises(bench.BenchError, match="unknown methods"):
-        bench.load_preset(bad)
+    with pytest.raises(BenchError, match="unknown methods"):
+        load_preset(bad)
 
 
 def test_plan_same_tasks_seeds_steps(preset, tmp_path):
-    runs = bench.plan(preset, tmp_path / "out", steps=5)
+    runs = plan(preset, tmp_path / "out", steps=5)
     assert [(r.method, r.seed) for r in runs[:4]] == [("grpo", 0), ("wm", 0), ("wmrl", 0), ("wmrl-ppi", 0)]
     assert len(runs) == 8
     assert {r.config.optim.steps for r in runs} == {5}
@@ -59,7 +63,7 @@ def test_plan_same_tasks_seeds_steps(preset, tmp_path):
 def test_bench_runs_skips_and_writes_table(preset, tmp_path):
     calls, logged = [], []
     out = tmp_path / "out"
-    paths = bench.run_bench(preset, out, train_fn=fake_train(calls), command="wmrl bench --preset mini",
+    paths = run_bench(preset, out, train_fn=fake_train(calls), command="wmrl bench --preset mini",
                             log=logged.append)
     assert any("seed 0 done" in m for m in logged)  # a table after every complete seed
     assert len(calls) == 8 and not any(r for _, r in calls)
@@ -71,7 +75,7 @@ def test_bench_runs_skips_and_writes_table(preset, tmp_path):
     # second run: everything finished -> nothing trained
     calls.clear()
     logged.clear()
-    bench.run_bench(preset, out, train_fn=fake_train(calls), log=logged.append)
+    run_bench(preset, out, train_fn=fake_train(calls), log=logged.append)
     assert calls == [] and any("seed 0 done" in m for m in logged)
     # a partial run (no complete checkpoint) restarts; a checkpointed one resumes, also when `latest`
     # names a folder that is gone (the trainer then falls back to the newest complete checkpoint)
@@ -87,23 +91,23 @@ def test_bench_runs_skips_and_writes_table(preset, tmp_path):
     (ck2 / "step_000001" / "trainer_state.json").write_text("{}")
     (ck2 / "latest").write_text("step_000002")
     (out / "wm" / "seed1" / "checkpoints" / "step_000001").mkdir(parents=True)  # incomplete: no trainer_state
-    bench.run_bench(preset, out, train_fn=fake_train(calls), log=lambda s: None)
+    run_bench(preset, out, train_fn=fake_train(calls), log=lambda s: None)
     assert sorted(calls) == [("wm-seed1", False), ("wmrl-ppi-seed1", True), ("wmrl-seed1", True)]
 
 
 def test_bench_refuses_other_settings(preset, tmp_path):
     out = tmp_path / "out"
-    bench.run_bench(preset, out, seeds=1, methods=["grpo"], train_fn=fake_train([]), log=lambda s: None)
-    with pytest.raises(bench.BenchError, match="other settings"):
-        bench.run_bench(preset, out, seeds=1, steps=9, methods=["grpo"], train_fn=fake_train([]), log=lambda s: None)
+    run_bench(preset, out, seeds=1, methods=["grpo"], train_fn=fake_train([]), log=lambda s: None)
+    with pytest.raises(BenchError, match="other settings"):
+        run_bench(preset, out, seeds=1, steps=9, methods=["grpo"], train_fn=fake_train([]), log=lambda s: None)
 
 
 def test_aggregate_numbers(preset, tmp_path):
     out = tmp_path / "out"
-    bench.run_bench(preset, out, train_fn=fake_train([]), log=lambda s: None)
-    res = bench.collect(out)
+    run_bench(preset, out, train_fn=fake_train([]), log=lambda s: None)
+    res = bench_results.collect(out)
     assert len(res) == 8 and set(res["method"]) == {"grpo", "wm", "wmrl", "wmrl-ppi"}
-    rows = {r.method: r for r in bench.aggregate(res)}
+    rows = {r.method: r for r in bench_stats.aggregate(res)}
     assert rows["grpo"].compute_ratio == pytest.approx(1.0)
     assert 0 < rows["wmrl"].compute_ratio < 1
     assert rows["wm"].executions < rows["wmrl"].executions < rows["grpo"].executions
@@ -126,7 +130,7 @@ def test_cli_dry_run_and_table_only(preset, tmp_path):
     assert "grpo" in res.output and "new" in res.output and not out.exists()
     res = runner.invoke(app, ["bench", "--preset", str(preset.path), "--out", str(out), "--table-only"])
     assert res.exit_code == 2 and "no finished bench run" in res.output
-    bench.run_bench(preset, out, seeds=1, train_fn=fake_train([]), log=lambda s: None)
+    run_bench(preset, out, seeds=1, train_fn=fake_train([]), log=lambda s: None)
     (out / "table.csv").unlink()
     res = runner.invoke(app, ["bench", "--preset", str(preset.path), "--out", str(out), "--table-only"])
     assert res.exit_code == 0, res.output
@@ -136,25 +140,25 @@ def test_cli_dry_run_and_table_only(preset, tmp_path):
 
 
 def test_shipped_presets_validate():
-    names = bench.list_presets()
+    names = list_presets()
     assert {"cpu-small", "cpu-lm", "gpu-paper"} <= set(names)
     for n in names:
-        p = bench.load_preset(n)  # builds every method's config with the trainer's loader
+        p = load_preset(n)  # builds every method's config with the trainer's loader
         assert p.backbone_note and p.description
         assert {"grpo", "wm", "wmrl", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi"} <= set(p.methods)
-        assert set(p.methods) <= set(bench.METHODS)
-    small = bench.load_preset("cpu-small")
-    runs = bench.plan(small, bench.Path("/tmp/unused"))
+        assert set(p.methods) <= set(METHODS)
+    small = load_preset("cpu-small")
+    runs = plan(small, Path("/tmp/unused"))
     assert len(runs) == small.seeds * 6
     assert {r.config.model.name for r in runs} == {"tiny"} and {r.config.scaffold.name for r in runs} == {"grammar"}
     assert [r.config.eval.at_start for r in runs[:2]] == [True, False]  # step-0 eval once per seed (grpo)
-    gpu = bench.load_preset("gpu-paper")
-    cfg = bench.method_config(gpu, "wmrl", 0, bench.Path("/tmp/unused"))
+    gpu = load_preset("gpu-paper")
+    cfg = method_config(gpu, "wmrl", 0, Path("/tmp/unused"))
     assert cfg.executor.kind == "ray" and "/" in cfg.model.name
 
 
 def test_recorded_command_repeats_the_run(monkeypatch):
-    from wmrl.report.cli import _command
+    from wmrl.report.cli import command_line as _command
 
     monkeypatch.setenv("WMRL_TASKS_DIR", "/data/my tasks")
     for var in ("WMRL_HOME", "OMP_NUM_THREADS"):
@@ -192,7 +196,7 @@ def test_world_model_quality_on_anchors_by_hand(tmp_path):
     (rd / "calibration.jsonl").write_text("\n".join(json.dumps(c) for c in cal) + "\n")
     (rd / "metrics.jsonl").write_text("\n".join(json.dumps({"step": s, "alpha": a}) for s, a in ((1, 0.2), (2, 0.6))) + "\n")
 
-    q = bench.world_model_quality(load_run(rd))
+    q = bench_results.world_model_quality(load_run(rd))
     assert q["wm_anchor_pairs"] == 5
     assert q["wm_pairwise_accuracy"] == pytest.approx(3 / 4)
     # ranks of r_hat [0.2, 0.4, 0.3, 0.1, 0.6] = [2, 4, 3, 1, 5]; of r [0.1, 0.5, 0.9, 0.2, 0.6] = [1, 3, 5, 2, 4]
@@ -208,8 +212,8 @@ def test_world_model_quality_on_anchors_by_hand(tmp_path):
     (g / "config.yaml").write_text("method: grpo\n")
     (g / "samples.jsonl").write_text(line(1, 0, "anchor", 0.3, None) + "\n")
     (g / "metrics.jsonl").write_text(json.dumps({"step": 1, "alpha": 1.0}) + "\n")
-    qg = bench.world_model_quality(load_run(g))
-    assert qg["wm_anchor_pairs"] == 0 and all(qg[k] != qg[k] for k in bench.WM_QUALITY_COLUMNS[1:])  # NaN
+    qg = bench_results.world_model_quality(load_run(g))
+    assert qg["wm_anchor_pairs"] == 0 and all(qg[k] != qg[k] for k in bench_results.WM_QUALITY_COLUMNS[1:])  # NaN
 
 
 def test_train_task_evaluations_from_wmrl_eval_enter_the_table(preset, tmp_path):
@@ -217,8 +221,8 @@ def test_train_task_evaluations_from_wmrl_eval_enter_the_table(preset, tmp_path)
     `--checkpoint initial` for step 0): the table gains a train-task column and the learning notes a
     train-task line, with the direction of the change."""
     out = tmp_path / "out"
-    bench.run_bench(preset, out, methods=["grpo", "wmrl"], train_fn=fake_train([]), log=lambda s: None)
-    assert "train-task percentile" not in bench.bench_table(bench.aggregate(bench.collect(out)))
+    run_bench(preset, out, methods=["grpo", "wmrl"], train_fn=fake_train([]), log=lambda s: None)
+    assert "train-task percentile" not in bench_page.bench_table(bench_stats.aggregate(bench_results.collect(out))).columns
     finals = {("grpo", 0): 0.70, ("grpo", 1): 0.74, ("wmrl", 0): 0.60, ("wmrl", 1): 0.66}
     for (method, seed), pct in finals.items():
         recs = [{"step": 3, "split": "train", "checkpoint": "step_000003", "mean_percentile": pct}]
@@ -226,16 +230,16 @@ def test_train_task_evaluations_from_wmrl_eval_enter_the_table(preset, tmp_path)
             recs.insert(0, {"step": 0, "split": "train", "checkpoint": "initial", "mean_percentile": 0.5 + 0.02 * seed})
         recs.append({"step": 3, "split": "custom", "checkpoint": "step_000003", "mean_percentile": 0.0})  # not train
         (out / method / f"seed{seed}" / "eval_cli.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    res = bench.collect(out).set_index(["method", "seed"])
+    res = bench_results.collect(out).set_index(["method", "seed"])
     assert res.loc[("wmrl", 1), "train_percentile"] == pytest.approx(0.66)
     assert res.loc[("grpo", 1), "initial_train_percentile"] == pytest.approx(0.52)
     assert pd.isna(res.loc[("wmrl", 1), "initial_train_percentile"])
-    results = bench.collect(out)
-    table = bench.bench_table(bench.aggregate(results) + [bench.initial_row(results)]).set_index("method")
+    results = bench_results.collect(out)
+    table = bench_page.bench_table(bench_stats.aggregate(results) + [bench_stats.initial_row(results)]).to_frame().set_index("method")
     assert table.loc["grpo", "train-task percentile"] == "0.720 ± 0.020"
     assert table.loc["wmrl", "train-task percentile"] == "0.630 ± 0.030"
-    assert table.loc[bench.INITIAL, "train-task percentile"] == "0.510 ± 0.010"
-    notes = [n for n in bench.learning_notes(results) if "train-task" in n]
+    assert table.loc[bench_stats.INITIAL, "train-task percentile"] == "0.510 ± 0.010"
+    notes = [n for n in bench_stats.learning_notes(results) if "train-task" in n]
     # grpo: +0.20 and +0.22 over the initial 0.50, 0.52 -> 0.210 ± 0.010, better; wmrl: +0.10, +0.14
     assert notes[0] == ("grpo vs the initial policy: train-task change 0.210 ± 0.010 over 2 seed(s), more than "
                         "2 SE above zero: the policy got better.")
@@ -252,19 +256,19 @@ def test_train_task_evaluations_from_wmrl_eval_enter_the_table(preset, tmp_path)
 def test_preset_corpus_is_validated(tmp_path, corpus, match):
     p = tmp_path / "c.yaml"
     p.write_text(yaml.safe_dump({"config": {}, "methods": ["grpo", "wmrl"], "corpus": corpus}))
-    with pytest.raises(bench.BenchError, match=match):
-        bench.load_preset(p)
+    with pytest.raises(BenchError, match=match):
+        load_preset(p)
 
 
 def test_shared_corpus_goes_to_the_world_model_runs_only(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text(yaml.safe_dump({"config": {}, "methods": ["grpo", "wm", "wmrl"], "corpus": {"samples_per_task": 8}}))
-    preset = bench.load_preset(p)
+    preset = load_preset(p)
     assert preset.corpus == {"samples_per_task": 8, "group_size": 4, "seed": 0}
-    runs = {r.method: r.config for r in bench.plan(preset, tmp_path / "out", seeds=1)}
+    runs = {r.method: r.config for r in plan(preset, tmp_path / "out", seeds=1)}
     assert runs["grpo"].world_model.warmup_corpus is None
     for m in ("wm", "wmrl"):
-        assert runs[m].world_model.warmup_corpus == str(bench.corpus_log(tmp_path / "out"))
+        assert runs[m].world_model.warmup_corpus == str(corpus_log(tmp_path / "out"))
 
 
 def test_shared_corpus_follows_the_bench_overrides_and_refuses_a_stale_one(tmp_path, monkeypatch):
@@ -280,14 +284,14 @@ def test_shared_corpus_follows_the_bench_overrides_and_refuses_a_stale_one(tmp_p
     p = tmp_path / "c.yaml"
     p.write_text(yaml.safe_dump({"config": {"tasks": {"train": ["a", "b"]}}, "methods": ["wm"],
                                  "corpus": {"samples_per_task": 2, "group_size": 2}}))
-    preset = bench.load_preset(p)
+    preset = load_preset(p)
     out = tmp_path / "out"
-    rec = bench.ensure_corpus(preset, out, log=lambda s: None, overrides=["tasks.train=[b]", "rollout.temperature=0.7"])
+    rec = ensure_corpus(preset, out, log=lambda s: None, overrides=["tasks.train=[b]", "rollout.temperature=0.7"])
     assert made == [(["b"], 0.7)] and rec["settings"]["tasks"]["train"] == ["b"]
     # the same settings: reused as it is; other settings: refused by name, nothing collected
-    assert bench.ensure_corpus(preset, out, log=lambda s: None, overrides=["tasks.train=[b]", "rollout.temperature=0.7"]) == rec
-    with pytest.raises(bench.BenchError, match="other settings.*rollout.*tasks"):
-        bench.ensure_corpus(preset, out, log=lambda s: None)
+    assert ensure_corpus(preset, out, log=lambda s: None, overrides=["tasks.train=[b]", "rollout.temperature=0.7"]) == rec
+    with pytest.raises(BenchError, match="other settings.*rollout.*tasks"):
+        ensure_corpus(preset, out, log=lambda s: None)
     assert len(made) == 1
 
 
@@ -299,13 +303,13 @@ def test_shared_corpus_follows_the_bench_overrides_and_refuses_a_stale_one(tmp_p
 def test_preset_top_level_fields_are_validated(tmp_path, extra, match):
     p = tmp_path / "p.yaml"
     p.write_text(yaml.safe_dump({"config": {}, **extra}))
-    with pytest.raises(bench.BenchError, match=match):
-        bench.load_preset(p)
+    with pytest.raises(BenchError, match=match):
+        load_preset(p)
 
 
 def test_a_bench_whose_every_run_fails_says_so(preset, tmp_path):
     def broken(cfg, resume):
         raise RuntimeError("no model here")
 
-    with pytest.raises(bench.BenchError, match=r"all 2 planned runs failed \(the first: grpo seed 0: RuntimeError: no model here\)"):
-        bench.run_bench(preset, tmp_path / "out", seeds=1, methods=["grpo", "wmrl"], train_fn=broken, log=lambda s: None)
+    with pytest.raises(BenchError, match=r"all 2 planned runs failed \(the first: grpo seed 0: RuntimeError: no model here\)"):
+        run_bench(preset, tmp_path / "out", seeds=1, methods=["grpo", "wmrl"], train_fn=broken, log=lambda s: None)

@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from wmrl.cli import app
-from wmrl.training import bench
+from wmrl.report.bench_results import collect
+from wmrl.report.bench_stats import aggregate
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +53,7 @@ def test_table_columns_and_numbers(mini_bench):
     assert corpus["executions"] == 4 and corpus["compute_cpu_s"] > 0
     assert res.loc["grpo", "corpus_cpu_s"] == 0 and res.loc["wmrl", "corpus_cpu_s"] == pytest.approx(corpus["compute_cpu_s"])
     assert "Shared warm-up corpus" in (out / "bench.md").read_text()
-    rows = {r.method: r for r in bench.aggregate(bench.collect(out))}
+    rows = {r.method: r for r in aggregate(collect(out))}
     assert rows["grpo"].compute_ratio == pytest.approx(1.0)
     assert rows["wmrl"].compute_ratio > 0
     assert rows["wmrl"].compute_ratio_corpus > rows["wmrl"].compute_ratio

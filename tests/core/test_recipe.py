@@ -64,7 +64,7 @@ def test_registry_lists_every_method_and_each_runs_on_the_same_arrays():
 
 def test_every_caller_looks_methods_up_in_the_registry():
     from wmrl.sim.engine import METHODS as SIM
-    from wmrl.training.bench import METHODS as BENCH
+    from wmrl.bench.presets import METHODS as BENCH
     from wmrl.training.config import load_config
 
     assert list(SIM) == list(BENCH) == recipe_names()

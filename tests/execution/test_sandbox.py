@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from wmrl.execution import sandbox as sb
+from wmrl.execution import scratch as scr
 from wmrl.execution.sandbox import SandboxConfig, SandboxUnavailable, UnsandboxedWarning, run_program
 
 from conftest import require_bwrap
@@ -191,7 +192,7 @@ def test_workdir_is_removed_unless_kept(public):
     try:
         assert (Path(r.workdir) / "x").read_text() == "1"
     finally:
-        sb._rmtree(Path(r.workdir).parent)
+        scr._rmtree(Path(r.workdir).parent)
 
 
 def test_scratch_folders_of_killed_drivers_are_swept(tmp_path, public):
@@ -207,28 +208,28 @@ def test_scratch_folders_of_killed_drivers_are_swept(tmp_path, public):
         (d / "work").mkdir(parents=True)
         (d / "work" / "model.bin").write_bytes(b"0" * 1024)
         if lock:
-            (d / sb.OWNER_LOCK).write_text("")
+            (d / scr.OWNER_LOCK).write_text("")
         return d
 
     stale = folder(f"wmrl-exec-{host}-{os.getpid()}-abc123")              # lock file, nobody holds it
     live = folder(f"wmrl-exec-{host}-999999-def456")                       # held (below), pid irrelevant
-    own, own_fd = sb.make_scratch(tmp_path)                                # this driver's live folder
+    own, own_fd = scr.make_scratch(tmp_path)                                # this driver's live folder
     other_host = folder(f"wmrl-exec-{host}x-{os.getpid()}-jkl012")        # another machine on a shared disk
     unnamed = folder("wmrl-exec-mno345")                                   # not a driver-stamped folder
     unlocked = folder(f"wmrl-exec-{host}-{os.getpid()}-pqr678", lock=False)  # no lock file: never taken
-    held = os.open(live / sb.OWNER_LOCK, os.O_RDONLY)
+    held = os.open(live / scr.OWNER_LOCK, os.O_RDONLY)
     fcntl.flock(held, fcntl.LOCK_EX)
     try:
-        assert sb.sweep_stale_scratch(tmp_path) == [stale]
+        assert scr.sweep_stale_scratch(tmp_path) == [stale]
         assert not stale.exists() and all(d.exists() for d in (live, own, other_host, unnamed, unlocked))
     finally:
         os.close(held)
-    assert own.name.startswith(f"wmrl-exec-{host}-{os.getpid()}-") and (own / sb.OWNER_LOCK).is_file()
-    assert sb.sweep_stale_scratch(tmp_path) == [live]  # its lock was released: its driver is gone
+    assert own.name.startswith(f"wmrl-exec-{host}-{os.getpid()}-") and (own / scr.OWNER_LOCK).is_file()
+    assert scr.sweep_stale_scratch(tmp_path) == [live]  # its lock was released: its driver is gone
     assert own.exists()
-    sb._rmtree(own)
+    scr._rmtree(own)
     os.close(own_fd)
-    assert sb.sweep_stale_scratch(tmp_path / "missing") == []
+    assert scr.sweep_stale_scratch(tmp_path / "missing") == []
     # run_program sweeps once per scratch folder and stamps its own folder with host and pid
     stale = folder(f"wmrl-exec-{host}-{os.getpid()}-abc123")
     require_bwrap()
@@ -236,9 +237,9 @@ def test_scratch_folders_of_killed_drivers_are_swept(tmp_path, public):
     try:
         assert not stale.exists()
         assert Path(r.workdir).parent.name.startswith(f"wmrl-exec-{host}-{os.getpid()}-")
-        assert sb.sweep_stale_scratch(tmp_path) == []  # a kept folder stays locked while its driver runs
+        assert scr.sweep_stale_scratch(tmp_path) == []  # a kept folder stays locked while its driver runs
     finally:
-        sb._rmtree(Path(r.workdir).parent)
+        scr._rmtree(Path(r.workdir).parent)
 
 
 def test_bad_arguments():

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.execution import sandbox as sb
+from wmrl.execution import scratch as scr
 from wmrl.execution.runner import execute
 from wmrl.execution.sandbox import SandboxConfig
 from wmrl.execution.types import ExecutionRequest, ExecutionStatus
@@ -115,8 +115,8 @@ def test_a_live_driver_in_another_pid_namespace_keeps_its_folder(namespaces, tmp
         except ProcessLookupError:
             pass
         # driver B: an explicit sweep, then its own execution in the same scratch folder (which sweeps too)
-        sb._swept.discard(str(scratch))
-        assert sb.sweep_stale_scratch(scratch) == []
+        scr._swept.discard(str(scratch))
+        assert scr.sweep_stale_scratch(scratch) == []
         r = execute(ExecutionRequest(task=tiny_task, program=GOOD_PROGRAM), SandboxConfig(scratch_dir=str(scratch)))
         assert r.status == ExecutionStatus.OK
         assert folder.is_dir() and (folder / "work").is_dir(), "B removed A's live execution folder"
@@ -138,13 +138,13 @@ def test_the_folder_of_a_killed_driver_in_another_namespace_is_swept(namespaces,
     a, _ = _start_driver(tmp_path, scratch, "k", sleep=60)
     try:
         folder = _wait_for_folder(scratch, set())
-        assert sb.sweep_stale_scratch(scratch) == []  # alive: kept
+        assert scr.sweep_stale_scratch(scratch) == []  # alive: kept
     finally:
         os.killpg(a.pid, signal.SIGKILL)  # the driver, its namespace and its sandbox die at once
         a.wait()
     t0 = time.monotonic()
     removed: list[Path] = []
     while time.monotonic() - t0 < 20 and not removed:  # the kernel drops the lock as the process dies
-        removed = sb.sweep_stale_scratch(scratch)
+        removed = scr.sweep_stale_scratch(scratch)
         time.sleep(0.1)
     assert removed == [folder] and not folder.exists()

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from wmrl.models.generative_wm import SCORE_CUE, GenerativeWorldModel, digit_token_ids, score_digits, score_text
+from wmrl.world_model.generative import SCORE_CUE, GenerativeWorldModel, digit_token_ids, score_digits, score_text
 from wmrl.models.types import LoraSettings
-from wmrl.models.wm_factory import WORLD_MODEL_KINDS, load_world_model, new_world_model, saved_world_model_kind
-from wmrl.models.world_model import RegressionWorldModel, fit_split
+from wmrl.world_model.factory import WORLD_MODEL_KINDS, load_world_model, new_world_model, saved_world_model_kind
+from wmrl.world_model.data import fit_split
+from wmrl.world_model.regression import RegressionWorldModel
 
 LORA = LoraSettings(r=4, alpha=8)
 COMPS = {  # completion -> reward
@@ -274,7 +275,7 @@ def test_trainer_runs_with_a_generative_world_model(small_suite, tmp_path):
     from wmrl.tasks.loader import TaskSuite
     from wmrl.training.config import ConfigError, load_config
     from wmrl.training.rundir import read_jsonl
-    from wmrl.training.trainer import run_training
+    from wmrl.training.run import run_training
 
     suite = TaskSuite(small_suite)
     corpus = _write_log(tmp_path / "warmup.sqlite", [suite.get("vcdextra-titanicp"), suite.get("aer-houseprices")],

@@ -6,12 +6,9 @@ import pytest
 import torch
 
 from wmrl.models.types import LoraSettings
-from wmrl.models.world_model import (
-    RegressionWorldModel,
-    examples_from_records,
-    split_by_group,
-    world_model_metrics,
-)
+from wmrl.world_model.data import examples_from_records, split_by_group
+from wmrl.world_model.metrics import world_model_metrics
+from wmrl.world_model.regression import RegressionWorldModel
 
 _FAMILIES = {
     "make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=200, max_depth=8, min_samples_leaf=1))": 0.85,
@@ -122,7 +119,7 @@ def test_collect_warmup_groups_and_meta(tasks):
     from wmrl.execution.types import ExecutionResult, ExecutionStatus
     from wmrl.models.backbone import tiny_backbone
     from wmrl.models.policy import Policy
-    from wmrl.models.warmup import collect_warmup
+    from wmrl.world_model.corpus import collect_warmup
 
     class FakeExecutor:
         def __init__(self):

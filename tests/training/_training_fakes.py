@@ -27,6 +27,20 @@ def fake_task(i: int, split: str = "train") -> Task:
 
 class FakeScaffold:
     name = "fake"
+    response_prefix = ""
+    default_max_new_tokens = 4
+
+    def stop_at(self, text: str) -> int | None:
+        return None
+
+    def is_valid(self, task: Task, completion: str) -> bool:
+        return True
+
+    def grammar_key(self, task: Task) -> str | None:
+        return None
+
+    def grammar_sentences(self, key: str):
+        raise ValueError("the fake scaffold has no grammar")
 
     def prompt(self, task: Task) -> str:
         return f"solve {task.id}"
@@ -132,6 +146,10 @@ class FakeWorldModel:
 
     def state_dict(self):
         return {"offset": getattr(self, "offset", 0.0)}
+
+    def fit(self, records, **kwargs):
+        """Nothing to learn: the predictor is fixed; reports how many records it was given."""
+        return {"n_records": len(records)}
 
     def save(self, d):
         Path(d).mkdir(parents=True, exist_ok=True)

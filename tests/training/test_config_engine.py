@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from wmrl.training import bench
+from wmrl.bench import presets as bench
 from wmrl.training.config import (ConfigError, OptimConfig, TrainConfig, config_from_dict, dump_config, load_config,
                                   validate)
 
@@ -17,15 +17,25 @@ ROOT = Path(__file__).resolve().parents[2]
 #: SHA-256 of ``dump_config``. At ec59c36 these were the hand-written engine's bytes (the pydantic engine
 #: matched them byte for byte); they were recomputed once when the four ablation keys ``wmrl.debias``,
 #: ``wmrl.denoise``, ``wmrl.fusion``, ``wmrl.bias_aware`` became method names (the dumps lost exactly those
-#: four lines). A resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes
-#: must not change by accident.
+#: four lines), once when ``rollout.engine`` was added (one line), and once when the asynchronous anchor stream added ``wmrl.anchor_staleness``,
+#: ``wmrl.late_anchors`` and ``wmrl.late_ratio_max`` (the dumps gained exactly those three lines: without them
+#: they hash to ``SAVED_BEFORE_ASYNC``). A resumed run compares the hash of its config.yaml
+#: (``config.yaml.sha256``), so these bytes must not change by accident.
 SAVED_BEFORE = {
-    "defaults": "166392196bceb90c84c1c70704498ee2960fa7d696843d96721774288aa808f8",
-    "quickstart": "61c4b282081a61c7cb429f750adc721ecdc63e64661b71d4f4a3440885739003",
-    "tiny": "c76759dd3181223a2bafe476c427245fcc1e05febf11582f8306a9154ca0d555",
-    "cpu-small/wmrl/0": "72c613fab51dfeb71f792a5887338340bef112a12bb26c203bc5ea33e76c160d",
-    "gpu-paper/grpo/1": "b42848482705dc9ec6a46e3869c1bf9de4c68b7fa584b6618a4ff1e5bc05dfa7",
+    "defaults": "25f673953360dc23d5e9537b628164bfa2538e09294e3b7bf04042f070bb66b9",
+    "quickstart": "79a85dd16c474c7c16bf5a5c828b3cb97bb7283c6d76b05e651756919750d8cc",
+    "tiny": "8f581dec7cbedfafc61022aa3e12bf9a3c802f3052941cd8d940be5451a556a0",
+    "cpu-small/wmrl/0": "bc68412c9a9272de4d4805ee6d77e65651fbac3f6ce70aa454996d475e23a510",
+    "gpu-paper/grpo/1": "46aedf2c955b77f359aa20244bd435cb49ad7b66a13a59093702597c92692fbf",
 }
+SAVED_BEFORE_ASYNC = {
+    "defaults": "6b220d05e6e7de61fa5f4c55a06dfaf913de70feccca46ea98ed9d317566db67",
+    "quickstart": "c42e977d9213e87625bea9920f1f2b3e7d3313ed013c44e315b7ba353c7c4d09",
+    "tiny": "453d92d4eab8f4d8facd8236d483a29a97c92bfd1e46aabf37a219f4d5731824",
+    "cpu-small/wmrl/0": "5708622d78bad1436dc05177ece114af6a0fd496fccfdbc34d73eab239e8cd83",
+    "gpu-paper/grpo/1": "fc44faafdd80de1a68a49f8f5f413b5c15299a8ef5ca11502e2cda7635917436",
+}
+ASYNC_LINES = ("  anchor_staleness: 0\n", "  late_anchors: gradient\n", "  late_ratio_max: 2.0\n")
 
 
 def _sha(text: str) -> str:
@@ -41,6 +51,11 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
         dumps[key] = dump_config(bench.method_config(bench.load_preset(ROOT / "configs" / "bench" / f"{preset}.yaml"),
                                                      method, seed=int(seed), run_dir=Path("/tmp/x")))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED_BEFORE
+    for k, v in dumps.items():
+        assert all(v.count(line) == 1 for line in ASYNC_LINES), k
+        for line in ASYNC_LINES:
+            v = v.replace(line, "")
+        assert _sha(v) == SAVED_BEFORE_ASYNC[k], k
     p = tmp_path / "config.yaml"  # a saved config reads back to the same bytes (resume keeps its hash)
     p.write_text(dumps["cpu-small/wmrl/0"])
     assert dump_config(load_config(p)) == dumps["cpu-small/wmrl/0"]

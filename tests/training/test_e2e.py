@@ -17,7 +17,8 @@ import pytest
 from wmrl.training.config import ConfigError, load_config
 from wmrl.training.rundir import RunDir, read_jsonl
 from wmrl.core.recipe import CALIBRATION_GRID as CAL_GRID
-from wmrl.training.trainer import print_summary, resume_training, run_training
+from wmrl.training.console import print_summary
+from wmrl.training.run import resume_training, run_training
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny.yaml"

@@ -10,7 +10,8 @@ from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldMod
 
 from wmrl.training.config import load_config
 from wmrl.training.rundir import RunDir, read_jsonl
-from wmrl.training.trainer import Components, RunDirError, resume_training, run_training
+from wmrl.training.components import Components, RunDirError
+from wmrl.training.run import resume_training, run_training
 
 VOLATILE = ("time", "cum_wall_s", "cum_trainer_cpu_s", "cum_compute_cpu_s", "step_wall_s", "step_cpu_s")
 

@@ -38,7 +38,7 @@ def test_a_token_budget_below_the_longest_program_is_refused_before_the_run_star
     import pytest
 
     from wmrl.training.config import ConfigError
-    from wmrl.training.trainer import run_training
+    from wmrl.training.run import run_training
 
     run = tmp_path / "run"
     cfg = load_config("configs/tiny.yaml", [f"tasks.root={small_suite}", f"run_dir={run}", "method=grpo",

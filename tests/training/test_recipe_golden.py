@@ -2,6 +2,13 @@
 give the values recorded on commit c7022aa, before the step moved into ``wmrl.core.recipe``
 (``tests/training/golden/recipe_3step.json``, written by ``python tests/training/_golden.py capture``).
 
+Both run with ``rollout.engine=generate``, the sampling implementation of c7022aa: issue 18's shared-prompt
+sampler draws other samples from the same distribution (its own tests check the distribution and the
+log-probs), so the recorded draws can only be reproduced by the old one.
+
+The gradient norm is compared to 1e-4 (relative) instead of 1e-6: the update's log-probs come from the
+shared-prompt forward of issue 18, equal to the per-sample one to about 1e-5 in float32.
+
 The one intended difference: ``wmrl-no-debias`` has no calibrator, so its ``calibrator_n_anchors`` is None
 (the old trainer kept an unused calibrator and reported its 0 anchors).
 """
@@ -40,12 +47,11 @@ def test_every_method_reproduces_the_recorded_run(golden, small_suite, tmp_path)
     assert modes["wmrl"] == {"ivw"} and modes["wmrl-ppi"] == {"ppi"} and modes["wmrl-bias-aware"] == {"bias_aware"}
     tweaked = json.loads(json.dumps(runs))
     tweaked["wmrl"]["samples"][0]["advantage"] += 1e-3
-    assert _golden.differences(tweaked, golden["runs"])
+    tweaked["grpo"]["steps"][0]["grad_norm"] *= 1.001
+    assert len(_golden.differences(tweaked, golden["runs"])) == 2
 
 
-def test_mini_bench_reproduces_the_recorded_bench(golden):
-    from _real_runs import mini_bench
-
-    out, _ = mini_bench()
+def test_mini_bench_reproduces_the_recorded_bench(golden, tmp_path):
+    out = _golden.run_mini_bench(tmp_path)
     diffs = _golden.differences(_golden.bench_numbers(out), golden["bench"])
     assert not diffs, "\n".join(diffs)

@@ -17,7 +17,8 @@ from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldMod
 from wmrl.execution.log import ExecutionLog
 from wmrl.training.config import ConfigError, load_config
 from wmrl.training.rundir import MANIFEST, RunDir, read_jsonl
-from wmrl.training.trainer import Components, RunDirError, resume_training, run_training
+from wmrl.training.components import Components, RunDirError
+from wmrl.training.run import resume_training, run_training
 
 
 class LoggingExecutor(FakeExecutor):

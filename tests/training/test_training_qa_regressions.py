@@ -14,7 +14,7 @@ from wmrl.training import parts
 from wmrl.training.config import ConfigError, OptimConfig, TrainConfig, describe_fields, load_config
 from wmrl.training.ledger import Ledger
 from wmrl.training.rundir import RunDir
-from wmrl.training.trainer import run_training
+from wmrl.training.run import run_training
 
 runner = CliRunner()
 
@@ -212,7 +212,7 @@ def test_a_raising_or_cancelled_executor_future_counts_as_infra_error(tmp_path, 
     from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold
 
     from wmrl.training.rundir import read_jsonl
-    from wmrl.training.trainer import Components
+    from wmrl.training.components import Components
 
     class Raising(FakeExecutor):
         def submit(self, req):

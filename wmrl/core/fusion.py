@@ -226,8 +226,8 @@ class FusionEstimate:
 
 
 def estimate_fusion(
-    true_anchor: np.ndarray,
-    calibrated_anchor: np.ndarray,
+    reward_true: np.ndarray,
+    reward_wm_calibrated: np.ndarray,
     anchor_group_ids: np.ndarray | None,
     n_anchor: int,
     n_wm: int,
@@ -241,8 +241,8 @@ def estimate_fusion(
     """Estimate V_A, V_W (and B^2) from anchor pairs and return the fusion weight alpha.
 
     Args:
-        true_anchor: [N] true rewards of anchor samples (this step's, or a window of recent ones).
-        calibrated_anchor: [N] calibrated world-model rewards of the same samples.
+        reward_true: [N] true rewards of anchor samples (this step's, or a window of recent ones).
+        reward_wm_calibrated: [N] calibrated world-model rewards of the same samples.
         anchor_group_ids: [N] their group labels (None: one group).
         n_anchor, n_wm: number of anchor / world-model samples in this step's loss.
         alpha_min, alpha_max: clip range of alpha when both streams are present.
@@ -254,10 +254,10 @@ def estimate_fusion(
     Returns:
         :class:`FusionEstimate`.
     """
-    r = _arr("true_anchor", true_anchor)
-    f = _arr("calibrated_anchor", calibrated_anchor)
+    r = _arr("reward_true", reward_true)
+    f = _arr("reward_wm_calibrated", reward_wm_calibrated)
     if r.shape != f.shape:
-        raise ValueError(f"true_anchor and calibrated_anchor must have the same length, got {r.size} and {f.size}")
+        raise ValueError(f"reward_true and reward_wm_calibrated must have the same length, got {r.size} and {f.size}")
     nan = float("nan")
     if n_anchor == 0 or n_wm == 0:
         a = 0.0 if n_anchor == 0 else 1.0
@@ -316,8 +316,8 @@ def fusion_weights(is_anchor: np.ndarray, alpha: float) -> np.ndarray:
 
 
 def ppi_lambda(
-    true_anchor: np.ndarray,
-    calibrated_anchor: np.ndarray,
+    reward_true: np.ndarray,
+    reward_wm_calibrated: np.ndarray,
     n_anchor: int,
     n_wm: int,
     group_ids: np.ndarray | None = None,
@@ -329,8 +329,8 @@ def ppi_lambda(
     advantages) when ``group_ids`` are given. Angelopoulos et al. (2023) clip lambda to [0, 1].
 
     Args:
-        true_anchor: [N] true rewards r of anchor samples.
-        calibrated_anchor: [N] calibrated predictions f of the same samples.
+        reward_true: [N] true rewards r of anchor samples.
+        reward_wm_calibrated: [N] calibrated predictions f of the same samples.
         n_anchor: n_A, anchor samples in the loss. n_wm: n_W, world-model samples.
         group_ids: [N] group labels or None.
         clip: (lo, hi) range of lambda.
@@ -338,10 +338,10 @@ def ppi_lambda(
     Returns:
         lambda (float); 0 when n_W = 0, N < 2 or Var(f) = 0 (the world model adds nothing).
     """
-    r = _arr("true_anchor", true_anchor)
-    f = _arr("calibrated_anchor", calibrated_anchor)
+    r = _arr("reward_true", reward_true)
+    f = _arr("reward_wm_calibrated", reward_wm_calibrated)
     if r.shape != f.shape:
-        raise ValueError(f"true_anchor and calibrated_anchor must have the same length, got {r.size} and {f.size}")
+        raise ValueError(f"reward_true and reward_wm_calibrated must have the same length, got {r.size} and {f.size}")
     if n_wm <= 0 or n_anchor <= 0 or r.size < 2:
         return 0.0
     rc, k = _centre(r, group_ids)
@@ -382,8 +382,8 @@ class PPISamples:
 
 
 def ppi_samples(
-    true_anchor: np.ndarray,
-    calibrated_anchor: np.ndarray,
+    reward_true: np.ndarray,
+    reward_wm_calibrated: np.ndarray,
     calibrated_wm: np.ndarray,
     lam: float,
 ) -> PPISamples:
@@ -402,11 +402,11 @@ def ppi_samples(
     Raises:
         ValueError: length mismatch of the anchor arrays, non-finite values or non-finite lam.
     """
-    ra = _arr("true_anchor", true_anchor)
-    fa = _arr("calibrated_anchor", calibrated_anchor)
+    ra = _arr("reward_true", reward_true)
+    fa = _arr("reward_wm_calibrated", reward_wm_calibrated)
     fw = _arr("calibrated_wm", calibrated_wm)
     if ra.shape != fa.shape:
-        raise ValueError(f"true_anchor and calibrated_anchor must have the same length, got {ra.size} and {fa.size}")
+        raise ValueError(f"reward_true and reward_wm_calibrated must have the same length, got {ra.size} and {fa.size}")
     if not math.isfinite(lam):
         raise ValueError(f"lam must be finite, got {lam}")
     n_a, n_w = ra.size, fw.size

@@ -57,6 +57,7 @@ import numpy as np
 from wmrl.core.advantages import group_advantages
 from wmrl.core.calibration import IsotonicCalibrator
 from wmrl.core.fusion import estimate_fusion, fusion_weights, ppi_lambda, ppi_samples
+from wmrl.core.window import AnchorWindow
 
 #: World-model scores at which the calibration map is reported (calibration.jsonl ``map_x``).
 CALIBRATION_GRID = np.linspace(0.0, 1.0, 51)
@@ -166,91 +167,6 @@ class StepOutputs:
     calibration: dict[str, Any] | None = None
 
 
-class AnchorWindow:
-    """The recent out-of-sample anchor pairs on which V_A, sigma_xi^2, B^2 and lambda are estimated.
-
-    Each pair is (true reward r, calibrated prediction r_tilde, optionally a calibrated repeat query),
-    with the step and group it came from; pairs of one (step, group) form one cluster of the
-    within-group variances (:func:`wmrl.core.fusion.within_group_variance`).
-
-    Args:
-        max_pairs: keep at most this many most recent pairs (None: no limit).
-        max_steps: keep the pairs of at most this many most recent steps that had anchors (None: no limit).
-    """
-
-    def __init__(self, max_pairs: int | None = None, max_steps: int | None = None) -> None:
-        for name, v in (("max_pairs", max_pairs), ("max_steps", max_steps)):
-            if v is not None and (int(v) != v or v < 1):
-                raise ValueError(f"{name} must be a positive integer or None, got {v!r}")
-        self.max_pairs, self.max_steps = max_pairs, max_steps
-        self.true = np.zeros(0)
-        self.calibrated = np.zeros(0)
-        self.repeat = np.zeros(0)
-        self.steps = np.zeros(0, dtype=np.int64)
-        self.groups = np.zeros(0, dtype=np.int64)
-
-    def __len__(self) -> int:
-        return int(self.true.size)
-
-    def add(self, step: int, groups: np.ndarray, true: np.ndarray, calibrated: np.ndarray,
-            repeat: np.ndarray | None = None) -> None:
-        """Append one step's anchor pairs ([N] each; ``repeat`` NaN when absent), then trim."""
-        n = int(np.asarray(true).size)
-        rep = np.full(n, np.nan) if repeat is None else np.asarray(repeat, dtype=np.float64)
-        self.true = np.concatenate([self.true, np.asarray(true, dtype=np.float64)])
-        self.calibrated = np.concatenate([self.calibrated, np.asarray(calibrated, dtype=np.float64)])
-        self.repeat = np.concatenate([self.repeat, rep])
-        self.steps = np.concatenate([self.steps, np.full(n, int(step), dtype=np.int64)])
-        self.groups = np.concatenate([self.groups, np.asarray(groups, dtype=np.int64)])
-        keep = np.ones(len(self), dtype=bool)
-        if self.max_steps is not None:
-            recent = np.unique(self.steps)[-self.max_steps:]
-            keep &= np.isin(self.steps, recent)
-        if self.max_pairs is not None:
-            keep &= np.arange(len(self)) >= len(self) - self.max_pairs
-        for k in ("true", "calibrated", "repeat", "steps", "groups"):
-            setattr(self, k, getattr(self, k)[keep])
-
-    def clusters(self) -> np.ndarray:
-        """[N] int64 cluster id of each pair, one per (step, group), in the pairs' lexicographic order."""
-        if not len(self):
-            return np.zeros(0, dtype=np.int64)
-        _, inv = np.unique(np.stack([self.steps, self.groups], axis=1), axis=0, return_inverse=True)
-        return inv.reshape(-1).astype(np.int64)
-
-    def noise_var(self) -> float:
-        """Repeat-query noise variance 0.5 * mean((r_tilde - r_tilde')^2) over pairs with a repeat (0 if none)."""
-        ok = np.isfinite(self.repeat)
-        return 0.5 * float(np.mean((self.calibrated[ok] - self.repeat[ok]) ** 2)) if ok.any() else 0.0
-
-    def state_dict(self) -> dict[str, Any]:
-        """JSON-serialisable state (lists)."""
-        return {"true": self.true.tolist(), "calibrated": self.calibrated.tolist(),
-                "repeat": [None if not math.isfinite(x) else x for x in self.repeat.tolist()],
-                "steps": self.steps.tolist(), "groups": self.groups.tolist()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`'s output. Checkpoints written before this class (keys ``true``,
-        ``cal``, ``group`` with group = step * 100000 + group) are read too.
-
-        Raises:
-            ValueError: the state has neither layout.
-        """
-        if "calibrated" in state:
-            cal, steps, groups = state["calibrated"], state["steps"], state["groups"]
-            rep = [np.nan if x is None else x for x in state.get("repeat", [None] * len(cal))]
-        elif "cal" in state:
-            cal, code = state["cal"], np.asarray(state["group"], dtype=np.int64)
-            steps, groups, rep = code // 100000, code % 100000, [np.nan] * len(cal)
-        else:
-            raise ValueError(f"not an anchor window state (keys {sorted(state)})")
-        self.true = np.asarray(state["true"], dtype=np.float64)
-        self.calibrated = np.asarray(cal, dtype=np.float64)
-        self.repeat = np.asarray(rep, dtype=np.float64)
-        self.steps = np.asarray(steps, dtype=np.int64)
-        self.groups = np.asarray(groups, dtype=np.int64)
-
-
 @dataclass
 class RecipeState:
     """The state a recipe carries from step to step: the calibrator (debias recipes) and the window."""
@@ -342,11 +258,11 @@ class Recipe:
             return x.reward_wm.copy(), rep, {"mode": "identity", "n_window": 0,
                                              "map_y": CALIBRATION_GRID.copy(), "diagnostics": {}}
         rec = {"mode": cal.mode, "n_window": cal.n_anchors, "map_y": cal.transform(CALIBRATION_GRID)}
-        tilde = cal.transform(x.reward_wm, step=x.step)
+        r_tilde = cal.transform(x.reward_wm, step=x.step)
         rep = None if x.reward_wm_repeat is None else cal.transform(x.reward_wm_repeat, step=x.step)
         rec["diagnostics"] = cal.diagnostics(x.reward_wm[a_ok], x.reward_true[a_ok])
         cal.update(x.reward_wm[a_ok], x.reward_true[a_ok], x.step)
-        return tilde, rep, rec
+        return r_tilde, rep, rec
 
     def _advantages(self, rewards: np.ndarray, gid: np.ndarray, valid: np.ndarray, s: RecipeSettings) -> np.ndarray:
         return group_advantages(np.where(valid, rewards, 0.0), gid, normalize_std=s.normalize_std, eps=s.adv_eps,
@@ -371,23 +287,74 @@ class Recipe:
         self._check(x)
         gid, anc, val, rt = x.group_ids, x.is_anchor, x.valid, x.reward_true
         a_ok, w_ok = anc & val, ~anc & val
-        tilde, rep, cal_rec = self._calibrate(x, state, a_ok)
+        r_tilde, rep, cal_rec = self._calibrate(x, state, a_ok)
         if self.fuses:
-            state.window.add(x.step, gid[a_ok], rt[a_ok], tilde[a_ok], None if rep is None else rep[a_ok])
+            state.window.add(x.step, gid[a_ok], rt[a_ok], r_tilde[a_ok], None if rep is None else rep[a_ok])
         val_loss = a_ok if self.fusion == "anchor-only" else val
-        used = np.where(val_loss, np.where(anc, rt, tilde), np.nan)
+        used = np.where(val_loss, np.where(anc, rt, r_tilde), np.nan)
         adv = self._advantages(used, gid, val_loss, settings)
         if self.fusion == "anchor-only":
             w_ok = np.zeros_like(w_ok)
-        stats, weights = self._weights(x, state, settings, tilde, adv, a_ok, w_ok)
+        stats, weights = self._weights(x, state, settings, r_tilde, adv, a_ok, w_ok)
         stats["calibrator_mode"] = None if cal_rec is None else cal_rec["mode"]
         stats["calibrator_n_anchors"] = None if state.calibrator is None else state.calibrator.n_anchors
-        return StepOutputs(tilde, used, adv, weights, stats, cal_rec)
+        return StepOutputs(r_tilde, used, adv, weights, stats, cal_rec)
 
-    def _weights(self, x: StepInputs, state: RecipeState, s: RecipeSettings, tilde: np.ndarray, adv: np.ndarray,
+    def learn_late(self, state: RecipeState, step: int, origin_steps: np.ndarray, group_ids: np.ndarray,
+                   reward_true: np.ndarray, reward_wm: np.ndarray, reward_wm_repeat: np.ndarray | None = None
+                   ) -> np.ndarray:
+        """Feed N anchor pairs that arrived late (asynchronous anchors, :mod:`wmrl.core.staleness`) to the state,
+        without a gradient: the window gets (r, r_tilde = f_hat(r_hat)) with f_hat as it is now (out of sample:
+        it has not seen these pairs), then the calibrator learns them under ``step``, so they calibrate the
+        steps after ``step`` only.
+
+        Call it after :meth:`step` of ``step`` (whose mapping must not see them), or for a step without one.
+
+        Args:
+            state: this recipe's :class:`RecipeState`.
+            step: the step at which the pairs are consumed (>= the calibrator's last update step).
+            origin_steps: [N] int64 step each pair's group was routed at (<= ``step``); with ``group_ids`` it
+                names the pair's cluster in the window.
+            group_ids: [N] int64 group of each pair within its origin step.
+            reward_true: [N] float64 executed rewards r (finite; infrastructure failures removed).
+            reward_wm: [N] float64 raw world-model scores r_hat of the same samples (finite).
+            reward_wm_repeat: [N] float64 a second world-model query, or None.
+
+        Returns:
+            [N] float64 r_tilde, the out-of-sample calibrated scores the window received.
+
+        Raises:
+            ValueError: a recipe without both streams (nothing to calibrate or fuse: ``grpo``, ``wm``,
+                ``anchor-only``), arrays of different lengths, non-finite rewards, or a pair from the future.
+        """
+        if not self.fuses:
+            raise ValueError(f"recipe {self.name!r} has no world-model stream to calibrate: late anchor pairs "
+                             "can only feed the wmrl recipes (use a staleness bound of 0)")
+        arrs = [np.asarray(a, dtype=np.float64).reshape(-1) for a in (reward_true, reward_wm)]
+        og = np.asarray(origin_steps, dtype=np.int64).reshape(-1)
+        gid = np.asarray(group_ids, dtype=np.int64).reshape(-1)
+        n = arrs[0].size
+        if {a.size for a in arrs} | {og.size, gid.size} != {n}:
+            raise ValueError(f"origin_steps, group_ids, reward_true and reward_wm must all have length N, got "
+                             f"{og.size}, {gid.size}, {arrs[0].size}, {arrs[1].size}")
+        if not all(np.all(np.isfinite(a)) for a in arrs):
+            raise ValueError("late anchor pairs need finite reward_true and reward_wm (drop infrastructure failures)")
+        if n and og.max() > step:
+            raise ValueError(f"a late pair routed at step {int(og.max())} cannot be consumed at step {step}")
+        rt, rw = arrs
+        rep = None if reward_wm_repeat is None else np.asarray(reward_wm_repeat, dtype=np.float64).reshape(-1)
+        cal = state.calibrator
+        r_tilde = rw.copy() if cal is None else cal.transform(rw)
+        rep_t = rep if cal is None or rep is None else cal.transform(rep)
+        state.window.add(og, gid, rt, r_tilde, rep_t)
+        if cal is not None:
+            cal.update(rw, rt, step)
+        return r_tilde
+
+    def _weights(self, x: StepInputs, state: RecipeState, s: RecipeSettings, r_tilde: np.ndarray, adv: np.ndarray,
                  a_ok: np.ndarray, w_ok: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
         """Fill ``adv`` (PPI++ merges in place) and return (stats, weights [B])."""
-        B, gid = x.B, x.group_ids
+        B = x.B
         n_a, n_w = int(a_ok.sum()), int(w_ok.sum())
         weights = np.zeros(B)
         stats: dict[str, Any] = {"alpha": None, "var_anchor": None, "var_wm": None, "residual_var": None,
@@ -412,7 +379,7 @@ class Recipe:
             stats["fusion_mode"] = "equal"
         elif self.fusion == "ppi":
             lam = ppi_lambda(win.true, win.calibrated, n_a, n_w, group_ids=win.clusters()) if len(win) >= 2 else 0.0
-            alpha = self._ppi(x, s, tilde, adv, weights, a_ok, w_ok, float(lam))
+            alpha = self._ppi(x, s, r_tilde, adv, weights, a_ok, w_ok, float(lam))
             stats["ppi_lambda"] = float(lam)
             stats["fusion_mode"] = "ppi"
         else:
@@ -425,12 +392,12 @@ class Recipe:
         return stats, weights
 
     @staticmethod
-    def _ppi(x: StepInputs, s: RecipeSettings, tilde: np.ndarray, adv: np.ndarray, weights: np.ndarray,
+    def _ppi(x: StepInputs, s: RecipeSettings, r_tilde: np.ndarray, adv: np.ndarray, weights: np.ndarray,
              a_ok: np.ndarray, w_ok: np.ndarray, lam: float) -> float:
         """PPI++ with the two anchor rows merged (module docstring); fills ``adv`` and ``weights`` in place
         and returns the equivalent alpha = 1 / (1 + lambda)."""
         gid, n_a, n_w = x.group_ids, int(a_ok.sum()), int(w_ok.sum())
-        ps = ppi_samples(x.reward_true[a_ok], tilde[a_ok], tilde[w_ok], lam)
+        ps = ppi_samples(x.reward_true[a_ok], r_tilde[a_ok], r_tilde[w_ok], lam)
         a_idx, w_idx = np.flatnonzero(a_ok), np.flatnonzero(w_ok)
         wa = np.zeros(x.B)  # sum over the three sets of weight * advantage, per trajectory
         for stream, idx in ((0, a_idx), (1, w_idx), (2, a_idx)):

@@ -135,14 +135,25 @@ class Suite:
     def states(self, split: str) -> list[InitialState]:
         """Initial states of ``split``: ``train``, ``heldout`` (held-out states of the training tasks)
         or ``heldout_tasks`` (the training-state indices of the held-out tasks)."""
-        a, b = self.n_train_states, self.n_train_states + self.n_heldout_states
-        if split == "train":
-            return [InitialState(t, i, split) for t in self.tasks for i in range(a)]
-        if split == "heldout":
-            return [InitialState(t, i, split) for t in self.tasks for i in range(a, b)]
-        if split == "heldout_tasks":
-            return [InitialState(t, i, split) for t in self.heldout_tasks for i in range(a)]
-        raise ValueError(f"unknown split {split!r}; use train, heldout or heldout_tasks")
+        return split_states(self, split)
+
+
+def split_states(suite: Any, split: str) -> list[InitialState]:
+    """Initial states of ``split`` for any suite with ``tasks``, ``heldout_tasks``, ``n_train_states`` and
+    ``n_heldout_states``: state indices [0, n_train) of the training tasks (``train``), the next
+    n_heldout of them (``heldout``), or [0, n_train) of the held-out tasks (``heldout_tasks``).
+
+    Raises:
+        ValueError: an unknown split.
+    """
+    a, b = suite.n_train_states, suite.n_train_states + suite.n_heldout_states
+    if split == "train":
+        return [InitialState(t, i, split) for t in suite.tasks for i in range(a)]
+    if split == "heldout":
+        return [InitialState(t, i, split) for t in suite.tasks for i in range(a, b)]
+    if split == "heldout_tasks":
+        return [InitialState(t, i, split) for t in suite.heldout_tasks for i in range(a)]
+    raise ValueError(f"unknown split {split!r}; use train, heldout or heldout_tasks")
 
 
 class EnvPool:

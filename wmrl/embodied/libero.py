@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from wmrl.embodied.env import InitialState
+from wmrl.embodied.env import InitialState, split_states
 
 LIBERO_SUITES = ("libero_10", "libero_spatial", "libero_object", "libero_goal", "libero_90")
 LIBERO_ACT_DIM = 7
@@ -129,14 +129,7 @@ class LiberoSuite:
 
     def states(self, split: str) -> list[InitialState]:
         """As :meth:`wmrl.embodied.env.Suite.states`."""
-        a, b = self.n_train_states, self.n_train_states + self.n_heldout_states
-        if split == "train":
-            return [InitialState(t, i, split) for t in self.tasks for i in range(a)]
-        if split == "heldout":
-            return [InitialState(t, i, split) for t in self.tasks for i in range(a, b)]
-        if split == "heldout_tasks":
-            return [InitialState(t, i, split) for t in self.heldout_tasks for i in range(a)]
-        raise ValueError(f"unknown split {split!r}; use train, heldout or heldout_tasks")
+        return split_states(self, split)
 
 
 class _GymStep:

@@ -4,7 +4,7 @@ Everything that turns one step's per-episode arrays into rewards used, advantage
 through :func:`recipe_step`, which looks the recipe up with :func:`wmrl.core.recipe.get_recipe` and calls
 :meth:`~wmrl.core.recipe.Recipe.step` unchanged: the same debiasing (isotonic calibrator fitted on earlier
 steps' anchors), the same group advantages and the same fusion (IVW, PPI++, equal, anchor-only) as the text
-track. The embodied trainer only sees :class:`RecipeOut`.
+track. The embodied trainer gets its :class:`~wmrl.core.recipe.StepOutputs`.
 
 Recipes (``wmrl.core.recipe.recipe_names()``), as the embodied track reads them:
 
@@ -20,14 +20,11 @@ Recipes (``wmrl.core.recipe.recipe_names()``), as the embodied track reads them:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
-from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepInputs, get_recipe, recipe_names
+from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepInputs, StepOutputs, get_recipe, recipe_names
 
-__all__ = ["RecipeOut", "RecipeSettings", "RecipeState", "names", "new_state", "recipe", "recipe_step"]
+__all__ = ["RecipeSettings", "RecipeState", "names", "new_state", "recipe", "recipe_step"]
 
 
 def names() -> list[str]:
@@ -52,22 +49,8 @@ def new_state(name: str, settings: RecipeSettings) -> RecipeState:
     return recipe(name).init_state(settings)
 
 
-@dataclass
-class RecipeOut:
-    """One step's result; arrays are [B] float64. ``r_cal`` is f_hat(r_hat) with the map of earlier steps
-    (r_hat itself where the recipe does not debias); ``stats`` holds the recipe's statistics (``alpha``,
-    ``calibrator_mode``, ...); ``calibration`` the calibration record before this step's update (or None)."""
-
-    reward_used: np.ndarray
-    advantages: np.ndarray
-    weights: np.ndarray
-    r_cal: np.ndarray
-    stats: dict[str, Any] = field(default_factory=dict)
-    calibration: dict[str, Any] | None = None
-
-
 def recipe_step(name: str, state: RecipeState, settings: RecipeSettings, *, step: int, group_ids: np.ndarray,
-                is_anchor: np.ndarray, valid: np.ndarray, r_true: np.ndarray, r_hat: np.ndarray) -> RecipeOut:
+                is_anchor: np.ndarray, valid: np.ndarray, r_true: np.ndarray, r_hat: np.ndarray) -> StepOutputs:
     """Map one step's per-episode arrays to rewards used, advantages and per-sample loss weights.
 
     Args:
@@ -79,11 +62,9 @@ def recipe_step(name: str, state: RecipeState, settings: RecipeSettings, *, step
         r_hat: [B] float64 world-model episode scores in [0, 1].
 
     Returns:
-        :class:`RecipeOut`.
+        the recipe's :class:`~wmrl.core.recipe.StepOutputs` as it returned them.
     """
     x = StepInputs(step=int(step), group_ids=np.asarray(group_ids, np.int64), is_anchor=np.asarray(is_anchor, bool),
                    valid=np.asarray(valid, bool), reward_true=np.asarray(r_true, np.float64),
                    reward_wm=np.asarray(r_hat, np.float64))
-    out = recipe(name).step(x, state, settings)
-    return RecipeOut(out.reward_used, out.advantages, out.weights, out.reward_wm_calibrated, dict(out.stats),
-                     out.calibration)
+    return recipe(name).step(x, state, settings)

@@ -243,7 +243,7 @@ class EmbodiedTrainer:
             "success_anchor_mean": float(eb.success[a].mean()) if a.any() else None,
             "success_rollout_mean_diagnostic": float(eb.success.mean()),  # simulator diagnostic, never trained on
             "wm_states_scored": sc.n_states_scored, "wm_episodes_scored": int(sc.r_hat.size),
-            "reward_wm_mean": float(sc.r_hat.mean()), "reward_wm_calibrated_mean": float(np.mean(out.r_cal)),
+            "reward_wm_mean": float(sc.r_hat.mean()), "reward_wm_calibrated_mean": float(np.mean(out.reward_wm_calibrated)),
             "reward_used_mean": float(np.nanmean(out.reward_used)),
             "wm_anchor_corr": _corr(sc.r_hat[a], eb.success[a]),
             "episode_length_mean": float(eb.length.mean()), "env_steps": self.pool.env_steps - env0,
@@ -254,7 +254,7 @@ class EmbodiedTrainer:
         rec.update(L.end_step())
         samples = [{"step": step, "group": int(gid[i]), "state": states[i].key, "stream": "anchor" if a[i] else "wm",
                     "success_observed": float(eb.success[i]) if a[i] else None, "reward_wm": float(sc.r_hat[i]),
-                    "reward_wm_calibrated": float(out.r_cal[i]), "reward_used": float(out.reward_used[i]),
+                    "reward_wm_calibrated": float(out.reward_wm_calibrated[i]), "reward_used": float(out.reward_used[i]),
                     "advantage": float(out.advantages[i]), "weight": float(out.weights[i]),
                     "length": int(eb.length[i])} for i in range(eb.B)]
         with L.stage("log"):
@@ -266,7 +266,7 @@ class EmbodiedTrainer:
                 self.rd.append("calibration", {
                     "step": step, "mode": out.calibration["mode"], "n_window": out.calibration["n_window"],
                     "map_x": CALIBRATION_GRID.tolist(), "map_y": np.asarray(out.calibration["map_y"]).tolist(),
-                    "anchor_wm": sc.r_hat[a].tolist(), "anchor_wm_calibrated": out.r_cal[a].tolist(),
+                    "anchor_wm": sc.r_hat[a].tolist(), "anchor_wm_calibrated": out.reward_wm_calibrated[a].tolist(),
                     "anchor_true": eb.success[a].tolist(), "diagnostics": out.calibration.get("diagnostics")})
             self.rd.log_line(f"{_now()} step {step}: anchors {rec['n_anchor_groups']}/{len(groups)} "
                              f"success(anchors) {_fmt(rec['success_anchor_mean'])} r_wm {_fmt(rec['reward_wm_mean'])} "

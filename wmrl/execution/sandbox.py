@@ -40,15 +40,19 @@ to its reaper's children usage) and bubblewrap reaped the launcher. Peak memory 
 resident set of any single process of the tree (``ru_maxrss``), bytes.
 
 Each execution folder is owned through an exclusive ``flock`` its driver holds
-(:func:`make_scratch`); :func:`sweep_stale_scratch` removes only folders whose lock nobody holds.
+(:mod:`wmrl.execution.scratch`: ``make_scratch``; ``sweep_stale_scratch`` removes only folders whose lock
+nobody holds).
 
 The weaker rlimit-only mode (no bubblewrap: the program sees the whole filesystem and the network,
 data packages and answers included; :func:`masking_gap`) runs only when
 ``SandboxConfig.allow_unsandboxed`` is set, and warns on every execution.
 
-Why one long file (about 1,250 lines): the bubblewrap profile, the masks over the answers' sources,
-the rlimits, the launcher protocol and the bounded grader must agree on one set of paths and limits,
-so they are kept side by side.
+Why one long file (about 1,180 lines): the bubblewrap profile, the masks over the answers' sources,
+the rlimits and the launcher protocol must agree on one set of paths and limits, so they are kept side
+by side. One execution reads as four small steps: :func:`_launch_command` (the command line),
+:class:`_Tree` (the process tree and how to stop it), :func:`_supervise` (the pipes, deadline, cancel
+and disk limit) and :func:`_record` (the result); the execution folders' ownership is
+:mod:`wmrl.execution.scratch`.
 """
 from __future__ import annotations
 
@@ -60,17 +64,18 @@ import re
 import selectors
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import warnings
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
+
+from wmrl.execution.scratch import _rmtree, _sweep_once, make_scratch
 
 log = logging.getLogger(__name__)
 
@@ -941,156 +946,178 @@ def _prepare(root: Path, program: str, public: Path, mode: str, uid: int | None)
         os.symlink(public.resolve(), root / "work" / "input")
 
 
-SCRATCH_PREFIX = "wmrl-exec-"
-#: The lock file in each execution folder; its driver holds an exclusive ``flock`` on it for as long
-#: as the folder is in use (the kernel releases it when the driver dies, however it dies).
-OWNER_LOCK = ".owner.lock"
-_swept: set[str] = set()
-_swept_lock = threading.Lock()
 _kept_locks: list[int] = []  # locks of folders kept for debugging (keep_workdir): held until exit
 
 
-def _scratch_prefix() -> str:
-    """``wmrl-exec-<host>-<driver pid>-``: whose execution folder it is (for people reading the folder
-    list; ownership itself is proved by the folder's lock, not by the pid)."""
-    return f"{SCRATCH_PREFIX}{socket.gethostname()}-{os.getpid()}-"
+def _launch_command(result: SandboxRun, root: Path, public: Path, python: str, mode: str, uid: int | None,
+                    config: SandboxConfig, cpu_limit_s: float, marker_w: int, info_w: int) -> tuple[list[str], str]:
+    """The command line that starts the launcher (inside bubblewrap, or bare when unsandboxed) and its cwd.
 
-
-def make_scratch(scratch_dir: str | os.PathLike | None = None) -> tuple[Path, int]:
-    """A fresh execution folder ``wmrl-exec-<host>-<pid>-XXXX`` in ``scratch_dir`` (default: the system
-    temp dir), locked: returns ``(folder, fd)`` where ``fd`` holds an exclusive ``flock`` on the
-    folder's :data:`OWNER_LOCK`. The folder is made under a hidden name, locked, then renamed, so that
-    no sweeper ever sees it unlocked. Close ``fd`` only after removing the folder.
-
-    Raises:
-        OSError: the folder cannot be made or locked.
+    The launcher (``_launcher.py``) gets its spec as JSON: rlimits, uid/gid, the marker fd, the program's
+    environment and argv. For bubblewrap it also records the hidden paths on ``result``.
     """
-    import fcntl
-
-    tmp = Path(tempfile.mkdtemp(prefix="." + _scratch_prefix(), dir=scratch_dir))
-    fd = -1
-    try:
-        fd = os.open(tmp / OWNER_LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        final = tmp.with_name(tmp.name[1:])
-        os.rename(tmp, final)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        _rmtree(tmp)
-        raise
-    return final, fd
-
-
-def _lock_if_abandoned(folder: Path) -> int | None:
-    """An fd holding the folder's owner lock when nobody else holds it (its driver is gone), else None.
-
-    A folder without a lock file (made by an older wmrl, or not by wmrl) is never taken."""
-    import fcntl
-
-    try:
-        fd = os.open(folder / OWNER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # held: a live driver, in whatever PID namespace or container
-        os.close(fd)
-        return None
-    return fd
+    spec: dict[str, Any] = {"rlimits": _rlimits(config, cpu_limit_s), "uid": uid, "gid": uid, "marker_fd": marker_w,
+                            "env": program_env(config, python)}
+    if mode.startswith("bwrap"):
+        bwrap = find_bwrap(config)
+        assert bwrap is not None
+        spec["argv"] = [python, SANDBOX_PROGRAM]
+        hidden = hidden_paths(config, python, extra=(str(public.resolve().parent),))
+        result.hidden = hidden
+        cmd = _bwrap_args(bwrap, mode, root, public, python, config, info_w, hidden)
+        return cmd + [python, "-I", "-S", SANDBOX_LAUNCHER, json.dumps(spec)], str(root)
+    work = root / "work"
+    spec["env"] = dict(spec["env"], HOME=str(work), TMPDIR=str(root / "tmp"))
+    spec["argv"] = [python, str(root / "sandbox" / "solution.py")]
+    return [python, "-I", "-S", str(root / "sandbox" / "launcher.py"), json.dumps(spec)], str(work)
 
 
-def sweep_stale_scratch(scratch_dir: str | os.PathLike | None = None) -> list[Path]:
-    """Remove the execution folders that drivers on this host left behind when they were killed
-    (SIGKILL, out-of-memory killer): folders named ``wmrl-exec-<this host>-*`` in ``scratch_dir``
-    (default: the system temp dir), owned by this user, whose :data:`OWNER_LOCK` no process holds.
+class _Tree:
+    """The process tree of one execution, and how to stop it.
 
-    Ownership is proved by the lock, never by pid visibility: a live driver in another PID namespace
-    (a container, ``unshare --pid``) holds its lock, so its folders stay. Folders without a lock file,
-    of other hosts (a shared scratch disk) and without that name are left alone.
+    ``proc`` is bwrap (or the bare launcher when unsandboxed); the launcher is PID 1 of the sandbox's PID
+    namespace, and bwrap reports its pid on the info pipe (``info``). :meth:`kill` asks the launcher to
+    kill and reap the tree (SIGTERM); :meth:`hard_kill` SIGKILLs the namespace's PID 1 (the kernel kills
+    the rest) and the process group.
+    """
+
+    def __init__(self, proc: subprocess.Popen, mode: str, info: bytearray) -> None:
+        self.proc, self.mode, self.info = proc, mode, info
+        self.child_pid: int | None = None
+        self.killed = ""
+        self.kill_sent_at: float | None = None
+
+    def launcher_pid(self) -> int | None:
+        """The launcher's pid, once known and only while it is still bwrap's child (never a recycled pid)."""
+        if self.mode == "unsandboxed":
+            return self.proc.pid
+        if self.child_pid is None and self.info:
+            try:
+                self.child_pid = int(json.loads(bytes(self.info))["child-pid"])
+            except (ValueError, KeyError):
+                return None
+        pid = self.child_pid
+        return pid if pid is not None and _parent_pid(pid) == self.proc.pid else None
+
+    def kill(self, reason: str) -> None:
+        """Ask the launcher to kill and reap the tree (SIGTERM); SIGKILL everything if it cannot be asked.
+        The first reason is kept (``timeout``, ``cancelled``, ``disk``)."""
+        if self.killed:
+            return
+        self.killed = reason
+        self.kill_sent_at = time.monotonic()
+        pid = self.launcher_pid()
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGTERM)
+                return
+            except ProcessLookupError:
+                pass
+        self.hard_kill()
+
+    def hard_kill(self) -> None:
+        """SIGKILL the namespace's PID 1 (the kernel kills the rest) and the process group."""
+        pid = self.launcher_pid()
+        for target in ([pid] if pid is not None and self.mode != "unsandboxed" else []):
+            try:
+                os.kill(target, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _over_disk(root: Path, config: SandboxConfig) -> str | None:
+    """The message when the program's files (work + tmp) exceed the disk or file-count limit, else None."""
+    used, count = _tree_usage(root / "work", config.disk_bytes, config.max_files)
+    used2, count2 = _tree_usage(root / "tmp", config.disk_bytes, config.max_files)
+    if used + used2 > config.disk_bytes or count + count2 > config.max_files:
+        return (f"\nwmrl: killed: the program stored {used + used2} bytes in {count + count2} entries, over the "
+                f"limit of {config.disk_bytes} bytes / {config.max_files} entries\n")
+    return None
+
+
+def _supervise(tree: _Tree, streams: dict[int, Any], root: Path, config: SandboxConfig, deadline: float,
+               cancel: threading.Event | None, err: _HeadTail) -> tuple[int, Any, float]:
+    """Read the pipes until the tree has exited and they are closed (or 1 s after it was reaped), enforcing
+    the wall-clock deadline, cancellation and the disk limit on the way.
 
     Returns:
-        The folders removed. Never raises; a folder that cannot be removed is logged and kept.
+        (wait status, rusage, monotonic time it was reaped).
     """
-    base = Path(scratch_dir or tempfile.gettempdir())
-    host_prefix = f"{SCRATCH_PREFIX}{socket.gethostname()}-"
-    removed = []
+    proc, mode = tree.proc, tree.mode
+    sel = selectors.DefaultSelector()
+    for fd in streams:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    open_fds = set(streams)
+    next_poll = time.monotonic() + config.poll_s
+    status = rusage = reaped_at = None
     try:
-        entries = list(base.iterdir())
-    except OSError:
-        return removed
-    for p in entries:
-        if not p.name.startswith(host_prefix):
-            continue
-        try:
-            if not p.is_dir() or p.is_symlink() or p.stat().st_uid != os.geteuid():
-                continue
-        except OSError:
-            continue
-        fd = _lock_if_abandoned(p)
-        if fd is None:
-            continue
-        try:
-            _rmtree(p)  # holding the lock: no other sweeper takes it meanwhile
-        finally:
-            os.close(fd)
-        if not p.exists():
-            removed.append(p)
-    if removed:
-        log.info("removed %d execution folder(s) left by killed drivers in %s", len(removed), base)
-    return removed
-
-
-def _sweep_once(scratch_dir: str | None) -> None:
-    """:func:`sweep_stale_scratch` the first time this process executes into ``scratch_dir``."""
-    key = str(scratch_dir)
-    with _swept_lock:
-        if key in _swept:
-            return
-        _swept.add(key)
-    sweep_stale_scratch(scratch_dir)
-
-
-def _rmtree(root: Path) -> None:
-    def onerror(func, path, _exc):
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            func(path)
-        except OSError:
-            pass
-    try:
-        shutil.rmtree(root, onerror=onerror)
-    except OSError:
-        log.warning("could not remove %s", root)
+        while True:
+            now = time.monotonic()
+            if status is None:
+                pid, st, ru = os.wait4(proc.pid, os.WNOHANG)
+                if pid == proc.pid:
+                    status, rusage, reaped_at = st, ru, now
+                    if mode == "unsandboxed":  # no PID namespace: take leftovers down by group
+                        try:
+                            os.killpg(proc.pid, signal.SIGKILL)
+                        except (ProcessLookupError, PermissionError):
+                            pass
+            if status is not None and (not open_fds or now - reaped_at > 1.0):
+                break
+            if status is None and not tree.killed:
+                if now >= deadline:
+                    tree.kill("timeout")
+                elif cancel is not None and cancel.is_set():
+                    tree.kill("cancelled")
+                elif now >= next_poll:
+                    next_poll = now + config.poll_s
+                    msg = _over_disk(root, config)
+                    if msg:
+                        tree.kill("disk")
+                        err.add(msg.encode())
+            if status is None and tree.killed and tree.kill_sent_at is not None and now - tree.kill_sent_at > 2.0:
+                tree.hard_kill()  # the launcher did not finish reaping in 2 s: take the namespace down
+                tree.kill_sent_at = None
+            timeout = config.poll_s if status is None else 0.05
+            if status is None and not tree.killed:
+                timeout = max(0.0, min(timeout, deadline - now))
+            if open_fds:
+                for key, _ in sel.select(timeout):
+                    try:
+                        data = os.read(key.fd, 1 << 16)
+                    except BlockingIOError:
+                        continue
+                    if data:
+                        streams[key.fd](data)
+                    else:
+                        sel.unregister(key.fd)
+                        open_fds.discard(key.fd)
+            else:
+                time.sleep(min(timeout, 0.005))  # all pipes closed: the tree is exiting
+    finally:
+        sel.close()
+        if status is None:  # exception path: make sure nothing survives
+            tree.killed = tree.killed or "cancelled"
+            tree.hard_kill()
+            _, status, rusage = os.wait4(proc.pid, 0)
+    return status, rusage, reaped_at
 
 
 def _execute(result: SandboxRun, root: Path, public: Path, python: str, mode: str, uid: int | None,
              config: SandboxConfig, cpu_limit_s: float, cancel: threading.Event | None) -> None:
+    """Run the prepared execution folder ``root`` and fill ``result`` (times, memory, output, exit code,
+    kill reason, the submission): start the launcher, supervise it (:func:`_supervise`), record."""
     info_r = info_w = -1
     marker_r, marker_w = os.pipe()
-    fds_to_close = [marker_w]
-    launcher_spec = {
-        "rlimits": _rlimits(config, cpu_limit_s), "uid": uid, "gid": uid, "marker_fd": marker_w,
-        "env": program_env(config, python),
-    }
     if mode.startswith("bwrap"):
         info_r, info_w = os.pipe()
-        fds_to_close.append(info_w)
-        bwrap = find_bwrap(config)
-        assert bwrap is not None
-        launcher_spec["argv"] = [python, SANDBOX_PROGRAM]
-        hidden = hidden_paths(config, python, extra=(str(public.resolve().parent),))
-        result.hidden = hidden
-        cmd = _bwrap_args(bwrap, mode, root, public, python, config, info_w, hidden)
-        cmd += [python, "-I", "-S", SANDBOX_LAUNCHER, json.dumps(launcher_spec)]
-        cwd = str(root)
-    else:
-        work = root / "work"
-        launcher_spec["env"] = dict(launcher_spec["env"], HOME=str(work), TMPDIR=str(root / "tmp"))
-        launcher_spec["argv"] = [python, str(root / "sandbox" / "solution.py")]
-        cmd = [python, "-I", "-S", str(root / "sandbox" / "launcher.py"), json.dumps(launcher_spec)]
-        cwd = str(work)
-
+    fds_to_close = [marker_w] + ([info_w] if info_w >= 0 else [])
+    cmd, cwd = _launch_command(result, root, public, python, mode, uid, config, cpu_limit_s, marker_w, info_w)
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -1108,116 +1135,14 @@ def _execute(result: SandboxRun, root: Path, public: Path, python: str, mode: st
     err = _HeadTail(config.output_bytes)
     marker = bytearray()
     info = bytearray()
-    sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
-    streams = {proc.stdout.fileno(): out.add, proc.stderr.fileno(): err.add,
-               marker_r: marker.extend}
+    streams = {proc.stdout.fileno(): out.add, proc.stderr.fileno(): err.add, marker_r: marker.extend}
     if info_r >= 0:
         streams[info_r] = info.extend
-    for fd in streams:
-        os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ)
-    open_fds = set(streams)
-    deadline = t0 + result.time_limit_s
-    next_poll = t0 + config.poll_s
-    status = None
-    rusage = None
-    reaped_at = None
-    killed = ""
-    child_pid = None
-
-    kill_sent_at = None
-
-    def launcher_pid() -> int | None:
-        nonlocal child_pid
-        if mode == "unsandboxed":
-            return proc.pid
-        if child_pid is None and info:
-            try:
-                child_pid = int(json.loads(bytes(info))["child-pid"])
-            except (ValueError, KeyError):
-                return None
-        # never signal a recycled pid: it must still be bwrap's child
-        return child_pid if child_pid is not None and _parent_pid(child_pid) == proc.pid else None
-
-    def kill(reason: str) -> None:
-        """Ask the launcher to kill and reap the tree (SIGTERM); SIGKILL everything if it does not."""
-        nonlocal killed, kill_sent_at
-        if killed:
-            return
-        killed = reason
-        kill_sent_at = time.monotonic()
-        pid = launcher_pid()
-        if pid is not None:
-            try:
-                os.kill(pid, signal.SIGTERM)
-                return
-            except ProcessLookupError:
-                pass
-        hard_kill()
-
-    def hard_kill() -> None:
-        pid = launcher_pid()
-        for target in ([pid] if pid is not None and mode != "unsandboxed" else []):
-            try:
-                os.kill(target, signal.SIGKILL)  # PID 1 of the namespace: the kernel kills the rest
-            except ProcessLookupError:
-                pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
+    tree = _Tree(proc, mode, info)
     try:
-        while True:
-            now = time.monotonic()
-            if status is None:
-                pid, st, ru = os.wait4(proc.pid, os.WNOHANG)
-                if pid == proc.pid:
-                    status, rusage, reaped_at = st, ru, now
-                    if mode == "unsandboxed":  # no PID namespace: take leftovers down by group
-                        try:
-                            os.killpg(proc.pid, signal.SIGKILL)
-                        except (ProcessLookupError, PermissionError):
-                            pass
-            if status is not None and (not open_fds or now - reaped_at > 1.0):
-                break
-            if status is None and not killed:
-                if now >= deadline:
-                    kill("timeout")
-                elif cancel is not None and cancel.is_set():
-                    kill("cancelled")
-                elif now >= next_poll:
-                    next_poll = now + config.poll_s
-                    used, count = _tree_usage(root / "work", config.disk_bytes, config.max_files)
-                    used2, count2 = _tree_usage(root / "tmp", config.disk_bytes, config.max_files)
-                    if used + used2 > config.disk_bytes or count + count2 > config.max_files:
-                        kill("disk")
-                        err.add(f"\nwmrl: killed: the program stored {used + used2} bytes in "
-                                f"{count + count2} entries, over the limit of {config.disk_bytes} "
-                                f"bytes / {config.max_files} entries\n".encode())
-            if status is None and killed and kill_sent_at is not None and now - kill_sent_at > 2.0:
-                hard_kill()  # the launcher did not finish reaping in 2 s: take the namespace down
-                kill_sent_at = None
-            timeout = config.poll_s if status is None else 0.05
-            if status is None and not killed:
-                timeout = max(0.0, min(timeout, deadline - now))
-            if open_fds:
-                for key, _ in sel.select(timeout):
-                    fd = key.fd
-                    try:
-                        data = os.read(fd, 1 << 16)
-                    except BlockingIOError:
-                        continue
-                    if data:
-                        streams[fd](data)
-                    else:
-                        sel.unregister(fd)
-                        open_fds.discard(fd)
-            else:
-                time.sleep(min(timeout, 0.005))  # all pipes closed: the tree is exiting
+        status, rusage, reaped_at = _supervise(tree, streams, root, config, t0 + result.time_limit_s, cancel, err)
     finally:
-        sel.close()
         for fd in (marker_r, info_r):
             if fd >= 0:
                 try:
@@ -1226,16 +1151,19 @@ def _execute(result: SandboxRun, root: Path, public: Path, python: str, mode: st
                     pass
         proc.stdout.close()
         proc.stderr.close()
-        if status is None:  # exception path: make sure nothing survives
-            killed = killed or "cancelled"
-            hard_kill()
-            _, status, rusage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    _record(result, root, config, t0, status, rusage, reaped_at, tree.killed, marker, out, err)
 
+
+def _record(result: SandboxRun, root: Path, config: SandboxConfig, t0: float, status: int, rusage: Any,
+            reaped_at: float | None, killed: str, marker: bytearray, out: _HeadTail, err: _HeadTail) -> None:
+    """Fill ``result`` from the finished tree: wall and CPU seconds, peak RSS (the launcher's figure, which
+    excludes the driver's pages shared by fork before exec), exit code, output, and the submission (only
+    after a clean exit). Without the launcher's start marker the sandbox failed before the program ran:
+    an infrastructure error, unless the run was cancelled."""
     result.wall_s = (reaped_at or time.monotonic()) - t0
     result.cpu_s = rusage.ru_utime + rusage.ru_stime
     m = re.search(rb"M(\d+)$", bytes(marker)) if marker.startswith(b"LS") else None
-    # the launcher's figure excludes the driver's own pages shared by fork before exec
     result.peak_rss_bytes = int(m.group(1) if m else rusage.ru_maxrss) * 1024
     code = os.waitstatus_to_exitcode(status)
     result.exit_code = code if code >= 0 else 128 - code

@@ -1,4 +1,4 @@
-"""wmrl.models: the causal-LM backbone, the policy, the scaffolds and the world model.
+"""wmrl.models: the causal-LM backbone, the policy and the scaffolds (the world model is :mod:`wmrl.world_model`).
 
 Modules (heavy libraries are imported inside them, not here):
 
@@ -7,12 +7,6 @@ Modules (heavy libraries are imported inside them, not here):
 * :mod:`wmrl.models.policy`: ``Policy`` (LoRA, sampling, per-token log-probs, reference policy).
 * :mod:`wmrl.models.scaffolds`: ``get_scaffold`` (``script``, ``function``, ``grammar``) and
   ``DEFAULT_SCAFFOLD``.
-* :mod:`wmrl.models.world_model`: ``RegressionWorldModel``, the shared ``BackboneWorldModel`` and the
-  fit data helpers.
-* :mod:`wmrl.models.generative_wm`: ``GenerativeWorldModel`` (writes the score as text ``0.DD``).
-* :mod:`wmrl.models.wm_factory`: ``new_world_model(kind, ...)``, ``load_world_model(dir, model, tokenizer)``.
-* :mod:`wmrl.models.wm_metrics`: world-model metrics and the calibration plot.
-* :mod:`wmrl.models.warmup`: ``collect_warmup`` (the world model's warm-up corpus).
 * :mod:`wmrl.models.adapters`: named LoRA adapters on one shared base model.
 * :mod:`wmrl.models.types`: ``RolloutBatch``, ``LoraSettings``.
 """

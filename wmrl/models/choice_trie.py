@@ -15,6 +15,11 @@ ends), so:
   loss and the KL see only the tokens where the policy really chose.
 
 Building the trie for 3,000 sentences takes about 0.1 s; it is cached per scaffold and key.
+
+For decoding loops, :meth:`ChoiceTrie.tables` gives the trie as tensors (:class:`TrieTables`): the
+masks, transitions and forced-token runs of a whole batch are then computed with a few tensor ops and
+no per-row Python (issue 18; :class:`TrieMatcher` and :func:`allowed_mask`, one row at a time, remain
+for the ``generate`` engine that is kept as the measured baseline).
 """
 from __future__ import annotations
 
@@ -82,6 +87,131 @@ class ChoiceTrie:
     def matcher(self) -> "TrieMatcher":
         """A fresh matcher at the root."""
         return TrieMatcher(self)
+
+    def tables(self) -> "TrieTables":
+        """The trie as tensors for batched decoding (built once, cached)."""
+        t = getattr(self, "_tables", None)
+        if t is None:
+            t = TrieTables.build([self])
+            self._tables = t
+        return t
+
+
+#: node id of a row that has accepted its stop token (no more tokens allowed)
+DONE = -1
+
+
+class TrieTables:
+    """One or more :class:`ChoiceTrie` as flat tensors, for batched masks and transitions.
+
+    Nodes of the tries are numbered globally (trie ``k``'s node ``n`` is ``roots[k] + n``). All
+    tensors are int64 / bool on the CPU:
+
+    * ``offsets`` [N+1], ``tokens`` [E]: the allowed tokens of node ``n`` (children, and the stop
+      token where a sentence ends) are ``tokens[offsets[n]:offsets[n+1]]``; ``n_allowed`` [N].
+    * ``edge_keys`` [E'] (sorted ``node * key_base + token``) and ``edge_next`` [E']: the child
+      reached by a token, found with ``searchsorted``; ``terminal`` [N] bool; ``stop`` [N] int64
+      (the stop token of the node's trie).
+    * forced runs: from node ``n`` the grammar may force a run of tokens (nodes with exactly one
+      allowed token); ``run_offsets`` [N+1], ``run_tokens`` [F] list them and ``run_end`` [N] is the
+      node after the run (:data:`DONE` when the run ends with the stop token). Decoding appends a
+      whole run after each sampled token (each forced token has log-prob exactly 0).
+    """
+
+    def __init__(self, **t: torch.Tensor):
+        self.__dict__.update(t)
+        self.n_nodes = int(self.n_allowed.numel())
+
+    @classmethod
+    def build(cls, tries: Sequence[ChoiceTrie]) -> "TrieTables":
+        """Tables of ``tries`` with global node numbering (see :attr:`roots`)."""
+        roots, allowed, terminal, stops, edges = [], [], [], [], []
+        base = 0
+        for tr in tries:
+            roots.append(base)
+            for n, ch in enumerate(tr.children):
+                toks = sorted(list(ch) + ([tr.stop_token_id] if tr.terminal[n] else []))
+                allowed.append(toks)
+                terminal.append(tr.terminal[n])
+                stops.append(tr.stop_token_id)
+                edges.extend((base + n, tok, base + c) for tok, c in ch.items())
+            base += len(tr.children)
+        N = base
+        counts = [len(a) for a in allowed]
+        offsets = [0]
+        for c in counts:
+            offsets.append(offsets[-1] + c)
+        key_base = 1 + max(max(max(a) for a in allowed if a), max(stops))
+        edges.sort(key=lambda e: e[0] * key_base + e[1])
+        # forced runs, children first (a child's id is always larger than its parent's)
+        run: list[list[int]] = [[] for _ in range(N)]
+        end = list(range(N))
+        child = {(a, tok): c for a, tok, c in edges}
+        for n in range(N - 1, -1, -1):
+            if counts[n] != 1:
+                continue
+            tok = allowed[n][0]
+            if terminal[n] and tok == stops[n]:
+                run[n], end[n] = [tok], DONE
+            else:
+                c = child[(n, tok)]
+                run[n], end[n] = [tok] + run[c], end[c]
+        run_offsets = [0]
+        for r in run:
+            run_offsets.append(run_offsets[-1] + len(r))
+        L = torch.long
+        return cls(
+            roots=torch.tensor(roots, dtype=L), offsets=torch.tensor(offsets, dtype=L),
+            tokens=torch.tensor([t for a in allowed for t in a], dtype=L), n_allowed=torch.tensor(counts, dtype=L),
+            terminal=torch.tensor(terminal, dtype=torch.bool), stop=torch.tensor(stops, dtype=L),
+            key_base=torch.tensor(key_base, dtype=L),
+            edge_keys=torch.tensor([a * key_base + tok for a, tok, _ in edges], dtype=L),
+            edge_next=torch.tensor([c for _, _, c in edges], dtype=L),
+            run_offsets=torch.tensor(run_offsets, dtype=L), run_tokens=torch.tensor([t for r in run for t in r], dtype=L),
+            run_end=torch.tensor(end, dtype=L),
+        )
+
+    def mask(self, nodes: torch.Tensor, vocab_size: int) -> torch.Tensor:
+        """[B, V] bool: True at the tokens allowed after each of ``nodes`` ([B] int64, all >= 0)."""
+        counts = self.n_allowed[nodes]
+        rows = torch.repeat_interleave(torch.arange(nodes.numel()), counts)
+        flat = ragged_index(self.offsets[nodes], counts)
+        out = torch.zeros((nodes.numel(), vocab_size), dtype=torch.bool)
+        out[rows, self.tokens[flat]] = True
+        return out
+
+    def step(self, nodes: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """[B] int64: the node after ``tokens`` ([B]) from ``nodes`` ([B], >= 0); :data:`DONE` after
+        the stop token at a sentence's end; -2 where the token is not allowed."""
+        keys = nodes * self.key_base + tokens
+        nxt = torch.full_like(nodes, -2)
+        E = self.edge_keys.numel()
+        if E:
+            pos = torch.searchsorted(self.edge_keys, keys).clamp(max=E - 1)
+            nxt = torch.where(self.edge_keys[pos] == keys, self.edge_next[pos], nxt)
+        done = self.terminal[nodes] & (tokens == self.stop[nodes])
+        return torch.where(done, torch.full_like(nodes, DONE), nxt)
+
+    def replay(self, starts: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """[B, L] int64 node before each token of ``tokens`` ([B, L], the first ``lengths[b]`` real)
+        walked from ``starts`` ([B]); :data:`DONE` after a stop token, -2 after a token the grammar
+        does not allow (and from there on). Loops over the L columns, not the rows."""
+        B, L = tokens.shape
+        nodes = torch.empty((B, L), dtype=torch.long)
+        cur = starts.clone()
+        for t in range(L):
+            nodes[:, t] = cur
+            live = (cur >= 0) & (t < lengths)
+            if live.any():
+                cur = torch.where(live, self.step(cur.clamp(min=0), tokens[:, t]), cur)
+        return nodes
+
+
+def ragged_index(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """The concatenation of ``arange(starts[i], starts[i] + counts[i])`` over i ([sum(counts)] int64)."""
+    total = int(counts.sum())
+    first = torch.repeat_interleave(starts - (torch.cumsum(counts, 0) - counts), counts)
+    return first + torch.arange(total)
 
 
 class TrieMatcher:

@@ -7,6 +7,11 @@
 * ``wmrl wm eval``: metrics and predictions/s of a saved world model (either kind) on an execution log.
 * ``wmrl wm bench``: sampling tokens/s, world-model predictions/s and real execution time of the
   same trajectories, side by side, with the world-model-to-execution cost ratio.
+* ``wmrl models bench``: the LM's tokens/s (sampling, scoring, update) before and after issue 18's
+  shared prompts, next to the FLOP bound measured in the same run (:mod:`wmrl.bench.lm`).
+
+Why one file of about 520 lines: the package's commands share their option declarations and helpers;
+the measurements themselves live in their modules.
 """
 from __future__ import annotations
 
@@ -151,7 +156,7 @@ def scaffolds_cmd(
 
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLD_NAMES, get_scaffold
-    from wmrl.models.warmup import collect_warmup
+    from wmrl.world_model.corpus import collect_warmup
 
     names = list(scaffold or SCAFFOLD_NAMES)
     task_list = _train_tasks(tasks, tasks_dir)
@@ -233,7 +238,7 @@ def warmup_cmd(
 
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD
-    from wmrl.models.warmup import collect_warmup
+    from wmrl.world_model.corpus import collect_warmup
 
     task_list = _train_tasks(tasks, tasks_dir)
     m, tok = _backbone(model, seed)
@@ -301,8 +306,8 @@ def fit_cmd(
 
     from wmrl.execution.log import ExecutionLog
     from wmrl.models.types import LoraSettings
-    from wmrl.models.wm_factory import new_world_model
-    from wmrl.models.world_model import calibration_plot
+    from wmrl.world_model.factory import new_world_model
+    from wmrl.world_model.metrics import calibration_plot
 
     if kind == "generative" and lora_r < 1:
         raise typer.BadParameter("the generative world model learns only through its adapter: give --lora-r >= 1",
@@ -351,8 +356,9 @@ def eval_cmd(
     import numpy as np
 
     from wmrl.execution.log import ExecutionLog
-    from wmrl.models.wm_factory import load_world_model
-    from wmrl.models.world_model import calibration_plot, examples_from_records, world_model_metrics
+    from wmrl.world_model.factory import load_world_model
+    from wmrl.world_model.data import examples_from_records
+    from wmrl.world_model.metrics import calibration_plot, world_model_metrics
 
     if not log.is_file():
         raise typer.BadParameter(f"{log} does not exist", param_hint="--log")
@@ -400,8 +406,8 @@ def bench_cmd(
     from wmrl.execution.types import ExecutionRequest
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.models.wm_factory import load_world_model
-    from wmrl.models.world_model import RegressionWorldModel
+    from wmrl.world_model.factory import load_world_model
+    from wmrl.world_model.regression import RegressionWorldModel
 
     task_list = _train_tasks(tasks, tasks_dir)
     if not tasks:  # the two smallest train tasks: a short run
@@ -472,7 +478,45 @@ def bench_cmd(
         json_out.write_text(json.dumps(res, indent=2))
 
 
+models_app = typer.Typer(help="The LM itself: throughput against the FLOP bound.", no_args_is_help=True)
+
+
+@models_app.command("bench")
+def models_bench_cmd(
+    model: ModelOpt = "smollm2-135m",
+    task: str = typer.Option("aer-hmda", "--task", help="Train task of the sampling/update measurements."),
+    quickstart_tasks: str = typer.Option("vcdextra-titanicp,aer-houseprices,sklearn-diabetes,modeldata-attrition",
+                                         "--quickstart-tasks", help="Tasks of the quickstart step (configs/quickstart.yaml)."),
+    tasks_dir: TasksDirOpt = None,
+    groups: int = typer.Option(4, "--groups", help="Groups (copies of --task) per batch."),
+    group_size: int = typer.Option(4, "--group-size", help="Samples per group."),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Completion budget of the sampling measurements."),
+    micro_batch: int = typer.Option(4, "--micro-batch", help="Rows per forward/backward in the update (the quickstart's)."),
+    before: bool = typer.Option(True, "--before/--no-before", help="Also measure the implementation before issue 18."),
+    variants: bool = typer.Option(False, "--variants", help="Also time eager attention and bf16 autocast."),
+    seed: SeedOpt = 0,
+    json_out: Optional[Path] = typer.Option(None, "--json"),
+    threads: ThreadsOpt = 1,
+) -> None:
+    """Tokens/s of sampling (grammar, free), world-model scoring and the update, and a quickstart step's
+    LM CPU-s, before and after shared prompts, beside the FLOP bound measured in the same run."""
+    console = _start(threads)
+    from wmrl.bench.lm import run_bench
+
+    task_obj = _train_tasks(task, tasks_dir)[0]
+    quick = _train_tasks(quickstart_tasks, tasks_dir)
+    m, tok = _backbone(model, seed)
+    res = run_bench(m, tok, task_obj, quick, groups=groups, group_size=group_size, max_new_tokens=max_new_tokens,
+                    micro_batch=micro_batch, seed=seed, before=before, variants=variants,
+                    log=lambda s: console.print(s, highlight=False))
+    res.update(model=model, task=task, groups=groups, group_size=group_size, max_new_tokens=max_new_tokens)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(res, indent=2))
+
+
 def register(app: typer.Typer) -> None:
     """Add this package's commands to the top-level ``wmrl`` app."""
     app.command(name="scaffolds")(scaffolds_cmd)
     app.add_typer(wm_app, name="wm")
+    app.add_typer(models_app, name="models")

@@ -19,8 +19,13 @@ Top-p: the sampled distribution is truncated to the top-p nucleus, but the store
 log-probs are those of the full temperature-scaled (grammar-masked) distribution, as in TRL's GRPO;
 with ``top_p=1`` (default) both are exactly the sampling distribution.
 
-Why one long file (about 580 lines): sampling and the log-prob recomputation must apply exactly the
-same masks and temperature, so they live together.
+Shared prompts (issue 18): by default sampling prefills each group's prompt once and the log-probs
+run each group's prompt once with gradients (:mod:`wmrl.models.decoding`); the implementations
+before it stay reachable (``sample(engine="generate")``, ``logprobs(mode="per_sample")``) as the
+reference of the equality tests and the baseline of ``wmrl models bench``.
+
+Why one long file (about 710 lines): sampling and the log-prob recomputation must apply exactly the
+same masks and temperature, so they live together, with both engines and both scoring modes.
 """
 from __future__ import annotations
 
@@ -34,7 +39,8 @@ from typing import Any
 import torch
 
 from wmrl.models import adapters
-from wmrl.models.choice_trie import ChoiceTrie, TrieMatcher, allowed_mask
+from wmrl.models import decoding
+from wmrl.models.choice_trie import DONE, ChoiceTrie, TrieMatcher, TrieTables, allowed_mask
 from wmrl.models.types import LoraSettings, RolloutBatch
 from wmrl.tasks.spec import Task
 
@@ -49,6 +55,7 @@ class GrammarCache:
         self.tokenizer = tokenizer
         self.stop_token_id = int(stop_token_id)
         self._tries: dict[tuple[str, str], ChoiceTrie] = {}
+        self._tables: dict[tuple[str, tuple[str, ...]], TrieTables] = {}
 
     def get(self, scaffold: Any, key: str) -> ChoiceTrie:
         """The :class:`ChoiceTrie` of ``scaffold.grammar_sentences(key)`` (cached)."""
@@ -57,6 +64,20 @@ class GrammarCache:
             self._tries[ck] = ChoiceTrie.from_sentences(self.tokenizer, scaffold.grammar_sentences(key),
                                                         self.stop_token_id)
         return self._tries[ck]
+
+    def tables(self, scaffold: Any, keys: Sequence[str | None]) -> tuple[TrieTables | None, torch.Tensor]:
+        """The :class:`TrieTables` of the distinct grammar ``keys`` (None = unconstrained row) and
+        [B] int64 each row's root node in them (-3 for unconstrained rows); cached per key set."""
+        distinct = sorted({k for k in keys if k is not None})
+        if not distinct:
+            return None, torch.full((len(keys),), -3, dtype=torch.long)
+        name = getattr(scaffold, "name", type(scaffold).__name__)
+        ck = (name, tuple(distinct))
+        if ck not in self._tables:
+            self._tables[ck] = TrieTables.build([self.get(scaffold, k) for k in distinct])
+        tab = self._tables[ck]
+        roots = [int(tab.roots[distinct.index(k)]) if k is not None else -3 for k in keys]
+        return tab, torch.tensor(roots, dtype=torch.long)
 
 
 class SamplingLogitsProcessor:
@@ -81,6 +102,7 @@ class SamplingLogitsProcessor:
         self.token_choices: list[torch.Tensor] = []  # per step, [B] bool: more than one token allowed
         self._prev: torch.Tensor | None = None  # [B, V] log-probs of the last step
         self._prev_choice: torch.Tensor | None = None  # [B] bool
+        self.mask_seconds = 0.0  # wall seconds in the matchers, mask building and masked_fill
 
     def _record(self, tokens: torch.Tensor) -> None:
         assert self._prev is not None and self._prev_choice is not None
@@ -90,6 +112,7 @@ class SamplingLogitsProcessor:
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if input_ids.shape[0] != len(self.matchers):
             raise RuntimeError(f"batch of {input_ids.shape[0]} rows for {len(self.matchers)} matchers")
+        t0 = time.perf_counter()
         if self._prev is not None:
             last = input_ids[:, -1]
             self._record(last)
@@ -103,6 +126,7 @@ class SamplingLogitsProcessor:
         if self.constrained:
             allowed, n_allowed = allowed_mask(self.matchers, scores.shape[1])
             out = scores.masked_fill(~allowed.to(scores.device), float("-inf"))
+        self.mask_seconds += time.perf_counter() - t0
         self._prev = torch.log_softmax(out.float() / self.temperature, dim=-1)
         self._prev_choice = n_allowed > 1
         return out
@@ -177,6 +201,8 @@ class Policy:
         self.adapter_name = adapter_name
         self.max_batch_size = max_batch_size
         self.system_prompt = system_prompt
+        #: the default ``engine`` of :meth:`sample` (``rollout.engine`` of the config)
+        self.sampling_engine = "shared"
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token: load it with wmrl.models.backbone.load_backbone")
         self.eos_token_ids = self._eos_ids(model, tokenizer)
@@ -255,6 +281,7 @@ class Policy:
         temperature: float = 1.0,
         top_p: float = 1.0,
         generator_seed: int | None = None,
+        engine: str | None = None,
     ) -> RolloutBatch:
         """Sample ``group_size`` trajectories for each task (one group per task).
 
@@ -266,6 +293,12 @@ class Policy:
             temperature: > 0 samples from softmax(logits / temperature); 0 = greedy decoding.
             top_p: nucleus sampling threshold in (0, 1].
             generator_seed: seeds torch's RNG for this call (the global RNG is restored after).
+            engine: None: :attr:`sampling_engine` (``"shared"`` unless set). ``"shared"``:
+                :func:`wmrl.models.decoding.sample_shared`, each group's
+                prompt prefilled once, batched grammar masks, forced runs appended in one pass;
+                ``"generate"``: transformers' ``generate`` with a per-row logits processor (every row
+                prefills its own prompt; the implementation before issue 18, kept as the measured
+                baseline of ``wmrl models bench``). Both sample the same distribution, not the same draws.
 
         Returns:
             A :class:`RolloutBatch` with B = M*G rows, ``old_logprobs`` filled from the
@@ -274,7 +307,8 @@ class Policy:
             ``new_tokens``.
 
         Raises:
-            ValueError: no tasks, ``group_size < 1``, ``temperature < 0``, ``top_p`` outside (0, 1].
+            ValueError: no tasks, ``group_size < 1``, ``temperature < 0``, ``top_p`` outside (0, 1],
+                an unknown ``engine``.
         """
         from wmrl.models.scaffolds import get_scaffold
 
@@ -292,6 +326,10 @@ class Policy:
             max_new_tokens = int(getattr(scaffold, "default_max_new_tokens", 128))
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        engine = self.sampling_engine if engine is None else engine
+        if engine not in ("shared", "generate"):
+            raise ValueError(f"engine must be 'shared' or 'generate', got {engine!r}")
+        gen_chunk = self._generate_chunk_shared if engine == "shared" else self._generate_chunk
 
         self._activate()
         prefix = getattr(scaffold, "response_prefix", "")
@@ -308,12 +346,15 @@ class Policy:
         comp_lps: list[list[float]] = []
         comp_choice: list[list[bool]] = []
         grammar_done: list[bool | None] = []
+        dstats: dict[str, float] = {}
         with torch.random.fork_rng(devices=[]):
             if generator_seed is not None:
                 torch.manual_seed(generator_seed)
             for start in range(0, len(rows), self.max_batch_size):
                 chunk = rows[start:start + self.max_batch_size]
-                p, c, lp, ch, gd = self._generate_chunk(chunk, scaffold, max_new_tokens, temperature, top_p)
+                p, c, lp, ch, gd, cs = gen_chunk(chunk, scaffold, max_new_tokens, temperature, top_p)
+                for k, v in cs.items():
+                    dstats[k] = dstats.get(k, 0) + v
                 prompt_ids += p
                 comp_ids += c
                 comp_lps += lp
@@ -357,7 +398,7 @@ class Policy:
             temperature=float(temperature) if temperature > 0 else 1.0,
             grammar_keys=[r[4] for r in rows],
             stats={"gen_seconds": gen_seconds, "new_tokens": int(completion_mask.sum()),
-                   "choice_tokens": int(choice_mask.sum())},
+                   "choice_tokens": int(choice_mask.sum()), "engine": engine, **dstats},
         )
 
     def _generate_chunk(
@@ -421,7 +462,48 @@ class Policy:
                 gdone.append(bool(gproc.matchers[i].is_terminated()) or self._completes(gproc.matchers[i], seq[i, n - 1]))
             else:
                 gdone.append(None)
-        return prompts, comps, comp_lps, comp_choice, gdone
+        return prompts, comps, comp_lps, comp_choice, gdone, {"mask_seconds": proc.mask_seconds,
+                                                              "prefill_tokens": int(attn.sum()), "steps": L}
+
+    def _generate_chunk_shared(
+        self, chunk: list, scaffold: Any, max_new_tokens: int, temperature: float, top_p: float
+    ) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[list[bool]], list[bool | None], dict]:
+        """One chunk of rows with :func:`wmrl.models.decoding.sample_shared` (each group's prompt once)."""
+        keys = [r[4] for r in chunk]
+        tables, roots = None, torch.full((len(chunk),), -3, dtype=torch.long)
+        if any(k is not None for k in keys):
+            longest = self.min_new_tokens(scaffold, [r[0] for r in chunk])
+            if max_new_tokens < longest:
+                raise ValueError(f"max_new_tokens={max_new_tokens} is shorter than the longest sentence of the "
+                                 f"{scaffold.name!r} grammar ({longest} tokens with EOS): raise it to at least "
+                                 f"{longest}")
+            tables, roots = self._grammar_cache().tables(scaffold, keys)
+        group_of: dict[int, int] = {}
+        texts: list[str] = []
+        row_prompt = []
+        for r in chunk:
+            if r[1] not in group_of:
+                group_of[r[1]] = len(texts)
+                texts.append(r[3])
+            row_prompt.append(group_of[r[1]])
+        p_ids = [list(x) for x in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        stop_at = getattr(scaffold, "stop_at", None)
+        stop_check = None
+        if stop_at is not None:
+            def stop_check(ids: list[int]) -> bool:
+                return stop_at(self.tokenizer.decode(ids, skip_special_tokens=True)) is not None
+        d = decoding.sample_shared(
+            self.model, p_ids, row_prompt, roots, tables, max_new_tokens=max_new_tokens, temperature=temperature,
+            top_p=top_p, eos_ids=self.eos_token_ids, pad_id=self.tokenizer.pad_token_id, stop_check=stop_check)
+        prompts, comps, lps, chs, gdone = [], [], [], [], []
+        for i in range(len(chunk)):
+            n = max(int(d.lengths[i]), 1)
+            prompts.append(p_ids[row_prompt[i]])
+            comps.append(d.tokens[i, :n].tolist())
+            lps.append(d.logprobs[i, :n].tolist())
+            chs.append(d.choices[i, :n].tolist())
+            gdone.append(bool(d.complete[i]) if keys[i] is not None else None)
+        return prompts, comps, lps, chs, gdone, d.stats
 
     @staticmethod
     def _completes(matcher: TrieMatcher, last_token: torch.Tensor) -> bool:
@@ -482,6 +564,44 @@ class Policy:
                     )
         return masks
 
+    def _grammar_nodes(self, batch: RolloutBatch) -> tuple[torch.Tensor | None, TrieTables | None]:
+        """[B, Tc] int64 grammar node before each completion token (-3: unconstrained row), replayed
+        over the columns with :meth:`TrieTables.replay`, and the tables; (None, None) without grammar.
+
+        Raises:
+            ValueError: a completion token the row's grammar does not allow.
+        """
+        keys = batch.grammar_keys or [None] * len(batch)
+        if all(k is None for k in keys):
+            return None, None
+        from wmrl.models.scaffolds import get_scaffold
+
+        tables, roots = self._grammar_cache().tables(get_scaffold(batch.scaffold), keys)
+        P = batch.prompt_len
+        ids = batch.input_ids[:, P:].cpu()
+        lens = batch.completion_mask[:, P:].cpu().sum(1)
+        nodes = tables.replay(roots, ids, lens)
+        con = roots >= 0
+        cols = torch.arange(ids.shape[1])[None, :]
+        bad = con[:, None] & (cols < lens[:, None]) & (nodes < 0)
+        bad |= con[:, None] & (cols == lens[:, None] - 1) & (nodes >= 0) & (
+            tables.step(nodes.clamp(min=0), ids) == -2)  # the last token itself
+        if bool(bad.any()):
+            i, t = (int(x) for x in torch.nonzero(bad)[0])
+            if nodes[i, t] == -2 or (t > 0 and nodes[i, t] == DONE):
+                t = max(t - 1, 0)
+            raise ValueError(
+                f"row {i}: token {int(ids[i, t])} at completion position {t} is not allowed by "
+                f"grammar {keys[i]!r}; was this batch sampled with scaffold {batch.scaffold!r}?")
+        return nodes, tables
+
+    def _token_logprobs_shared(self, model: Any, batch: RolloutBatch, share_prompts: bool = True) -> torch.Tensor:
+        P, T = batch.prompt_len, batch.input_ids.shape[1]
+        if not 0 < P < T:
+            raise ValueError(f"batch has prompt_len={P} and {T} columns: not a batch from Policy.sample")
+        nodes, tables = self._grammar_nodes(batch)
+        return decoding.completion_logprobs(model, batch, nodes, tables, share_prompts=share_prompts)
+
     def _token_logprobs(self, model: Any, batch: RolloutBatch) -> torch.Tensor:
         P = batch.prompt_len
         T = batch.input_ids.shape[1]
@@ -509,7 +629,16 @@ class Policy:
             return fn(batch)
         return torch.cat([fn(batch.slice(slice(s, s + mb))) for s in range(0, len(batch), mb)], dim=0)
 
-    def logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None) -> torch.Tensor:
+    def _scorer(self, mode: str) -> Any:
+        if mode == "shared":
+            return self._token_logprobs_shared
+        if mode == "separate":
+            return lambda m, b: self._token_logprobs_shared(m, b, share_prompts=False)
+        if mode == "per_sample":
+            return self._token_logprobs
+        raise ValueError(f"mode must be 'shared', 'separate' or 'per_sample', got {mode!r}")
+
+    def logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None, *, mode: str = "shared") -> torch.Tensor:
         """Per-token log-probs of the batch's completions under the current policy, with grad.
 
         Args:
@@ -517,6 +646,13 @@ class Policy:
             micro_batch_size: rows per forward pass (default ``max_batch_size``); the results are
                 concatenated, so the graph of every micro-batch is kept until backward: for large
                 batches call this per micro-batch and backward each loss instead.
+            mode: ``"shared"`` (default): rows with the same group id and prompt (one GRPO group, or
+                the part of it in a micro-batch) run their prompt once, with gradients, and their
+                completions attend to its KV cache; the LM head runs only where more than one token
+                was allowed (:func:`wmrl.models.decoding.completion_logprobs`). ``"separate"``: the
+                same without prompt sharing. ``"per_sample"``: every row's whole sequence and the LM
+                head at every completion position (the implementation before issue 18; tested equal
+                in value and gradient, and the baseline of ``wmrl models bench``).
 
         Returns:
             [B, T] float32 on the model's device: ``log softmax(mask(logits / temperature))`` of
@@ -526,19 +662,21 @@ class Policy:
             ValueError: the batch was not produced by :meth:`sample` (bad layout or grammar tokens).
         """
         self._activate()
-        return self._micro(batch, lambda b: self._token_logprobs(self.model, b), micro_batch_size)
+        fn = self._scorer(mode)
+        return self._micro(batch, lambda b: fn(self.model, b), micro_batch_size)
 
     @torch.no_grad()
-    def ref_logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None) -> torch.Tensor:
+    def ref_logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None, *, mode: str = "shared") -> torch.Tensor:
         """Per-token log-probs under the reference policy (adapters disabled), no grad.
 
         Same layout as :meth:`logprobs`. The reference is the base model itself (peft's
         ``disable_adapter``), or the frozen initial copy with full fine-tuning.
         """
+        fn = self._scorer(mode)
         if self.peft_model is None:
-            return self._micro(batch, lambda b: self._token_logprobs(self._reference, b), micro_batch_size)
+            return self._micro(batch, lambda b: fn(self._reference, b), micro_batch_size)
         with self.peft_model.disable_adapter():
-            return self._micro(batch, lambda b: self._token_logprobs(self.peft_model, b), micro_batch_size)
+            return self._micro(batch, lambda b: fn(self.peft_model, b), micro_batch_size)
 
     # ---------------------------------------------------------------- parameters and checkpoints
     def trainable_parameters(self) -> list[torch.nn.Parameter]:

@@ -29,11 +29,12 @@ import functools
 import re
 from pathlib import Path
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Union
 
 from wmrl.tasks.spec import Task
 
 ScaffoldName = Literal["script", "function", "grammar"]
+Scaffold = Union["ScriptScaffold", "FunctionScaffold", "GrammarScaffold"]  # each is a wmrl.interfaces.Scaffold
 SCAFFOLD_NAMES: tuple[str, ...] = ("script", "function", "grammar")
 
 #: Chosen from the measured valid-program rate (``wmrl scaffolds``; numbers in docs/models.md):
@@ -137,7 +138,19 @@ def _parses(source: str) -> bool:
     return True
 
 
-class ScriptScaffold:
+class _FreeFormScaffold:
+    """What the free-form scaffolds share: no grammar (the policy samples from the whole vocabulary)."""
+
+    def grammar_key(self, task: Task) -> str | None:
+        """None: free-form text, no constrained decoding."""
+        return None
+
+    def grammar_sentences(self, key: str) -> tuple[str, ...]:
+        """Never called (:meth:`grammar_key` is None). Raises ValueError."""
+        raise ValueError(f"scaffold {self.name!r} has no grammar")  # type: ignore[attr-defined]
+
+
+class ScriptScaffold(_FreeFormScaffold):
     """The model writes a whole program; the completion's code block is the program."""
 
     name = "script"
@@ -187,7 +200,7 @@ _FUNCTION_EXAMPLE = {
 }
 
 
-class FunctionScaffold:
+class FunctionScaffold(_FreeFormScaffold):
     """The model writes the body of ``build_model()``; the harness does everything else."""
 
     name = "function"
@@ -422,7 +435,7 @@ class GrammarScaffold:
 _SCAFFOLDS = {"script": ScriptScaffold, "function": FunctionScaffold, "grammar": GrammarScaffold}
 
 
-def get_scaffold(name: ScaffoldName | str) -> ScriptScaffold | FunctionScaffold | GrammarScaffold:
+def get_scaffold(name: ScaffoldName | str) -> Scaffold:
     """A scaffold by name: ``"script"``, ``"function"`` or ``"grammar"``.
 
     Raises:

@@ -6,8 +6,11 @@ Public API::
     run = load_run("runs/wmrl-20260101-120000")      # RunData: config, metrics, evals, calibration, ledger
     write_report(["runs/a", "runs/b"], "report.html")  # one self-contained HTML page
 
-The bench (``wmrl bench``) lives in :mod:`wmrl.training.bench` and uses this package for its table,
-plot and statistics (:mod:`wmrl.report.stats`). Matplotlib, pandas and the Agg backend are imported
+The bench (``wmrl bench``) plans and runs in :mod:`wmrl.bench`; this package reads its folder
+(:mod:`wmrl.report.bench_results`), computes its statistics (:mod:`wmrl.report.bench_stats` on
+:mod:`wmrl.report.stats`) and writes its table, plot and pages (:mod:`wmrl.report.bench_page`). Every
+table is one :class:`wmrl.report.tables.Table`, rendered to Markdown, HTML and CSV. ``report`` imports
+nothing of ``wmrl.bench`` or ``wmrl.training``. Matplotlib, pandas and the Agg backend are imported
 here; torch is not.
 """
 from typing import Any

@@ -8,12 +8,13 @@ from __future__ import annotations
 import base64
 import html
 import io
-import math
 from collections.abc import Sequence
 from string import Template
 from typing import Any
 
 import pandas as pd
+
+from wmrl.report.tables import Table
 
 PAGE = Template(
     """<!DOCTYPE html>
@@ -63,36 +64,16 @@ def img_tag(fig: Any, alt: str) -> str:
     return f'<img alt="{esc(alt)}" src="{figure_to_data_uri(fig)}">'
 
 
-def _fmt_cell(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "n/a"
-        return f"{v:.4g}"
-    return str(v)
-
-
 def table_html(df: pd.DataFrame) -> str:
-    """An HTML ``<table>`` for ``df`` (index dropped; cells escaped; floats to 4 significant digits)."""
-    head = "".join(f"<th>{esc(c)}</th>" for c in df.columns)
-    rows = []
-    for rec in df.itertuples(index=False):
-        rows.append("<tr>" + "".join(f"<td>{esc(_fmt_cell(v))}</td>" for v in rec) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    """An HTML ``<table>`` for ``df`` (index dropped; cells escaped; floats to 4 significant digits):
+    :meth:`wmrl.report.tables.Table.to_html`."""
+    return Table.from_frame(df).to_html()
 
 
 def table_markdown(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table for ``df`` (pipes in cells escaped; floats as in HTML)."""
-
-    def cell(v: Any) -> str:
-        return _fmt_cell(v).replace("|", "\\|").replace("\n", " ")
-
-    cols = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---"] * len(cols)) + "|"]
-    for rec in df.itertuples(index=False):
-        lines.append("| " + " | ".join(cell(v) for v in rec) + " |")
-    return "\n".join(lines)
+    """A GitHub-flavoured Markdown table for ``df`` (pipes in cells escaped; floats as in HTML):
+    :meth:`wmrl.report.tables.Table.to_markdown`."""
+    return Table.from_frame(df).to_markdown()
 
 
 def section(heading: str, *parts: str) -> str:

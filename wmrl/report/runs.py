@@ -19,12 +19,14 @@ class NotARunDir(FileNotFoundError):
     """The folder is not a wmrl run directory; the message says what is missing and what to pass."""
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path, skip_bad: bool = False) -> list[dict[str, Any]]:
     """Records of a JSON-lines file; ``[]`` when it is absent.
 
     A last line that does not parse (a writer killed mid-line) is skipped; a bad line anywhere
-    else raises ``ValueError`` naming the file and line number.
+    else raises ``ValueError`` naming the file and line number, or is skipped too with ``skip_bad``
+    (as the trainer's own reader, :func:`wmrl.training.rundir.read_jsonl`, does).
     """
+    path = Path(path)
     if not path.exists():
         return []
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -37,6 +39,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             if i == len(lines) - 1:
                 break
+            if skip_bad:
+                continue
             raise ValueError(f"{path}:{i + 1}: not valid JSON ({exc}); the file is corrupt") from exc
     return out
 

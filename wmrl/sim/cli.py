@@ -48,6 +48,27 @@ def simulate_command(
     console.print(Markdown((Path(out) / "summary.md").read_text()))
 
 
+def staleness_command(
+    out: Path = typer.Option(Path("sim-staleness"), "--out", help="Folder for staleness.md, staleness.csv, staleness_finals.csv."),
+    k: list[int] = typer.Option([0, 1, 3, 9], "--k", help="Staleness bounds (steps; must include 0, the synchronous reference)."),
+    seeds: int = typer.Option(6, "--seeds", min=1, help="Seeds 0..N-1."),
+    steps: int = typer.Option(200, "--steps", min=1, help="Training steps per run."),
+    latency_steps: float = typer.Option(3.0, "--latency-steps", min=0.01, help="Median execution latency, in steps."),
+) -> None:
+    """Staleness axis: asynchronous anchors (bound k) against synchronous ones, late groups in the gradient
+    (importance-corrected) or in the calibration only. See docs/scaling.md."""
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from wmrl.sim.staleness import run_staleness_study
+
+    if 0 not in k or any(x < 0 for x in k):
+        raise typer.BadParameter(f"need bounds >= 0 including 0 (the synchronous reference), got {k}", param_hint="--k")
+    res = run_staleness_study(out, ks=tuple(sorted(set(k))), seeds=seeds, steps=steps, latency_steps=latency_steps)
+    Console().print(Markdown(res["markdown"]))
+
+
 def register(app: typer.Typer) -> None:
     """Add this package's commands to the top-level ``wmrl`` app."""
     app.command(name="simulate")(simulate_command)
+    app.command(name="simulate-staleness")(staleness_command)

@@ -39,9 +39,11 @@ import numpy as np
 
 from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe, recipe_names
 from wmrl.core.routing import FractionRouter
+from wmrl.core.staleness import LatencyModel, arrival_steps, check_staleness, late_clip
 from wmrl.sim.bandit import BanditProblem, WorldModelSpec, world_model_scores
 
 METHODS = tuple(recipe_names())
+LATE_MODES = ("calibration", "gradient")
 
 
 @dataclass(frozen=True)
@@ -82,18 +84,38 @@ class RunSpec:
     Attributes:
         method: one of :data:`METHODS`. wm: the world model's error model. rho: anchor fraction
         (ignored by ``grpo`` = 1 and ``wm`` = 0). seed: problem and sampling seed.
+        staleness: the bound k of the asynchronous anchor stream (steps; 0 = synchronous, every anchor group
+            consumed at its own step: the study of record). late: what a group consumed after its own step
+            does: ``calibration`` (its pairs feed the calibrator and the window only, and at its own step
+            the group trains as a world-model group) or ``gradient`` (left out of its own step, it enters
+            the loss of the step it arrives at as an anchor group, importance-corrected by the clipped ratio
+            pi_t / pi_s, kept in [0.001, late_ratio_max], :mod:`wmrl.core.staleness`). latency_steps, latency_sigma: the latency model in
+            units of steps (median and log-sd of one execution; a group takes its G executions' maximum).
     """
 
     method: str
     wm: WorldModelSpec = field(default_factory=WorldModelSpec)
     rho: float = 0.1
     seed: int = 0
+    staleness: int = 0
+    late: str = "calibration"
+    late_ratio_max: float = 2.0
+    latency_steps: float = 3.0
+    latency_sigma: float = 0.6
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"unknown method {self.method!r}; choose one of {METHODS}")
         if not 0.0 < self.rho <= 1.0 and self.method not in ("grpo", "wm"):
             raise ValueError(f"rho must be in (0, 1] for {self.method}, got {self.rho}")
+        check_staleness(self.staleness)
+        if self.late not in LATE_MODES:
+            raise ValueError(f"late must be one of {LATE_MODES}, got {self.late!r}")
+        late_clip(self.late_ratio_max)  # validates
+        if self.staleness and not get_recipe(self.method).fuses:
+            raise ValueError(f"asynchronous anchors (staleness {self.staleness}) need a recipe with both streams, "
+                             f"not {self.method!r}")
+        LatencyModel(self.latency_steps, self.latency_sigma, 0.0, 20.0 * self.latency_steps)  # validates
 
     @property
     def effective_rho(self) -> float:
@@ -116,6 +138,10 @@ class _RunState:
             calibrator_fallback="identity", calibrator_tie_break=1e-3,  # the study of record
             window_pairs=None, window_steps=cfg.fusion_window, alpha_floor=cfg.alpha_min, alpha_ceiling=cfg.alpha_max)
         self.state = self.recipe.init_state(self.settings)
+        self.latency = LatencyModel(spec.latency_steps, spec.latency_sigma, 0.0, 20.0 * spec.latency_steps)
+        self.rng_latency = np.random.default_rng([spec.seed, 3])
+        self.pending: list[dict] = []  # anchor groups in flight: arrival step, routed step, arms, rewards, log-probs
+        self.staleness_log: list[int] = []
         self.executions = 0
         self.alpha_log: list[float] = []
         self.mae_log: list[tuple[float, float]] = []
@@ -128,8 +154,17 @@ class _RunState:
         u = self.rng_sample.random((c, g))
         return np.minimum((u[:, :, None] > cdf[:, None, :]).sum(-1), probs.shape[1] - 1)
 
-    def step(self, t: int, arms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """This run's part of the GRPO batch: the recipe's (advantages [C*G], weights [C*G]) float64."""
+    def step(self, t: int, arms: np.ndarray, logp: np.ndarray) -> dict[str, np.ndarray]:
+        """This run's part of the GRPO batch at step t.
+
+        Args:
+            t: the step. arms: [C, G] sampled arms. logp: [C, G] their log-probabilities under the policy of t.
+
+        Returns:
+            ``task``, ``arm`` [N] int64 rows of the loss (the C*G samples of step t, then any late anchor
+            groups of the ``gradient`` mode), ``adv``, ``weights`` [N] float64 (the recipe's), ``old_logp``
+            [N] float64 the behaviour log-probability (NaN: the row is on-policy, ratio 1).
+        """
         spec = self.spec
         C, G = arms.shape
         rows = np.arange(C)[:, None]
@@ -138,20 +173,48 @@ class _RunState:
         r_hat = world_model_scores(r, ex, spec.wm, self.rng_wm)
         r_hat2 = world_model_scores(r, ex, spec.wm, self.rng_wm)  # a second, independent query
         anchor_g = self.router.route([f"task{c}" for c in range(C)], step=t)
-        a = np.repeat(anchor_g, G)  # [C*G] per-sample anchor mask
-        self.executions += int(a.sum())
+        self.executions += int(anchor_g.sum()) * G
+        now_g, due = anchor_g, []
+        if spec.staleness:
+            lat = self.latency.sample(self.rng_latency, C * G).reshape(C, G).max(axis=1)
+            arrive = arrival_steps(t, lat, spec.staleness)
+            now_g = anchor_g & (arrive == t)
+            for c in np.flatnonzero(anchor_g & (arrive > t)):
+                self.pending.append(dict(at=int(arrive[c]), origin=t, task=int(c), arms=arms[c], r=r[c],
+                                         r_hat=r_hat[c], r_hat2=r_hat2[c], logp=logp[c]))
+            due = [p for p in self.pending if p["at"] == t]
+            self.pending = [p for p in self.pending if p["at"] != t]
+        self.staleness_log += [0] * int(now_g.sum()) + [t - p["origin"] for p in due]
+        a = np.repeat(now_g, G)  # [C*G] anchors consumed at their own step
+        valid = np.ones(C * G, bool)
+        if spec.late == "gradient":  # in flight: out of this step's loss, into the loss of its arrival step
+            valid &= ~np.repeat(anchor_g & ~now_g, G)
         rf = r.reshape(-1)
-        x = StepInputs(step=t, group_ids=np.repeat(np.arange(C), G), is_anchor=a, valid=np.ones(C * G, bool),
-                       reward_true=np.where(a, rf, np.nan), reward_wm=r_hat.reshape(-1),
-                       reward_wm_repeat=r_hat2.reshape(-1))
+        task, arm = np.repeat(np.arange(C), G), arms.reshape(-1)
+        old = np.full(C * G, np.nan)
+        gid, rt, rw, rw2 = np.repeat(np.arange(C), G), np.where(a, rf, np.nan), r_hat.reshape(-1), r_hat2.reshape(-1)
+        if due and spec.late == "gradient":
+            n = len(due)
+            cat = lambda key: np.concatenate([p[key] for p in due])  # noqa: E731
+            task = np.concatenate([task, np.repeat([p["task"] for p in due], G)])
+            arm, old = np.concatenate([arm, cat("arms")]), np.concatenate([old, cat("logp")])
+            gid = np.concatenate([gid, np.repeat(C + np.arange(n), G)])
+            a, valid = np.concatenate([a, np.ones(n * G, bool)]), np.concatenate([valid, np.ones(n * G, bool)])
+            rt, rw, rw2 = np.concatenate([rt, cat("r")]), np.concatenate([rw, cat("r_hat")]), np.concatenate([rw2, cat("r_hat2")])
+        x = StepInputs(step=t, group_ids=gid, is_anchor=a, valid=valid, reward_true=rt, reward_wm=rw,
+                       reward_wm_repeat=rw2)
         out = self.recipe.step(x, self.state, self.settings)
+        if due and spec.late == "calibration":
+            cat = lambda key: np.concatenate([p[key] for p in due])  # noqa: E731
+            self.recipe.learn_late(self.state, t, np.repeat([p["origin"] for p in due], G),
+                                   np.repeat([p["task"] for p in due], G), cat("r"), cat("r_hat"), cat("r_hat2"))
         d = (out.calibration or {}).get("diagnostics", {})
         if self.recipe.debias and "mae_before" in d:
             self.mae_log.append((d["mae_before"], d["mae_after"]))
         key = {"ppi": "ppi_lambda", "ivw": "alpha", "bias-aware": "alpha"}.get(self.recipe.fusion)
         if key is not None and out.stats[key] is not None:  # lambda is None on a step with one stream only
             self.alpha_log.append(out.stats[key])
-        return out.advantages, out.weights
+        return dict(task=task, arm=arm, adv=out.advantages, weights=out.weights, old_logp=old)
 
 
 def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -> "tuple[object, object]":
@@ -219,20 +282,34 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     for t in range(cfg.steps):
         with torch.no_grad():
             probs = torch.softmax(logits(), -1).numpy()
-        idx_all, adv_all, w_all = [], [], []
-        task_flat = np.repeat(np.arange(C), G)
+        idx_all, adv_all, w_all, old_all, rmax_all = [], [], [], [], []
+        rows_c = np.arange(C)[:, None]
         for i, st in enumerate(states):
             arms = st.sample(probs[i])
-            adv_i, w_i = st.step(t, arms)
-            idx_all.append(np.stack([np.full(C * G, i), task_flat, arms.reshape(-1)], axis=1))
-            adv_all.append(adv_i)
-            w_all.append(w_i)
+            part = st.step(t, arms, np.log(probs[i][rows_c, arms]))
+            idx_all.append(np.stack([np.full(part["task"].size, i), part["task"], part["arm"]], axis=1))
+            adv_all.append(part["adv"])
+            w_all.append(part["weights"])
+            old_all.append(part["old_logp"])
+            rmax_all.append(np.full(part["task"].size, st.spec.late_ratio_max))
         idx = torch.as_tensor(np.concatenate(idx_all), dtype=torch.int64)
         adv = torch.as_tensor(np.concatenate(adv_all), dtype=torch.float64)
         weights = torch.as_tensor(np.concatenate(w_all), dtype=torch.float64)
         logp = torch.log_softmax(logits(), -1)[idx[:, 0], idx[:, 1], idx[:, 2]].unsqueeze(1)
         mask = torch.ones_like(logp, dtype=torch.bool)
-        loss, _ = grpo_loss(logp, logp.detach(), adv, mask, sample_weights=weights, aggregation="token_mean")
+        old_np, rmax = np.concatenate(old_all), np.concatenate(rmax_all)
+        stale = np.isfinite(old_np)  # late anchor rows: the behaviour policy's log-probability (importance ratio)
+        fresh = torch.as_tensor(~stale)
+        # one token per row, so the token-mean loss is a sum over rows: the late rows' terms can be taken apart
+        loss, _ = grpo_loss(logp[fresh], logp[fresh].detach(), adv[fresh], mask[fresh], sample_weights=weights[fresh],
+                            aggregation="token_mean")
+        for rm in np.unique(rmax[stale]):
+            sel = torch.as_tensor(stale & (rmax == rm))
+            lo, hi = late_clip(float(rm))
+            old = torch.as_tensor(old_np[sel.numpy()], dtype=torch.float64).unsqueeze(1)
+            l_late, _ = grpo_loss(logp[sel], old, adv[sel], mask[sel], sample_weights=weights[sel],
+                                  clip_low=lo, clip_high=hi, aggregation="token_mean")
+            loss = loss + l_late
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -245,7 +322,8 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     meta = pd.DataFrame(
         [
             dict(run=i, method=s.method, shape=s.wm.shape, bias=s.wm.bias, sigma=s.wm.sigma,
-                 rho=s.effective_rho, seed=s.seed, J_star=st.problem.optimum, J_uniform=st.problem.uniform_value)
+                 rho=s.effective_rho, seed=s.seed, J_star=st.problem.optimum, J_uniform=st.problem.uniform_value,
+                 staleness=s.staleness, late=s.late, late_ratio_max=s.late_ratio_max)
             for i, (s, st) in enumerate(zip(runs, states))
         ]
     )
@@ -257,6 +335,8 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     finals["J_final"] = finals["run"].map(last)
     finals["gap_final"] = finals["J_star"] - finals["J_final"]
     finals["executions"] = [st.executions for st in states]
+    finals["staleness_mean"] = [float(np.mean(st.staleness_log)) if st.staleness_log else float("nan") for st in states]
+    finals["staleness_max"] = [float(np.max(st.staleness_log)) if st.staleness_log else float("nan") for st in states]
     finals["alpha_or_lambda_mean"] = [float(np.mean(st.alpha_log)) if st.alpha_log else float("nan") for st in states]
     finals["cal_mae_before"] = [float(np.mean([m[0] for m in st.mae_log])) if st.mae_log else float("nan") for st in states]
     finals["cal_mae_after"] = [float(np.mean([m[1] for m in st.mae_log])) if st.mae_log else float("nan") for st in states]

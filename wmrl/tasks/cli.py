@@ -114,7 +114,7 @@ def build_cmd(
         _fail(str(exc))
     console.print(f"built {len(tasks)} tasks in {root} ({time.perf_counter() - t0:.1f}s)")
     if leaderboards:
-        from wmrl.tasks.reference import rebuild_leaderboards
+        from wmrl.execution.leaderboards import rebuild_leaderboards
 
         t1 = time.perf_counter()
         rebuild_leaderboards(tasks, log=console.print)

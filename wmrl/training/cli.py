@@ -41,7 +41,9 @@ def train(
     from rich.console import Console
 
     from wmrl.training.config import ConfigError, load_config
-    from wmrl.training.trainer import RunDirError, print_summary, resume_training, run_training
+    from wmrl.training.components import RunDirError
+    from wmrl.training.console import print_summary
+    from wmrl.training.run import resume_training, run_training
 
     err = Console(stderr=True)
     try:

@@ -181,6 +181,10 @@ class RolloutConfig(_Section):
     max_new_tokens: Int = Field(96, ge=1, description="Completion length limit, tokens.")
     temperature: Float = Field(1.0, ge=1e-6, description="Sampling temperature.")
     top_p: Float = Field(1.0, ge=1e-6, le=1.0, description="Nucleus sampling threshold.")
+    engine: Literal["shared", "generate"] = Field("shared", description=(
+        "Sampling implementation: 'shared' (each group's prompt prefilled once, batched grammar masks; docs/models.md) "
+        "or 'generate' (transformers' generate, one prefill per row: the implementation before issue 18). Both "
+        "sample the same distribution, not the same draws."))
 
     @model_validator(mode="after")
     def _groups_of_two(self) -> RolloutConfig:
@@ -214,6 +218,20 @@ class WmrlConfig(_Section):
         "Map used below calibrator_min_anchors: 'identity' or 'affine' (least squares with positive slope)."))
     alpha_floor: Float = Field(0.05, ge=0.0, le=1.0, description="Lower clip of alpha (anchor-gradient weight).")
     alpha_ceiling: Float = Field(0.95, ge=0.0, le=1.0, description="Upper clip of alpha.")
+    anchor_staleness: Int = Field(0, ge=0, description=(
+        "k, the staleness bound of the asynchronous anchor stream (steps): anchor executions run while training "
+        "goes on and are consumed when they finish, at most k steps after their own (the trainer waits there); "
+        "late ones go where wmrl.late_anchors says. 0 = synchronous (every step waits for its "
+        "anchors). wmrl recipes only (docs/scaling.md)."))
+    late_anchors: Literal["gradient", "calibration"] = Field("gradient", description=(
+        "What an anchor group consumed after its own step does (anchor_staleness > 0): 'gradient' (left out of its "
+        "own step, it enters the loss of its arrival step, importance-corrected by the clipped ratio to the policy "
+        "that sampled it, and feeds the calibration) or 'calibration' (it trains as a world-model group at its own "
+        "step and its pairs only feed the calibrator and the fusion window). The simulation's staleness axis chose "
+        "'gradient' (docs/scaling.md)."))
+    late_ratio_max: Float = Field(2.0, gt=1.0, description=(
+        "Late anchor rows in the gradient keep their importance ratio pi_now / pi_sampled in [0.001, this] (PPO's "
+        "clip range is too tight for them: the simulation lost twice as much reward with [0.8, 1.2] at k=9)."))
 
     @model_validator(mode="after")
     def _floor_below_ceiling(self) -> WmrlConfig:
@@ -348,6 +366,10 @@ class TrainConfig(_Section):
                 and self.wmrl.min_anchor_every == 0):
             raise ValueError(f"method {self.method!r} needs anchors: set wmrl.anchor_fraction > 0 (or use method "
                              "'wm' for a pure world model)")
+        if self.wmrl.anchor_staleness and not get_recipe(self.method).fuses:
+            raise ValueError(f"wmrl.anchor_staleness={self.wmrl.anchor_staleness} needs a method with both an anchor "
+                             f"and a world-model stream (the wmrl recipes): late anchors only feed the calibration, "
+                             f"and method {self.method!r} has none; set wmrl.anchor_staleness=0")
         return self
 
 

@@ -43,7 +43,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     from wmrl.training.parts import (load_policy_backbone, make_executor, policy_lora, require_leaderboards,
                                      require_sound, resolve_tasks)
     from wmrl.training.rundir import to_json_line
-    from wmrl.training.trainer import eval_sampling_seed
+    from wmrl.training.components import eval_sampling_seed
 
     rd = RunDir(run_dir)
     if not rd.config.is_file():
@@ -78,6 +78,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
         torch.set_num_threads(cfg.threads)
     model, tok = load_policy_backbone(cfg)
     policy = Policy(model, tok, lora=policy_lora(cfg))
+    policy.sampling_engine = cfg.rollout.engine
     if ck is not None:
         policy.load(ck / "policy")
     scaffold = get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD)

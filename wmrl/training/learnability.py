@@ -1,6 +1,6 @@
 """The learnability probe: can the trainer move the policy at all when the reward is easy?
 
-GRPO through the real trainer (:func:`wmrl.training.trainer.run_training`: sampling, advantages, the
+GRPO through the real trainer (:func:`wmrl.training.run.run_training`: sampling, advantages, the
 clipped loss, AdamW, checkpoints) against a deterministic reward instead of execution: 1 when the
 sampled pipeline's estimator is of the ``target`` family, else 0. A policy that can learn drives the
 rewarded fraction towards 1 within a few dozen steps; one that cannot (a frozen random head under
@@ -71,14 +71,15 @@ def run_probe(*, model: str = "tiny", lr: float = 3e-3, steps: int = 25, target:
         overrides: further ``key=value`` config overrides.
 
     Raises:
-        SuiteNotBuilt, ConfigError: as :func:`wmrl.training.trainer.run_training` (e.g. ``steps < 1``).
+        SuiteNotBuilt, ConfigError: as :func:`wmrl.training.run.run_training` (e.g. ``steps < 1``).
         FileNotFoundError: an unknown ``model`` (nothing can be downloaded).
     """
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import get_scaffold
     from wmrl.training import parts
     from wmrl.training.config import load_config
-    from wmrl.training.trainer import Components, run_training
+    from wmrl.training.components import Components
+    from wmrl.training.run import run_training
 
     tmp = run_dir is None
     rd = Path(tempfile.mkdtemp(prefix="wmrl-probe-")) if tmp else Path(run_dir)

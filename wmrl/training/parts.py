@@ -1,7 +1,7 @@
 """Building the trainer's parts from a config: tasks, scaffold, policy, executor, world model.
 
 The only module of ``wmrl.training`` that knows the concrete classes of the other packages; the
-trainer itself sees them through :class:`wmrl.training.trainer.Components`. Heavy imports (torch,
+trainer itself sees them through :class:`wmrl.training.components.Components`. Heavy imports (torch,
 transformers) happen inside the functions.
 """
 from __future__ import annotations
@@ -213,7 +213,7 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     """
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.training.trainer import Components
+    from wmrl.training.components import Components
 
     train, heldout = resolve_tasks(cfg)
     record_tasks(rd, cfg, train, heldout)
@@ -224,6 +224,7 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     uses_wm = get_recipe(cfg.method).uses_world_model
     wm_backbone = world_model_backbone(model, lora) if uses_wm else None
     policy = Policy(model, tok, lora=lora)
+    policy.sampling_engine = cfg.rollout.engine
     need = policy.min_new_tokens(scaffold, train + heldout)
     if cfg.rollout.max_new_tokens < need:
         raise ConfigError(f"rollout.max_new_tokens={cfg.rollout.max_new_tokens} is shorter than the longest program "
@@ -247,7 +248,7 @@ def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: 
                  scaffold: Any, train: list[Any], executor: Any) -> Any:
     """The world model of kind ``world_model.kind`` (see :func:`build_components` for where it comes from)."""
     from wmrl.models.types import LoraSettings
-    from wmrl.models.wm_factory import load_world_model, new_world_model
+    from wmrl.world_model.factory import load_world_model, new_world_model
 
     wmc = cfg.world_model
     if (rd.world_model / "DONE").is_file():
@@ -321,7 +322,7 @@ def _save_wm(wm: Any, rd: RunDir) -> None:
 def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, scaffold: Any, train: list[Any],
                    executor: Any) -> list[dict[str, Any]]:
     """The warm-up corpus: ``warmup_samples_per_task`` programs per train task sampled from the initial
-    policy and executed for real (:func:`wmrl.models.warmup.collect_warmup`: sampling of the next tasks
+    policy and executed for real (:func:`wmrl.world_model.corpus.collect_warmup`: sampling of the next tasks
     overlaps executions of the previous ones), or read from ``world_model.warmup_corpus`` (an execution log).
 
     Cost goes to the ledger (phase ``warmup``; executions ``warmup``). Returns execution-log-style
@@ -330,8 +331,8 @@ def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, sc
     """
     import torch
 
-    from wmrl.models.warmup import collect_warmup
-    from wmrl.training.trainer import sampling_seed
+    from wmrl.world_model.corpus import collect_warmup
+    from wmrl.training.components import sampling_seed
 
     wmc = cfg.world_model
     with ledger.phase("warmup"):
@@ -371,12 +372,13 @@ def collect_corpus(cfg: TrainConfig, log_path: Path, *, samples_per_task: int, g
 
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.models.warmup import collect_warmup
+    from wmrl.world_model.corpus import collect_warmup
 
     train, _ = resolve_tasks(cfg)
     c = cfg.model_copy(update={"seed": seed})
     model, tok = load_policy_backbone(c)
     policy = Policy(model, tok, lora=policy_lora(c))
+    policy.sampling_engine = c.rollout.engine
     executor = make_executor(c, log_path)
     w0, p0 = time.perf_counter(), time.process_time()
     try:

@@ -42,7 +42,8 @@ import torch
 
 from wmrl.models import adapters
 from wmrl.models.types import LoraSettings
-from wmrl.models.world_model import BackboneWorldModel, check_fit_settings, fit_metrics, fit_split
+from wmrl.world_model.base import BackboneWorldModel
+from wmrl.world_model.data import check_fit_settings, fit_metrics, fit_split
 
 __all__ = ["GenerativeWorldModel", "digit_token_ids", "score_digits", "score_text", "SCORE_CUE", "ANSWER_PREFIX"]
 
@@ -288,8 +289,8 @@ class GenerativeWorldModel(BackboneWorldModel):
         """Fine-tune the adapter by next-token cross-entropy on the answer digits (:meth:`loss`), AdamW.
 
         Args:
-            records: execution-log rows (see :mod:`wmrl.models.world_model`) or
-                :class:`~wmrl.models.world_model.WorldModelExample` dicts.
+            records: execution-log rows (see :mod:`wmrl.world_model.regression`) or
+                :class:`~wmrl.world_model.data.WorldModelExample` dicts.
             epochs: passes over the training split.
             lr: AdamW learning rate of the LoRA weights (no weight decay; gradient norm clipped at 1).
             batch_size: trajectories per gradient step.
@@ -302,9 +303,9 @@ class GenerativeWorldModel(BackboneWorldModel):
             dict with ``n_train``, ``n_heldout``, ``skipped`` counts, ``steps``, ``train_seconds``,
             ``train_loss`` (last epoch's mean cross-entropy, nats per answer digit),
             ``stopped_by_time_budget`` and the entries of
-            :func:`~wmrl.models.world_model.fit_metrics` (train / held-out metrics, held-out
+            :func:`~wmrl.world_model.data.fit_metrics` (train / held-out metrics, held-out
             predictions and truths, ``predict_seconds``, ``predictions_per_s``), as
-            :meth:`RegressionWorldModel.fit <wmrl.models.world_model.RegressionWorldModel.fit>`.
+            :meth:`RegressionWorldModel.fit <wmrl.world_model.regression.RegressionWorldModel.fit>`.
 
         Raises:
             ValueError: fewer than 2 usable records, or bad hyperparameters.

@@ -2,8 +2,8 @@
 
 Kinds (``world_model.kind`` in the training config, ``--kind`` of ``wmrl wm fit``):
 
-* ``"regression"``: :class:`wmrl.models.world_model.RegressionWorldModel` (adapter + scalar head; the default).
-* ``"generative"``: :class:`wmrl.models.generative_wm.GenerativeWorldModel` (adapter writing the score as text).
+* ``"regression"``: :class:`wmrl.world_model.regression.RegressionWorldModel` (adapter + scalar head; the default).
+* ``"generative"``: :class:`wmrl.world_model.generative.GenerativeWorldModel` (adapter writing the score as text).
 
 Every saved world model folder records its kind in ``world_model.json`` (folders without one are
 regression world models).
@@ -24,11 +24,11 @@ def world_model_class(kind: str) -> type:
         ValueError: an unknown kind (the message lists the known ones).
     """
     if kind == "regression":
-        from wmrl.models.world_model import RegressionWorldModel
+        from wmrl.world_model.regression import RegressionWorldModel
 
         return RegressionWorldModel
     if kind == "generative":
-        from wmrl.models.generative_wm import GenerativeWorldModel
+        from wmrl.world_model.generative import GenerativeWorldModel
 
         return GenerativeWorldModel
     raise ValueError(f"unknown world model kind {kind!r}; known kinds: {', '.join(WORLD_MODEL_KINDS)}")
@@ -50,7 +50,7 @@ def saved_world_model_kind(directory: str | Path) -> str:
     Raises:
         FileNotFoundError: not a saved world model folder.
     """
-    from wmrl.models.world_model import BackboneWorldModel
+    from wmrl.world_model.base import BackboneWorldModel
 
     return str(BackboneWorldModel.read_saved_config(directory)["kind"])
 

@@ -1,0 +1,34 @@
+"""The one table model: a cell reads the same in Markdown, HTML and CSV."""
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+import pandas as pd
+
+from wmrl.report.stats import mean_se
+from wmrl.report.tables import Cell, Table
+
+
+def test_cell_text_rules():
+    assert Cell(0.5123, 0.0311, ".3f").text() == "0.512 ± 0.031"
+    assert Cell.mean_se(mean_se([0.5]), 3).text() == "0.500"          # one seed: SE undefined
+    assert Cell.mean_se(mean_se([]), 2).text() == "n/a"
+    assert Cell(math.inf, fmt=".0f").text() == "n/a" and Cell(12.4, fmt=".0f").text() == "12"
+    assert Cell(None).text() == "" and Cell(math.nan).text() == "n/a" and Cell(1 / 3).text() == "0.3333"
+    assert Cell(3).text() == "3" and Cell("—").text() == "—"
+
+
+def test_one_table_three_renderings():
+    t = Table.from_records([{"method": "a|b", "x": Cell(0.25, 0.01, ".2f")}, {"method": "<c>, d", "x": Cell(None)}])
+    assert t.to_markdown().splitlines() == ["| method | x |", "|---|---|", "| a\\|b | 0.25 ± 0.01 |", "| <c>, d |  |"]
+    assert "<td>&lt;c&gt;, d</td><td></td>" in t.to_html()
+    assert list(csv.reader(io.StringIO(t.to_csv()))) == [["method", "x"], ["a|b", "0.25 ± 0.01"], ["<c>, d", ""]]
+    assert t.drop(["x"]).columns == ["method"] and t.to_frame().loc[0, "x"] == "0.25 ± 0.01"
+    assert Table([]).empty
+
+
+def test_from_frame_matches_pandas_csv():
+    df = pd.DataFrame({"method": ["grpo", "wm"], "seeds": [2, 2], "v": ["0.1 ± 0.0", "a, b"]})
+    assert Table.from_frame(df).to_csv() == df.to_csv(index=False)

@@ -1,0 +1,200 @@
+"""The package layout has no import circles and ``wmrl.core`` imports nothing else of wmrl (issue 14).
+
+Imports are read with :mod:`ast` from every module under ``wmrl/``, wherever they stand (function-level
+imports and ``if TYPE_CHECKING:`` blocks included; relative imports resolved). Two graphs are checked:
+packages (``wmrl.training.trainer`` -> ``training``; a top-level module such as ``wmrl/cli.py`` is a node
+of its own) and modules (a circle inside one package, e.g. two modules that import each other).
+
+Each package's ``cli.py`` is the top of the house: it registers commands on the ``wmrl`` app and may import
+any package (``wmrl models``' world-model commands use ``world_model``), and only command modules
+import it; the package graph leaves the CLI modules out, and a test checks that nothing imports them.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "wmrl"
+
+#: Import circles known today OUTSIDE the bench/report split, each being fixed in its own change.
+#: Package cycles as tuples of package names, module cycles as tuples of module names (each sorted).
+#: Remove an entry once its circle is gone; when the set is empty the xfail below is switched off.
+KNOWN_CYCLES_OUTSIDE_BENCH: set[tuple[str, ...]] = set()
+
+
+def module_name(path: Path) -> str:
+    """``wmrl/training/trainer.py`` -> ``wmrl.training.trainer``; ``wmrl/report/__init__.py`` -> ``wmrl.report``."""
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def all_modules() -> dict[str, Path]:
+    """Every module of wmrl, by name."""
+    return {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def module_imports(path: Path, known: set[str] | None = None) -> set[str]:
+    """The ``wmrl`` modules that the file at ``path`` imports anywhere in it.
+
+    ``from wmrl.training import trainer`` counts as ``wmrl.training.trainer`` when that is a module of
+    ``known`` (default: every module of wmrl), else as ``wmrl.training``.
+    """
+    known = set(all_modules()) if known is None else known
+    name = module_name(path)
+    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name == "wmrl" or a.name.startswith("wmrl.")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod == "wmrl" or mod.startswith("wmrl."):
+                for a in node.names:
+                    out.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod)
+    return out
+
+
+def package_of(module: str) -> str | None:
+    """``wmrl.training.trainer`` -> ``training``; ``wmrl.cli`` -> ``cli``; ``wmrl`` -> None."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the other wmrl modules it imports (a package's ``__init__`` is the package's name)."""
+    mods = all_modules()
+    known = set(mods)
+    return {m: module_imports(p, known) - {m} for m, p in mods.items()}
+
+
+def is_cli(module: str) -> bool:
+    """A package's command module (``wmrl.<package>.cli``) or the app itself (``wmrl.cli``)."""
+    return module.rpartition(".")[2] == "cli"
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Package -> the other wmrl packages its modules import (CLI modules left out: module docstring)."""
+    graph: dict[str, set[str]] = {}
+    for mod, deps in module_graph().items():
+        if is_cli(mod):
+            continue
+        src = package_of(mod)
+        if src is not None:
+            graph.setdefault(src, set()).update({package_of(d) for d in deps} - {None, src})
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """Every elementary cycle of ``graph`` once, as a tuple starting at its smallest node."""
+    found: set[tuple[str, ...]] = set()
+
+    def walk(start: str, node: str, path: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                found.add(tuple(path))
+            elif nxt not in path and nxt > start:
+                walk(start, nxt, path + [nxt])
+
+    for start in sorted(graph):
+        walk(start, start, [start])
+    return sorted(found)
+
+
+def module_cycles() -> list[tuple[str, ...]]:
+    """The circles among modules of one package (sorted tuples of the modules in each strongly connected
+    component); circles across packages are :func:`package_graph`'s."""
+    g = module_graph()
+    out = []
+    for pkg in sorted({package_of(m) for m in g} - {None}):
+        sub = {m: {d for d in deps if package_of(d) == pkg} for m, deps in g.items() if package_of(m) == pkg}
+        out += [tuple(sorted(c)) for c in _components(sub) if len(c) > 1]
+    return sorted(out)
+
+
+def _components(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    comps: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            comps.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return comps
+
+
+def all_cycles() -> list[tuple[str, ...]]:
+    """Package cycles, then module cycles inside a package."""
+    return cycles(package_graph()) + module_cycles()
+
+
+def test_core_imports_nothing_else_of_wmrl():
+    offenders = sorted(f"{module_name(p)} -> {m}" for p in sorted((ROOT / "core").rglob("*.py"))
+                       for m in module_imports(p) if package_of(m) != "core")
+    assert not offenders, offenders
+
+
+def test_report_imports_neither_bench_nor_training():
+    offenders = sorted(f"{module_name(p)} -> {m}" for p in sorted((ROOT / "report").rglob("*.py"))
+                       for m in module_imports(p) if package_of(m) in {"bench", "training"})
+    assert not offenders, offenders
+
+
+def test_no_cycle_through_bench_or_report():
+    """Strict: the bench/report split itself has no circle (package or module)."""
+    mine = [c for c in all_cycles() if any(n in {"bench", "report"} or package_of(n) in {"bench", "report"} for n in c)]
+    assert not mine, mine
+
+
+@pytest.mark.xfail(bool(KNOWN_CYCLES_OUTSIDE_BENCH), strict=False,
+                   reason=f"known import circles being fixed elsewhere: {sorted(KNOWN_CYCLES_OUTSIDE_BENCH)}")
+def test_no_import_cycle():
+    found = all_cycles()
+    assert not found, "import circles:\n" + "\n".join(" -> ".join(c + (c[0],)) for c in found)
+
+
+def test_only_the_app_imports_command_modules():
+    offenders = sorted(f"{m} -> {d}" for m, deps in module_graph().items() for d in deps
+                       if is_cli(d) and not is_cli(m))
+    assert not offenders, offenders
+
+
+def test_no_new_cycle_besides_the_known_ones():
+    new = sorted(set(all_cycles()) - KNOWN_CYCLES_OUTSIDE_BENCH)
+    assert not new, f"new import circles: {new}"
+
+
+def test_the_cycle_finders_find_cycles():
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e2"}, "e2": {"e"}}
+    assert cycles(g) == [("a", "b", "c"), ("e", "e2")]
+    assert sorted(map(sorted, (c for c in _components(g) if len(c) > 1))) == [["a", "b", "c"], ["e", "e2"]]

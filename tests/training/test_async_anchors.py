@@ -1,0 +1,152 @@
+"""The asynchronous anchor stream in the trainer (wmrl.training.anchors), on the fake parts: k = 0 is the
+synchronous stream recorded before it existed, generation does not wait with k > 0, the bound is kept, late
+groups reach the loss (gradient mode) or only the calibration."""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from _training_fakes import FakeExecutor, FakePolicy
+from test_loop_fakes import cfg_for, comps
+
+from wmrl.training.config import ConfigError, load_config
+from wmrl.training.rundir import RunDir, read_jsonl
+from wmrl.training.run import run_training
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _golden  # noqa: E402
+
+#: metrics and samples of 5-step fake runs recorded on commit ab7050e, before the asynchronous stream existed
+SYNC = Path(__file__).resolve().parent / "golden" / "fakes_sync_5step.json"
+
+
+class SlowExecutor(FakeExecutor):
+    """The fake executor whose results come ``latency`` seconds after submission (a timer thread each)."""
+
+    def __init__(self, latency: float):
+        super().__init__()
+        self.latency = latency
+
+    def submit(self, req):
+        f: Future = Future()
+        threading.Timer(self.latency, lambda: f.set_result(self._run(req))).start()
+        return f
+
+
+def _run_fakes(tmp_path, method, *extra, executor=None, steps=5, wm_sleep=0.0):
+    c = comps(method)
+    if executor is not None:
+        c.executor = executor
+    if wm_sleep:
+        predict = c.world_model.predict
+        c.world_model.predict = lambda p, q: (time.sleep(wm_sleep), predict(p, q))[1]
+    cfg = cfg_for(tmp_path, method, steps, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion_min_pairs=2", *extra)
+    run_training(cfg, components=c)
+    rd = RunDir(cfg.run_dir)
+    return read_jsonl(rd.metrics), read_jsonl(rd.samples), rd
+
+
+def _numbers(m, s):
+    return {"steps": [{k: r.get(k) for k in _golden.STEP_KEYS} for r in m],
+            "samples": [{k: x.get(k) for k in _golden.SAMPLE_KEYS} for x in s]}
+
+
+@pytest.mark.parametrize("method", ["wmrl", "wmrl-ppi", "grpo"])
+def test_k0_is_the_synchronous_stream_recorded_before(tmp_path, method):
+    m, s, _ = _run_fakes(tmp_path, method)
+    ref = json.loads(SYNC.read_text())[method]
+    assert not _golden.differences(_numbers(m, s), ref)
+    assert all("wall_s.anchor_wait" not in r and "anchor_staleness_mean" not in r for r in m)
+
+
+@pytest.mark.parametrize("method", ["wmrl", "wmrl-ppi"])
+def test_k3_with_instant_executions_changes_no_number(tmp_path, method):
+    """Executions that are done before the collection are consumed at their own step: the same run as k = 0."""
+    m, s, _ = _run_fakes(tmp_path, method, "wmrl.anchor_staleness=3")
+    assert not _golden.differences(_numbers(m, s), json.loads(SYNC.read_text())[method])
+    assert all(r["anchor_staleness_max"] in (0, None) and r["anchors_in_flight"] == 0 for r in m)
+    assert all(r["wall_s.anchor_wait"] == 0.0 for r in m)
+
+
+def test_async_generation_never_waits_and_late_groups_enter_the_loss(tmp_path):
+    latency = 0.4
+    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=20", executor=SlowExecutor(latency),
+                          steps=12, wm_sleep=0.03)
+    assert [r.get("wall_s.anchor_wait") for r in m] == [0.0] * 12  # the ledger records no waiting
+    assert np.median([r["step_wall_s"] for r in m]) < latency  # a step is shorter than one execution
+    late = [x for x in s if x["stream"] == "anchor_late"]
+    assert late and all(1 <= x["staleness"] <= 20 and x["weight"] > 0 for x in late)
+    assert all(x["step"] - x["origin_step"] == x["staleness"] for x in late)
+    assert sum(r["anchor_late_samples"] for r in m) == len(late)
+    assert max(r["anchor_staleness_max"] or 0 for r in m) >= 1
+    # at its own step a group in flight is out of the loss (it enters at its arrival step), not dropped
+    fresh_routed = {(x["step"], x["group"]) for x in late}
+    own = [x for x in s if x["stream"] == "wm" and (x["step"], x["group"]) in {(o, g) for o, g in
+           ((y["origin_step"], y["group"]) for y in late)}]
+    assert own and all(x["weight"] == 0 and not x["dropped"] for x in own) and fresh_routed
+    assert m[-1]["calibrator_n_anchors"] == sum(r["anchor_samples_consumed"] for r in m)
+    cal = read_jsonl(rd.calibration)
+    assert sum(len(c.get("late_true", [])) for c in cal) == len(late)
+    led = json.loads(rd.ledger.read_text())
+    assert led["stages"]["anchor_wait"]["wall_s"] == 0.0
+    assert led["executions"]["anchor"]["count"] == sum(r["anchor_samples_consumed"] for r in m)
+
+
+def test_the_bound_is_kept_by_waiting(tmp_path):
+    """k = 1 with executions slower than a step: every group is consumed one step late, after a wait."""
+    m, s, _ = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=1", executor=SlowExecutor(0.5), steps=4)
+    assert all(r["anchor_staleness_max"] in (1, None) for r in m)
+    assert sum(r["wall_s.anchor_wait"] for r in m) > 0.3
+    assert m[0]["anchor_samples_consumed"] == 0 and all(r["anchor_samples_consumed"] > 0 for r in m[1:]
+                                                        if r["n_anchor_groups"])
+
+
+def test_calibration_mode_keeps_late_groups_out_of_the_loss(tmp_path):
+    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=20", "wmrl.late_anchors=calibration",
+                          executor=SlowExecutor(0.3), steps=10, wm_sleep=0.03)
+    assert not [x for x in s if x["stream"] == "anchor_late"]
+    assert sum(r["anchor_late_samples"] for r in m) > 0
+    # the step's metrics are taken before its late pairs are learned (Recipe.learn_late runs after the step)
+    assert m[-1]["calibrator_n_anchors"] == sum(r["anchor_samples_consumed"] for r in m) - m[-1]["anchor_late_samples"]
+    wm_rows = [x for x in s if x["stream"] == "wm"]
+    assert all(x["weight"] > 0 for x in wm_rows)  # in-flight groups train as world-model groups
+    assert sum(len(c.get("late_true", [])) for c in read_jsonl(rd.calibration)) > 0
+
+
+def test_staleness_needs_a_recipe_with_both_streams(tmp_path):
+    with pytest.raises(ConfigError, match="anchor_staleness"):
+        load_config(None, ["method=grpo", "wmrl.anchor_staleness=2"])
+    with pytest.raises(ConfigError, match="late_anchors"):
+        load_config(None, ["wmrl.late_anchors=drop"])
+
+
+def test_update_with_extra_parts_equals_one_batch():
+    """grpo_update's extra rows (late groups) give the same step as the rows in one batch (token mean)."""
+    from wmrl.training.config import OptimConfig
+    from wmrl.training.update import grpo_update
+    from _training_fakes import FakeScaffold, fake_task
+
+    pol = FakePolicy(0)
+    batch = pol.sample([fake_task(i) for i in range(3)], FakeScaffold(), group_size=4, generator_seed=5)
+    rng = np.random.default_rng(0)
+    adv, w = rng.standard_normal(12), rng.random(12)
+    o = OptimConfig(lr=0.1, micro_batch=3)
+    results = []
+    for split in (None, 7):
+        p = FakePolicy(0)
+        opt = torch.optim.SGD([p.theta], lr=0.1)
+        if split is None:
+            grpo_update(p, opt, [p.theta], batch, adv, w, np.ones(12, bool), o)
+        else:
+            grpo_update(p, opt, [p.theta], batch.slice(list(range(split))), adv[:split], w[:split],
+                        np.ones(split, bool), o, [(batch.slice(list(range(split, 12))), adv[split:], w[split:])])
+        results.append(p.theta.detach().clone())
+    assert torch.allclose(results[0], results[1], atol=1e-7)
+    assert not torch.allclose(results[0], FakePolicy(0).theta.detach())

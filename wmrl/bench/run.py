@@ -1,0 +1,163 @@
+"""Running a bench: every planned run trained, resumed or skipped, ``bench.json`` written, the shared
+corpus collected first, and the outputs (:func:`wmrl.report.bench_page.write_outputs`) after every
+complete seed and at the end.
+
+Each (method, seed) is a normal run directory ``OUT/<method>/seed<k>`` written by
+:func:`wmrl.training.run.run_training`; the final policy is evaluated with real execution on the
+held-out tasks by the trainer's end-of-run evaluation (``eval.at_end``). The bench is resumable: a run
+with ``summary.json`` is skipped, a run with a complete checkpoint is resumed, anything else restarts.
+
+Outputs in ``OUT``: ``bench.json`` (plan, command, machine), ``results.csv`` (one row per run),
+``table.csv``, ``bench.md`` and ``bench.html`` (the table, the reward-against-compute plot, the command,
+the machine, notes on overlapping standard errors) and ``reward_vs_compute.png``.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from wmrl.bench.corpus import ensure_corpus
+from wmrl.bench.plan import PlannedRun, check_existing, plan, run_state
+from wmrl.bench.presets import METHODS, BenchError, Preset, preset_dir
+from wmrl.report.bench_page import write_outputs
+from wmrl.report.bench_results import now, uses_world_model
+from wmrl.report.machine import machine_info
+from wmrl.training.config import TrainConfig
+
+
+TrainFn = Callable[..., Any]
+
+
+def _default_train_fn(config: TrainConfig, resume: bool) -> Any:
+    from wmrl.training import run as trainer  # noqa: PLC0415 - heavy (torch)
+
+    if resume:
+        return trainer.run_training(config, resume=True)
+    return trainer.run_training(config)
+
+
+def run_bench(
+    preset: Preset,
+    out: str | Path,
+    seeds: int | None = None,
+    steps: int | None = None,
+    methods: Sequence[str] | None = None,
+    overrides: Sequence[str] = (),
+    command: str = "",
+    train_fn: TrainFn | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Path]:
+    """Run (or resume) the whole bench, then write the table and plot. Returns the output paths.
+
+    ``train_fn(config, resume: bool)`` trains one run; default :func:`wmrl.training.run.run_training`.
+    A run that raises is logged, left as it is (resumable if it checkpointed) and the bench goes on
+    with the next one; the table is written from the runs that finished and says which are missing.
+
+    Raises:
+        BenchError: a run folder holds a run with other settings (see :func:`check_existing`).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = plan(preset, out, seeds, steps, methods, overrides)
+    for r in runs:
+        check_existing(r)
+    meta = _bench_meta(preset, runs, command, out)
+    (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    train = train_fn or _default_train_fn
+    log = log or (lambda msg: print(msg, flush=True))
+    if any(uses_world_model(r.method) for r in runs):
+        meta["corpus"] = ensure_corpus(preset, out, log, overrides=list(overrides))
+        (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    failures: list[str] = []
+    t0 = time.time()
+    for i, r in enumerate(runs, 1):
+        _run_one(r, f"[{i}/{len(runs)}] {r.method} seed {r.seed}", train, failures, log, t0)
+        if i < len(runs) and runs[i].seed != r.seed:
+            # A table after every complete seed, so an interrupted bench still has one.
+            try:
+                write_outputs(out)
+                log(f"seed {r.seed} done: table so far in {out / 'bench.md'}")
+            except BenchError:
+                pass
+    meta["finished_at"] = now()
+    meta["failures"] = failures
+    (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    if failures and all(run_state(r.run_dir) != "finished" for r in runs):
+        raise BenchError(f"all {len(runs)} planned runs failed (the first: {failures[0]}); every failure is in "
+                         f"{out / 'bench.json'}")
+    return write_outputs(out)
+
+
+def _run_one(r: PlannedRun, tag: str, train: TrainFn, failures: list[str], log: Callable[[str], None],
+             t0: float) -> None:
+    """Train, resume or skip one planned run (see :func:`run_bench`); failures are appended, not raised."""
+    state = run_state(r.run_dir)
+    if state == "finished":
+        log(f"{tag}: finished earlier, skipped")
+        return
+    if state == "partial":
+        # Started but never checkpointed: nothing to resume; start again from scratch.
+        shutil.rmtree(r.run_dir)
+    resume = state == "resumable"
+    log(f"{tag}: {'resuming' if resume else 'training'} -> {r.run_dir} ({time.time() - t0:.0f} s into the bench)")
+    r.run_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        train(r.config, resume)
+    except KeyboardInterrupt:
+        log(f"{tag}: interrupted; rerun the same command to resume")
+        raise
+    except Exception as exc:  # noqa: BLE001 - one broken run must not lose the others
+        failures.append(f"{r.method} seed {r.seed}: {type(exc).__name__}: {exc}")
+        log(f"{tag}: FAILED: {type(exc).__name__}: {exc}")
+
+
+def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path) -> dict[str, Any]:
+    old = {}
+    if (out / "bench.json").is_file():
+        try:
+            old = json.loads((out / "bench.json").read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            old = {}
+    cfg0 = runs[0].config
+    # Several invocations on one folder (e.g. first `--methods grpo,wmrl --seeds 2`, then the rest) add up.
+    # Paths relative to the bench folder (and the preset's to the repository when inside it), so a
+    # committed bench.json names no machine's absolute paths.
+    planned = {r["run_dir"]: r for r in old.get("runs", [])}
+    for r in runs:
+        rel = str(Path(r.run_dir).relative_to(out))
+        planned[rel] = {"method": r.method, "seed": r.seed, "run_dir": rel}
+    order = {m: i for i, m in enumerate(METHODS)}
+    all_runs = sorted(planned.values(), key=lambda r: (r["seed"], order.get(r["method"], 99)))
+    return {
+        "preset": preset.name,
+        "preset_path": _repo_relative(preset.path) if preset.path else None,
+        "description": preset.description,
+        "backbone_note": preset.backbone_note,
+        "methods": sorted({r["method"] for r in all_runs}, key=lambda m: order.get(m, 99)),
+        "seeds": sorted({r["seed"] for r in all_runs}),
+        "steps": cfg0.optim.steps,
+        "model": cfg0.model.name,
+        "scaffold": cfg0.scaffold.name,
+        "train_tasks": cfg0.tasks.train,
+        "heldout_tasks": cfg0.tasks.heldout,
+        "rollout": {"tasks_per_step": cfg0.rollout.tasks_per_step, "group_size": cfg0.rollout.group_size},
+        "anchor_fraction": cfg0.wmrl.anchor_fraction,
+        "command": command,
+        "commands": list(dict.fromkeys((old.get("commands") or []) + ([command] if command else []))),
+        "machine": machine_info(),
+        "started_at": old.get("started_at") or now(),
+        "runs": all_runs,
+        "corpus": old.get("corpus"),
+    }
+
+
+def _repo_relative(p: Path) -> str:
+    root = preset_dir().parents[1]
+    try:
+        return str(Path(p).resolve().relative_to(root))
+    except ValueError:
+        return str(p)

@@ -1,0 +1,254 @@
+"""The trainer's anchor stream: submitting a step's anchor programs and consuming their results, synchronously
+(staleness bound k = 0, the behaviour before issue 15) or asynchronously (k > 0; :mod:`wmrl.core.staleness`).
+
+k = 0: the step's executions are submitted, the world model scores the step meanwhile, then every execution of
+the step is waited for (stage ``execute``: from submission to the last one done).
+
+k > 0: the step's executions are submitted and left running. At the collection point of step t every anchor
+group in flight whose executions have all finished is consumed; a group routed at s = t - k that is still
+running is waited for (the bound; the blocked time is the stage ``anchor_wait``, which should be 0). The step's
+own groups that finished in time are the step's anchors, as in the synchronous stream. Groups of earlier steps
+are *late*; ``wmrl.late_anchors`` says where they go:
+
+- ``gradient`` (default; the simulation's staleness axis chose it, docs/scaling.md): a group still in flight is
+  left out of its own step's loss; at its arrival step its samples join the recipe's inputs as anchor groups
+  (:func:`recipe_inputs`: calibrated out of sample, learned by the calibrator and the window, weighted with the
+  step's anchors) and the update (:func:`late_update_parts`), whose clipped ratio to the behaviour log-probs
+  kept in the batch is the importance correction (:func:`wmrl.core.staleness.late_clip`).
+- ``calibration``: the group trains as a world-model group at its own step (its r_hat was scored with the
+  rest), and its pairs only reach the calibrator and the window (:meth:`wmrl.core.recipe.Recipe.learn_late`).
+
+Executions are counted in the ledger when consumed. A group still in flight when the run ends (or is killed) is
+not consumed: the executor's close cancels it, and a resumed run does not see it.
+
+Works with any :class:`~wmrl.interfaces.Executor` whose futures complete on their own (the local pool, Ray).
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wmrl.core.staleness import check_staleness, is_due
+
+
+@dataclass
+class AnchorRuns:
+    """The anchor executions of one step: ``(future, request)`` by sample index, when each finished
+    (``perf_counter``), the submission's start (``w0``, seconds) and trainer CPU (``submit_cpu``, CPU-seconds);
+    ``groups`` [n] the anchor groups' ids, ``reward_wm`` the raw world-model score by sample index (for late pairs)."""
+
+    step: int
+    w0: float
+    futures: dict[int, tuple[Future, Any]] = field(default_factory=dict)
+    done_at: dict[int, float] = field(default_factory=dict)
+    submit_cpu: float = 0.0
+    group_of: dict[int, int] = field(default_factory=dict)
+    reward_wm: dict[int, float] = field(default_factory=dict)
+    batch: Any = None
+
+    def group_done(self, g: int) -> bool:
+        """Whether every execution of group ``g`` has finished."""
+        return all(f.done() for i, (f, _) in self.futures.items() if self.group_of[i] == g)
+
+
+@dataclass
+class LatePairs:
+    """Anchor samples consumed at a later step than their own ([N] arrays; ``staleness`` in steps). ``parts``:
+    per origin step, (that step's ``RolloutBatch``, [n] int64 row indices into it), in the order of the arrays,
+    so the samples can enter this step's loss with their behaviour log-probabilities (``late="gradient"``)."""
+
+    origin_steps: np.ndarray
+    group_ids: np.ndarray
+    reward_true: np.ndarray
+    reward_wm: np.ndarray
+    staleness: np.ndarray
+    parts: list[tuple[Any, np.ndarray]] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return int(self.reward_true.size)
+
+
+def _status(r: Any) -> str:
+    return str(getattr(r.status, "value", r.status))
+
+
+class AnchorStream:
+    """Submits anchor executions and hands their results back under the staleness bound ``k`` (steps).
+
+    Args:
+        executor: the run's :class:`~wmrl.interfaces.Executor`. ledger: the run's :class:`Ledger`.
+        k: the staleness bound (``wmrl.anchor_staleness``), 0 = synchronous.
+
+    Raises:
+        ValueError: ``k`` is not an integer >= 0.
+    """
+
+    def __init__(self, executor: Any, ledger: Any, k: int = 0) -> None:
+        self.executor, self.ledger, self.k = executor, ledger, check_staleness(k)
+        self.in_flight: list[AnchorRuns] = []
+        self.n_late_infra = 0  # late executions that failed for infrastructure reasons (dropped, counted)
+
+    def submit(self, sb: Any, requests: list[tuple[int, Any]]) -> AnchorRuns:
+        """Submit ``requests`` ((sample index, ExecutionRequest)) of step ``sb.step``; returns the runs."""
+        runs = AnchorRuns(step=sb.step, w0=time.perf_counter(), batch=sb.batch if self.k else None)
+        c0 = time.process_time()
+        for i, req in requests:
+            fut = self.executor.submit(req)
+            fut.add_done_callback(lambda _f, _i=int(i): runs.done_at.__setitem__(_i, time.perf_counter()))
+            runs.futures[int(i)] = (fut, req)
+            runs.group_of[int(i)] = int(sb.gid[i])
+        runs.submit_cpu = time.process_time() - c0
+        if self.k:
+            self.in_flight.append(runs)
+        return runs
+
+    def collect(self, sb: Any, runs: AnchorRuns) -> LatePairs | None:
+        """Consume what the bound allows at step ``sb.step``: fill ``sb.reward_true``, ``sb.status``,
+        ``sb.error``, ``sb.valid`` and ``sb.is_anchor`` for the step's own groups (a group still in flight is
+        not an anchor at this step), and return the late pairs of earlier steps (None when k = 0).
+
+        Infrastructure failures (a future that raised or was cancelled, status ``infra_error``, no reward) are
+        not valid; on a late group they are dropped and counted."""
+        if not self.k:
+            self._consume_sync(sb, runs)
+            return None
+        runs.reward_wm = {i: float(sb.reward_wm[i]) for i in runs.futures}
+        c0, w0 = time.process_time(), time.perf_counter()
+        waited = 0.0
+        due = [(r, g) for r in self.in_flight for g in sorted(set(r.group_of.values()))
+               if is_due(r.step, sb.step, self.k) and not r.group_done(g)]
+        if due:
+            t0 = time.perf_counter()
+            wait([f for r, g in due for i, (f, _) in r.futures.items() if r.group_of[i] == g])
+            waited = time.perf_counter() - t0
+        late: list[tuple[int, int, float, float]] = []
+        parts: list[tuple[Any, list[int]]] = []
+        results: list[Any] = []
+        keep: list[AnchorRuns] = []
+        for r in self.in_flight:
+            for g in sorted(set(r.group_of.values())):
+                if not r.group_done(g):
+                    continue
+                for i in [i for i, gg in r.group_of.items() if gg == g]:
+                    res = self._result(r, i)
+                    results.append(res)
+                    ok = _status(res) != "infra_error" and res.reward is not None
+                    if r.step == sb.step:
+                        sb.status[i], sb.error[i] = _status(res), (res.error or "")[-500:] or None
+                        if ok:
+                            sb.reward_true[i] = float(res.reward)
+                        else:
+                            sb.valid[i] = False
+                    elif ok:
+                        late.append((r.step, g, float(res.reward), r.reward_wm[i]))
+                        if not parts or parts[-1][0] is not r.batch:
+                            parts.append((r.batch, []))
+                        parts[-1][1].append(i)
+                    else:
+                        self.n_late_infra += 1
+                    del r.futures[i], r.group_of[i]
+            if r.futures:
+                keep.append(r)
+        self.in_flight = keep
+        own_running = set(runs.group_of.values()) if any(r is runs for r in keep) else set()
+        sb.is_anchor = sb.is_anchor & ~np.isin(sb.gid, sorted(own_running))
+        if results:
+            self.ledger.add_executions("anchor", results)
+        self.ledger.add_stage("execute", time.perf_counter() - w0 - waited, runs.submit_cpu + time.process_time() - c0)
+        self.ledger.add_stage("anchor_wait", waited, 0.0)
+        a = np.asarray(late, dtype=np.float64).reshape(-1, 4)
+        return LatePairs(a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2], a[:, 3],
+                         sb.step - a[:, 0].astype(np.int64), [(b, np.asarray(ix, dtype=np.int64)) for b, ix in parts])
+
+    @property
+    def n_in_flight(self) -> int:
+        """Anchor executions submitted and not consumed yet."""
+        return sum(len(r.futures) for r in self.in_flight)
+
+    @staticmethod
+    def _result(runs: AnchorRuns, i: int) -> Any:
+        from wmrl.execution.pool import result_or_infra
+
+        fut, req = runs.futures[i]
+        res = result_or_infra(fut, req)  # cancelled or failed executor: infrastructure error
+        runs.done_at.setdefault(i, time.perf_counter())
+        return res
+
+    def _consume_sync(self, sb: Any, runs: AnchorRuns) -> None:
+        """k = 0: wait for every execution of the step (stage ``execute``, from submission to the last one done)."""
+        c2 = time.process_time()
+        results: dict[int, Any] = {i: self._result(runs, i) for i in list(runs.futures)}
+        if runs.futures:
+            self.ledger.add_stage("execute", max(runs.done_at.values(), default=runs.w0) - runs.w0,
+                                  runs.submit_cpu + time.process_time() - c2)
+            self.ledger.add_executions("anchor", results.values())
+        for i, r in results.items():
+            sb.status[i] = _status(r)
+            sb.error[i] = (r.error or "")[-500:] or None
+            if sb.status[i] == "infra_error" or r.reward is None:
+                sb.valid[i] = False
+            else:
+                sb.reward_true[i] = float(r.reward)
+
+
+# ---------------------------------------------------------------------------------------------- the recipe's view
+LATE_MODES = ("gradient", "calibration")
+
+
+def recipe_inputs(sb: Any, late: LatePairs | None, late_mode: str) -> Any:
+    """The recipe's :class:`~wmrl.core.recipe.StepInputs` at step t ([B + N]; N = late samples in the gradient).
+
+    The step's B samples come first. ``late_mode="gradient"``: the step's own anchor groups still in flight are
+    left out of this step's loss (``valid`` False for the recipe, so weight 0; they enter at their arrival step),
+    and the N late samples follow as anchor groups with ids M, M+1, ... (one per (origin step, group)), so the
+    recipe calibrates them out of sample, learns them, and weighs them with this step's anchors.
+    ``calibration``: the in-flight groups train as world-model groups, and no late row is added (the trainer
+    feeds the late pairs to :meth:`~wmrl.core.recipe.Recipe.learn_late` after the step).
+    """
+    from wmrl.core.recipe import StepInputs
+
+    valid = sb.valid.copy()
+    gid, anc, rt, rw = sb.gid, sb.is_anchor, sb.reward_true, sb.reward_wm
+    if late is not None and late_mode == "gradient":
+        valid &= ~(sb.anchor_groups[sb.gid] & ~sb.is_anchor)
+        if late.n:
+            key = np.stack([late.origin_steps, late.group_ids], axis=1)
+            _, j = np.unique(key, axis=0, return_inverse=True)
+            n = late.n
+            gid = np.concatenate([gid, sb.M + j.reshape(-1)])
+            anc, valid = np.concatenate([anc, np.ones(n, bool)]), np.concatenate([valid, np.ones(n, bool)])
+            rt, rw = np.concatenate([rt, late.reward_true]), np.concatenate([rw, late.reward_wm])
+    return StepInputs(step=sb.step, group_ids=gid, is_anchor=anc, valid=valid, reward_true=rt, reward_wm=rw)
+
+
+def late_update_parts(late: LatePairs | None, adv: np.ndarray, weights: np.ndarray) -> list[tuple[Any, Any, Any]]:
+    """``(rows of the origin batch, adv [n], weights [n])`` per origin step for :func:`grpo_update`'s ``extra``,
+    from the late rows' advantages and weights ([N], the recipe's output after the step's B rows)."""
+    if late is None or not adv.size:
+        return []
+    out, s = [], 0
+    for batch, idx in late.parts:
+        out.append((batch.slice(idx.tolist()), adv[s:s + idx.size], weights[s:s + idx.size]))
+        s += idx.size
+    return out
+
+
+def late_sample_lines(step: int, late: LatePairs, tilde: np.ndarray, used: np.ndarray, adv: np.ndarray,
+                      weights: np.ndarray) -> list[dict[str, Any]]:
+    """samples.jsonl lines of the late anchor samples trained on at ``step`` (stream ``anchor_late``)."""
+    lines, s = [], 0
+    for batch, idx in late.parts:
+        for i in idx:
+            lines.append({"step": step, "origin_step": int(late.origin_steps[s]), "group": int(late.group_ids[s]),
+                          "task_id": batch.task_ids[i], "stream": "anchor_late", "staleness": int(late.staleness[s]),
+                          "reward_true": float(late.reward_true[s]), "reward_wm": float(late.reward_wm[s]),
+                          "reward_wm_calibrated": float(tilde[s]), "reward_used": float(used[s]),
+                          "advantage": float(adv[s]), "weight": float(weights[s]), "dropped": False,
+                          "completion": batch.completions[i][:2000]})
+            s += 1
+    return lines

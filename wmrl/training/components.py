@@ -1,0 +1,134 @@
+"""What the trainer is built from and what a run returns: the parts (typed by :mod:`wmrl.interfaces`), the
+run summary, and the seeded schedules (which tasks a step trains on, its sampling seeds) that the
+trainer, the evaluation and the bench share, so that a resumed run draws exactly what an uninterrupted one
+would."""
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmrl.core.recipe import RecipeSettings, get_recipe
+from wmrl.interfaces import Executor, Policy, Scaffold, WorldModel
+from wmrl.tasks.spec import Task
+from wmrl.training.config import TrainConfig
+
+
+class RunDirError(RuntimeError):
+    """The run directory is not usable as asked (exists already, nothing to resume, ...)."""
+
+
+@dataclass
+class Components:
+    """The parts the trainer drives, typed by the protocols of :mod:`wmrl.interfaces`.
+
+    Attributes:
+        train_tasks: tasks used for RL (non-empty). heldout_tasks: evaluation-only tasks.
+        scaffold: the :class:`~wmrl.interfaces.Scaffold`.
+        policy: the :class:`~wmrl.interfaces.Policy`.
+        executor: the :class:`~wmrl.interfaces.Executor`.
+        world_model: the :class:`~wmrl.interfaces.WorldModel` (None when the method uses none).
+        close: called when training ends (stops executors, ...).
+        refit_world_model: optional ``f(step) -> dict`` that refits the world model on the warm-up corpus
+            plus anchors so far (``world_model.refresh_every_k``).
+        info: what the builder reports about the parts (model name, corpus size, ...), for the run's log.
+    """
+
+    train_tasks: list[Task]
+    heldout_tasks: list[Task]
+    scaffold: Scaffold
+    policy: Policy
+    executor: Executor
+    world_model: WorldModel | None = None
+    close: Callable[[], None] | None = None
+    refit_world_model: Callable[[int], dict[str, Any]] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunSummary:
+    """What :func:`run_training` returns (also written to ``summary.json``).
+
+    Attributes:
+        run_dir: the run directory. method: ``grpo``/``wm``/``wmrl``. status: ``completed``.
+        steps: steps completed. wall_s: wall seconds of the whole run (across resumes).
+        ledger: the ``ledger.json`` document. final_eval: ``{split: eval record}`` of the last evaluation.
+        initial_eval: ``{split: eval record}`` of the step-0 evaluation (the policy before training,
+            ``eval.at_start``), the same sampling seeds as the final one; empty when not evaluated.
+        last_metrics: the last metrics.jsonl record. anchor_fraction: realised anchor fraction of groups.
+        reward_true_mean_last: mean anchor reward over the last quarter of steps (None without anchors).
+    """
+
+    run_dir: Path
+    method: str
+    status: str
+    steps: int
+    wall_s: float
+    ledger: dict[str, Any]
+    final_eval: dict[str, Any]
+    last_metrics: dict[str, Any]
+    anchor_fraction: float | None
+    reward_true_mean_last: float | None
+    started_at: str = ""
+    finished_at: str = ""
+    initial_eval: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["run_dir"] = str(self.run_dir)
+        d["ledger_totals"] = self.ledger.get("totals", {})
+        return d
+
+
+def select_tasks(task_ids: Sequence[str], m: int, step: int, seed: int) -> list[int]:
+    """Indices of the M tasks of ``step`` (1-based): the task list is cycled through in a seeded
+    shuffled order, reshuffled every pass (epoch). Pure function of its arguments, so a resumed run
+    picks the same tasks."""
+    n = len(task_ids)
+    if n == 0:
+        raise ValueError("no train tasks")
+    out = []
+    for j in range(m):
+        k = (step - 1) * m + j
+        epoch, pos = divmod(k, n)
+        perm = np.random.default_rng([seed, epoch, 7919]).permutation(n)
+        out.append(int(perm[pos]))
+    return out
+
+
+def sampling_seed(seed: int, step: int, stream: int = 0) -> int:
+    """Seed of the policy's sampling at ``step`` (stream 0 = training, 1 = evaluation): a pure function,
+    so a resumed run draws the same trajectories as an uninterrupted one."""
+    return int(np.random.SeedSequence([seed, step, stream]).generate_state(1)[0])
+
+
+def eval_sampling_seed(seed: int, step: int, split: str, has_heldout: bool) -> int:
+    """Sampling seed of an evaluation at ``step``: stream 1 for the held-out tasks, and for the train
+    tasks stream 2 when the run has held-out tasks (evaluated first) else 1; any other split (custom
+    task lists) stream 1. One function for the trainer and ``wmrl eval``, so re-evaluating a checkpoint
+    reproduces the trainer's own evaluation of that step."""
+    return sampling_seed(seed, step, 2 if split == "train" and has_heldout else 1)
+
+
+def anchor_fraction(cfg: TrainConfig) -> float:
+    """The router's long-run fraction of anchor groups: 1 for ``grpo``, 0 for ``wm``, rho otherwise
+    (:meth:`wmrl.core.recipe.Recipe.anchor_fraction`)."""
+    return get_recipe(cfg.method).anchor_fraction(cfg.wmrl.anchor_fraction)
+
+
+def recipe_settings(cfg: TrainConfig) -> RecipeSettings:
+    """The recipe's hyper-parameters from the config (``optim`` advantages, ``wmrl`` calibration and fusion);
+    the anchor window holds the same number of pairs as the calibrator."""
+    w, o = cfg.wmrl, cfg.optim
+    return RecipeSettings(normalize_std=o.normalize_std, adv_eps=o.adv_eps, calibrator_window=w.calibrator_window,
+                          calibrator_min_anchors=w.calibrator_min_anchors, calibrator_fallback=w.calibrator_fallback,
+                          window_pairs=w.calibrator_window, alpha_floor=w.alpha_floor, alpha_ceiling=w.alpha_ceiling,
+                          fusion_min_pairs=w.fusion_min_pairs)
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

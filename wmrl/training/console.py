@@ -1,0 +1,63 @@
+"""What a run prints: the step line of train.log and the end-of-run summary table (rich)."""
+from __future__ import annotations
+
+from typing import Any
+
+from wmrl.training.components import RunSummary, now_iso
+from wmrl.training.ledger import format_ledger
+
+def _fmt(x: Any, nd: int = 3) -> str:
+    return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
+
+
+def _step_line(rec: dict[str, Any]) -> str:
+    return (f"{now_iso()} step {rec['step']}: anchors {rec['n_anchor_groups']}/{rec['n_groups']} "
+            f"reward_true {_fmt(rec.get('reward_true_mean'))} reward_wm {_fmt(rec.get('reward_wm_mean'))} "
+            f"reward_wm_calibrated {_fmt(rec.get('reward_wm_calibrated_mean'))} alpha {_fmt(rec.get('alpha'))} "
+            f"loss {_fmt(rec.get('loss'), 4)} infra {rec['n_infra_errors']} "
+            f"wall {rec['step_wall_s']:.1f}s")
+
+
+def print_summary(summary: RunSummary, console: Any = None) -> None:
+    """A clean end-of-run table (rich) plus the compute ledger."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    t = Table(title=f"wmrl train: {summary.method} ({summary.status})", show_header=True)
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    led = summary.ledger
+    tot = led.get("totals", {})
+    ex = led.get("executions", {})
+    t.add_row("run dir", str(summary.run_dir))
+    t.add_row("steps", str(summary.steps))
+    t.add_row("wall time", f"{summary.wall_s:.1f} s")
+    t.add_row("train compute", f"{tot.get('train_compute_cpu_s', 0):.1f} CPU-s")
+    t.add_row("eval compute", f"{tot.get('eval_compute_cpu_s', 0):.1f} CPU-s")
+    g = led.get("groups", {})
+    t.add_row("groups (anchor / total)", f"{g.get('anchor')} / {g.get('total')}")
+    t.add_row("anchor fraction (realised / configured)",
+              f"{_fmt(g.get('anchor_fraction'))} / {_fmt(g.get('anchor_fraction_configured'))}")
+    for k in ("warmup", "anchor", "eval"):
+        e = ex.get(k, {})
+        t.add_row(f"{k} executions", f"{e.get('count', 0)} ({e.get('infra_errors', 0)} infra errors, "
+                                     f"{e.get('sandbox_cpu_s', 0):.1f} sandbox CPU-s)")
+    m = summary.last_metrics
+    t.add_row("last step: true reward (anchors)", _fmt(m.get("reward_true_mean")))
+    t.add_row("last step: world-model reward (calibrated)", _fmt(m.get("reward_wm_calibrated_mean")))
+    t.add_row("last step: alpha", _fmt(m.get("alpha")))
+    for split, r in summary.final_eval.items():
+        r0 = summary.initial_eval.get(split)
+        if r0 is not None and r.get("step") != 0:
+            p0, p1 = r0.get("mean_percentile"), r.get("mean_percentile")
+            change = f" ({p1 - p0:+.3f})" if p0 is not None and p1 is not None else ""
+            t.add_row(f"{split}: mean percentile, step 0 -> step {r.get('step')}",
+                      f"{_fmt(p0)} -> {_fmt(p1)}{change}")
+        else:
+            t.add_row(f"{split} (step {r.get('step')}): mean percentile", _fmt(r.get("mean_percentile")))
+        t.add_row(f"{split}: valid-submission rate", _fmt(r.get("valid_rate")))
+        t.add_row(f"{split}: medals", " ".join(f"{k} {v}" for k, v in (r.get("medals") or {}).items()))
+    console.print(t)
+    console.print(format_ledger(led), highlight=False)
+

@@ -1,0 +1,360 @@
+"""Starting and resuming a training run: the run directory, the parts, the step loop with its progress bar,
+checkpoints, the final evaluation and the summary (DESIGN.md §3; docs/run-directory.md)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmrl.training.components import Components, RunDirError, RunSummary, anchor_fraction, now_iso
+from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config, validate
+from wmrl.training.console import _fmt, _step_line
+from wmrl.training.ledger import Ledger
+from wmrl.training.rundir import RunDir, read_jsonl, seed_everything, write_json_atomic
+from wmrl.training.trainer import Trainer
+
+log = logging.getLogger(__name__)
+
+def _open_tb(rd: RunDir, purge_step: int | None) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception as e:  # tensorboard missing: keep training, say so once
+        log.warning("TensorBoard events disabled: %s", e)
+        return None
+    return SummaryWriter(log_dir=str(rd.tb), purge_step=purge_step)
+
+
+def _default_run_dir(cfg: TrainConfig) -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return str(Path("runs") / f"{cfg.name or cfg.method}-{stamp}")
+
+
+def run_training(config: TrainConfig, *, resume: bool = False,
+                 components: Components | None = None,
+                 stop_after_step: int | None = None,
+                 progress: bool | None = None,
+                 accept_edited_config: bool = False) -> RunSummary:
+    """Train (or resume) one run and return its summary (the main API; ``wmrl train`` calls it).
+
+    Args:
+        config: the resolved config; ``config.run_dir`` None means ``runs/<method>-<timestamp>``.
+        resume: continue the run in ``config.run_dir`` from its newest complete checkpoint (the one
+            ``checkpoints/latest`` names, else the newest that is complete and loads, saying so); the
+            config must match the saved one except the fields of :data:`RESUME_MUTABLE`. Logs and
+            ``executions.sqlite`` are cut back to that step.
+        components: parts to use instead of building them from the config (tests, benchmarks).
+        stop_after_step: stop (as if killed) after this step's checkpoint; for tests and benchmarks.
+        progress: override ``config.progress``.
+        accept_edited_config: resume although ``config.yaml`` was edited since the run saved it.
+
+    Returns:
+        :class:`RunSummary` (also written to ``summary.json``).
+
+    Raises:
+        RunDirError: the run directory holds another run (without ``resume``); nothing to resume; no
+            complete checkpoint although the run has done work; an edited ``config.yaml``.
+        ConfigError, FileNotFoundError: an invalid config (checked here too), a config that differs
+            from the saved one in a frozen field, or from the parts. A start (not a resume) that fails
+            before its step-0 checkpoint removes the run directory it made.
+    """
+    import torch
+
+    cfg = validate(config)  # also a config built in Python: finite numbers within their ranges
+    if cfg.run_dir is None:
+        cfg.run_dir = _default_run_dir(cfg)
+    rd = RunDir(cfg.run_dir)
+    candidates, passed_over = rd.resume_candidates() if rd.root.exists() else ([], [])
+    latest = candidates[0] if candidates else None
+    if resume:
+        if not rd.config.is_file():
+            raise RunDirError(f"{rd.root} has no config.yaml: nothing to resume (start it with --config)")
+        edited = rd.config_edited()
+        if edited and not accept_edited_config:
+            raise RunDirError(f"{edited}: resuming with it would change the run's past; restore it, or resume "
+                              f"with --accept-edited-config (accept_edited_config=True) to use the edited file")
+        if edited:
+            log.warning("%s; resuming with the edited file as asked", edited)
+            rd.log_line(f"{now_iso()} {edited}; resumed with it (--accept-edited-config)")
+        try:
+            changed = frozen_changes(load_config(rd.config), cfg)
+        except ConfigError as e:
+            raise RunDirError(f"{rd.config} cannot be read back: {e}") from None
+        if changed:
+            raise ConfigError(f"resume: the config differs from the run's saved config.yaml in {', '.join(changed)}, "
+                              f"which would change the run's past; only {', '.join(RESUME_MUTABLE)} may change")
+        if latest is None and _has_progress(rd):
+            raise RunDirError(f"{rd.root} has no complete checkpoint to resume from ({'; '.join(passed_over)}); "
+                              "continuing would repeat its steps: start a new run in another run_dir")
+        if rd.summary.is_file() and latest is not None:
+            done = json.loads(rd.summary.read_text())
+            if done.get("status") == "completed" and done.get("steps", 0) >= cfg.optim.steps:
+                log.info("run %s already completed %s steps", rd.root, done.get("steps"))
+                return _summary_from_file(rd, done)
+    else:
+        if rd.root.exists() and (candidates or passed_over or rd.metrics.is_file() or rd.config.is_file()):
+            raise RunDirError(f"{rd.root} already holds a run; continue it with `wmrl train --resume {rd.root}` "
+                              f"or choose another run_dir")
+    existed = set(os.listdir(rd.root)) if rd.root.is_dir() else None  # what a failed start must not remove
+    fresh_start = latest is None
+    try:
+        rd.create()
+        if not resume:
+            save_config(cfg, rd.config)
+            rd.save_config_hash()
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        seed_everything(cfg.seed)
+        ledger = Ledger(method=cfg.method, anchor_fraction_configured=anchor_fraction(cfg))
+        rd.log_line(f"{now_iso()} {'resume' if resume else 'start'} method={cfg.method} run_dir={rd.root}")
+        if resume and passed_over:
+            msg = (f"resuming from {latest.name}, the newest complete checkpoint, because "
+                   f"{'; '.join(passed_over)}") if latest is not None else (
+                   "no checkpoint and nothing done yet: starting the run from step 0")
+            log.warning("%s: %s", rd.root, msg)
+            rd.log_line(f"{now_iso()} {msg}")
+
+        own_components = components is None
+        if components is None:
+            from wmrl.training.parts import build_components
+
+            with ledger.phase("setup"):
+                components = build_components(cfg, rd, ledger, resume=resume and latest is not None)
+        trainer = Trainer(cfg, rd, components, ledger)
+        if resume:
+            # Only now that the parts are built does a resume touch the run: a resume that fails before
+            # (a bad edited config, a missing model) leaves a finished run as it was.
+            if rd.summary.is_file():
+                rd.summary.unlink()
+            save_config(cfg, rd.config)
+            rd.save_config_hash()
+    except BaseException:
+        if fresh_start and not resume:
+            _remove_fresh(rd, existed)
+        raise
+    try:
+        if latest is not None:
+            _load_newest(trainer, candidates, passed_over)
+        else:
+            try:
+                rd.truncate_logs(0, {w: 0 for w in RunDir.JSONL})
+                # step-0 checkpoint: warm-up and world-model fit (and their ledger) survive a kill
+                trainer.save_checkpoint()
+            except BaseException:
+                if not resume:  # a start that never reached its first checkpoint leaves nothing behind
+                    _remove_fresh(rd, existed)
+                raise
+        write_json_atomic(rd.ledger, ledger.to_json())
+        trainer.tb = _open_tb(rd, purge_step=trainer.step + 1 if trainer.step > 0 else None)
+        show = cfg.progress if progress is None else progress
+        _loop(trainer, show, stop_after_step)
+        if stop_after_step is not None and trainer.step < cfg.optim.steps:
+            return _partial_summary(trainer)
+        if cfg.eval.at_end and (trainer.c.heldout_tasks or cfg.eval.train_tasks):
+            if not _evaluated_at(rd, trainer.step):
+                trainer.evaluate(in_step=False)
+        summary = _finish(trainer)
+    finally:
+        if trainer.tb is not None:
+            trainer.tb.close()
+        if own_components and components.close is not None:
+            components.close()
+    return summary
+
+
+def _has_progress(rd: RunDir) -> bool:
+    """Whether the run directory holds any work: a checkpoint folder, a metrics record, an execution."""
+    if rd.checkpoints.is_dir() and any(rd.checkpoints.glob("step_*")):
+        return True
+    if read_jsonl(rd.metrics):
+        return True
+    if rd.executions.is_file():
+        from wmrl.execution.log import ExecutionLog
+
+        with ExecutionLog(rd.executions) as lg:
+            return lg.count() > 0
+    return False
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            out.update(_flat(v, key))
+        else:
+            out[key] = v
+    return out
+
+
+def frozen_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
+    """Keys whose value differs between the saved config of a run and ``new``, except those a resume
+    may change (:data:`RESUME_MUTABLE`) and ``run_dir``."""
+    a, b = _flat(config_to_dict(saved)), _flat(config_to_dict(new))
+    return [k for k in sorted(set(a) | set(b))
+            if k != "run_dir" and a.get(k) != b.get(k)
+            and not any(k == m or (m.endswith(".") and k.startswith(m)) for m in RESUME_MUTABLE)]
+
+
+def _remove_fresh(rd: RunDir, before: set[str] | None) -> None:
+    """Undo a start that failed before its step-0 checkpoint: remove the folder it made, or, in a
+    folder that existed already, only the entries it added (``before``: the names that were there)."""
+    import shutil
+
+    if before is None:
+        shutil.rmtree(rd.root, ignore_errors=True)
+        return
+    for p in list(rd.root.iterdir()) if rd.root.is_dir() else []:
+        if p.name in before:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+
+
+def _load_newest(trainer: "Trainer", candidates: list[Path], notes: list[str]) -> Path:
+    """Load the first of ``candidates`` that loads; a damaged one is passed over (said in the log).
+
+    Raises:
+        RunDirError: none loads (one line naming each and why).
+    """
+    tried = list(notes)
+    for i, ck in enumerate(candidates):
+        try:
+            trainer.load_checkpoint(ck)
+        except Exception as e:  # noqa: BLE001 - a damaged file in a checkpoint: try the one before
+            why = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+            tried.append(f"{ck.name} does not load ({why})")
+            log.warning("%s: checkpoint %s does not load (%s)", trainer.rd.root, ck.name, why)
+            continue
+        if i > 0:
+            msg = f"resumed from {ck.name} because {'; '.join(tried[len(notes):])}"
+            log.warning("%s: %s", trainer.rd.root, msg)
+            trainer.rd.log_line(f"{now_iso()} {msg}")
+        return ck
+    raise RunDirError(f"{trainer.rd.root} has no checkpoint that loads ({'; '.join(tried)}); continuing would "
+                      "repeat its steps: start a new run in another run_dir")
+
+
+def _evaluated_at(rd: RunDir, step: int) -> bool:
+    return any(r.get("step") == step and r.get("checkpoint") is None for r in read_jsonl(rd.eval))
+
+
+def _loop(trainer: Trainer, show: bool, stop_after_step: int | None) -> None:
+    cfg = trainer.cfg
+    total = cfg.optim.steps
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn
+
+    console = Console(stderr=True)
+    live = show and console.is_terminal
+    prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                    TextColumn("{task.fields[info]}"), console=console, disable=not live)
+    with prog:
+        task = prog.add_task(f"{cfg.method} train", total=total, completed=trainer.step, info="")
+        if cfg.eval.at_start and trainer.step == 0 and not _evaluated_at(trainer.rd, 0):
+            trainer.evaluate(in_step=False)
+        while trainer.step < total:
+            rec = trainer.train_step()
+            s = trainer.step
+            if cfg.eval.every_k and s % cfg.eval.every_k == 0 and s < total:
+                trainer.evaluate(in_step=True)
+            if s % cfg.checkpoint_every == 0 or s == total or s == stop_after_step:
+                with trainer.ledger.stage("checkpoint"):
+                    trainer.save_checkpoint()
+                write_json_atomic(trainer.rd.ledger, trainer.ledger.to_json())
+            held = trainer._last_eval.get("heldout", {}).get("mean_percentile")
+            info = (f"reward_true {_fmt(rec.get('reward_true_mean'))} "
+                    f"reward_wm_calibrated {_fmt(rec.get('reward_wm_calibrated_mean'))} "
+                    f"alpha {_fmt(rec.get('alpha'), 2)} held-out {_fmt(held)}")
+            prog.update(task, completed=s, info=info)
+            if show and not live:
+                console.print(_step_line(rec), highlight=False)
+            if stop_after_step is not None and s >= stop_after_step:
+                break
+
+
+def _partial_summary(trainer: Trainer) -> RunSummary:
+    return RunSummary(run_dir=trainer.rd.root, method=trainer.method, status="stopped", steps=trainer.step,
+                      wall_s=trainer.ledger.wall_s(), ledger=trainer.ledger.to_json(), final_eval={},
+                      last_metrics=(read_jsonl(trainer.rd.metrics) or [{}])[-1], anchor_fraction=None,
+                      reward_true_mean_last=None, started_at=trainer.started_at)
+
+
+def _finish(trainer: Trainer) -> RunSummary:
+    rd, L = trainer.rd, trainer.ledger
+    metrics = read_jsonl(rd.metrics)
+    last_q = metrics[-max(1, len(metrics) // 4):] if metrics else []
+    rt = [m["reward_true_mean"] for m in last_q if m.get("reward_true_mean") is not None]
+    led = L.to_json()
+    evals = read_jsonl(rd.eval)
+    final_eval: dict[str, Any] = {}
+    initial_eval: dict[str, Any] = {}
+    for r in evals:
+        if r.get("checkpoint") is None:
+            final_eval[r["split"]] = r
+            if r.get("step") == 0:
+                initial_eval.setdefault(r["split"], r)
+    summary = RunSummary(
+        run_dir=rd.root, method=trainer.method, status="completed", steps=trainer.step, wall_s=L.wall_s(),
+        ledger=led, final_eval=final_eval, last_metrics=metrics[-1] if metrics else {},
+        anchor_fraction=led["groups"]["anchor_fraction"], reward_true_mean_last=float(np.mean(rt)) if rt else None,
+        started_at=trainer.started_at, finished_at=now_iso(), initial_eval=initial_eval)
+    write_json_atomic(rd.ledger, led)
+    write_json_atomic(rd.summary, summary.to_dict())
+    rd.log_line(f"{now_iso()} finished: {trainer.step} steps, wall {L.wall_s():.1f}s")
+    return summary
+
+
+def _summary_from_file(rd: RunDir, d: dict[str, Any]) -> RunSummary:
+    return RunSummary(run_dir=rd.root, method=d["method"], status=d["status"], steps=d["steps"], wall_s=d["wall_s"],
+                      ledger=d["ledger"], final_eval=d.get("final_eval", {}), last_metrics=d.get("last_metrics", {}),
+                      anchor_fraction=d.get("anchor_fraction"), reward_true_mean_last=d.get("reward_true_mean_last"),
+                      started_at=d.get("started_at", ""), finished_at=d.get("finished_at", ""),
+                      initial_eval=d.get("initial_eval", {}))
+
+
+RESUME_MUTABLE = ("optim.steps", "progress", "threads", "eval.", "executor.", "checkpoint_every",
+                  "keep_checkpoints")
+
+
+def resume_training(run_dir: str | Path, overrides: list[str] | None = None,
+                    accept_edited_config: bool = False, **kw: Any) -> RunSummary:
+    """Continue the run in ``run_dir`` from its latest checkpoint (``wmrl train --resume RUN_DIR``).
+
+    The config is read back from ``run_dir/config.yaml``; ``overrides`` may change only fields that do
+    not alter the trajectory so far (``optim.steps``, ``eval.*``, ``executor.*``, ``progress``, ``threads``,
+    ``checkpoint_every``, ``keep_checkpoints``).
+
+    ``config.yaml`` must be the file the run saved (its SHA-256 is kept in ``config.yaml.sha256``);
+    an edited one is refused unless ``accept_edited_config`` (CLI ``--accept-edited-config``).
+
+    Raises:
+        RunDirError: no config.yaml in ``run_dir``, an edited one, or no checkpoint to continue from.
+        ConfigError: an override of a frozen field.
+    """
+    rd = RunDir(run_dir)
+    if not rd.config.is_file():
+        raise RunDirError(f"{rd.root} does not exist: nothing to resume (pass the run directory of a run)"
+                          if not rd.root.exists() else
+                          f"{rd.root} has no config.yaml: not a run directory (nothing to resume)")
+    edited = rd.config_edited()
+    if edited and not accept_edited_config:
+        raise RunDirError(f"{edited}: resuming with it would change the run's past; restore it, or resume "
+                          f"with --accept-edited-config to use the edited file")
+    for ov in overrides or []:
+        key = ov.split("=", 1)[0].strip()
+        if not any(key == m or (m.endswith(".") and key.startswith(m)) for m in RESUME_MUTABLE):
+            raise ConfigError(f"--set {key} cannot change on --resume (it would change the run's past); allowed: "
+                              f"{', '.join(RESUME_MUTABLE)}")
+    cfg = load_config(rd.config, overrides)
+    cfg.run_dir = str(rd.root)
+    return run_training(cfg, resume=True, accept_edited_config=accept_edited_config, **kw)

@@ -1,0 +1,386 @@
+"""The regression world model: the agent's backbone + its own LoRA adapter + a scalar reward head.
+
+``r_hat = clip(w . (f - mu) / sd + b, 0, 1)`` with ``f = [h_last ; h_mean]``: ``h_last`` is the
+final-layer hidden state (after the final norm) of the last token of the world model's input text
+(prompt, a separator, completion) and ``h_mean`` the mean over its tokens; ``mu``/``sd`` standardise
+the features with training-split statistics. The target is the executed reward (leaderboard
+percentile, DESIGN.md §5); the loss is the mean squared error (unclipped output). Fitting first
+solves the head in closed form (ridge regression, penalty chosen by group K-fold), then, with an
+adapter, fine-tunes LoRA and head jointly by AdamW. The backbone is the same base model object as
+the policy's: the world model adds a second named LoRA adapter (``"world_model"``) to the shared
+peft wrapper (see :mod:`wmrl.models.adapters`), so no second copy of the weights is held. With
+``lora=None`` the backbone stays frozen and only the head is trained (fast on CPU: features are
+computed once).
+
+Records for :meth:`RegressionWorldModel.fit` are execution-log rows (dicts) with ``reward``,
+``status`` and ``meta`` holding ``prompt``, ``completion``, ``group_id`` (and ``task_id``,
+``step``); ``infra_error`` rows and rows without a reward are skipped.
+
+What every world model on the shared backbone needs (adapter on the shared peft model, input text,
+tokenisation and truncation, the shared-prompt KV-cache pass, batch planning, settings and adapter
+persistence) is in :class:`wmrl.world_model.base.BackboneWorldModel`; the examples, the data split and the report
+metrics of a fit in :mod:`wmrl.world_model.data`. The generative variant
+(:mod:`wmrl.world_model.generative`) builds on them.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from wmrl.models import adapters
+from wmrl.models.types import LoraSettings
+from wmrl.world_model.base import BackboneWorldModel
+from wmrl.world_model.data import check_fit_settings, fit_metrics, fit_split
+
+__all__ = ["RegressionWorldModel", "RewardHead", "ridge_fit"]
+
+_LORA_DEFAULT = LoraSettings(r=8, alpha=16)
+
+
+class RewardHead(torch.nn.Module):
+    """Linear reward head on standardised features: ``w . (f - mu) / sd + b`` (unclipped).
+
+    ``mu`` and ``sd`` ([D] float32 buffers) are set from the training features at the first fit
+    (``sd`` floored at 1e-6), so the head sees unit-scale inputs whatever the backbone's hidden
+    state magnitudes (SmolLM2's reach |h| ~ 37). Predictions are clipped to [0, 1] by the world
+    model, not here, so that the training loss keeps its gradient outside the range.
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(dim, 1)
+        torch.nn.init.zeros_(self.linear.weight)
+        torch.nn.init.zeros_(self.linear.bias)
+        self.register_buffer("mu", torch.zeros(dim))
+        self.register_buffer("sd", torch.ones(dim))
+
+    def standardise(self, feats: torch.Tensor) -> torch.Tensor:
+        """[B, D] -> [B, D] standardised features."""
+        return (feats - self.mu) / self.sd
+
+    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+        """[B, D] features -> [B] unclipped reward predictions."""
+        return self.linear(self.standardise(feats)).squeeze(-1)
+
+
+def ridge_fit(Z: np.ndarray, y: np.ndarray, groups: Sequence[Hashable], alphas: Sequence[float] = (1.0, 10.0, 100.0, 1000.0),
+              seed: int = 0) -> tuple[np.ndarray, float, float]:
+    """Closed-form ridge regression of ``y`` on standardised features ``Z``, alpha by group K-fold.
+
+    Args:
+        Z: [N, D] standardised features; y: [N] rewards; groups: N group keys (folds never split a
+            group, so the chosen alpha is the one that generalises to unseen groups).
+        alphas: candidate L2 penalties (sklearn ``Ridge`` convention: ``||y - Zw - b||^2 + alpha ||w||^2``).
+
+    Returns:
+        ``(w [D], b, alpha)``.
+    """
+    from sklearn.linear_model import Ridge
+    from sklearn.model_selection import GroupKFold
+
+    keys = [repr(g) for g in groups]
+    n_groups = len(set(keys))
+    best = (float("inf"), alphas[0])
+    if n_groups >= 3 and len(alphas) > 1:
+        cv = GroupKFold(n_splits=min(5, n_groups))
+        for a in alphas:
+            err = 0.0
+            for tr, te in cv.split(Z, y, keys):
+                r = Ridge(alpha=a).fit(Z[tr], y[tr])
+                err += float(((r.predict(Z[te]) - y[te]) ** 2).sum())
+            if err < best[0]:
+                best = (err, a)
+    alpha = best[1]
+    r = Ridge(alpha=alpha).fit(Z, y)
+    return np.asarray(r.coef_, dtype=np.float64), float(r.intercept_), float(alpha)
+
+class RegressionWorldModel(BackboneWorldModel):
+    """Predicts the reward of a (prompt, completion) trajectory without executing it.
+
+    Args:
+        model: the backbone (a transformers causal LM) or the policy's ``PeftModel`` (shared).
+        tokenizer: its tokenizer.
+        lora: adapter settings; ``None`` = frozen backbone, only the head is trained.
+        adapter_name: name of the world model's adapter on the shared peft model.
+        max_length: tokens per input; longer inputs lose their beginning (left truncation keeps the
+            program and the end of the prompt).
+        batch_size: rows per forward pass in :meth:`predict`.
+
+    The head is linear and unconstrained for training; :meth:`predict` clips to [0, 1].
+    """
+
+    kind = "regression"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        lora: LoraSettings | None = _LORA_DEFAULT,
+        *,
+        adapter_name: str = "world_model",
+        max_length: int = 320,
+        batch_size: int = 16,
+    ):
+        super().__init__(model, tokenizer, lora, adapter_name=adapter_name, max_length=max_length,
+                         batch_size=batch_size)
+        hidden = int(self._base.config.hidden_size)
+        self.head = RewardHead(2 * hidden).to(self.device)
+
+    # ---------------------------------------------------------------- forward
+    def _features(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
+        """[B, 2H] float32: last-token and mean hidden states of the final layer."""
+        am = enc["attention_mask"]
+        pos = (am.cumsum(-1) - 1).clamp(min=0)
+        h = self._decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos, use_cache=False).last_hidden_state
+        h = h.float()
+        last = h[:, -1, :]  # left padding: the last column is every row's last real token
+        m = am.unsqueeze(-1).to(h.dtype)
+        mean = (h * m).sum(1) / m.sum(1).clamp(min=1.0)
+        return torch.cat([last, mean], dim=-1)
+
+    @torch.no_grad()
+    def _shared_prompt_features(self, p_ids: list[int], comp_ids: list[list[int]]) -> torch.Tensor:
+        """[G, 2H] features of G completions of one prompt, running the prompt once (KV cache).
+
+        Identical to :meth:`_features` on the concatenated sequences (see
+        :meth:`BackboneWorldModel._shared_prompt_forward`).
+        """
+        o = self._shared_prompt_forward(p_ids, comp_ids)
+        hp, hc, cm, lens = o["hp"], o["hc"], o["cm"], o["lens"]
+        G = len(comp_ids)
+        P = len(p_ids)
+        last = hc[torch.arange(G, device=hc.device), lens - 1]
+        total = hp.sum(1) + (hc * cm.unsqueeze(-1)).sum(1)
+        mean = total / (P + lens).unsqueeze(-1).to(total.dtype)
+        return torch.cat([last, mean], dim=-1)
+
+    def forward(self, prompts: Sequence[str], completions: Sequence[str]) -> torch.Tensor:
+        """[B] float32 unclipped reward predictions, with grad (for training)."""
+        return self.head(self._features(self._encode(prompts, completions)))
+
+    @torch.no_grad()
+    def features(self, prompts: Sequence[str], completions: Sequence[str], share_prompts: bool = True) -> torch.Tensor:
+        """[N, 2H] float32 pooled features (no grad).
+
+        Trajectories that share a prompt (a GRPO group) run the prompt once and only their
+        completions after it (``share_prompts``; same values as separate passes); the rest go
+        ``batch_size`` rows per forward pass, sorted by length.
+        """
+        n = len(prompts)
+        if len(completions) != n:
+            raise ValueError(f"{n} prompts but {len(completions)} completions")
+        D = self.head.mu.shape[0]
+        out = torch.zeros((n, D), dtype=torch.float32, device=self.device)
+        if n == 0:
+            return out
+        shared, rest = self._plan(prompts, completions, share_prompts=share_prompts)
+        for p_ids, sub, c_ids in shared:
+            out[sub] = self._shared_prompt_features(p_ids, c_ids)
+        for sub in rest:
+            out[sub] = self._features(self._encode([prompts[i] for i in sub], [completions[i] for i in sub]))
+        return out
+
+    @torch.no_grad()
+    def predict(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
+        """Predicted rewards for N trajectories, float64 array [N] clipped to [0, 1]; batched, no grad.
+
+        Trajectories sharing a prompt run it once (see :meth:`features`).
+
+        Raises:
+            TypeError: ``prompts`` / ``completions`` are not sequences of strings.
+            ValueError: ``prompts`` and ``completions`` differ in length.
+        """
+        self._check_inputs(prompts, completions)
+        if len(prompts) == 0:
+            return np.zeros(0, dtype=np.float64)
+        r = self.head(self.features(list(prompts), list(completions)))
+        return np.clip(r.detach().cpu().double().numpy(), 0.0, 1.0)
+
+    # ---------------------------------------------------------------- training
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """The head's parameters, plus this world model's LoRA weights when it has an adapter."""
+        params = list(self.head.linear.parameters())
+        if self.lora is not None:
+            adapters.activate(self.peft_model, self.adapter_name)
+            params += adapters.adapter_parameters(self.peft_model, self.adapter_name)
+        return params
+
+    def _solve_head(self, train: list[dict[str, Any]], rewards: np.ndarray, seed: int, *,
+                    set_standardisation: bool) -> tuple[float, float]:
+        """Set the head to the closed-form ridge solution on the current backbone's features.
+
+        With ``set_standardisation`` the feature mean and population std (correction=0: finite even
+        for one training example) are first taken from ``train``. Returns ``(ridge alpha, train MSE)``.
+        """
+        import torch
+
+        X = self.features([e["prompt"] for e in train], [e["completion"] for e in train])
+        if set_standardisation:
+            with torch.no_grad():
+                self.head.mu.copy_(X.mean(0))
+                self.head.sd.copy_(X.std(0, correction=0).clamp(min=1e-6))
+        Z = self.head.standardise(X).cpu().double().numpy()
+        w, b, alpha = ridge_fit(Z, rewards, [e["group"] for e in train], seed=seed)
+        with torch.no_grad():
+            self.head.linear.weight.copy_(torch.as_tensor(w, dtype=torch.float32).view(1, -1))
+            self.head.linear.bias.fill_(b)
+        return alpha, float(((Z @ w + b - rewards) ** 2).mean())
+
+    def fit(
+        self,
+        records: Sequence[dict[str, Any]],
+        epochs: int = 3,
+        lr: float = 3e-4,
+        batch_size: int = 8,
+        heldout_fraction: float = 0.2,
+        seed: int = 0,
+        *,
+        head_lr: float = 1e-5,
+        log_every: int = 0,
+        time_budget_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Fit the head (ridge, closed form) and then adapter + head (AdamW) by mean squared error.
+
+        Step 1 computes the pooled features of the training split (no grad), sets the
+        standardisation statistics on the first fit, and solves the head by ridge regression with
+        the penalty chosen by group K-fold among 1, 10, 100, 1000. Step 2 (only with a LoRA adapter)
+        runs ``epochs`` passes of AdamW over adapter and head, keeping the ridge penalty on ``w``
+        (``head_lr`` must stay small: Adam moves each of the 2H weights by about ``head_lr`` per
+        step, i.e. the prediction by about ``head_lr * 2H``); step 3 recomputes the features under the
+        trained adapter and solves the head by ridge again.
+
+        Args:
+            records: execution-log rows (see the module docstring) or :class:`WorldModelExample`
+                dicts (``prompt``, ``completion``, ``reward``, ``group``).
+            epochs: passes over the training split in step 2 (ignored without an adapter).
+            lr: AdamW learning rate of the LoRA weights; ``head_lr`` that of the head.
+            batch_size: trajectories per gradient step.
+            heldout_fraction: fraction of *groups* held out for the metrics (0 = none).
+            seed: split, shuffling and head initialisation.
+            log_every: print the running loss every this many steps (0 = silent).
+            time_budget_s: stop training after this many wall seconds (the metrics are still
+                computed), for CPU budgets.
+
+        Returns:
+            dict with ``n_train``, ``n_heldout``, ``skipped`` counts, ``train_seconds``,
+            ``steps``, ``train_loss`` (last epoch mean MSE), ``ridge_alpha``, ``ridge_train_mse``,
+            and the entries of :func:`fit_metrics` (``train`` / ``heldout`` metrics, the held-out
+            ``heldout_pred`` / ``heldout_true`` lists for the calibration plot, ``predict_seconds``,
+            ``predictions_per_s``).
+
+        Raises:
+            ValueError: fewer than 2 usable records, or bad hyperparameters.
+        """
+        check_fit_settings(epochs, lr, batch_size)
+        train, held, counts = fit_split(records, heldout_fraction, seed)
+        rewards = np.array([e["reward"] for e in train], dtype=np.float64)
+        rng = random.Random(seed)
+        t0 = time.perf_counter()
+        step = 0
+        last_epoch_loss = float("nan")
+        stopped = False
+        # 1) features of the training split under the current backbone/adapter; standardisation
+        #    statistics (first fit only) and a closed-form ridge warm start of the head.
+        alpha, ridge_mse = self._solve_head(train, rewards, seed, set_standardisation=not self.history)
+        # 2) with an adapter: fine-tune LoRA and head jointly by MSE; the head keeps the ridge
+        #    penalty (alpha / N per example, as weight decay on w in the loss).
+        if self.lora is not None:
+            lora_params = adapters.adapter_parameters(self.peft_model, self.adapter_name)
+            opt = torch.optim.AdamW(
+                [{"params": lora_params, "lr": lr}, {"params": self.head.linear.parameters(), "lr": head_lr}],
+                weight_decay=0.0,
+            )
+            l2 = alpha / max(len(train), 1)
+            for ep in range(epochs):
+                order = list(range(len(train)))
+                rng.shuffle(order)
+                losses = []
+                for s in range(0, len(order), batch_size):
+                    bt = [train[i] for i in order[s:s + batch_size]]
+                    pred = self.forward([e["prompt"] for e in bt], [e["completion"] for e in bt])
+                    y = torch.tensor([e["reward"] for e in bt], dtype=pred.dtype, device=pred.device)
+                    mse = torch.nn.functional.mse_loss(pred, y)
+                    loss = mse + l2 * self.head.linear.weight.pow(2).sum()
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(lora_params + list(self.head.linear.parameters()), 1.0)
+                    opt.step()
+                    losses.append(float(mse.detach()))
+                    step += 1
+                    if log_every and step % log_every == 0:
+                        print(f"  world model step {step}: mse {np.mean(losses[-log_every:]):.4f}", flush=True)
+                    if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
+                        stopped = True
+                        break
+                last_epoch_loss = float(np.mean(losses)) if losses else float("nan")
+                self.history.append({"epoch": ep, "loss": last_epoch_loss})
+                if stopped:
+                    break
+            # 3) re-solve the head in closed form on the adapted features (same standardisation),
+            #    so the final head is the ridge optimum for the final backbone.
+            if step:
+                alpha, ridge_mse = self._solve_head(train, rewards, seed, set_standardisation=False)
+        else:
+            last_epoch_loss = ridge_mse
+            self.history.append({"epoch": 0, "loss": ridge_mse})
+        train_seconds = time.perf_counter() - t0
+        result: dict[str, Any] = {
+            "n_train": len(train),
+            "n_heldout": len(held),
+            "skipped": counts,
+            "steps": step,
+            "train_seconds": train_seconds,
+            "train_loss": last_epoch_loss,
+            "stopped_by_time_budget": stopped,
+            "ridge_alpha": alpha,
+            "ridge_train_mse": ridge_mse,
+        }
+        result.update(fit_metrics(self, train, held))
+        return result
+
+    # ---------------------------------------------------------------- persistence
+    def state_dict(self) -> dict[str, Any]:
+        """``{"config": ..., "head": head state, "adapter": LoRA tensors (or {})}`` (tensors on CPU)."""
+        return {"config": self.config(), "head": {k: v.detach().cpu() for k, v in self.head.state_dict().items()},
+                "adapter": self._adapter_state()}
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``world_model.json``, ``head.safetensors`` and the adapter (LoRA) to ``directory``."""
+        from safetensors.torch import save_file
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "world_model.json").write_text(json.dumps(self.config(), indent=2))
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, str(d / "head.safetensors"))
+        if self.lora is not None:
+            adapters.save_adapter(self.peft_model, self.adapter_name, d, self.lora)
+        return d
+
+    def _load_into(self, directory: str | Path) -> "RegressionWorldModel":
+        """Instance form of :meth:`load`: ``wm.load(dir)`` loads saved weights into this world model.
+
+        Raises:
+            FileNotFoundError: nothing saved there.
+            ValueError: the folder holds another kind of world model, or the saved head or adapter
+                does not fit (other backbone or LoRA rank).
+        """
+        from safetensors.torch import load_file
+
+        d = Path(directory)
+        self._check_saved_kind(d)
+        if not (d / "head.safetensors").is_file():
+            raise FileNotFoundError(f"{d / 'head.safetensors'} is missing: save the world model there first")
+        try:
+            self.head.load_state_dict({k: v.to(self.device) for k, v in load_file(str(d / "head.safetensors")).items()})
+        except RuntimeError as e:
+            raise ValueError(f"the world model head in {d} does not fit this backbone: {e}") from e
+        if self.lora is not None:
+            adapters.load_adapter(self.peft_model, self.adapter_name, d)
+        return self
