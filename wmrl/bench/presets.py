@@ -176,5 +176,10 @@ def method_config(
     data["progress"] = False
     if preset.eval_initial and method == REFERENCE:
         data.setdefault("eval", {})["at_start"] = True
+    for ov in overrides:
+        key = ov.split("=", 1)[0].strip()
+        if key in ("method", "seed", "run_dir", "name"):
+            raise ConfigError(f"--set {key}: the bench sets {key} for each of its runs; choose methods with "
+                              "--methods (e.g. --methods grpo,wmrl) and seeds with --seeds")
     apply_overrides(data, list(overrides))
     return config_from_dict(data)

@@ -75,7 +75,10 @@ def run_bench(out: str | Path, *, preset: str = "bench", recipes: list[str] | No
     out.mkdir(parents=True, exist_ok=True)
     recipes = list(recipes or DEFAULT_RECIPES)
     seeds = list(seeds if seeds is not None else [0, 1, 2])
-    load_config(preset=preset, overrides=list(overrides or []))  # fail fast on a bad preset/override
+    # fail fast, before any run: a bad preset or override, or a recipe that is not registered
+    load_config(preset=preset, overrides=list(overrides or []))
+    for r in recipes:
+        load_config(preset=preset, overrides=[*(overrides or []), f"recipe={r}"])
     meta = {"preset": preset, "recipes": recipes, "seeds": seeds, "overrides": list(overrides or []),
             "command": " ".join(sys.argv), "started": time.time()}
     if not (out / "bench_meta.json").is_file():

@@ -33,8 +33,8 @@ def train(
                                               help="With --resume: accept an edited RUN_DIR/config.yaml."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No per-step lines on stderr."),
 ) -> None:
-    """Post-train the SFT policy with one recipe (grpo | wm | wmrl | wmrl-no-debias | wmrl-no-denoise |
-    wmrl-ppi | sft). Writes a run directory (config.yaml, metrics.jsonl, samples.jsonl, calibration.jsonl,
+    """Post-train the SFT policy with one recipe (``--set recipe=NAME``: any registered recipe, e.g. grpo, wm,
+    wmrl, wmrl-no-debias, wmrl-no-denoise, wmrl-ppi, wmrl-bias-aware, anchor-only, wmrl-flat; or sft). Writes a run directory (config.yaml, metrics.jsonl, samples.jsonl, calibration.jsonl,
     eval.jsonl, checkpoints/, ledger.json, summary.json); a killed run continues with --resume RUN_DIR."""
     from wmrl.embodied.config import load_config
     from wmrl.embodied.trainer import RunDirError, run_embodied
@@ -115,7 +115,10 @@ def bench(
     from wmrl.training.config import ConfigError
 
     try:
-        sd = [int(s) for s in seeds.split(",") if s.strip()]
+        try:
+            sd = [int(s) for s in seeds.split(",") if s.strip()]
+        except ValueError:
+            raise ValueError(f"--seeds expects comma-separated integers (e.g. 0,1,2), got {seeds!r}") from None
         res = run_bench(out, preset=preset, recipes=[r.strip() for r in recipes.split(",") if r.strip()],
                         seeds=sd, overrides=list(set_ or []))
     except (ConfigError, ValueError) as e:

@@ -183,7 +183,7 @@ def config_from_dict(data: dict[str, Any] | None) -> EmbodiedConfig:
     try:
         cfg = EmbodiedConfig.model_validate(dict(data or {}))
     except ValidationError as e:
-        raise ConfigError(_errors_text(e)) from None
+        raise ConfigError(_errors_text(e, EmbodiedConfig)) from None
     _require_finite(cfg)
     if cfg.recipe not in names() and cfg.recipe != "sft":
         raise ConfigError(f"recipe: {cfg.recipe!r} is not one of sft, {', '.join(names())}")

@@ -78,7 +78,10 @@ def _backbone(name: str, seed: int = 0) -> tuple[Any, Any]:
 
     if name == "tiny":
         return tiny_backbone(seed=seed)
-    return load_backbone(name)
+    try:
+        return load_backbone(name)
+    except (FileNotFoundError, OSError, ValueError) as e:
+        raise typer.BadParameter(f"cannot load backbone {name!r}: {e}", param_hint="--model") from None
 
 
 def _train_tasks(ids: Optional[str], tasks_dir: Optional[list[Path]], split: str = "train") -> list[Any]:
@@ -87,7 +90,10 @@ def _train_tasks(ids: Optional[str], tasks_dir: Optional[list[Path]], split: str
     suite = TaskSuite(tasks_dir) if tasks_dir else default_suite()
     if ids:
         wanted = [s.strip() for s in ids.split(",") if s.strip()]
-        tasks = [suite.get(t) for t in wanted]
+        try:
+            tasks = [suite.get(t) for t in wanted]
+        except KeyError as e:
+            raise typer.BadParameter(str(e).strip("'\""), param_hint="--tasks/--task") from None
         held = [t.id for t in tasks if t.split != split]
         if held and split == "train":
             raise typer.BadParameter(f"{held} are held-out tasks; the world model and the warm-up may only use "
@@ -488,14 +494,16 @@ def models_bench_cmd(
     quickstart_tasks: str = typer.Option("vcdextra-titanicp,aer-houseprices,sklearn-diabetes,modeldata-attrition",
                                          "--quickstart-tasks", help="Tasks of the quickstart step (configs/quickstart.yaml)."),
     tasks_dir: TasksDirOpt = None,
-    groups: int = typer.Option(4, "--groups", help="Groups (copies of --task) per batch."),
-    group_size: int = typer.Option(4, "--group-size", help="Samples per group."),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Completion budget of the sampling measurements."),
-    micro_batch: int = typer.Option(4, "--micro-batch", help="Rows per forward/backward in the update (the quickstart's)."),
+    groups: int = typer.Option(4, "--groups", min=1, help="Groups (copies of --task) per batch."),
+    group_size: int = typer.Option(4, "--group-size", min=1, help="Samples per group."),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1,
+                                       help="Completion budget of the sampling measurements."),
+    micro_batch: int = typer.Option(4, "--micro-batch", min=1,
+                                    help="Rows per forward/backward in the update (the quickstart's)."),
     before: bool = typer.Option(True, "--before/--no-before", help="Also measure the implementation before issue 18."),
     variants: bool = typer.Option(False, "--variants", help="Also time eager attention and bf16 autocast."),
     seed: SeedOpt = 0,
-    json_out: Optional[Path] = typer.Option(None, "--json"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write every figure to this JSON file."),
     threads: ThreadsOpt = 1,
 ) -> None:
     """Tokens/s of sampling (grammar, free), world-model scoring and the update, and a quickstart step's

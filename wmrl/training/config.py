@@ -368,8 +368,9 @@ class TrainConfig(_Section):
                              "'wm' for a pure world model)")
         if self.wmrl.anchor_staleness and not get_recipe(self.method).fuses:
             raise ValueError(f"wmrl.anchor_staleness={self.wmrl.anchor_staleness} needs a method with both an anchor "
-                             f"and a world-model stream (the wmrl recipes): late anchors only feed the calibration, "
-                             f"and method {self.method!r} has none; set wmrl.anchor_staleness=0")
+                             f"and a world-model stream (the wmrl recipes: a step trains on the world model while "
+                             f"its anchors are still running); method {self.method!r} has not both; set "
+                             f"wmrl.anchor_staleness=0, or in a bench choose the wmrl methods with --methods")
         return self
 
 
@@ -431,12 +432,14 @@ def _key(loc: tuple[Any, ...]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
 
 
-def _error_text(err: Any) -> str:
-    """One pydantic error (an item of ``ValidationError.errors()``) as a message naming the key path."""
+def _error_text(err: Any, root: type[BaseModel] | None = None) -> str:
+    """One pydantic error (an item of ``ValidationError.errors()``) as a message naming the key path;
+    ``root`` is the model the error's location starts at (default :class:`TrainConfig`)."""
+    root = root or TrainConfig
     kind, loc, value = err["type"], tuple(err["loc"]), err.get("input")
     if kind == "value_error":  # a cross-field rule: its message names its keys itself
         return str(err["ctx"]["error"])
-    owner, field, item = TrainConfig, None, False  # walk the models along the error's location
+    owner, field, item = root, None, False  # walk the models along the error's location
     for part in loc:
         if isinstance(part, int):
             item = True
@@ -445,14 +448,14 @@ def _error_text(err: Any) -> str:
             owner = field.annotation if _is_section(field.annotation) else None
     key = _key(loc)
     if kind in ("extra_forbidden", "invalid_key"):
-        section, names = _key(loc[:-1]), list((owner or TrainConfig).model_fields)
+        section, names = _key(loc[:-1]), list((owner or root).model_fields)
         name = value if kind == "invalid_key" else loc[-1]
         close = difflib.get_close_matches(str(name), names, n=1)
-        hint = _removed_hint(f"{section}.{name}" if section else str(name)) or (
-            f" Did you mean {close[0]!r}?" if close else "")
+        removed = _removed_hint(f"{section}.{name}" if section else str(name)) if root is TrainConfig else ""
+        hint = removed or (f" Did you mean {close[0]!r}?" if close else "")
         return (f"unknown config key {(f'{section}.{name}' if section else name)!r}.{hint} Allowed keys"
                 f"{' in ' + section if section else ''}: {', '.join(names)}")
-    base, nullable = _strip(field.annotation if field else TrainConfig)
+    base, nullable = _strip(field.annotation if field else root)
     if item:
         base, nullable = _strip(get_args(base)[0])
     if get_origin(base) is Literal:
@@ -471,9 +474,10 @@ def _error_text(err: Any) -> str:
     return f"{key or 'config'}: expected {expected}{' or null' if nullable else ''}, got {value!r}"
 
 
-def _errors_text(e: ValidationError) -> str:
-    """Every error of ``e`` as :func:`_error_text`, one per line."""
-    return "\n".join(dict.fromkeys(_error_text(err) for err in e.errors(include_url=False)))
+def _errors_text(e: ValidationError, root: type[BaseModel] | None = None) -> str:
+    """Every error of ``e`` as :func:`_error_text` (locations from ``root``, default :class:`TrainConfig`),
+    one per line."""
+    return "\n".join(dict.fromkeys(_error_text(err, root) for err in e.errors(include_url=False)))
 
 
 def _require_finite(obj: BaseModel, prefix: str = "") -> None:

@@ -10,10 +10,17 @@ def _fmt(x: Any, nd: int = 3) -> str:
     return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
 
 
+def _weight_text(rec: dict[str, Any]) -> str:
+    """``ppi_lambda X`` for a PPI++ step (its weights are 1/n_A and lambda/n_W), else ``alpha X``."""
+    if rec.get("ppi_lambda") is not None:
+        return f"ppi_lambda {_fmt(rec['ppi_lambda'])}"
+    return f"alpha {_fmt(rec.get('alpha'))}"
+
+
 def _step_line(rec: dict[str, Any]) -> str:
     return (f"{now_iso()} step {rec['step']}: anchors {rec['n_anchor_groups']}/{rec['n_groups']} "
             f"reward_true {_fmt(rec.get('reward_true_mean'))} reward_wm {_fmt(rec.get('reward_wm_mean'))} "
-            f"reward_wm_calibrated {_fmt(rec.get('reward_wm_calibrated_mean'))} alpha {_fmt(rec.get('alpha'))} "
+            f"reward_wm_calibrated {_fmt(rec.get('reward_wm_calibrated_mean'))} {_weight_text(rec)} "
             f"loss {_fmt(rec.get('loss'), 4)} infra {rec['n_infra_errors']} "
             f"wall {rec['step_wall_s']:.1f}s")
 
@@ -46,7 +53,10 @@ def print_summary(summary: RunSummary, console: Any = None) -> None:
     m = summary.last_metrics
     t.add_row("last step: true reward (anchors)", _fmt(m.get("reward_true_mean")))
     t.add_row("last step: world-model reward (calibrated)", _fmt(m.get("reward_wm_calibrated_mean")))
-    t.add_row("last step: alpha", _fmt(m.get("alpha")))
+    if m.get("ppi_lambda") is not None:
+        t.add_row("last step: ppi_lambda", _fmt(m.get("ppi_lambda")))
+    else:
+        t.add_row("last step: alpha", _fmt(m.get("alpha")))
     for split, r in summary.final_eval.items():
         r0 = summary.initial_eval.get(split)
         if r0 is not None and r.get("step") != 0:

@@ -14,7 +14,7 @@ import numpy as np
 
 from wmrl.training.components import Components, RunDirError, RunSummary, anchor_fraction, now_iso
 from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config, validate
-from wmrl.training.console import _fmt, _step_line
+from wmrl.training.console import _fmt, _step_line, _weight_text
 from wmrl.training.ledger import Ledger
 from wmrl.training.rundir import RunDir, read_jsonl, seed_everything, write_json_atomic
 from wmrl.training.trainer import Trainer
@@ -274,7 +274,7 @@ def _loop(trainer: Trainer, show: bool, stop_after_step: int | None) -> None:
             held = trainer._last_eval.get("heldout", {}).get("mean_percentile")
             info = (f"reward_true {_fmt(rec.get('reward_true_mean'))} "
                     f"reward_wm_calibrated {_fmt(rec.get('reward_wm_calibrated_mean'))} "
-                    f"alpha {_fmt(rec.get('alpha'), 2)} held-out {_fmt(held)}")
+                    f"{_weight_text(rec)} held-out {_fmt(held)}")
             prog.update(task, completed=s, info=info)
             if show and not live:
                 console.print(_step_line(rec), highlight=False)
@@ -350,11 +350,15 @@ def resume_training(run_dir: str | Path, overrides: list[str] | None = None,
     if edited and not accept_edited_config:
         raise RunDirError(f"{edited}: resuming with it would change the run's past; restore it, or resume "
                           f"with --accept-edited-config to use the edited file")
+    saved = load_config(rd.config)
+    cfg = load_config(rd.config, overrides)  # an unknown or removed key is refused here, with its message
+    changed = set(frozen_changes(saved, cfg))
     for ov in overrides or []:
         key = ov.split("=", 1)[0].strip()
-        if not any(key == m or (m.endswith(".") and key.startswith(m)) for m in RESUME_MUTABLE):
+        mutable = any(key == m or (m.endswith(".") and key.startswith(m)) for m in RESUME_MUTABLE)
+        if not mutable and any(c == key or c.startswith(key + ".") for c in changed):
+            allowed = ", ".join(m + "*" if m.endswith(".") else m for m in RESUME_MUTABLE)
             raise ConfigError(f"--set {key} cannot change on --resume (it would change the run's past); allowed: "
-                              f"{', '.join(RESUME_MUTABLE)}")
-    cfg = load_config(rd.config, overrides)
+                              f"{allowed}. To train with a different {key}, start a new run (another run_dir).")
     cfg.run_dir = str(rd.root)
     return run_training(cfg, resume=True, accept_edited_config=accept_edited_config, **kw)
