@@ -62,6 +62,8 @@ class SentenceScaffold:
     scikit-learn grammar (crc32 of its text), rendered by the grammar scaffold into a full program."""
 
     name = "grammar-by-hash"
+    response_prefix = ""
+    default_max_new_tokens = 16
 
     def __init__(self):
         from wmrl.models.scaffolds import GrammarScaffold
@@ -77,6 +79,18 @@ class SentenceScaffold:
 
     def render(self, task, completion: str) -> str:
         return self.inner.render(task, self.sentence(task, completion))
+
+    def stop_at(self, text: str) -> None:
+        return None  # free text: the whole completion picks the sentence
+
+    def is_valid(self, task, completion: str) -> bool:
+        return True  # every completion maps to a sentence of the grammar
+
+    def grammar_key(self, task) -> None:
+        return None  # sampled as free text
+
+    def grammar_sentences(self, key: str):
+        raise ValueError("sampled as free text: no grammar")
 
 
 @pytest.mark.slow

@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from wmrl.interfaces import Scaffold
 from wmrl.models import adapters
 from wmrl.models import decoding
 from wmrl.models.choice_trie import DONE, ChoiceTrie, TrieMatcher, TrieTables, allowed_mask
@@ -57,22 +58,21 @@ class GrammarCache:
         self._tries: dict[tuple[str, str], ChoiceTrie] = {}
         self._tables: dict[tuple[str, tuple[str, ...]], TrieTables] = {}
 
-    def get(self, scaffold: Any, key: str) -> ChoiceTrie:
+    def get(self, scaffold: Scaffold, key: str) -> ChoiceTrie:
         """The :class:`ChoiceTrie` of ``scaffold.grammar_sentences(key)`` (cached)."""
-        ck = (getattr(scaffold, "name", type(scaffold).__name__), key)
+        ck = (scaffold.name, key)
         if ck not in self._tries:
             self._tries[ck] = ChoiceTrie.from_sentences(self.tokenizer, scaffold.grammar_sentences(key),
                                                         self.stop_token_id)
         return self._tries[ck]
 
-    def tables(self, scaffold: Any, keys: Sequence[str | None]) -> tuple[TrieTables | None, torch.Tensor]:
+    def tables(self, scaffold: Scaffold, keys: Sequence[str | None]) -> tuple[TrieTables | None, torch.Tensor]:
         """The :class:`TrieTables` of the distinct grammar ``keys`` (None = unconstrained row) and
         [B] int64 each row's root node in them (-3 for unconstrained rows); cached per key set."""
         distinct = sorted({k for k in keys if k is not None})
         if not distinct:
             return None, torch.full((len(keys),), -3, dtype=torch.long)
-        name = getattr(scaffold, "name", type(scaffold).__name__)
-        ck = (name, tuple(distinct))
+        ck = (scaffold.name, tuple(distinct))
         if ck not in self._tables:
             self._tables[ck] = TrieTables.build([self.get(scaffold, k) for k in distinct])
         tab = self._tables[ck]
@@ -250,11 +250,9 @@ class Policy:
             self._grammars = GrammarCache(self.tokenizer, self.eos_token_ids[0])
         return self._grammars
 
-    def min_new_tokens(self, scaffold: Any, tasks: Sequence[Task]) -> int:
+    def min_new_tokens(self, scaffold: Scaffold, tasks: Sequence[Task]) -> int:
         """The smallest ``max_new_tokens`` that lets every sentence of ``scaffold``'s grammar finish on
         ``tasks``: the longest sentence's canonical token count plus EOS (0 for an unconstrained scaffold)."""
-        if not hasattr(scaffold, "grammar_key"):
-            return 0
         keys = {scaffold.grammar_key(t) for t in tasks} - {None}
         cache = self._grammar_cache()
         return max((cache.get(scaffold, k).max_length for k in keys), default=0)
@@ -275,7 +273,7 @@ class Policy:
     def sample(
         self,
         tasks: Sequence[Task],
-        scaffold: Any,
+        scaffold: Scaffold | str,
         group_size: int,
         max_new_tokens: int | None = None,
         temperature: float = 1.0,
@@ -287,7 +285,7 @@ class Policy:
 
         Args:
             tasks: M tasks; rows are ordered task by task, ``group_ids`` = task index 0..M-1.
-            scaffold: a scaffold (or its name): prompt, optional grammar / stop point, render.
+            scaffold: a :class:`wmrl.interfaces.Scaffold` (or its name): every attribute of the protocol is read.
             group_size: G >= 1 trajectories per task.
             max_new_tokens: completion budget in tokens; default ``scaffold.default_max_new_tokens``.
             temperature: > 0 samples from softmax(logits / temperature); 0 = greedy decoding.
@@ -323,7 +321,7 @@ class Policy:
         if not 0.0 < top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
         if max_new_tokens is None:
-            max_new_tokens = int(getattr(scaffold, "default_max_new_tokens", 128))
+            max_new_tokens = int(scaffold.default_max_new_tokens)
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         engine = self.sampling_engine if engine is None else engine
@@ -332,12 +330,12 @@ class Policy:
         gen_chunk = self._generate_chunk_shared if engine == "shared" else self._generate_chunk
 
         self._activate()
-        prefix = getattr(scaffold, "response_prefix", "")
+        prefix = scaffold.response_prefix
         rows: list[tuple[Task, int, str, str, str | None]] = []
         for gi, task in enumerate(tasks):
             prompt = scaffold.prompt(task)
             text = self.chat_text(prompt, prefix)
-            key = scaffold.grammar_key(task) if hasattr(scaffold, "grammar_key") else None
+            key = scaffold.grammar_key(task)
             rows.extend((task, gi, prompt, text, key) for _ in range(group_size))
 
         t0 = time.perf_counter()
@@ -364,22 +362,16 @@ class Policy:
 
         batch = self._assemble(prompt_ids, comp_ids, comp_lps, comp_choice)
         completions = []
-        stop_at = getattr(scaffold, "stop_at", None)
         for ids in comp_ids:
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            if stop_at is not None:
-                cut = stop_at(text)
-                if cut is not None:
-                    text = text[:cut]
-            completions.append(text)
+            cut = scaffold.stop_at(text)
+            completions.append(text if cut is None else text[:cut])
         programs = [scaffold.render(r[0], comp) for r, comp in zip(rows, completions)]
         valid: list[bool] | None
         if any(g is not None for g in grammar_done):
             valid = [bool(g) for g in grammar_done]
-        elif hasattr(scaffold, "is_valid"):
-            valid = [bool(scaffold.is_valid(r[0], comp)) for r, comp in zip(rows, completions)]
         else:
-            valid = None
+            valid = [bool(scaffold.is_valid(r[0], comp)) for r, comp in zip(rows, completions)]
         input_ids, attention_mask, completion_mask, choice_mask, old_lp, prompt_len = batch
         return RolloutBatch(
             input_ids=input_ids,
@@ -393,7 +385,7 @@ class Policy:
             group_ids=[r[1] for r in rows],
             programs=programs,
             valid=valid,
-            scaffold=getattr(scaffold, "name", ""),
+            scaffold=scaffold.name,
             prompt_len=prompt_len,
             temperature=float(temperature) if temperature > 0 else 1.0,
             grammar_keys=[r[4] for r in rows],
@@ -402,7 +394,7 @@ class Policy:
         )
 
     def _generate_chunk(
-        self, chunk: list, scaffold: Any, max_new_tokens: int, temperature: float, top_p: float
+        self, chunk: list, scaffold: Scaffold, max_new_tokens: int, temperature: float, top_p: float
     ) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[list[bool]], list[bool | None]]:
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
@@ -425,9 +417,8 @@ class Policy:
         gproc = proc if proc.constrained else None
         stopping = StoppingCriteriaList()
         stopper = None
-        stop_at = getattr(scaffold, "stop_at", None)
-        if stop_at is not None and gproc is None:
-            stopper = _StopAtScaffoldEnd(self.tokenizer, P, stop_at)
+        if gproc is None:
+            stopper = _StopAtScaffoldEnd(self.tokenizer, P, scaffold.stop_at)
             stopping.append(stopper)
         gen_kwargs: dict[str, Any] = dict(
             max_new_tokens=max_new_tokens,
@@ -466,7 +457,7 @@ class Policy:
                                                               "prefill_tokens": int(attn.sum()), "steps": L}
 
     def _generate_chunk_shared(
-        self, chunk: list, scaffold: Any, max_new_tokens: int, temperature: float, top_p: float
+        self, chunk: list, scaffold: Scaffold, max_new_tokens: int, temperature: float, top_p: float
     ) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[list[bool]], list[bool | None], dict]:
         """One chunk of rows with :func:`wmrl.models.decoding.sample_shared` (each group's prompt once)."""
         keys = [r[4] for r in chunk]
@@ -487,11 +478,8 @@ class Policy:
                 texts.append(r[3])
             row_prompt.append(group_of[r[1]])
         p_ids = [list(x) for x in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        stop_at = getattr(scaffold, "stop_at", None)
-        stop_check = None
-        if stop_at is not None:
-            def stop_check(ids: list[int]) -> bool:
-                return stop_at(self.tokenizer.decode(ids, skip_special_tokens=True)) is not None
+        def stop_check(ids: list[int]) -> bool:
+            return scaffold.stop_at(self.tokenizer.decode(ids, skip_special_tokens=True)) is not None
         d = decoding.sample_shared(
             self.model, p_ids, row_prompt, roots, tables, max_new_tokens=max_new_tokens, temperature=temperature,
             top_p=top_p, eos_ids=self.eos_token_ids, pad_id=self.tokenizer.pad_token_id, stop_check=stop_check)

@@ -29,12 +29,12 @@ import functools
 import re
 from pathlib import Path
 from collections.abc import Sequence
-from typing import Literal, Union
+from typing import Literal
 
+from wmrl.interfaces import Scaffold
 from wmrl.tasks.spec import Task
 
 ScaffoldName = Literal["script", "function", "grammar"]
-Scaffold = Union["ScriptScaffold", "FunctionScaffold", "GrammarScaffold"]  # each is a wmrl.interfaces.Scaffold
 SCAFFOLD_NAMES: tuple[str, ...] = ("script", "function", "grammar")
 
 #: Chosen from the measured valid-program rate (``wmrl scaffolds``; numbers in docs/models.md):
