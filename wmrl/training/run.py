@@ -86,8 +86,10 @@ def run_training(config: TrainConfig, *, resume: bool = False,
         except ConfigError as e:
             raise RunDirError(f"{rd.config} cannot be read back: {e}") from None
         if changed:
+            allowed = ", ".join(m + "*" if m.endswith(".") else m for m in RESUME_MUTABLE)
             raise ConfigError(f"resume: the config differs from the run's saved config.yaml in {', '.join(changed)}, "
-                              f"which would change the run's past; only {', '.join(RESUME_MUTABLE)} may change")
+                              f"which would change the run's past; only {allowed} may change. To train with "
+                              f"another {changed[0]}, start a new run (another run_dir)")
         if latest is None and _has_progress(rd):
             raise RunDirError(f"{rd.root} has no complete checkpoint to resume from ({'; '.join(passed_over)}); "
                               "continuing would repeat its steps: start a new run in another run_dir")
@@ -350,15 +352,7 @@ def resume_training(run_dir: str | Path, overrides: list[str] | None = None,
     if edited and not accept_edited_config:
         raise RunDirError(f"{edited}: resuming with it would change the run's past; restore it, or resume "
                           f"with --accept-edited-config to use the edited file")
-    saved = load_config(rd.config)
-    cfg = load_config(rd.config, overrides)  # an unknown or removed key is refused here, with its message
-    changed = set(frozen_changes(saved, cfg))
-    for ov in overrides or []:
-        key = ov.split("=", 1)[0].strip()
-        mutable = any(key == m or (m.endswith(".") and key.startswith(m)) for m in RESUME_MUTABLE)
-        if not mutable and any(c == key or c.startswith(key + ".") for c in changed):
-            allowed = ", ".join(m + "*" if m.endswith(".") else m for m in RESUME_MUTABLE)
-            raise ConfigError(f"--set {key} cannot change on --resume (it would change the run's past); allowed: "
-                              f"{allowed}. To train with a different {key}, start a new run (another run_dir).")
+    # an unknown or removed key is refused here; a frozen key that changes is refused by run_training
+    cfg = load_config(rd.config, overrides)
     cfg.run_dir = str(rd.root)
     return run_training(cfg, resume=True, accept_edited_config=accept_edited_config, **kw)
