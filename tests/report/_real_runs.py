@@ -49,18 +49,27 @@ def write_mini_preset(root: Path) -> Path:
     return preset
 
 
+def run_mini_bench(root: Path, overrides: tuple[str, ...] = ()) -> tuple[Path, str]:
+    """``(bench folder, CLI output)`` of ``wmrl bench --preset mini.yaml --out ROOT/out --steps 2`` with
+    ``--set`` ``overrides``, the tasks and preset written under ``root``."""
+    from typer.testing import CliRunner
+
+    from wmrl.cli import app
+
+    preset = write_mini_preset(root)
+    out = root / "out"
+    args = ["bench", "--preset", str(preset), "--out", str(out), "--steps", "2"]
+    for o in overrides:
+        args += ["--set", o]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    return out, res.output
+
+
 def mini_bench() -> tuple[Path, str]:
-    """``(bench folder, CLI output)`` of ``wmrl bench --preset mini.yaml --out ... --steps 2``."""
+    """The session's shared :func:`run_mini_bench` (built once, removed at exit)."""
     if "out" not in _CACHE:
-        from typer.testing import CliRunner
-
-        from wmrl.cli import app
-
         root = Path(tempfile.mkdtemp(prefix="wmrl-bench-mini-"))
         atexit.register(shutil.rmtree, root, True)
-        preset = write_mini_preset(root)
-        out = root / "out"
-        res = CliRunner().invoke(app, ["bench", "--preset", str(preset), "--out", str(out), "--steps", "2"])
-        assert res.exit_code == 0, res.output + repr(res.exception)
-        _CACHE["out"], _CACHE["output"] = out, res.output
+        _CACHE["out"], _CACHE["output"] = run_mini_bench(root)
     return _CACHE["out"], _CACHE["output"]  # type: ignore[return-value]

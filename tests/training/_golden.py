@@ -85,24 +85,12 @@ def run_methods(tasks_root: Path, out: Path, methods: dict[str, list[str]] = MET
     return res
 
 
-def run_mini_bench(root: Path, overrides: list[str] = ("rollout.engine=generate",)) -> Path:
-    """The CI miniature bench (``tests/report/_real_runs.py``'s preset) run through the CLI with ``overrides``;
-    returns its folder."""
-    from typer.testing import CliRunner
-
-    from wmrl.cli import app
-
+def run_mini_bench(root: Path, overrides: tuple[str, ...] = ("rollout.engine=generate",)) -> Path:
+    """The CI miniature bench (``tests/report/_real_runs.py``) with ``overrides``; returns its folder."""
     sys.path.insert(0, str(ROOT / "tests" / "report"))
-    from _real_runs import write_mini_preset
+    from _real_runs import run_mini_bench as run
 
-    preset = write_mini_preset(root)
-    out = root / "out"
-    args = ["bench", "--preset", str(preset), "--out", str(out), "--steps", "2"]
-    for o in overrides:
-        args += ["--set", o]
-    res = CliRunner().invoke(app, args)
-    assert res.exit_code == 0, res.output + repr(res.exception)
-    return out
+    return run(root, overrides)[0]
 
 
 def bench_numbers(bench_out: Path) -> dict[str, Any]:
