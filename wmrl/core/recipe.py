@@ -415,6 +415,28 @@ class Recipe:
         return 1.0 / (1.0 + lam)
 
 
+def calibration_record(step: int, out: StepOutputs, reward_wm: np.ndarray, reward_true: np.ndarray,
+                       anchors: np.ndarray) -> dict[str, Any] | None:
+    """The calibration.jsonl line of one step (docs/run-directory.md): the map the step was calibrated with
+    (``mode``, ``n_window``, ``map_x`` = :data:`CALIBRATION_GRID`, ``map_y``), its diagnostics, and the
+    anchors' raw, calibrated and true rewards (lists). None when the recipe has no world model.
+
+    Args:
+        step: the step. out: the recipe's :class:`StepOutputs` of that step.
+        reward_wm, reward_true: [B] float64 r_hat and r of the step's trajectories.
+        anchors: [B] bool, the anchor samples to list (valid anchors).
+    """
+    cal = out.calibration
+    if cal is None:
+        return None
+    a = np.asarray(anchors, dtype=bool)
+    return {"step": int(step), "mode": cal["mode"], "n_window": cal["n_window"],
+            "map_x": CALIBRATION_GRID.tolist(), "map_y": np.asarray(cal["map_y"]).tolist(),
+            "anchor_wm": np.asarray(reward_wm)[a].tolist(),
+            "anchor_wm_calibrated": out.reward_wm_calibrated[a].tolist(),
+            "anchor_true": np.asarray(reward_true)[a].tolist(), "diagnostics": cal["diagnostics"]}
+
+
 #: The registry: recipe name -> :class:`Recipe`.
 RECIPES: dict[str, Recipe] = {}
 

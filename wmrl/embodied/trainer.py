@@ -261,13 +261,9 @@ class EmbodiedTrainer:
             self.rd.append("metrics", rec)
             self.rd.append_many("samples", samples)
             if out.calibration is not None and a.any():
-                from wmrl.core.recipe import CALIBRATION_GRID
+                from wmrl.core.recipe import calibration_record
 
-                self.rd.append("calibration", {
-                    "step": step, "mode": out.calibration["mode"], "n_window": out.calibration["n_window"],
-                    "map_x": CALIBRATION_GRID.tolist(), "map_y": np.asarray(out.calibration["map_y"]).tolist(),
-                    "anchor_wm": sc.r_hat[a].tolist(), "anchor_wm_calibrated": out.reward_wm_calibrated[a].tolist(),
-                    "anchor_true": eb.success[a].tolist(), "diagnostics": out.calibration.get("diagnostics")})
+                self.rd.append("calibration", calibration_record(step, out, sc.r_hat, eb.success, a))
             self.rd.log_line(f"{_now()} step {step}: anchors {rec['n_anchor_groups']}/{len(groups)} "
                              f"success(anchors) {_fmt(rec['success_anchor_mean'])} r_wm {_fmt(rec['reward_wm_mean'])} "
                              f"alpha {_fmt(rec.get('alpha'))} loss {_fmt(upd['loss'], 4)} "

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from wmrl.core.recipe import CALIBRATION_GRID, Recipe, StepOutputs, get_recipe
+from wmrl.core.recipe import Recipe, StepOutputs, calibration_record, get_recipe
 from wmrl.core.staleness import late_clip
 from wmrl.training.config import TrainConfig
 from wmrl.training.anchors import AnchorRuns, AnchorStream, LatePairs, late_sample_lines, late_update_parts, \
@@ -353,20 +353,14 @@ class Trainer:
         late_tilde = None if late is None or not late.n else (sb.late_out[0] if mode == "gradient" else
                                                              self.recipe.learn_late(
             self.recipe_state, sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
-        cal, a_ok = out.calibration, sb.a_ok
-        if cal is None:
+        a_ok = sb.a_ok
+        sb.cal_rec = calibration_record(sb.step, out, sb.reward_wm, sb.reward_true, a_ok)
+        if sb.cal_rec is None:
             return
         r_hat, r_tilde, r_true = sb.reward_wm, out.reward_wm_calibrated, sb.reward_true
-        sb.cal_rec = {
-            "step": sb.step, "mode": cal["mode"], "n_window": cal["n_window"],
-            "map_x": CALIBRATION_GRID.tolist(), "map_y": np.asarray(cal["map_y"]).tolist(),
-            "anchor_wm": r_hat[a_ok].tolist(), "anchor_wm_calibrated": r_tilde[a_ok].tolist(),
-            "anchor_true": r_true[a_ok].tolist(),
-            "anchor_task_ids": [sb.batch.task_ids[i] for i in np.flatnonzero(a_ok)],
-            "residual_var_raw": _var(r_true[a_ok] - r_hat[a_ok]),
-            "residual_var_calibrated": _var(r_true[a_ok] - r_tilde[a_ok]),
-            "diagnostics": cal["diagnostics"],
-        }
+        sb.cal_rec.update(anchor_task_ids=[sb.batch.task_ids[i] for i in np.flatnonzero(a_ok)],
+                          residual_var_raw=_var(r_true[a_ok] - r_hat[a_ok]),
+                          residual_var_calibrated=_var(r_true[a_ok] - r_tilde[a_ok]))
         if late_tilde is not None:  # asynchronous anchors: pairs of earlier steps, learned after this step's map
             sb.cal_rec.update(late_wm=late.reward_wm.tolist(), late_wm_calibrated=late_tilde.tolist(),
                               late_true=late.reward_true.tolist(), late_origin_steps=late.origin_steps.tolist())
