@@ -92,9 +92,11 @@ class Policy(Protocol):
     """The LM being post-trained (``wmrl.models.policy.Policy``)."""
 
     def sample(self, tasks: Sequence[Task], scaffold: Scaffold, group_size: int, max_new_tokens: int | None = None,
-               temperature: float = 1.0, top_p: float = 1.0, generator_seed: int | None = None) -> Any:
+               temperature: float = 1.0, top_p: float = 1.0, generator_seed: int | None = None,
+               prompts: Sequence[str] | None = None) -> Any:
         """G trajectories per task: a ``wmrl.models.types.RolloutBatch`` of B = len(tasks) * G rows
-        (token ids [B, T] int64, masks [B, T] bool, sampling log-probs [B, T] float32, texts)."""
+        (token ids [B, T] int64, masks [B, T] bool, sampling log-probs [B, T] float32, texts). ``prompts``
+        (one per task) replaces ``scaffold.prompt(task)``: a later turn of a multi-turn episode."""
         ...
 
     def logprobs(self, batch: Any) -> "torch.Tensor":

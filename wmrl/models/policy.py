@@ -280,6 +280,7 @@ class Policy:
         top_p: float = 1.0,
         generator_seed: int | None = None,
         engine: str | None = None,
+        prompts: Sequence[str] | None = None,
     ) -> RolloutBatch:
         """Sample ``group_size`` trajectories for each task (one group per task).
 
@@ -297,6 +298,9 @@ class Policy:
                 ``"generate"``: transformers' ``generate`` with a per-row logits processor (every row
                 prefills its own prompt; the implementation before issue 18, kept as the measured
                 baseline of ``wmrl models bench``). Both sample the same distribution, not the same draws.
+            prompts: M prompt texts, one per task, instead of ``scaffold.prompt(task)`` (a later turn of a
+                multi-turn episode: the task and its history, :func:`wmrl.episodes.prompt.episode_prompt`); the
+                task still chooses the grammar and renders the program.
 
         Returns:
             A :class:`RolloutBatch` with B = M*G rows, ``old_logprobs`` filled from the
@@ -306,7 +310,7 @@ class Policy:
 
         Raises:
             ValueError: no tasks, ``group_size < 1``, ``temperature < 0``, ``top_p`` outside (0, 1],
-                an unknown ``engine``.
+                an unknown ``engine``, or ``prompts`` of another length than ``tasks``.
         """
         from wmrl.models.scaffolds import get_scaffold
 
@@ -314,6 +318,8 @@ class Policy:
             scaffold = get_scaffold(scaffold)
         if not tasks:
             raise ValueError("sample() needs at least one task")
+        if prompts is not None and len(prompts) != len(tasks):
+            raise ValueError(f"sample() got {len(prompts)} prompts for {len(tasks)} tasks; give one prompt per task")
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
         if temperature < 0:
@@ -333,7 +339,7 @@ class Policy:
         prefix = scaffold.response_prefix
         rows: list[tuple[Task, int, str, str, str | None]] = []
         for gi, task in enumerate(tasks):
-            prompt = scaffold.prompt(task)
+            prompt = scaffold.prompt(task) if prompts is None else prompts[gi]
             text = self.chat_text(prompt, prefix)
             key = scaffold.grammar_key(task)
             rows.extend((task, gi, prompt, text, key) for _ in range(group_size))

@@ -326,6 +326,22 @@ class EvalConfig(_Section):
     train_tasks: bool = Field(True, description="Also evaluate on the training tasks.")
 
 
+class EpisodeConfig(_Section):
+    """Multi-turn research episodes (docs/multiturn.md): the agent sees feedback and revises (issue 16)."""
+
+    max_turns: Int = Field(1, ge=1, le=16, description=(
+        "K: turns per episode (1 = single-turn trajectories, the behaviour before issue 16). Turn i's prompt holds the "
+        "task and each earlier solution with its feedback; the episode's reward is the grade of its final submission. "
+        "The paper runs up to 4."))
+    validation_fraction: Float = Field(0.2, gt=0.0, lt=1.0, description=(
+        "With max_turns > 1: fraction of train.csv the harness holds out as the validation split whose score is the "
+        "feedback (seeded, stratified; never the test answers). Every execution of an episode fits on the rest."))
+    error_chars: Int = Field(400, ge=0, description="Longest error tail an observation shows, characters.")
+    wm_error_threshold: Float = Field(0.05, ge=0.0, le=1.0, description=(
+        "World-model feedback: a calibrated predicted percentile below this is shown as a failed run (failures get "
+        "the task's failure reward, 0)."))
+
+
 class TrainConfig(_Section):
     """Everything `wmrl train` needs. See docs/training.md."""
 
@@ -350,6 +366,7 @@ class TrainConfig(_Section):
     optim: OptimConfig = Field(default_factory=OptimConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    episode: EpisodeConfig = Field(default_factory=EpisodeConfig)
 
     @model_validator(mode="before")
     @classmethod
@@ -371,6 +388,11 @@ class TrainConfig(_Section):
                              f"and a world-model stream (the wmrl recipes: a step trains on the world model while "
                              f"its anchors are still running); method {self.method!r} has not both; set "
                              f"wmrl.anchor_staleness=0, or in a bench choose the wmrl methods with --methods")
+        if self.wmrl.anchor_staleness and self.episode.max_turns > 1:
+            raise ValueError(f"episode.max_turns={self.episode.max_turns} needs synchronous anchors: an anchor "
+                             f"episode's next turn shows the feedback of its previous one, so it cannot run "
+                             f"{self.wmrl.anchor_staleness} steps late; set wmrl.anchor_staleness=0 or "
+                             f"episode.max_turns=1")
         return self
 
 

@@ -39,7 +39,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     """
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.training.evaluation import evaluate_policy
+    from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy
     from wmrl.training.parts import (load_policy_backbone, make_executor, policy_lora, require_leaderboards,
                                      require_sound, resolve_tasks)
     from wmrl.training.rundir import to_json_line
@@ -91,7 +91,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
                                      max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.eval.temperature,
                                      top_p=cfg.rollout.top_p, checkpoint=ck.name if ck is not None else INITIAL,
                                      run_name=cfg.name or cfg.method,
-                                     seed=eval_sampling_seed(cfg.seed, step, split, bool(heldout)))
+                                     seed=eval_sampling_seed(cfg.seed, step, split, bool(heldout)),
+                                     **episode_eval_kwargs(cfg))
             recs.append(rec)
             with open(rd.root / out_name, "a") as fh:
                 fh.write(to_json_line(rec) + "\n")

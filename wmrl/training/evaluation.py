@@ -115,8 +115,12 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
 def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: Any, *, step: int, split: str,
                     samples_per_task: int, max_new_tokens: int, temperature: float, top_p: float = 1.0,
                     checkpoint: str | None = None, run_name: str = "",
-                    seed: int | None = None) -> tuple[dict[str, Any], list[Any]]:
+                    seed: int | None = None, max_turns: int = 1, validation_fraction: float = 0.2,
+                    error_chars: int = 400) -> tuple[dict[str, Any], list[Any]]:
     """Sample ``samples_per_task`` programs per task from ``policy`` and execute them all for real.
+
+    With ``max_turns`` K > 1 each sample is a multi-turn episode (:func:`evaluate_episodes`): every turn is
+    executed for real on the task's validation view and its honest feedback goes into the next turn's prompt.
 
     Args:
         policy: a :class:`wmrl.models.policy.Policy` (``sample(...) -> RolloutBatch`` with ``programs``).
@@ -127,10 +131,11 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
         samples_per_task, max_new_tokens, temperature, top_p: sampling settings.
         run_name: stored in each execution request's ``meta``.
         seed: sampling seed (None = the policy's default RNG).
+        max_turns, validation_fraction, error_chars: multi-turn episodes (the config's ``episode`` section).
 
     Returns:
         (record, results): the :func:`summarize_eval` record (plus ``wall_s`` and ``time``) and the raw
-        execution results in sample order.
+        execution results in sample order (multi-turn: every turn's execution).
     """
     from wmrl.execution.types import ExecutionRequest
     from wmrl.trajectory import Trajectory
@@ -138,6 +143,12 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
     t0 = time.perf_counter()
     if not tasks:
         raise ValueError(f"no tasks to evaluate for split {split!r}")
+    if max_turns > 1:
+        return evaluate_episodes(policy, scaffold, tasks, executor, step=step, split=split,
+                                 samples_per_task=samples_per_task, max_new_tokens=max_new_tokens,
+                                 temperature=temperature, top_p=top_p, checkpoint=checkpoint, run_name=run_name,
+                                 seed=seed, max_turns=max_turns, validation_fraction=validation_fraction,
+                                 error_chars=error_chars)
     import torch
 
     with torch.no_grad():
@@ -168,3 +179,83 @@ def _programs(batch: Any, scaffold: Any, tasks_by_id: dict[str, Any]) -> list[st
     if progs is not None and len(progs) == len(batch.completions):
         return list(progs)
     return [scaffold.render(tasks_by_id[t], c) for t, c in zip(batch.task_ids, batch.completions)]
+
+
+def episode_eval_kwargs(cfg: Any) -> dict[str, Any]:
+    """The multi-turn keyword arguments of :func:`evaluate_policy` from a ``TrainConfig``'s ``episode`` section."""
+    e = cfg.episode
+    return {"max_turns": e.max_turns, "validation_fraction": e.validation_fraction, "error_chars": e.error_chars}
+
+
+def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: Any, *, step: int, split: str,
+                      samples_per_task: int, max_new_tokens: int, temperature: float, top_p: float = 1.0,
+                      checkpoint: str | None = None, run_name: str = "", seed: int | None = None,
+                      max_turns: int = 2, validation_fraction: float = 0.2,
+                      error_chars: int = 400) -> tuple[dict[str, Any], list[Any]]:
+    """Multi-turn evaluation: ``samples_per_task`` episodes of up to ``max_turns`` turns per task, every turn
+    executed for real on the task's validation view (:func:`wmrl.tasks.validation.validation_view`), its
+    observation (validation score, run time, error tail) shown to the next turn.
+
+    Returns:
+        (record, results): the :func:`summarize_eval` record of the final submissions, plus
+        ``mean_percentile_turn`` ([K] mean grade of each episode's current submission after each turn; a
+        submission carries forward), ``turn_gain`` (turn K minus turn 1), ``best_turn_mean`` (mean over
+        episodes of their best turn), ``episode_turns_mean``, ``submitted_rate``, ``exec_count_turn`` ([K]),
+        ``wall_s`` and ``time``; and every execution result (all turns).
+    """
+    import torch
+
+    from wmrl.core.episodes import reward_after_turn
+    from wmrl.episodes.observation import observation_from_result
+    from wmrl.episodes.rollout import TurnFeedback, run_episodes
+    from wmrl.execution.types import ExecutionRequest
+    from wmrl.tasks.validation import validation_view
+    from wmrl.trajectory import Trajectory
+
+    t0 = time.perf_counter()
+    all_results: list[Any] = []
+    per_turn = [0] * max_turns
+
+    def feedback(turn: int, eps: Sequence[int], batch: Any) -> list[Any]:
+        by_id = {t.id: t for t in tasks}
+        reqs = [ExecutionRequest(
+            task=validation_view(by_id[tid], validation_fraction), program=prog,
+            request_id=f"eval-{split}-s{step}-{e}-t{turn}",
+            trajectory=Trajectory(stream="eval", run=run_name, step=step, group_id=int(g), sample=int(e), task_id=tid,
+                                  prompt=scaffold.prompt(by_id[tid]), completion=c, scaffold=scaffold.name, split=split,
+                                  extra={"checkpoint": checkpoint, "turn": turn}))
+            for e, tid, prog, g, c in zip(eps, batch.task_ids, _programs(batch, scaffold, by_id), batch.group_ids,
+                                          batch.completions)]
+        res = executor.run_batch(reqs)
+        all_results.extend(res)
+        per_turn[turn - 1] += len(res)
+        out = []
+        for r, tid in zip(res, batch.task_ids):
+            ok = _status(r) != "infra_error" and r.reward is not None
+            out.append(TurnFeedback(observation=observation_from_result(r, by_id[tid], turn, error_chars),
+                                    reward_true=float(r.reward) if ok else float("nan"), status=_status(r),
+                                    valid=ok, executed=True, result=r))
+        return out
+
+    with torch.no_grad():
+        ep = run_episodes(policy, scaffold, list(tasks), samples_per_task, max_turns, feedback,
+                          max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
+    finals = [ep.final(e).result for e in range(ep.B)]
+    task_ids = [ep.tasks[i].id for i in ep.task_index]
+    rec = summarize_eval(task_ids, finals, step=step, split=split, checkpoint=checkpoint,
+                         reward_kinds={t.id: getattr(t, "reward_kind", "percentile") for t in tasks})
+    after = reward_after_turn(ep.turn_array("reward_true"), ep.final_turn)[ep.valid]
+
+    def _m(x: np.ndarray) -> float | None:
+        x = x[np.isfinite(x)]
+        return float(x.mean()) if x.size else None
+
+    turn_means = [_m(after[:, j]) for j in range(max_turns)]
+    rec.update(
+        max_turns=max_turns, mean_percentile_turn=turn_means,
+        turn_gain=None if None in (turn_means[0], turn_means[-1]) else turn_means[-1] - turn_means[0],
+        best_turn_mean=_m(np.nanmax(np.where(np.isnan(after), -np.inf, after), axis=1)) if after.size else None,
+        episode_turns_mean=float(ep.n_turns.mean()), submitted_rate=float(ep.submitted.mean()),
+        exec_count_turn=per_turn, sandbox_cpu_s=float(sum(float(r.cpu_s or 0.0) for r in all_results)),
+        wall_s=time.perf_counter() - t0, time=time.time())
+    return rec, all_results

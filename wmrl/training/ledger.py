@@ -70,6 +70,8 @@ class Ledger:
     steps: int = 0
     groups_total: int = 0
     groups_anchor: int = 0
+    #: anchor executions per episode turn ({"1": n, "2": n, ...}; multi-turn episodes, docs/multiturn.md)
+    turn_executions: dict[str, int] = field(default_factory=dict)
     # wall/cpu of the run's life before the current process (restored on resume)
     _wall_before: float = 0.0
     _cpu_before: float = 0.0
@@ -108,10 +110,11 @@ class Ledger:
             self.phases.setdefault(name, _Timer()).add(time.perf_counter() - w0, time.process_time() - c0)
 
     # ------------------------------------------------------------------ executions
-    def add_executions(self, kind: str, results: Iterable[Any]) -> dict[str, float]:
+    def add_executions(self, kind: str, results: Iterable[Any], turn: int | None = None) -> dict[str, float]:
         """Count execution results of ``kind`` (``anchor``, ``warmup`` or ``eval``).
 
-        ``results`` are :class:`~wmrl.execution.types.ExecutionResult` (``status``, ``cpu_s``, ``wall_s``).
+        ``turn``: the episode turn (1-based) of anchor executions of a multi-turn episode; counted per turn
+        in ``turn_executions`` and the step's ``exec_count_turn<j>``. ``results`` are :class:`~wmrl.execution.types.ExecutionResult` (``status``, ``cpu_s``, ``wall_s``).
         Returns this call's figures ``{count, ok, infra_errors, sandbox_cpu_s, wall_s}``.
 
         Raises:
@@ -133,6 +136,11 @@ class Ledger:
         if self._step is not None and kind == "anchor":
             for k in ("count", "sandbox_cpu_s", "wall_s"):
                 self._step["exec"][k] += getattr(add, k)
+        if turn is not None and kind == "anchor":
+            key = str(int(turn))
+            self.turn_executions[key] = self.turn_executions.get(key, 0) + add.count
+            if self._step is not None:
+                self._step["turns"][key] = self._step["turns"].get(key, 0) + add.count
         return add.to_dict()
 
     def add_groups(self, n_total: int, n_anchor: int) -> None:
@@ -146,7 +154,7 @@ class Ledger:
         pending, self._pending = self._pending, {}
         self._step = {"w0": time.perf_counter(), "c0": time.process_time(), "stages": pending,
                       "pw": sum(v[0] for v in pending.values()), "pc": sum(v[1] for v in pending.values()),
-                      "exec": {"count": 0, "sandbox_cpu_s": 0.0, "wall_s": 0.0}}
+                      "exec": {"count": 0, "sandbox_cpu_s": 0.0, "wall_s": 0.0}, "turns": {}}
 
     def end_step(self) -> dict[str, Any]:
         """Close the step; returns the flat ledger keys of ``metrics.jsonl`` for it (see
@@ -169,6 +177,8 @@ class Ledger:
         out["exec_count"] = s["exec"]["count"]
         out["exec_sandbox_cpu_s"] = s["exec"]["sandbox_cpu_s"]
         out["exec_wall_s"] = s["exec"]["wall_s"]
+        for turn, n in sorted(s["turns"].items(), key=lambda kv: int(kv[0])):
+            out[f"exec_count_turn{turn}"] = n
         tot = self.totals()
         out["cum_wall_s"] = tot["wall_s"]
         out["cum_trainer_cpu_s"] = tot["trainer_cpu_s"]
@@ -220,6 +230,7 @@ class Ledger:
                        "wm": self.groups_total - self.groups_anchor, "anchor_fraction": frac,
                        "anchor_fraction_configured": self.anchor_fraction_configured},
             "totals": self.totals(),
+            **({"turn_executions": dict(self.turn_executions)} if self.turn_executions else {}),
         }
 
     # ------------------------------------------------------------------ resume
@@ -243,6 +254,7 @@ class Ledger:
             self.executions.setdefault(k, _Exec())
         self.groups_total = int(d["groups"]["total"])
         self.groups_anchor = int(d["groups"]["anchor"])
+        self.turn_executions = {str(k): int(v) for k, v in d.get("turn_executions", {}).items()}
         self._wall_before = float(d["wall_s_total"])
         self._cpu_before = float(d["cpu_s_total"])
         self._t0_wall = time.perf_counter()

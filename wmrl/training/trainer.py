@@ -15,6 +15,12 @@ One step ``t`` (M groups of G trajectories)::
     eval        every ``eval.every_k`` steps: held-out (and train) tasks executed for real
     checkpoint  atomic, every ``checkpoint_every`` steps
 
+With multi-turn episodes (``episode.max_turns`` K > 1, :mod:`wmrl.training.multiturn`) the groups are routed
+after turn 1 is generated, and turns 2..K follow: each turn's programs are executed (anchor episodes, on the
+task's validation view) || scored by the world model, the feedback goes into the next turn's prompt, and
+generate runs again; the recipe then sees one trajectory per episode (its final submission) and the update
+trains every turn's tokens with the episode's advantage.
+
 Infrastructure failures (:attr:`ExecutionStatus.INFRA_ERROR`, or an executor future that raised) are
 dropped from the gradient, the baselines and the calibration, and counted.
 
@@ -25,7 +31,7 @@ injected by tests.
 The run's lifecycle (start, resume, the loop, the summary) is :mod:`wmrl.training.run`; the GRPO update is
 :mod:`wmrl.training.update`; the method (calibration, advantages, fusion weights) is the registered recipe of
 :mod:`wmrl.core.recipe`, called in stage ``recipe``; what a run prints is :mod:`wmrl.training.console`.
-This file is the step pipeline and the state a checkpoint holds (about 500 lines: the stages share the
+This file is the step pipeline and the state a checkpoint holds (about 550 lines: the stages share the
 Trainer's state).
 """
 from __future__ import annotations
@@ -51,6 +57,8 @@ from wmrl.training.rundir import RunDir, rng_state, set_rng_state
 from wmrl.training.components import Components, anchor_fraction, eval_sampling_seed, now_iso, recipe_settings, \
     sampling_seed, select_tasks
 from wmrl.training.console import _fmt, _step_line
+from wmrl.training.multiturn import WallTimes, add_turns, earlier_anchor_pairs, episode_metrics, rollout_step, \
+    update_parts
 from wmrl.training.update import grpo_update
 
 log = logging.getLogger(__name__)
@@ -100,6 +108,8 @@ class StepBatch:
     late: LatePairs | None = None
     late_out: tuple[np.ndarray, ...] = ()
     cal_rec: dict[str, Any] | None = None
+    episodes: Any = None  # multi-turn: the step's wmrl.episodes.rollout.Episodes (B episodes; wmrl.training.multiturn)
+    feedback: Any = None  # multi-turn: the step's wmrl.training.multiturn.StepFeedback
     update: dict[str, Any] = field(default_factory=dict)
     refresh: dict[str, Any] | None = None
 
@@ -136,7 +146,9 @@ class StepBatch:
 
     @cached_property
     def completion_tokens(self) -> np.ndarray:
-        """Completion length (tokens) per trajectory."""
+        """Completion length (tokens) per trajectory (multi-turn: the policy tokens of all its turns)."""
+        if self.episodes is not None:
+            return self.episodes.tokens()
         return self.batch.completion_mask.sum(dim=1).cpu().numpy()
 
 
@@ -162,6 +174,7 @@ class Trainer:
             raise RuntimeError("the policy has no trainable parameters (LoRA adapter missing?)")
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
         self.anchors = AnchorStream(comps.executor, ledger, w.anchor_staleness)
+        self.wall_times = WallTimes()  # run time shown by world-model observations (multi-turn episodes)
         self.step = 0
         self.n_infra_total = 0
         self.started_at = now_iso()
@@ -183,6 +196,7 @@ class Trainer:
             "line_counts": dict(self.rd.line_counts()),
             "started_at": self.started_at,
             "last_eval": self._last_eval,
+            "wall_times": self.wall_times.state_dict(),
             "world_model_in_checkpoint": self.wm_refreshed,
             "time": time.time(),
         }
@@ -231,6 +245,7 @@ class Trainer:
         self.step = int(st["step"])
         self.started_at = st.get("started_at", self.started_at)
         self._last_eval = st.get("last_eval", {})
+        self.wall_times.load_state_dict(st.get("wall_times", {}))
         self.wm_refreshed = wm_in_ckpt
         dropped = self.rd.truncate_logs(self.step, st.get("line_counts"))
         dropped["executions"] = truncate_execution_log(self.rd, self.step)
@@ -248,13 +263,14 @@ class Trainer:
             sb = self._generate(self.step + 1)
         with L.stage("route"):
             self._route(sb)
-        self._execute_and_predict(sb)  # stages execute || wm_predict (they overlap in time)
+        if self.cfg.episode.max_turns > 1:
+            self._episodes(sb)  # later turns: generate, execute || wm_predict per turn (wmrl.training.multiturn)
+        else:
+            self._execute_and_predict(sb)  # stages execute || wm_predict (they overlap in time)
         with L.stage("recipe"):
             self._recipe(sb)
         with L.stage("update"):
-            sb.update = grpo_update(self.c.policy, self.optimizer, self.params, sb.batch, sb.out.advantages,
-                                    sb.out.weights, sb.valid, self.cfg.optim,
-                                    late_update_parts(sb.late, *sb.late_out[2:]), late_clip(self.cfg.wmrl.late_ratio_max))
+            sb.update = self._update(sb)
         sb.refresh = self._refresh_world_model(sb.step)  # stage wm_refresh, every K steps (off by default)
         self.step = sb.step
         rec = self._metrics(sb)
@@ -321,18 +337,50 @@ class Trainer:
         return self.anchors.submit(sb, reqs)
 
     def _predict(self, sb: StepBatch) -> np.ndarray:
-        """The world model's raw predictions r_hat [B] (checked: right shape, finite)."""
+        """The world model's raw predictions r_hat [B] of the step's trajectories."""
+        return self.predict_programs(sb.batch.prompts, sb.batch.completions)
+
+    def predict_programs(self, prompts: list[str], completions: list[str]) -> np.ndarray:
+        """The world model's raw predictions r_hat [N] float64 of N (prompt, completion) pairs.
+
+        Raises:
+            RuntimeError: a prediction of the wrong shape, or a non-finite one.
+        """
         import torch
 
-        B = sb.B
+        B = len(completions)
         with torch.no_grad():
-            r_hat = np.asarray(self.c.world_model.predict(sb.batch.prompts, sb.batch.completions), dtype=np.float64)
+            r_hat = np.asarray(self.c.world_model.predict(prompts, completions), dtype=np.float64)
         if r_hat.shape != (B,):
             raise RuntimeError(f"world model returned shape {r_hat.shape}, expected ({B},)")
         if not np.all(np.isfinite(r_hat)):
             raise RuntimeError(f"world model returned {int((~np.isfinite(r_hat)).sum())} non-finite "
                                f"predictions of {B}: was it fitted on rewards (see world_model_fit.json)?")
         return r_hat
+
+    def _episodes(self, sb: StepBatch) -> None:
+        """Stages generate / execute || wm_predict of turns 2..K of multi-turn episodes (turn 1 was sampled in
+        stage generate): :func:`wmrl.training.multiturn.rollout_step`."""
+        rollout_step(self, sb, sampling_seed(self.cfg.seed, sb.step))
+        self.n_infra_total += sb.n_infra
+
+    def _update(self, sb: StepBatch) -> dict[str, Any]:
+        """Stage update: :func:`grpo_update` on the step's rows (multi-turn: every turn's rows with their episode's
+        advantage, :func:`wmrl.training.multiturn.update_parts`; asynchronous anchors: the late groups' rows)."""
+        o, out = self.cfg.optim, sb.out
+        if sb.episodes is not None:
+            batch, adv, w, valid, extra = update_parts(sb.episodes, out.advantages, out.weights, sb.valid, o.aggregation)
+            return grpo_update(self.c.policy, self.optimizer, self.params, batch, adv, w, valid, o, extra)
+        return grpo_update(self.c.policy, self.optimizer, self.params, sb.batch, out.advantages, out.weights, sb.valid,
+                           o, late_update_parts(sb.late, *sb.late_out[2:]), late_clip(self.cfg.wmrl.late_ratio_max))
+
+    def typical_wall_s(self, task_id: str) -> float | None:
+        """Median wall seconds of ``task_id``'s real executions in this run (None before the first)."""
+        return self.wall_times.typical(task_id)
+
+    def record_wall_s(self, task_id: str, wall_s: float) -> None:
+        """Remember one real execution's wall seconds for :meth:`typical_wall_s`."""
+        self.wall_times.record(task_id, wall_s)
 
     def _collect_anchors(self, sb: StepBatch, runs: AnchorRuns) -> None:
         """Consume the anchor results the staleness bound allows (:meth:`AnchorStream.collect`: k = 0 waits for
@@ -364,6 +412,11 @@ class Trainer:
         if late_tilde is not None:  # asynchronous anchors: pairs of earlier steps, learned after this step's map
             sb.cal_rec.update(late_wm=late.reward_wm.tolist(), late_wm_calibrated=late_tilde.tolist(),
                               late_true=late.reward_true.tolist(), late_origin_steps=late.origin_steps.tolist())
+        if sb.episodes is not None and self.recipe.fuses:  # multi-turn: the earlier anchor turns' pairs, learned last
+            g, rt, rw = earlier_anchor_pairs(sb, sb.episodes)
+            if g.size:
+                self.recipe.learn_late(self.recipe_state, sb.step, np.full(g.size, sb.step), g, rt, rw)
+                sb.cal_rec.update(earlier_turns_wm=rw.tolist(), earlier_turns_true=rt.tolist())
 
     def _refresh_world_model(self, step: int) -> dict[str, Any] | None:
         """Stage wm_refresh: refit the world model on the anchors so far every
@@ -404,15 +457,17 @@ class Trainer:
                        anchor_staleness_mean=float(np.mean(st)) if len(st) else None,
                        anchor_staleness_max=int(np.max(st)) if len(st) else None,
                        anchors_in_flight=self.anchors.n_in_flight)
+        if sb.episodes is not None:
+            rec.update(episode_metrics(sb, sb.episodes, sb.feedback.observations_wm))
         rec.update(sb.update)
         if sb.refresh is not None:
             rec["wm_refresh_records"] = sb.refresh.get("n_records")
         return rec
 
     def _samples(self, sb: StepBatch) -> list[dict[str, Any]]:
-        """The step's samples.jsonl lines (one per trajectory)."""
+        """The step's samples.jsonl lines (one per trajectory; multi-turn: one per episode, with its turns)."""
         batch, out, tokens = sb.batch, sb.out, sb.completion_tokens
-        return [
+        lines = [
             {"step": sb.step, "group": int(sb.gid[i]), "task_id": batch.task_ids[i],
              "stream": "anchor" if sb.is_anchor[i] else "wm",
              "reward_true": sb.reward_true[i], "status": sb.status[i], "error": sb.error[i],
@@ -421,6 +476,9 @@ class Trainer:
              "completion": batch.completions[i][:2000]}
             for i in range(sb.B)
         ] + (late_sample_lines(sb.step, sb.late, *sb.late_out) if sb.late is not None and sb.late_out[0].size else [])
+        if sb.episodes is not None:
+            add_turns(sb, lines)
+        return lines
 
     def _log(self, rec: dict[str, Any], samples: list[dict[str, Any]], cal_rec: dict[str, Any] | None) -> None:
         """Stage log: metrics.jsonl, samples.jsonl, calibration.jsonl, TensorBoard, train.log."""
@@ -436,7 +494,7 @@ class Trainer:
     def evaluate(self, *, in_step: bool) -> dict[str, dict[str, Any]]:
         """Real-execution evaluation of the current policy on held-out (and train) tasks; appends to
         ``eval.jsonl``. Time goes to the ``eval`` stage (inside a step) or phase (at the end)."""
-        from wmrl.training.evaluation import evaluate_policy
+        from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy
 
         cfg, c, L = self.cfg, self.c, self.ledger
         splits = []
@@ -452,7 +510,8 @@ class Trainer:
                     c.policy, c.scaffold, tasks, c.executor, step=self.step, split=split,
                     samples_per_task=cfg.eval.samples_per_task, max_new_tokens=cfg.rollout.max_new_tokens,
                     temperature=cfg.eval.temperature, top_p=cfg.rollout.top_p, run_name=cfg.name or cfg.method,
-                    seed=eval_sampling_seed(cfg.seed, self.step, split, bool(c.heldout_tasks)))
+                    seed=eval_sampling_seed(cfg.seed, self.step, split, bool(c.heldout_tasks)),
+                    **episode_eval_kwargs(cfg))
                 L.add_executions("eval", results)
                 self.rd.append("eval", rec)
                 out[split] = rec
