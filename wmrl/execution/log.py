@@ -1,7 +1,7 @@
 """The execution log: every execution of a run, appended to one SQLite database.
 
 One row per execution (table ``executions``) with the task, the program text and its SHA-256, the
-outcome (status, score, reward, medal), timings (wall seconds, CPU-seconds of the process tree,
+outcome (status, score, reward, medal; ``validation_score`` on a validation view), timings (wall seconds, CPU-seconds of the process tree,
 peak resident bytes), truncated stdout/stderr, timestamps, and the request's ``meta`` as JSON (the
 trainer stores prompt, completion, scaffold, step, group_id, stream, policy_version there), so a
 world model can later be trained on (prompt + completion -> reward).
@@ -34,6 +34,7 @@ COLUMNS: dict[str, str] = {
     "status": "TEXT NOT NULL",
     "score": "REAL",
     "reward": "REAL",
+    "validation_score": "REAL",
     "medal": "TEXT",
     "above_median": "INTEGER",
     "wall_s": "REAL",
@@ -115,6 +116,7 @@ class ExecutionLog:
             "status": getattr(result.status, "value", str(result.status)),
             "score": _finite(result.score),
             "reward": _finite(result.reward),
+            "validation_score": _finite(getattr(result, "validation_score", None)),
             "medal": result.medal,
             "above_median": None if result.above_median is None else int(bool(result.above_median)),
             "wall_s": result.wall_s,

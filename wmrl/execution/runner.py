@@ -169,6 +169,8 @@ def outcome(request: ExecutionRequest, run: SandboxRun, grader: Grader | None = 
         if grade is not None:
             result.score = float(grade.score)
             result.reward = float(grade.reward)
+            vs = getattr(grade, "validation_score", None)
+            result.validation_score = None if vs is None else float(vs)
             result.medal = getattr(grade, "medal", None)
             above = getattr(grade, "above_median", None)
             result.above_median = None if above is None else bool(above)

@@ -58,7 +58,9 @@ class ExecutionResult:
 
     Units: seconds for ``wall_s``; CPU-seconds (user+sys of the whole process tree, from rusage)
     for ``cpu_s``; bytes for ``peak_rss_bytes``. ``score`` is the raw metric value and ``reward`` the
-    leaderboard percentile in [0, 1]; for program failures ``reward`` is the task's failure reward;
+    leaderboard percentile in [0, 1] (both on the test rows); ``validation_score`` is the task's metric on
+    the harness-held-out rows of train.csv when the task is a validation view
+    (:func:`wmrl.tasks.validation.validation_view`; what a competitor sees), else ``None``; for program failures ``reward`` is the task's failure reward;
     for ``INFRA_ERROR`` both are ``None`` and the trainer must leave the sample out. ``error`` is at
     most :data:`MAX_ERROR_CHARS` characters.
     """
@@ -87,6 +89,8 @@ class ExecutionResult:
     # the driver process's peak resident memory while it graded, bytes (its high-water mark, reset
     # when grading starts where Linux allows; process-wide: concurrent work in the driver counts too)
     grade_peak_rss_bytes: int = 0
+    # the metric on a validation view's held-out rows (None: not a view, not graded, or undefined there)
+    validation_score: float | None = None
 
     @property
     def is_infra_error(self) -> bool:

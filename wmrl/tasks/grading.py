@@ -116,7 +116,10 @@ class Grade:
         positions: the 1-based position on each board (N+1 when worse than every entry).
         lower_is_better: the metric direction used (read off the last board's order).
         metric: the metric name.
-        n_rows: rows graded.
+        n_rows: rows graded (the test rows; on a validation view, not counting the held-out rows).
+        validation_score: on a validation view (``task.validation`` set), the task's metric on the held-out
+            rows of train.csv (what a competitor sees); ``None`` otherwise, or when the metric is not
+            finite on those rows alone.
     """
 
     score: float
@@ -129,6 +132,7 @@ class Grade:
     lower_is_better: bool = False
     metric: str = ""
     n_rows: int = 0
+    validation_score: float | None = None
 
     def as_dict(self) -> dict:
         """JSON-friendly dict of all fields; a NaN reward (no leaderboard) becomes ``None`` (JSON ``null``)."""
@@ -137,6 +141,7 @@ class Grade:
             "above_median": self.above_median, "rpg": self.rpg,
             "board_rewards": list(self.board_rewards), "positions": list(self.positions),
             "lower_is_better": self.lower_is_better, "metric": self.metric, "n_rows": self.n_rows,
+            "validation_score": self.validation_score,
         }
 
 
@@ -262,11 +267,82 @@ def validate_submission(task: Task, submission: Path | str | pd.DataFrame,
     Raises:
         InvalidSubmission: with a message naming the problem (see the module docstring).
     """
-    answers = read_answers(task)
+    y_true, y_pred, is_val = _validated(task, submission, name)
+    if is_val is None:
+        return y_true, y_pred
+    return y_true[~is_val], y_pred[~is_val]
+
+
+def _validated(task: Task, submission: Path | str | pd.DataFrame,
+               name: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(y_true, y_pred, is_val)``: on a validation view the rows of every view id (``is_val`` marks the
+    held-out ones), else the test rows and ``None``."""
+    if task.validation is None:
+        answers, is_val = read_answers(task), None
+    else:
+        answers, is_val = view_answers(task)
     try:
-        return _validate(task, answers, load_submission(submission, task.id_column, len(answers), name))
+        y_true, y_pred = _validate(task, answers, load_submission(submission, task.id_column, len(answers), name))
     except InvalidSubmission as exc:
         raise InvalidSubmission(cap_message(str(exc))) from None
+    return y_true, y_pred, is_val
+
+
+class ValidationViewError(RuntimeError):
+    """A validation view whose private files do not match the task's answers (an infrastructure problem,
+    not the submission's: rebuild the view)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _read_view_cached(idmap: str, idmap_mtime: int, val: str, val_mtime: int,
+                      id_column: str, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    m = pd.read_csv(idmap, dtype=str, keep_default_na=False)
+    m["view_id"] = normalise_ids(m["view_id"])
+    m["original_id"] = normalise_ids(m["original_id"])
+    v = pd.read_csv(val, dtype={id_column: str})
+    v[id_column] = normalise_ids(v[id_column])
+    return m, v[[id_column, target]]
+
+
+def view_answers(task: Task) -> tuple[pd.DataFrame, np.ndarray]:
+    """The answers of a validation view under view ids: ``(answers, is_val)``.
+
+    ``answers`` has columns ``[id_column, target]``, the held-out rows first (their targets from the view's
+    ``val_answers.csv``), then the test rows (the task's private answers, their ids mapped to view ids by
+    ``idmap.csv``); ``is_val`` is a bool array of shape ``[N]`` marking the held-out rows. Trusted process only.
+
+    Raises:
+        ValueError: ``task`` is not a validation view.
+        FileNotFoundError: a private file is missing.
+        ValidationViewError: the view's id map does not cover exactly the task's test answers.
+    """
+    split = task.validation
+    if split is None:
+        raise ValueError(f"task {task.id!r} is not a validation view (task.validation is None)")
+    idp, valp = Path(split.idmap_path), Path(split.val_answers_path)
+    for p in (idp, valp):
+        if not p.is_file():
+            raise FileNotFoundError(f"validation view of task {task.id!r}: {p.name} not found at {p}")
+    idmap, val = _read_view_cached(str(idp), idp.stat().st_mtime_ns, str(valp), valp.stat().st_mtime_ns,
+                                   task.id_column, task.target)
+    answers = read_answers(task)
+    tmap = idmap[idmap["part"] == "test"]
+    lookup = dict(zip(tmap["original_id"], tmap["view_id"]))
+    orig = answers[task.id_column]
+    if len(lookup) != len(tmap) or len(orig) != len(lookup) or not orig.isin(lookup.keys()).all():
+        raise ValidationViewError(f"the validation view of task {task.id!r} at {idp.parent.parent} does not match "
+                                  "the task's answers (the task was changed after the view was built); delete "
+                                  "that folder so that it is rebuilt")
+    test = pd.DataFrame({task.id_column: orig.map(lookup).to_numpy(), task.target: answers[task.target].to_numpy()})
+    val = val.copy()
+    if task.type == "regression":
+        val[task.target] = pd.to_numeric(val[task.target], errors="raise").astype(np.float64)
+    else:
+        val[task.target] = _normalise_labels(val[task.target].astype(str), task.classes)
+    out = pd.concat([val, test], ignore_index=True)
+    is_val = np.zeros(len(out), dtype=bool)
+    is_val[: len(val)] = True
+    return out, is_val
 
 
 def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -447,12 +523,50 @@ def grade_submission(task: Task, submission: Path | pd.DataFrame, name: str | No
     refuse them (check ``task.has_leaderboard`` before using the reward). Built-in tasks always carry
     their committed leaderboards.
     """
-    y_true, y_pred = validate_submission(task, submission, name)
+    y_true, y_pred, is_val = _validated(task, submission, name)
+    val_score = None
+    if is_val is not None:
+        v_true, v_pred = y_true[is_val], y_pred[is_val]
+        y_true, y_pred = y_true[~is_val], y_pred[~is_val]
     value = _metric_value(task, y_true, y_pred)
+    if is_val is not None:
+        try:
+            val_score = float(_metric_value(task, v_true, v_pred))
+        except InvalidSubmission:  # the metric is undefined on the held-out rows alone: no validation score
+            val_score = None
     if not task.has_reward:
         # Only while a leaderboard is being built (or for a foreign task shipped without one):
         # the raw score is known, the percentile is not.
         return Grade(score=float(value), reward=float("nan"), medal=None, above_median=False, rpg=None,
-                     lower_is_better=task.lower_is_better, metric=task.metric, n_rows=int(len(y_true)))
+                     lower_is_better=task.lower_is_better, metric=task.metric, n_rows=int(len(y_true)),
+                     validation_score=val_score)
     g = grade_score(task, value)
-    return Grade(**{**g.__dict__, "n_rows": int(len(y_true))})
+    return Grade(**{**g.__dict__, "n_rows": int(len(y_true)), "validation_score": val_score})
+
+
+def score_at_percentile(task: Task, p: float, boards: list[np.ndarray] | None = None) -> float:
+    """The raw metric value whose reward is about ``p``: the inverse of the task's reward.
+
+    Percentile tasks: the value at leaderboard position score ``p`` on the last (private) board,
+    interpolated between neighbouring entries (:func:`wmrl.tasks.leaderboard.score_at_position_score`),
+    so that ``grade_score(task, score_at_percentile(task, p)).reward`` is within one board step (1/N) of
+    ``p`` on a single-board task. RPG tasks: ``b + p * (g - b)``. Monotone in ``p``; ``p`` is clipped to
+    [0, 1] and the value to the board's range (so ``p = 0`` gives the board's worst entry). Used to turn a
+    world model's predicted percentile into a predicted validation score.
+
+    Raises:
+        ValueError: ``p`` is NaN; an RPG task without distinct baseline and gold scores.
+        LeaderboardError: a percentile task without a (readable) leaderboard.
+    """
+    p = float(p)
+    if math.isnan(p):
+        raise ValueError("score_at_percentile needs a number in [0, 1], got NaN")
+    p = min(1.0, max(0.0, p))
+    if task.reward_kind == "rpg":
+        b, g = task.baseline_score, task.gold_score
+        if b is None or g is None or b == g:
+            raise ValueError(f"task {task.id!r} is rewarded by RPG but has no distinct baseline_score and gold_score")
+        return float(b + p * (g - b))
+    boards = load_boards(task) if boards is None else boards
+    last = boards[-1]
+    return lb.score_at_position_score(last, p, lb.infer_lower_is_better(last, task.lower_is_better))

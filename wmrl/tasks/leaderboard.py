@@ -122,6 +122,33 @@ def position_score(score: float, board: Sequence[float], lower_is_better: bool) 
     return (n - position(score, b, lower_is_better) + 1) / n
 
 
+def score_at_position_score(board: Sequence[float], p: float, lower_is_better: bool) -> float:
+    """The inverse of :func:`position_score`: a score whose position score on ``board`` is about ``p``.
+
+    With N entries sorted best-first (b_1 .. b_N), the float position ``x = N + 1 - p * N`` is clipped to
+    [1, N] and the score interpolated linearly between b_floor(x) and b_ceil(x); the exact entry b_k is
+    returned at ``p = (N - k + 1) / N``. ``position_score(result, board) - p`` lies in (-1/N, 1/N] for
+    p in [1/N, 1] on a board without ties; where T entries tie, a score equal to them takes the first
+    tied position, so the error can reach T/N. Below 1/N the board's worst entry is returned (the value
+    is clipped to the board's range). Monotone in ``p`` (better scores for larger ``p``).
+
+    Raises:
+        ValueError: an empty board, or ``p`` NaN.
+    """
+    b = np.asarray(board, dtype=np.float64)
+    if b.size == 0:
+        raise ValueError("an empty leaderboard has no score at a position")
+    if math.isnan(p):
+        raise ValueError("p must be a number in [0, 1], got NaN")
+    b = np.sort(b) if lower_is_better else np.sort(b)[::-1]  # best-first, monotone
+    n = b.size
+    x = min(float(n), max(1.0, n + 1 - min(1.0, max(0.0, float(p))) * n))
+    i = int(math.floor(x))
+    frac = x - i
+    lo, hi = b[i - 1], b[min(i, n - 1)]
+    return float(lo + frac * (hi - lo))
+
+
 def medal_positions(n: int) -> tuple[int, int, int]:
     """1-based leaderboard positions of the gold, silver and bronze thresholds for ``n`` entries."""
     if n < 1:

@@ -27,6 +27,30 @@ class InvalidSubmission(ValueError):
 
 
 @dataclass(frozen=True)
+class ValidationSplit:
+    """A harness-made validation split of a task (:func:`wmrl.tasks.validation.validation_view`).
+
+    A *view task* carries one: its ``public/train.csv`` is the task's train.csv minus ``n_validation``
+    held-out rows, and its ``public/test.csv`` holds those rows' features mixed with the real test rows
+    under fresh ids, so one execution yields both a validation score (what a competitor sees) and the
+    usual test grade (:func:`wmrl.tasks.grading.grade_submission` splits the submission).
+
+    Attributes:
+        fraction: the held-out share of train.csv's rows, in (0, 1).
+        seed: the seed of the split and of the id shuffle.
+        idmap_path: private CSV ``view_id,part,original_id`` (``part`` is ``val`` or ``test``).
+        val_answers_path: private CSV of the held-out rows' targets under their view ids.
+        n_validation: number of held-out rows.
+    """
+
+    fraction: float
+    seed: int
+    idmap_path: Path
+    val_answers_path: Path
+    n_validation: int
+
+
+@dataclass(frozen=True)
 class Task:
     """One competition, loaded from a task folder.
 
@@ -63,6 +87,10 @@ class Task:
             (:mod:`wmrl.tasks.benchcode`); ``None`` for wmrl's own tasks.
         metric_source: where the metric name came from (file and field), for messages and ``wmrl tasks list``.
         adapter: the adapter that read the task (``wmrl``, ``mlebench``, ``mledojo``, ``dsbench``).
+        validation: set on a *validation view* of a task (:func:`wmrl.tasks.validation.validation_view`):
+            ``public_dir`` then points at the view (train.csv minus a held-out split; test.csv = held-out
+            rows + real test rows under fresh ids), and grading also returns a validation score.
+            ``None`` (the default) for an ordinary task.
     """
 
     id: str
@@ -94,6 +122,7 @@ class Task:
     awards_medals: bool = True
     metric_code: Path | None = None
     metric_source: str = ""
+    validation: ValidationSplit | None = None
 
     @property
     def adapter(self) -> str:
