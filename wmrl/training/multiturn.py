@@ -238,7 +238,7 @@ def turn_records(sb: Any, ep: Episodes, observations_wm: dict[tuple[int, int], A
                         "reward_wm": fb.reward_wm, "final": j + 1 == int(ep.final_turn[e]),
                         "completion": ep.completion(e, j + 1)[:2000],
                         "observation": fb.observation.to_dict(),
-                        "observation_wm": None if wm is None else wm.to_dict()})
+                        "observation_wm": None if wm is None or not fb.executed else wm.to_dict()})
     return out
 
 
