@@ -57,7 +57,7 @@ class FakePolicy:
         self.theta = torch.nn.Parameter(0.1 * torch.randn(VOCAB, generator=g))
 
     def sample(self, tasks, scaffold, group_size, max_new_tokens=None, temperature=1.0, top_p=1.0,
-               generator_seed=None):
+               generator_seed=None, prompts=None):
         g = torch.Generator().manual_seed(int(generator_seed) % (2**63) if generator_seed is not None else 0)
         B = len(tasks) * group_size
         probs = torch.softmax(self.theta.detach() / temperature, -1)
@@ -70,7 +70,8 @@ class FakePolicy:
         task_ids = [t.id for t in tasks for _ in range(group_size)]
         comps = [" ".join(str(int(x)) for x in row) for row in comp]
         return RolloutBatch(input_ids=ids, attention_mask=torch.ones_like(ids), completion_mask=cm, old_logprobs=lp,
-                            prompts=[scaffold.prompt(t) for t in tasks for _ in range(group_size)],
+                            prompts=[scaffold.prompt(t) if prompts is None else prompts[i]
+                                     for i, t in enumerate(tasks) for _ in range(group_size)],
                             completions=comps, task_ids=task_ids,
                             group_ids=[gi for gi in range(len(tasks)) for _ in range(group_size)],
                             programs=[scaffold.render(t, c) for t, c in zip([t for t in tasks for _ in range(group_size)], comps)],
