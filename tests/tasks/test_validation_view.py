@@ -68,9 +68,11 @@ def test_view_layout_rows_and_ids(tasks, views, tid):
     assert set(idmap.loc[idmap["part"] == "test", "original_id"]) == set(test[task.id_column])
     # the held-out rows' features are exactly their train rows' features
     feats = [c for c in test.columns if c != task.id_column]
-    orig = train.set_index(task.id_column).loc[val["original_id"], feats].reset_index(drop=True)
-    shown = vtest.set_index(task.id_column).loc[val["view_id"], feats].reset_index(drop=True)
-    pd.testing.assert_frame_equal(orig, shown)
+    typed = {p: pd.read_csv(p, dtype={task.id_column: str}).set_index(task.id_column)
+             for p in (task.train_path, view.test_path)}
+    orig = typed[task.train_path].loc[val["original_id"], feats].reset_index(drop=True)
+    shown = typed[view.test_path].loc[val["view_id"], feats].reset_index(drop=True)
+    pd.testing.assert_frame_equal(orig, shown, check_dtype=False)
     # mixed: held-out rows are not all at one end of test.csv
     pos = np.flatnonzero(vtest[task.id_column].isin(set(val["view_id"])).to_numpy())
     assert pos.min() < len(vtest) * 0.2 and pos.max() > len(vtest) * 0.8
