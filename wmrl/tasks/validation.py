@@ -50,7 +50,7 @@ __all__ = ["ValidationSplit", "validation_view", "view_folder", "DEFAULT_FRACTIO
 #: The default held-out share of train.csv.
 DEFAULT_FRACTION = 0.2
 #: Version of the view layout; part of the cache key, so a change of layout rebuilds the views.
-VIEW_FORMAT = 1
+VIEW_FORMAT = 2
 MANIFEST = "view.json"
 _CORE_FILES = ("train.csv", "test.csv", "sample_submission.csv")
 _INT_ID = re.compile(r"^-?\d+$")
@@ -179,7 +179,8 @@ def _link_or_copy(src: str, dst: str) -> str:
     return dst
 
 
-def _split(train: pd.DataFrame, task: Task, fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _split(train: pd.DataFrame, task: Task, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions ``(kept, held_out)`` of train.csv, each sorted."""
     from sklearn.model_selection import train_test_split
 
     n = len(train)
@@ -191,7 +192,7 @@ def _split(train: pd.DataFrame, task: Task, fraction: float, seed: int) -> tuple
             stratify = train[task.target]
     idx = np.arange(n)
     keep, held = train_test_split(idx, test_size=n_val, random_state=seed, shuffle=True, stratify=stratify)
-    return train.iloc[np.sort(keep)], train.iloc[np.sort(held)]
+    return np.sort(keep), np.sort(held)
 
 
 def _build(task: Task, fraction: float, seed: int, folder: Path) -> None:
@@ -229,7 +230,8 @@ def _write_view(task: Task, fraction: float, seed: int, out: Path) -> None:
     if lacking:
         raise ValueError(f"task {task.id!r}: test.csv has column(s) {lacking[:5]} that train.csv lacks, so held-out "
                          "train rows could not be mixed into test.csv unnoticed; no validation view for this task")
-    kept, held = _split(train, task, fraction, seed)
+    keep_pos, held_pos = _split(train, task, fraction, seed)
+    kept, held = train.iloc[keep_pos], train.iloc[held_pos]
     n_val, n_test = len(held), len(test)
     n = n_val + n_test
     rng = np.random.default_rng(seed)
@@ -241,7 +243,11 @@ def _write_view(task: Task, fraction: float, seed: int, out: Path) -> None:
         width = len(str(n - 1))
         view_ids = pd.Series([f"id{k:0{width}d}" for k in perm])
     parts = pd.Series(["val"] * n_val + ["test"] * n_test)
-    features = pd.concat([held[list(test.columns)], test], ignore_index=True)
+    # The mixed test.csv is parsed and written by one writer, so that a formatting difference between the
+    # original train.csv and test.csv ("3" vs "3.0", "NA" vs "") cannot tell held-out rows from test rows.
+    typed_train = pd.read_csv(src / "train.csv", dtype={idc: str}, low_memory=False)
+    typed_test = pd.read_csv(src / "test.csv", dtype={idc: str}, low_memory=False)
+    features = pd.concat([typed_train.iloc[held_pos][list(typed_test.columns)], typed_test], ignore_index=True)
     features[idc] = view_ids.to_numpy()
     order = np.argsort(perm, kind="stable")  # rows in view-id order: held-out and test rows mixed
 
