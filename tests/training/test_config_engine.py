@@ -19,8 +19,17 @@ ROOT = Path(__file__).resolve().parents[2]
 #: ``wmrl.denoise``, ``wmrl.fusion``, ``wmrl.bias_aware`` became method names (the dumps lost exactly those
 #: four lines), once when ``rollout.engine`` was added (one line), and once when the asynchronous anchor stream added ``wmrl.anchor_staleness``,
 #: ``wmrl.late_anchors`` and ``wmrl.late_ratio_max`` (the dumps gained exactly those three lines: without them
-#: they hash to ``SAVED_BEFORE_ASYNC``). A resumed run compares the hash of its config.yaml
-#: (``config.yaml.sha256``), so these bytes must not change by accident.
+#: they hash to ``SAVED_BEFORE_ASYNC``), and once when multi-turn episodes added the ``episode`` section (the dumps
+#: gained exactly ``EPISODE_BLOCK`` at the end: without it they hash to ``SAVED_BEFORE``). A resumed run compares the
+#: hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by accident.
+SAVED = {
+    "defaults": "f683fd376bc58347fba34b101380d9bed8e094f9e4fffa7b822cefc51b25944c",
+    "quickstart": "7ba021fcb069f86251943ccdb5301d1955a6e66d133c7669a0cd4406cb6a8aad",
+    "tiny": "d80f3c3eba93f2e3bfe6a3704dcbcbd35d06590aa4587e0074d4d5a060cd0c3e",
+    "cpu-small/wmrl/0": "df97523561a7bb6259fe4d5364ad23ab2774c25818a233a82b991bdeb7d044d3",
+    "gpu-paper/grpo/1": "89f47bbee1afec16f35f043cee479491f5477b22c7921b33c8eb0436f9ead368",
+}
+EPISODE_BLOCK = "episode:\n  max_turns: 1\n  validation_fraction: 0.2\n  error_chars: 400\n  wm_error_threshold: 0.05\n"
 SAVED_BEFORE = {
     "defaults": "25f673953360dc23d5e9537b628164bfa2538e09294e3b7bf04042f070bb66b9",
     "quickstart": "79a85dd16c474c7c16bf5a5c828b3cb97bb7283c6d76b05e651756919750d8cc",
@@ -50,8 +59,11 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
         preset, method, seed = key.split("/")
         dumps[key] = dump_config(bench.method_config(bench.load_preset(ROOT / "configs" / "bench" / f"{preset}.yaml"),
                                                      method, seed=int(seed), run_dir=Path("/tmp/x")))
-    assert {k: _sha(v) for k, v in dumps.items()} == SAVED_BEFORE
+    assert {k: _sha(v) for k, v in dumps.items()} == SAVED
     for k, v in dumps.items():
+        assert v.endswith(EPISODE_BLOCK), k
+        v = v.removesuffix(EPISODE_BLOCK)
+        assert _sha(v) == SAVED_BEFORE[k], k
         assert all(v.count(line) == 1 for line in ASYNC_LINES), k
         for line in ASYNC_LINES:
             v = v.replace(line, "")

@@ -141,6 +141,41 @@ def world_model_table(results: pd.DataFrame) -> Table:
     return Table.from_records(rows) if rows else Table([])
 
 
+def multiturn_table(results: pd.DataFrame) -> Table:
+    """Per method of a multi-turn bench (``max_turns`` > 1): mean ± SE over seeds of the improvement from turn 1 to
+    turn K (held out and on the train tasks, for the initial and the final policy), the submission rate and the
+    world model's feedback fidelity on the training anchors (:func:`wmrl.report.bench_results.multiturn_columns`).
+    Empty for a single-turn bench."""
+    if "max_turns" not in results or not (pd.to_numeric(results["max_turns"], errors="coerce") > 1).any():
+        return Table([])
+    rows = []
+    for method, g in results.groupby("method", sort=False):
+        def ms(col: str, digits: int = 3) -> Cell:
+            return Cell.mean_se(mean_se(list(g[col])), digits)
+        rows.append({
+            "method": Cell(method),
+            "K": Cell(float(pd.to_numeric(g["max_turns"]).max()), fmt=".0f"),
+            "held-out turn 1": ms("heldout_turn1_percentile"),
+            "held-out gain turn 1 -> K": ms("heldout_turn_gain"),
+            "initial policy: held-out gain": ms("initial_heldout_turn_gain"),
+            "train gain turn 1 -> K": ms("train_turn_gain"),
+            "initial policy: train gain": ms("initial_train_turn_gain"),
+            "submitted before K": ms("heldout_submitted_rate", 2),
+            "feedback: validation rel. error": ms("feedback_validation_rel_error"),
+            "feedback: error/no-error accuracy": ms("feedback_status_accuracy", 2),
+            "feedback: revisions ordered right": ms("feedback_pairwise_agreement", 2),
+        })
+    return Table.from_records(rows)
+
+
+MULTITURN_HELP = (
+    "Multi-turn episodes (docs/multiturn.md): every evaluation turn is executed for real on the task's validation "
+    "view; a gain is the mean percentile of each episode's current submission after turn K minus after turn 1, "
+    "mean ± SE over seeds. Feedback columns compare the world model's observation with the real one on every "
+    "executed training anchor turn (relative error of the validation score; agreement on error vs no error; "
+    "pairs of revisions of one episode ordered the same way).")
+
+
 def fig_curves(train: dict[str, list], held: dict[str, list]) -> Any | None:
     """Two panels: true training reward against compute, and held-out percentile against compute.
 
@@ -217,6 +252,7 @@ class BenchPage:
     backbone_note: str = ""
     corpus: str = ""
     wm_table: Table = field(default_factory=lambda: Table([]))
+    turns_table: Table = field(default_factory=lambda: Table([]))
     missing: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     plot_file: str | None = None
@@ -238,6 +274,8 @@ class BenchPage:
         md += ["**Methods.**", "", *[f"- `{m}`: {h}" for m, h in self.methods], ""]
         if not self.wm_table.empty:
             md += ["**World model on the training anchors.**", "", self.wm_table.to_markdown(), "", WM_TABLE_HELP, ""]
+        if not self.turns_table.empty:
+            md += ["**From turn 1 to turn K.**", "", self.turns_table.to_markdown(), "", MULTITURN_HELP, ""]
         md += ["**Standard errors.**", "", *[f"- {n}" for n in self.notes], ""]
         if self.missing:
             md += [f"**Not finished** (left out of the table): {', '.join(self.missing)}.", ""]
@@ -266,6 +304,9 @@ class BenchPage:
         if not self.wm_table.empty:
             parts.append("<p><b>World model on the training anchors.</b></p>" + self.wm_table.to_html()
                          + H.paragraph(WM_TABLE_HELP, "note"))
+        if not self.turns_table.empty:
+            parts.append("<p><b>From turn 1 to turn K.</b></p>" + self.turns_table.to_html()
+                         + H.paragraph(MULTITURN_HELP, "note"))
         parts.append("<p><b>Standard errors.</b></p><ul>" + "".join(f"<li>{H.esc(n)}</li>" for n in self.notes)
                      + "</ul>")
         if self.missing:
@@ -350,6 +391,7 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
         table=table,
         methods=[(m, get_recipe(m).help) for m in meta.get("methods", []) if m in METHODS],
         wm_table=world_model_table(results),
+        turns_table=multiturn_table(results),
         notes=bench_notes(results, rows),
         missing=missing_runs(out),
         failures=list(meta.get("failures") or []),

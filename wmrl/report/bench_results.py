@@ -64,7 +64,8 @@ def collect(out: str | Path) -> pd.DataFrame:
     tasks, in distribution, when evaluated: see :func:`_eval_at`), ``corpus_cpu_s`` (the compute of the
     bench's shared warm-up corpus, paid once per bench, for the runs that fit on it; 0 otherwise), and the
     per-unit costs of :func:`_unit_costs` (to tell work from measurement noise on a shared machine),
-    and the world model's quality on the training anchors (:func:`world_model_quality`).
+    and the world model's quality on the training anchors (:func:`world_model_quality`), and for multi-turn runs
+    the columns of :func:`multiturn_columns` (turn 1 to turn K, the feedback's fidelity; None for one turn).
     Unfinished runs are left out (they appear in :func:`missing_runs`).
     """
     corpus_json = corpus_dir(out) / "corpus.json"
@@ -102,12 +103,13 @@ def collect(out: str | Path) -> pd.DataFrame:
             "corpus_cpu_s": corpus["compute_cpu_s"] if corpus and uses_world_model(rd.parent.name) else 0.0,
             **_unit_costs(run),
             **world_model_quality(run),
+            **multiturn_columns(run, n_steps),
         })
     cols = ["method", "seed", "heldout_percentile", "initial_percentile", "heldout_valid_rate", "heldout_samples",
             "train_percentile", "initial_train_percentile", "train_executions",
             "train_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s", "total_cpu_s", "wall_s",
             "steps", "anchor_fraction", "corpus_cpu_s", "train_samples", "gen_cpu_s_per_sample", "sandbox_cpu_s_per_execution",
-            "update_cpu_s_per_step", *WM_QUALITY_COLUMNS]
+            "update_cpu_s_per_step", *WM_QUALITY_COLUMNS, *MULTITURN_COLUMNS]
     df = pd.DataFrame(rows, columns=cols)
     order = {m: i for i, m in enumerate(METHODS)}
     if not df.empty:
@@ -199,6 +201,47 @@ def world_model_quality(run: Any) -> dict[str, float | int]:
         a = pd.to_numeric(run.metrics["alpha"], errors="coerce")
         if a.notna().any():
             out["alpha_mean"] = float(a.mean())
+    return out
+
+
+MULTITURN_COLUMNS = ("max_turns", "heldout_turn1_percentile", "heldout_turn_gain", "initial_heldout_turn_gain",
+                     "train_turn_gain", "initial_train_turn_gain", "heldout_submitted_rate",
+                     "feedback_turns", "feedback_validation_rel_error", "feedback_status_accuracy",
+                     "feedback_pairwise_agreement")
+
+
+def multiturn_columns(run: Any, n_steps: int) -> dict[str, Any]:
+    """The multi-turn columns of one run (``episode.max_turns`` K > 1; docs/multiturn.md); None for K = 1.
+
+    - ``max_turns``: K (1 for a single-turn run).
+    - ``heldout_turn1_percentile``: the final policy's held-out mean percentile after its first turn;
+      ``heldout_turn_gain``: after turn K minus after turn 1 (``eval.jsonl``'s ``turn_gain``: each episode's
+      current submission after each turn, real execution of every turn); ``initial_heldout_turn_gain``: the same
+      for the initial policy (step 0); ``train_turn_gain``, ``initial_train_turn_gain``: on the train tasks.
+    - ``heldout_submitted_rate``: the final held-out episodes that submitted before turn K.
+    - ``feedback_*``: the world model's feedback against the real one on every executed training anchor turn
+      (:func:`wmrl.episodes.fidelity.feedback_fidelity`; None without a world model).
+    """
+    from wmrl.episodes.fidelity import feedback_fidelity
+
+    ev = {(sp, st): _eval_at(run, sp, st) for sp in ("heldout", "train") for st in (0, n_steps)}
+    k = max([int(e.get("max_turns") or 1) for e in ev.values()] + [1])
+    out: dict[str, Any] = dict.fromkeys(MULTITURN_COLUMNS)
+    out["max_turns"] = k
+    if k == 1:
+        return out
+    final = ev[("heldout", n_steps)]
+    out.update(heldout_turn1_percentile=(final.get("mean_percentile_turn") or [None])[0],
+               heldout_turn_gain=final.get("turn_gain"), initial_heldout_turn_gain=ev[("heldout", 0)].get("turn_gain"),
+               train_turn_gain=ev[("train", n_steps)].get("turn_gain"),
+               initial_train_turn_gain=ev[("train", 0)].get("turn_gain"),
+               heldout_submitted_rate=final.get("submitted_rate"))
+    turns = [dict(t, episode=(r["step"], r["group"], i)) for i, r in
+             enumerate(read_jsonl(Path(run.path) / "samples.jsonl", skip_bad=True)) for t in r.get("turns") or []]
+    fid = feedback_fidelity(turns)
+    if fid["n_turns"]:
+        out.update(feedback_turns=fid["n_turns"], feedback_validation_rel_error=fid["validation_rel_error"],
+                   feedback_status_accuracy=fid["status_accuracy"], feedback_pairwise_agreement=fid["pairwise_agreement"])
     return out
 
 

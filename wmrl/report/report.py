@@ -17,7 +17,7 @@ import yaml
 from wmrl.report import html as H
 from wmrl.report import plots as P
 from wmrl.report.machine import machine_line
-from wmrl.report.runs import RunData, improvement_rows, load_runs, run_overview
+from wmrl.report.runs import RunData, improvement_rows, load_runs, run_overview, turn_rows
 
 
 def _config_highlights(cfg: dict[str, Any]) -> str:
@@ -115,6 +115,16 @@ def render_report(runs: Sequence[RunData], title: str | None = None, command: st
                     "task and the same sampling seeds at both steps.", "note"),
         H.table_html(gains.round(3)) if not gains.empty else H.paragraph(
             "No run evaluated both step 0 and a later step (set eval.at_start: true).", "note")))
+
+    turns = pd.DataFrame([row for r in runs for row in turn_rows(r)])
+    if not turns.empty:
+        out.append(H.section(
+            "Multi-turn episodes: from turn 1 to turn K",
+            H.paragraph("Each evaluation episode's program is executed for real at every turn (on the task's "
+                        "validation view: the feedback is a validation score on a split of train.csv, the run time "
+                        "and an error tail). 'turn j' is the mean leaderboard percentile of each episode's current "
+                        "submission after turn j; a submission carries forward.", "note"),
+            H.table_html(turns.round(3))))
 
     def add_fig(heading: str, fig: Any, note: str) -> None:
         if fig is None:

@@ -249,6 +249,23 @@ def improvement_rows(run: RunData) -> list[dict[str, Any]]:
     return rows
 
 
+def turn_rows(run: RunData) -> list[dict[str, Any]]:
+    """Multi-turn episodes (docs/multiturn.md): one row per evaluation with ``max_turns`` K > 1: ``run``, ``split``,
+    ``step``, the mean leaderboard percentile of each episode's current submission after ``turn 1`` and after
+    ``turn K`` (every turn executed for real), their difference ``gain``, ``best turn`` (mean of each episode's
+    best turn) and ``submitted early`` (fraction of episodes that submitted before turn K). Empty for K = 1."""
+    rows = []
+    for rec in ([] if run.evals.empty else run.evals.to_dict("records")):
+        k = rec.get("max_turns")
+        if not isinstance(k, (int, float)) or k != k or int(k) < 2:
+            continue
+        turns = rec.get("mean_percentile_turn") or [None]
+        rows.append({"run": run.name, "split": rec.get("split"), "step": int(rec.get("step", 0)), "K": int(k),
+                     "turn 1": turns[0], "turn K": turns[-1], "gain": rec.get("turn_gain"),
+                     "best turn": rec.get("best_turn_mean"), "submitted early": rec.get("submitted_rate")})
+    return rows
+
+
 def run_overview(run: RunData) -> dict[str, Any]:
     """One row of the runs table: method, steps, held-out result, executions and compute.
 
