@@ -165,3 +165,26 @@ def test_feedback_never_holds_test_set_information(runs, method, small_suite, tm
 def test_multiturn_needs_synchronous_anchors():
     with pytest.raises(ConfigError, match="episode.max_turns=2 needs synchronous anchors"):
         load_config(TINY, ["episode.max_turns=2", "wmrl.anchor_staleness=2"])
+
+
+def test_report_and_bench_read_multiturn_runs(runs, tmp_path):
+    from wmrl.report.bench_page import multiturn_table
+    from wmrl.report.bench_results import collect
+    from wmrl.report.report import render_report
+    from wmrl.report.runs import load_run, turn_rows
+
+    grpo = load_run(runs["grpo"][0])
+    rows = turn_rows(grpo)
+    assert [(r["split"], r["K"]) for r in rows] == [("train", 2)]
+    assert rows[0]["gain"] == pytest.approx(rows[0]["turn K"] - rows[0]["turn 1"])
+    assert "Multi-turn episodes: from turn 1 to turn K" in render_report([grpo])
+    out = tmp_path / "bench"
+    for method in ("grpo", "wmrl"):
+        (out / method).mkdir(parents=True)
+        (out / method / "seed0").symlink_to(runs[method][0])
+    df = collect(out).set_index("method")
+    assert df["max_turns"].tolist() == [2, 2]
+    assert df.loc["wmrl", "feedback_turns"] > 0 and 0 <= df.loc["wmrl", "feedback_status_accuracy"] <= 1
+    assert df.loc["grpo", "feedback_turns"] is None or np.isnan(df.loc["grpo", "feedback_turns"])
+    table = multiturn_table(df.reset_index())
+    assert not table.empty and "held-out gain turn 1 -> K" in table.to_markdown()

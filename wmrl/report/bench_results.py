@@ -225,7 +225,7 @@ def multiturn_columns(run: Any, n_steps: int) -> dict[str, Any]:
     from wmrl.episodes.fidelity import feedback_fidelity
 
     ev = {(sp, st): _eval_at(run, sp, st) for sp in ("heldout", "train") for st in (0, n_steps)}
-    k = max([int(e.get("max_turns") or 1) for e in ev.values()] + [1])
+    k = int(((run.config or {}).get("episode") or {}).get("max_turns") or 1)
     out: dict[str, Any] = dict.fromkeys(MULTITURN_COLUMNS)
     out["max_turns"] = k
     if k == 1:
