@@ -15,7 +15,8 @@ final (``submit``). With ``backend="execution"`` every program runs in the sandb
 
 Conventions (docs/multiturn-env.md): the Gymnasium 1.x API (``reset(seed, options) -> (obs, info)``,
 ``step(action) -> (obs, reward, terminated, truncated, info)``, ``spaces.Dict`` / ``spaces.Text`` spaces,
-``metadata`` / ``render_mode`` / ``close``), and MLE-Dojo's where Gymnasium has none: its action names
+``metadata`` / ``render_mode`` / ``close``; no NaN in observations, so Gymnasium's checker can compare them),
+and MLE-Dojo's where Gymnasium has none: its action names
 (``validate_code`` and ``execute_code`` are aliases of ``validate`` and ``submit``, ``request_info`` is
 MLE-Dojo's), ``step(name, code=...)`` as its call form, the observation's latest feedback as text, and the
 leaderboard percentile (MLE-Dojo's position score) as the reward of a graded submission. Unlike MLE-Dojo,
@@ -27,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -75,21 +76,6 @@ class AnyText(spaces.Text):
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
 
 
-class OptionalFloat(spaces.Box):
-    """A scalar float64 :class:`gymnasium.spaces.Box` whose members may also be NaN, meaning "none"
-    (no validation score, unknown run time)."""
-
-    def __init__(self, low: float = -np.inf, high: float = np.inf, seed: Any = None) -> None:
-        super().__init__(low=low, high=high, shape=(), dtype=np.float64, seed=seed)
-
-    def contains(self, x: Any) -> bool:
-        try:
-            a = np.asarray(x, dtype=np.float64)
-        except (TypeError, ValueError):
-            return False
-        return a.shape == () and (bool(np.isnan(a)) or super().contains(a))
-
-
 class ProgramScaffold(ScriptScaffold):
     """The default way code is given: the raw, complete Python program.
 
@@ -130,8 +116,13 @@ def resolve_scaffold(scaffold: Any) -> Any:
     return scaffold
 
 
-def _nan(v: float | None) -> np.ndarray:
-    return np.array(np.nan if v is None or not math.isfinite(float(v)) else float(v), dtype=np.float64)
+def _finite(v: float | None) -> bool:
+    return v is not None and math.isfinite(float(v))
+
+
+def _scalar(v: float | None) -> np.ndarray:
+    """A 0-d float64 array: ``v``, or 0.0 when it is None or not finite."""
+    return np.array(float(v) if _finite(v) else 0.0, dtype=np.float64)
 
 
 class ResearchEnv(gym.Env):
@@ -184,7 +175,8 @@ class ResearchEnv(gym.Env):
         history: the episode's ``(code, Observation)`` pairs of its validate steps, oldest first.
     """
 
-    metadata = {"render_modes": ["ansi", "human"], "render_fps": 0}
+    # render_fps is nominal (a text environment has no frame rate; Gymnasium's checker wants a positive number)
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 1}
 
     def __init__(self, tasks: Sequence[Task] | Any, *, backend: str = "execution", executor: Any = None,
                  world_model: Any = None, calibrator: Any = None, scaffold: Any = None, max_turns: int = 4,
@@ -253,8 +245,9 @@ class ResearchEnv(gym.Env):
             "turn": spaces.Discrete(self.max_turns + 1),
             "source": AnyText(max_length=16, min_length=0),
             "status": AnyText(max_length=64, min_length=0),
-            "validation_score": OptionalFloat(),
-            "wall_s": OptionalFloat(low=0.0),
+            "validation_score": spaces.Box(low=-np.inf, high=np.inf, shape=(), dtype=np.float64),
+            "has_validation_score": spaces.Discrete(2),
+            "wall_s": spaces.Box(low=0.0, high=np.inf, shape=(), dtype=np.float64),
             "error_tail": AnyText(max_length=max(self.error_chars, 1), min_length=0),
         })
 
@@ -282,7 +275,7 @@ class ResearchEnv(gym.Env):
 
         Returns:
             ``(obs, info)``: ``obs["text"]`` is the task prompt (``scaffold.prompt(task)``), ``obs["turn"]`` 0,
-            the feedback fields empty (``""``, NaN); ``info`` holds ``task_id``, ``task_type``, ``metric``,
+            the feedback fields empty (``""``, 0); ``info`` holds ``task_id``, ``task_type``, ``metric``,
             ``lower_is_better``, ``direction`` (``"minimize"``/``"maximize"``), ``turn`` (0), ``max_turns``,
             ``turns_left``, ``backend``, ``scaffold``, ``validation_fraction`` and ``actions``.
 
@@ -329,7 +322,8 @@ class ResearchEnv(gym.Env):
             * ``validate``: the program runs on the task's validation view (execution backend) or the world
               model predicts it (world-model backend; nothing runs); ``obs`` holds its feedback (``text``: the
               rendered :class:`~wmrl.episodes.observation.Observation`; ``validation_score`` in the metric's
-              units or NaN, ``wall_s`` seconds or NaN, ``status``, ``error_tail``, ``source``); reward 0;
+              units with ``has_validation_score`` 1, or 0.0 with 0 when the run gave none; ``wall_s`` seconds,
+              0.0 when unknown; ``status``, ``error_tail``, ``source``); reward 0;
               ``truncated`` when it was turn ``max_turns``. ``info`` holds the turn, the executions and the
               observation as a dict: never a test score, reward or medal.
             * ``submit``: the program is graded on the real task (execution) or predicted (world model);
@@ -558,8 +552,9 @@ class ResearchEnv(gym.Env):
     def _obs(self, text: str, fb: Observation | None) -> dict[str, Any]:
         return {"text": text[:MAX_TEXT_CHARS], "turn": int(self._turn if fb is None else fb.turn),
                 "source": "" if fb is None else fb.source, "status": "" if fb is None else fb.status,
-                "validation_score": _nan(None if fb is None else fb.validation_score),
-                "wall_s": _nan(None if fb is None else fb.wall_s),
+                "validation_score": _scalar(None if fb is None else fb.validation_score),
+                "has_validation_score": int(fb is not None and _finite(fb.validation_score)),
+                "wall_s": _scalar(None if fb is None else fb.wall_s),
                 "error_tail": "" if fb is None else fb.error_tail[:max(self.error_chars, 1)]}
 
     @staticmethod
