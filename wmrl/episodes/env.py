@@ -22,6 +22,9 @@ MLE-Dojo's), ``step(name, code=...)`` as its call form, the observation's latest
 leaderboard percentile (MLE-Dojo's position score) as the reward of a graded submission. Unlike MLE-Dojo,
 only the submission is graded on the test set and it ends the episode (MLE-bench's single final submission),
 and a validation run shows a validation score on rows held out from train.csv, never a test score.
+
+Why one file of about 580 lines: the action parsing, the two backends and the observation space must agree
+on every field, and Gymnasium's checker tests them together.
 """
 from __future__ import annotations
 
