@@ -129,7 +129,9 @@ def rollout_step(trainer: Any, sb: Any, seed: int) -> Episodes:
     the step's :class:`StepFeedback`; then :func:`fill_step`. Returns the episodes (also ``sb.episodes``)."""
     from wmrl.episodes.rollout import run_episodes
 
-    ro = trainer.cfg.rollout
+    ro, wmc = trainer.cfg.rollout, trainer.cfg.world_model
+    if not trainer.wall_times.seeded:  # the warm-up corpus's run times, so the first world-model feedback has one
+        trainer.wall_times.seed_from_logs([trainer.rd.executions] + ([wmc.warmup_corpus] if wmc.warmup_corpus else []))
     sb.feedback = StepFeedback(trainer, sb)
     ep = run_episodes(TimedPolicy(trainer.c.policy, trainer.ledger), trainer.c.scaffold, sb.tasks, ro.group_size,
                       trainer.cfg.episode.max_turns, sb.feedback, max_new_tokens=ro.max_new_tokens,
@@ -249,11 +251,27 @@ def _nanmean(x: np.ndarray) -> float | None:
 
 
 class WallTimes:
-    """Median wall seconds of each task's real executions so far: the run time the world model's observation
-    shows (a simulated observation should look like a real one). None until a task ran once."""
+    """Median wall seconds of each task's real executions so far (the last 64): the run time the world model's
+    observation shows, since a simulated observation should look like a real one. Seeded from the warm-up
+    corpus's executions (:meth:`seed_from_logs`); None for a task that never ran."""
 
     def __init__(self) -> None:
         self._t: dict[str, list[float]] = {}
+        self.seeded = False
+
+    def seed_from_logs(self, paths: Sequence[Any]) -> None:
+        """Add the wall seconds of the ``ok`` executions in the execution logs at ``paths`` (missing ones skipped)."""
+        from pathlib import Path
+
+        from wmrl.execution.log import ExecutionLog
+
+        for p in paths:
+            if Path(p).is_file():
+                with ExecutionLog(Path(p)) as lg:
+                    for r in lg.records({"status": "ok"}):
+                        if r.get("wall_s") is not None:
+                            self.record(str(r["task_id"]), float(r["wall_s"]))
+        self.seeded = True
 
     def record(self, task_id: str, wall_s: float) -> None:
         self._t.setdefault(task_id, []).append(float(wall_s))
@@ -268,3 +286,4 @@ class WallTimes:
 
     def load_state_dict(self, d: dict[str, list[float]]) -> None:
         self._t = {k: [float(x) for x in v] for k, v in d.items()}
+        self.seeded = self.seeded or bool(self._t)
