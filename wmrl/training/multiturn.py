@@ -90,7 +90,7 @@ class StepFeedback:
             task = tasks[r]
             wm_obs = None
             if math.isfinite(r_tilde[r]):
-                wm_obs = observation_from_prediction(task, turn, float(r_tilde[r]), t.typical_wall_s(task.id),
+                wm_obs = observation_from_prediction(task, turn, float(r_tilde[r]), t.wall_times.typical(task.id),
                                                      ec.wm_error_threshold)
                 self.observations_wm[(int(e), turn)] = wm_obs
             if r in results:
@@ -98,7 +98,7 @@ class StepFeedback:
                 st = _status(res)
                 ok = st != "infra_error" and res.reward is not None
                 if st != "infra_error":
-                    t.record_wall_s(task.id, float(res.wall_s))
+                    t.wall_times.record(task.id, float(res.wall_s))
                 out.append(TurnFeedback(
                     observation=observation_from_result(res, task, turn, ec.error_chars),
                     reward_true=float(res.reward) if ok else math.nan, reward_wm=float(r_hat[r]), status=st,

@@ -374,14 +374,6 @@ class Trainer:
         return grpo_update(self.c.policy, self.optimizer, self.params, sb.batch, out.advantages, out.weights, sb.valid,
                            o, late_update_parts(sb.late, *sb.late_out[2:]), late_clip(self.cfg.wmrl.late_ratio_max))
 
-    def typical_wall_s(self, task_id: str) -> float | None:
-        """Median wall seconds of ``task_id``'s real executions in this run (None before the first)."""
-        return self.wall_times.typical(task_id)
-
-    def record_wall_s(self, task_id: str, wall_s: float) -> None:
-        """Remember one real execution's wall seconds for :meth:`typical_wall_s`."""
-        self.wall_times.record(task_id, wall_s)
-
     def _collect_anchors(self, sb: StepBatch, runs: AnchorRuns) -> None:
         """Consume the anchor results the staleness bound allows (:meth:`AnchorStream.collect`: k = 0 waits for
         the step's executions, stage execute) and count the infrastructure failures."""
