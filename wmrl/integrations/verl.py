@@ -18,8 +18,9 @@ verl 0.9.1's seams and what they see:
   (``non_tensor_batch`` goes to ``gdpo`` only). The recipe needs the anchor flags and r_hat on anchors too
   (the calibrator's pairs), which only ``non_tensor_batch`` carries, so the estimator takes
   ``non_tensor_batch`` and refuses to run without it; :func:`wmrl_compute_advantage` calls it through
-  verl's registry with it. In verl 0.9.1 a trainer must call that function where ``RayPPOTrainer`` calls
-  ``compute_advantage`` (a trainer override that was not built or run here: docs/integrations.md).
+  verl's registry with it. verl's trainer calls that function through
+  :mod:`wmrl.integrations.verl_trainer` (trainer mode ``wmrl_sync``: verl's sync trainer with its
+  ``_compute_advantage`` overridden; ``python -m wmrl.integrations.verl_main``).
   :func:`compute_wmrl_advantage` builds the recipe's :class:`StepInputs`, calls
   ``get_recipe(method).step`` (the one stateful call per step, state kept in this process) and returns
   ``B * w_i * A_i`` on every response token (:func:`wmrl.integrations.driver.loss_advantages`; verl's
@@ -148,16 +149,17 @@ def compute_wmrl_advantage(token_level_rewards: Any, response_mask: Any, index: 
     return adv, adv.clone()
 
 
-def wmrl_compute_advantage(data: Any) -> Any:
+def wmrl_compute_advantage(data: Any, config: Any = None) -> Any:
     """``data.batch["advantages"]`` and ``["returns"]`` from the ``wmrl`` estimator, looked up in verl's
     registry and given ``non_tensor_batch`` (which verl 0.9.1's ``compute_advantage`` passes to ``gdpo``
     only). ``data`` is a verl ``DataProto`` with ``token_level_rewards``, ``response_mask``, ``uid`` and the
-    reward manager's extra info; returns ``data``."""
+    reward manager's extra info; ``config`` is verl's ``algorithm`` config (``norm_adv_by_std_in_grpo``);
+    returns ``data``. :mod:`wmrl.integrations.verl_trainer` calls it from verl's trainer."""
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
     adv, ret = get_adv_estimator_fn("wmrl")(
         token_level_rewards=data.batch["token_level_rewards"], response_mask=data.batch["response_mask"],
-        index=data.non_tensor_batch.get("uid"), non_tensor_batch=data.non_tensor_batch)
+        index=data.non_tensor_batch.get("uid"), config=config, non_tensor_batch=data.non_tensor_batch)
     data.batch["advantages"], data.batch["returns"] = adv, ret
     return data
 
