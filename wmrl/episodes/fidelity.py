@@ -4,8 +4,9 @@ Every executed anchor turn has two observations of the same program: the real on
 validation view) and the one the world model would have shown (:func:`wmrl.episodes.observation.observation_from_prediction`
 from the calibrated prediction). :func:`feedback_fidelity` compares them:
 
-- ``validation_rel_error``: mean |v_wm - v| / max(|v|, 1e-9) over turns where both ran without error (the
-  scores are in each task's metric units, so the error is relative);
+- ``validation_rel_error`` and ``validation_rel_error_median``: mean and median |v_wm - v| / max(|v|, 1e-9)
+  over turns where both ran without error (the scores are in each task's metric units, so the error is
+  relative; the median, because a metric near 0 such as an r2 of 0.02 makes one turn's relative error huge);
 - ``status_accuracy``: fraction of turns where both agree on error vs no error;
 - ``pairwise_agreement``: over pairs of turns of one episode whose real validation scores differ, the fraction
   where the world model's scores order the two revisions the same way (the quantity a revising agent needs).
@@ -13,6 +14,7 @@ from the calibrated prediction). :func:`feedback_fidelity` compares them:
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from itertools import combinations
 from typing import Any
@@ -34,8 +36,8 @@ def feedback_fidelity(turns: Sequence[dict[str, Any]]) -> dict[str, Any]:
             None when the world model did not score the turn). Other records are ignored.
 
     Returns:
-        ``n_turns`` (turns compared), ``validation_rel_error``, ``status_accuracy``, ``pairwise_agreement`` and
-        ``n_pairs_pairwise``; a figure over no turns is None.
+        ``n_turns`` (turns compared), ``validation_rel_error``, ``validation_rel_error_median``,
+        ``status_accuracy``, ``pairwise_agreement`` and ``n_pairs_pairwise``; a figure over no turns is None.
     """
     rel, acc = [], []
     by_ep: dict[Any, list[tuple[int, float, float]]] = {}
@@ -55,6 +57,9 @@ def feedback_fidelity(turns: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for (_, v1, p1), (_, v2, p2) in combinations(sorted(rows), 2):
             if v1 != v2:
                 agree.append((v2 > v1) == (p2 > p1) if p1 != p2 else False)
-    mean = (lambda x: float(sum(x) / len(x)) if x else None)
-    return {"n_turns": n, "validation_rel_error": mean(rel), "status_accuracy": mean(acc),
-            "pairwise_agreement": mean(agree), "n_pairs_pairwise": len(agree)}
+    def mean(x: list) -> float | None:
+        return float(statistics.fmean(x)) if x else None
+
+    return {"n_turns": n, "validation_rel_error": mean(rel),
+            "validation_rel_error_median": float(statistics.median(rel)) if rel else None,
+            "status_accuracy": mean(acc), "pairwise_agreement": mean(agree), "n_pairs_pairwise": len(agree)}

@@ -161,7 +161,7 @@ def multiturn_table(results: pd.DataFrame) -> Table:
             "train gain turn 1 -> K": ms("train_turn_gain"),
             "initial policy: train gain": ms("initial_train_turn_gain"),
             "submitted before K": ms("heldout_submitted_rate", 2),
-            "feedback: validation rel. error": ms("feedback_validation_rel_error"),
+            "feedback: validation rel. error (median)": ms("feedback_validation_rel_error_median"),
             "feedback: error/no-error accuracy": ms("feedback_status_accuracy", 2),
             "feedback: revisions ordered right": ms("feedback_pairwise_agreement", 2),
         })
@@ -172,7 +172,7 @@ MULTITURN_HELP = (
     "Multi-turn episodes (docs/multiturn.md): every evaluation turn is executed for real on the task's validation "
     "view; a gain is the mean percentile of each episode's current submission after turn K minus after turn 1, "
     "mean ± SE over seeds. Feedback columns compare the world model's observation with the real one on every "
-    "executed training anchor turn (relative error of the validation score; agreement on error vs no error; "
+    "executed training anchor turn (median relative error of the validation score; agreement on error vs no error; "
     "pairs of revisions of one episode ordered the same way).")
 
 

@@ -206,7 +206,8 @@ def world_model_quality(run: Any) -> dict[str, float | int]:
 
 MULTITURN_COLUMNS = ("max_turns", "heldout_turn1_percentile", "heldout_turn_gain", "initial_heldout_turn_gain",
                      "train_turn_gain", "initial_train_turn_gain", "heldout_submitted_rate",
-                     "feedback_turns", "feedback_validation_rel_error", "feedback_status_accuracy",
+                     "feedback_turns", "feedback_validation_rel_error", "feedback_validation_rel_error_median",
+                     "feedback_status_accuracy",
                      "feedback_pairwise_agreement")
 
 
@@ -241,6 +242,7 @@ def multiturn_columns(run: Any, n_steps: int) -> dict[str, Any]:
     fid = feedback_fidelity(turns)
     if fid["n_turns"]:
         out.update(feedback_turns=fid["n_turns"], feedback_validation_rel_error=fid["validation_rel_error"],
+                   feedback_validation_rel_error_median=fid["validation_rel_error_median"],
                    feedback_status_accuracy=fid["status_accuracy"], feedback_pairwise_agreement=fid["pairwise_agreement"])
     return out
 

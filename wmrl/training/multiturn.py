@@ -8,9 +8,12 @@ One step with K > 1 replaces the single-turn stages generate / execute || wm_pre
   validation rows and the test rows at once); the observation holds the validation score, the run time and the
   error tail (:func:`wmrl.episodes.observation.observation_from_result`); the grade of the test rows is the turn's
   reward. Executions are counted per turn in the ledger.
-- world-model episodes: nothing is executed; the world model scores the program (r_hat), the calibrator of the
-  steps before maps it (r_tilde), and the observation is the template of
-  :func:`wmrl.episodes.observation.observation_from_prediction` (a predicted validation score, or a failed run).
+- world-model episodes: nothing is executed; the world model scores the program (r_hat) and the observation is
+  the template of :func:`wmrl.episodes.observation.observation_from_prediction` (a predicted validation score, or
+  a failed run). The feedback uses the raw r_hat, not the calibrated r_tilde: measured on held-out programs
+  (docs/multiturn/feedback_fidelity.py) the isotonic map left the validation score's error unchanged (0.111 raw,
+  0.107-0.112 calibrated) but its flat steps tied programs, so revisions were ordered right less often (0.676
+  raw, 0.53-0.56 calibrated). The episode's reward still goes through the recipe's calibration.
 - every scored anchor turn also gets the world model's would-be observation, kept in ``samples.jsonl`` for the
   feedback's fidelity (:mod:`wmrl.episodes.fidelity`).
 
@@ -83,14 +86,12 @@ class StepFeedback:
             results = {r: result_or_infra(f, req) for r, (f, req) in futures.items()}
         if results:
             L.add_executions("anchor", results.values(), turn=turn)
-        cal = t.recipe_state.calibrator
-        r_tilde = r_hat if cal is None or not np.isfinite(r_hat).all() else cal.transform(r_hat, step=sb.step)
         out = []
         for r, e in enumerate(eps):
             task = tasks[r]
             wm_obs = None
-            if math.isfinite(r_tilde[r]):
-                wm_obs = observation_from_prediction(task, turn, float(r_tilde[r]), t.wall_times.typical(task.id),
+            if math.isfinite(r_hat[r]):  # the raw r_hat: the isotonic map's flat steps would tie revisions (module doc)
+                wm_obs = observation_from_prediction(task, turn, float(r_hat[r]), t.wall_times.typical(task.id),
                                                      ec.wm_error_threshold)
                 self.observations_wm[(int(e), turn)] = wm_obs
             if r in results:
