@@ -103,3 +103,13 @@ def test_a_feedback_function_must_answer_every_program():
         run_episodes(FakePolicy(), FakeScaffold(), [fake_task(0)], 2, 2, lambda t, e, b: [], seed=0)
     with pytest.raises(ValueError, match="max_turns must be >= 1"):
         run_episodes(FakePolicy(), FakeScaffold(), [fake_task(0)], 2, 0, Script())
+
+
+def test_no_feedback_ends_the_episode_with_its_program():
+    def feedback(turn, eps, batch):
+        return [TurnFeedback(observation=None if e % 2 else _obs(turn, 0.5), reward_true=0.5, valid=True)
+                for e in eps]
+
+    ep = run_episodes(FakePolicy(), FakeScaffold(), [fake_task(0)], 4, 3, feedback, seed=1)
+    assert ep.final_turn.tolist() == [3, 1, 3, 1] and ep.valid.all() and not ep.submitted.any()
+    assert ep.rows[1].tolist() == [0, 2]

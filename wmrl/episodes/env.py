@@ -453,6 +453,11 @@ class ResearchEnv(gym.Env):
             raise ValueError(f"action {name!r} got empty code; give the program text")
         if len(code) > self.max_code_chars:
             raise ValueError(f"code is {len(code)} characters, more than max_code_chars={self.max_code_chars}")
+        try:
+            code.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"code is not valid Unicode text at character {e.start} ({code[e.start]!r}, a lone "
+                             "surrogate): a program must be UTF-8 encodable; decode its bytes with errors='replace'") from None
         return name, code
 
     def _view(self) -> Task:

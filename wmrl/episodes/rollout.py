@@ -36,7 +36,8 @@ class TurnFeedback:
 
     Attributes:
         observation: what the agent sees next turn (validation score, run time, error tail); never test-set
-            information.
+            information. None: no feedback exists (an episode of a recipe without a world model that is not
+            executed, e.g. ``anchor-only``'s world-model groups): the episode ends with this turn's program.
         reward_true: the executed program's grade (leaderboard percentile of its test rows), NaN when it was
             not executed.
         reward_wm: the world model's raw prediction r_hat for the program, NaN when it was not scored.
@@ -47,7 +48,7 @@ class TurnFeedback:
         result: the :class:`~wmrl.execution.types.ExecutionResult` when executed.
     """
 
-    observation: Observation
+    observation: Observation | None
     reward_true: float = math.nan
     reward_wm: float = math.nan
     status: str | None = None
@@ -204,6 +205,8 @@ def run_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], group_size: i
             ep.final_turn[e] = turn
             if not fb.valid:
                 ep.valid[e] = False
+                continue
+            if fb.observation is None:  # nothing to show: the episode ends here, its program is the submission
                 continue
             history[e].append((batch.completions[r], fb.observation))
             still.append(e)

@@ -65,6 +65,17 @@ def _iso(ts: float) -> str | None:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _utf8(v: Any) -> Any:
+    """``v``, with a text that is not valid UTF-8 (a lone surrogate) stored with ``?`` in its place: SQLite text
+    must be UTF-8, and a row that cannot be written would lose the execution."""
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            return v.encode("utf-8", "replace").decode("utf-8")
+    return v
+
+
 def _finite(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
@@ -142,8 +153,9 @@ class ExecutionLog:
         }
         names = ", ".join(row)
         marks = ", ".join("?" for _ in row)
+        values = tuple(_utf8(v) for v in row.values())
         with self._lock:
-            cur = self._conn.execute(f"INSERT INTO executions ({names}) VALUES ({marks})", tuple(row.values()))
+            cur = self._conn.execute(f"INSERT INTO executions ({names}) VALUES ({marks})", values)
             return int(cur.lastrowid)
 
     def records(self, where: dict[str, Any] | None = None) -> list[dict[str, Any]]:

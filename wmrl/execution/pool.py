@@ -19,7 +19,7 @@ from concurrent.futures._base import CANCELLED_AND_NOTIFIED, RUNNING
 from typing import Self
 
 from wmrl.execution.log import ExecutionLog
-from wmrl.execution.runner import Grader, execute, infra_result
+from wmrl.execution.runner import Grader, cap_error, execute, infra_result
 from wmrl.execution.sandbox import SandboxConfig, resolve_mode
 from wmrl.execution.types import ExecutionRequest, ExecutionResult
 
@@ -143,7 +143,10 @@ class _FutureExecutor:
                 self._running.discard(fut)
             return
         try:
-            result = self._run(fut, request)
+            try:
+                result = self._run(fut, request)
+            except Exception as exc:  # noqa: BLE001 - a program the sandbox cannot even write (bad text), a bug
+                result = infra_result(request, f"executor failed: {type(exc).__name__}: {cap_error(str(exc))}")
             append_to_log(self, request, result)
             safe_set_result(fut, result)
         finally:

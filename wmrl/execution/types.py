@@ -26,8 +26,9 @@ class ExecutionStatus(str, Enum):
 
 
 def program_hash(program: str) -> str:
-    """SHA-256 hex digest of the program text (UTF-8)."""
-    return hashlib.sha256(program.encode("utf-8")).hexdigest()
+    """SHA-256 hex digest of the program text (UTF-8; a lone surrogate, which no program can hold, is hashed as
+    its code point so that hashing never raises)."""
+    return hashlib.sha256(program.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 @dataclass

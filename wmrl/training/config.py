@@ -427,9 +427,11 @@ def _type_name(tp: Any) -> str:
 
 def _range_text(f: FieldInfo) -> str:
     """The allowed range of a field as text (``'0.0 .. 1.0'``, ``'> 0.0'``, ``'>= 1'``), '' when none."""
-    b = {k: getattr(m, k) for m in f.metadata for k in ("ge", "gt", "le") if hasattr(m, k)}  # annotated-types
+    b = {k: getattr(m, k) for m in f.metadata for k in ("ge", "gt", "le", "lt") if hasattr(m, k)}  # annotated-types
     lo, hi, gt = b.get("ge"), b.get("le"), b.get("gt")
     low = f"> {gt}" if gt is not None else (f">= {lo}" if lo is not None else "")
+    if b.get("lt") is not None:
+        return f"{low} and < {b['lt']}" if low else f"< {b['lt']}"
     if hi is None:
         return low
     if gt is None and lo is not None:
@@ -446,7 +448,8 @@ def _allowed(f: FieldInfo) -> str:
 
 _EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 _RANGE_ERRORS = {"greater_than": ("is not above the minimum", "gt"),
-                 "greater_than_equal": ("is below the minimum", "ge"), "less_than_equal": ("is above the maximum", "le")}
+                 "greater_than_equal": ("is below the minimum", "ge"), "less_than_equal": ("is above the maximum", "le"),
+                 "less_than": ("is not below the maximum", "lt")}
 
 
 def _key(loc: tuple[Any, ...]) -> str:

@@ -104,10 +104,9 @@ class StepFeedback:
                     observation=observation_from_result(res, task, turn, ec.error_chars),
                     reward_true=float(res.reward) if ok else math.nan, reward_wm=float(r_hat[r]), status=st,
                     error=(res.error or "")[-500:] or None, valid=ok, executed=True, result=res))
+            elif wm_obs is None:  # a recipe without a world model (anchor-only): its world-model groups end at turn 1
+                out.append(TurnFeedback(observation=None))
             else:
-                if wm_obs is None:
-                    raise RuntimeError(f"episode {e} of step {sb.step} is a world-model episode but has no world-model "
-                                       "score: a multi-turn world-model group needs a world model")
                 out.append(TurnFeedback(observation=wm_obs, reward_wm=float(r_hat[r]), status=wm_obs.status))
         return out
 
@@ -240,7 +239,7 @@ def turn_records(sb: Any, ep: Episodes, observations_wm: dict[tuple[int, int], A
                         "executed": fb.executed, "status": fb.status, "reward_true": fb.reward_true,
                         "reward_wm": fb.reward_wm, "final": j + 1 == int(ep.final_turn[e]),
                         "completion": ep.completion(e, j + 1)[:2000],
-                        "observation": fb.observation.to_dict(),
+                        "observation": None if fb.observation is None else fb.observation.to_dict(),
                         "observation_wm": None if wm is None or not fb.executed else wm.to_dict()})
     return out
 
