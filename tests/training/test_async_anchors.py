@@ -66,13 +66,15 @@ def test_k0_is_the_synchronous_stream_recorded_before(tmp_path, method):
     assert all("wall_s.anchor_wait" not in r and "anchor_staleness_mean" not in r for r in m)
 
 
-@pytest.mark.parametrize("method", ["wmrl", "wmrl-ppi"])
-def test_k3_with_instant_executions_changes_no_number(tmp_path, method):
-    """Executions that are done before the collection are consumed at their own step: the same run as k = 0."""
-    m, s, _ = _run_fakes(tmp_path, method, "wmrl.anchor_staleness=3")
+@pytest.mark.parametrize("method, at_bound", [("wmrl", "wait"), ("wmrl-ppi", "wait"), ("wmrl", "calibration"),
+                                              ("wmrl-ppi", "drop")])
+def test_k3_with_instant_executions_changes_no_number(tmp_path, method, at_bound):
+    """Executions that are done before the collection are consumed at their own step: the same run as k = 0,
+    whatever happens at the bound (nothing reaches it)."""
+    m, s, _ = _run_fakes(tmp_path, method, "wmrl.anchor_staleness=3", f"wmrl.over_bound_anchors={at_bound}")
     assert not _golden.differences(_numbers(m, s), json.loads(SYNC.read_text())[method])
     assert all(r["anchor_staleness_max"] in (0, None) and r["anchors_in_flight"] == 0 for r in m)
-    assert all(r["wall_s.anchor_wait"] == 0.0 for r in m)
+    assert all(r["wall_s.anchor_wait"] == 0.0 and r["anchor_groups_over_bound"] == 0 for r in m)
 
 
 def test_async_generation_never_waits_and_late_groups_enter_the_loss(tmp_path):
@@ -125,6 +127,157 @@ def test_staleness_needs_a_recipe_with_both_streams(tmp_path):
         load_config(None, ["method=grpo", "wmrl.anchor_staleness=2"])
     with pytest.raises(ConfigError, match="late_anchors"):
         load_config(None, ["wmrl.late_anchors=drop"])
+
+
+def test_over_bound_config_errors_are_clear():
+    with pytest.raises(ConfigError, match=r"wmrl.over_bound_anchors='calibration' needs an asynchronous anchor "
+                                          r"stream: set wmrl.anchor_staleness"):
+        load_config(None, ["wmrl.over_bound_anchors=calibration"])
+    with pytest.raises(ConfigError, match=r"wmrl.over_bound_anchors: 'skip' is not allowed; choose one of 'wait', "
+                                          r"'calibration', 'drop'"):
+        load_config(None, ["wmrl.over_bound_anchors=skip", "wmrl.anchor_staleness=3"])
+    assert load_config(None, []).wmrl.over_bound_anchors == "wait"
+    assert load_config(None, ["wmrl.over_bound_anchors=drop", "wmrl.anchor_staleness=3"]).wmrl.over_bound_anchors == "drop"
+    from wmrl.training.anchors import AnchorStream
+
+    with pytest.raises(ValueError, match="k >= 1"):
+        AnchorStream(None, None, 0, "calibration")
+
+
+# ------------------------------------------------------------------------ a group still running at the bound
+def _step(step, groups, anchor_groups, G=2):
+    """A minimal step batch for AnchorStream: ``groups`` groups of G samples, ``anchor_groups`` executed."""
+    from types import SimpleNamespace
+
+    gid = np.repeat(np.arange(groups), G)
+    ag = np.isin(np.arange(groups), anchor_groups)
+    B = gid.size
+    return SimpleNamespace(step=step, gid=gid, anchor_groups=ag, is_anchor=ag[gid], reward_wm=np.linspace(0, 1, B),
+                           reward_true=np.full(B, np.nan), status=[None] * B, error=[None] * B,
+                           valid=np.ones(B, bool), batch=f"batch{step}")
+
+
+class _ManualExecutor:
+    """Futures the test completes by hand (``finish(request)``)."""
+
+    def __init__(self):
+        self.futures = {}
+
+    def submit(self, req):
+        self.futures[req] = f = Future()
+        return f
+
+    def finish(self, req, reward=0.5):
+        from types import SimpleNamespace
+
+        self.futures[req].set_result(SimpleNamespace(status="ok", reward=reward, error=None, wall_s=0.1,
+                                                     cpu_s=0.1, compute_s=0.1))
+
+
+def _stream(mode, k=1):
+    from wmrl.training.anchors import AnchorStream
+    from wmrl.training.ledger import Ledger
+
+    ex, led = _ManualExecutor(), Ledger(method="wmrl", anchor_fraction_configured=0.5)
+    return AnchorStream(ex, led, k, mode), ex, led
+
+
+@pytest.mark.parametrize("mode", ["calibration", "drop"])
+def test_a_slow_group_at_the_bound_is_not_waited_for(mode):
+    """k = 1: the group of step 1 is still running at step 2 (its bound): the collection returns at once (no
+    wait), the group is over the bound; when it finishes (step 4) its pairs reach only learn_late (calibration)
+    or nothing (drop), never the late pairs of the gradient."""
+    stream, ex, led = _stream(mode)
+    sb1 = _step(1, 2, [0])
+    runs1 = stream.submit(sb1, [(0, "s1a"), (1, "s1b")])
+    late = stream.collect(sb1, runs1)
+    assert late.n == 0 and not sb1.is_anchor.any()  # in flight: not an anchor at its own step
+    ex.finish("s1a")  # one of its two executions finishes; the other is slow
+    sb2 = _step(2, 2, [])
+    t0 = time.perf_counter()
+    late = stream.collect(sb2, stream.submit(sb2, []))
+    assert time.perf_counter() - t0 < 0.5 and late.n == 0
+    assert stream.step_counts == {"anchor_groups_over_bound": 1, "anchor_groups_over_bound_total": 1,
+                                  "anchor_over_bound_samples": 0}
+    sb3 = _step(3, 2, [])
+    stream.collect(sb3, stream.submit(sb3, []))
+    assert stream.step_counts["anchor_groups_over_bound"] == 0  # counted once, at the step it reached the bound
+    assert stream.n_in_flight == 2
+    ex.finish("s1b", 0.7)
+    sb4 = _step(4, 2, [])
+    late = stream.collect(sb4, stream.submit(sb4, []))
+    assert late.n == 0 and stream.n_in_flight == 0  # consumed, but not as a late pair (no gradient)
+    assert stream.step_counts == {"anchor_groups_over_bound": 0, "anchor_groups_over_bound_total": 1,
+                                  "anchor_over_bound_samples": 2}
+    assert led.to_json()["stages"]["anchor_wait"]["wall_s"] == 0.0
+    assert led.to_json()["executions"]["anchor"]["count"] == 2  # the executions ran: counted in the ledger
+    seen = []
+
+    class Recipe:
+        def learn_late(self, state, step, og, gid, rt, rw):
+            seen.append((step, og.tolist(), gid.tolist(), rt.tolist()))
+            return np.asarray(rw) + 1
+
+    rec = stream.learn_over_bound(Recipe(), None, 4)
+    if mode == "calibration":
+        assert seen == [(4, [1, 1], [0, 0], [0.5, 0.7])]
+        assert rec["over_bound_true"] == [0.5, 0.7] and rec["over_bound_origin_steps"] == [1, 1]
+        assert rec["over_bound_wm_calibrated"] == pytest.approx([1.0, 1 + 1 / 3])
+    else:
+        assert not seen and rec == {}
+    assert stream.learn_over_bound(Recipe(), None, 5) == {}  # fed once
+
+
+def test_wait_mode_waits_at_the_bound():
+    """The same schedule in the wait mode: step 2 blocks until the slow execution is done."""
+    stream, ex, led = _stream("wait")
+    sb1 = _step(1, 2, [0])
+    stream.collect(sb1, stream.submit(sb1, [(0, "s1a"), (1, "s1b")]))
+    ex.finish("s1a")
+    threading.Timer(0.3, lambda: ex.finish("s1b", 0.7)).start()
+    sb2 = _step(2, 2, [])
+    late = stream.collect(sb2, stream.submit(sb2, []))
+    assert late.n == 2 and late.staleness.tolist() == [1, 1] and late.reward_true.tolist() == [0.5, 0.7]
+    assert led.to_json()["stages"]["anchor_wait"]["wall_s"] >= 0.25
+    assert stream.step_counts["anchor_groups_over_bound"] == 1 and stream.over_bound is None
+
+
+@pytest.mark.parametrize("late_mode", ["gradient", "calibration"])
+def test_non_blocking_run_never_waits_and_over_bound_pairs_reach_only_the_calibration(tmp_path, late_mode):
+    """k = 1 with executions of 0.3 s and steps of about 0.05 s: every group is over the bound. No step waits;
+    no late sample enters the loss; the calibrator learns every over-bound pair after its arrival step."""
+    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=1", "wmrl.over_bound_anchors=calibration",
+                          f"wmrl.late_anchors={late_mode}", executor=SlowExecutor(0.3), steps=14, wm_sleep=0.05)
+    assert [r["wall_s.anchor_wait"] for r in m] == [0.0] * 14  # the ledger records no waiting
+    assert sum(r["anchor_groups_over_bound"] for r in m) >= 3 and m[-1]["anchor_groups_over_bound_total"] >= 3
+    over = sum(r["anchor_over_bound_samples"] for r in m)
+    assert over > 0
+    # only in-bound late groups (staleness <= k = 1: a step slowed by the shared machine) reach the gradient
+    late = [x for x in s if x["stream"] == "anchor_late"]
+    assert all(x["staleness"] <= 1 for x in late) and max(r["anchor_staleness_max"] or 0 for r in m) <= 1
+    assert len(late) == (sum(r["anchor_late_samples"] for r in m) if late_mode == "gradient" else 0)
+    # the over-bound pairs are learned after their step's map: the calibrator has all but the last step's
+    after = m[-1]["anchor_over_bound_samples"] + (m[-1]["anchor_late_samples"] if late_mode == "calibration" else 0)
+    assert m[-1]["calibrator_n_anchors"] == sum(r["anchor_samples_consumed"] for r in m) + over - after
+    cal = read_jsonl(rd.calibration)
+    assert sum(len(c.get("over_bound_true", [])) for c in cal) == over
+    assert all(c["step"] - o > 1 for c in cal for o in c.get("over_bound_origin_steps", []))
+    led = json.loads(rd.ledger.read_text())
+    assert led["stages"]["anchor_wait"]["wall_s"] == 0.0
+    assert led["executions"]["anchor"]["count"] == sum(r["anchor_samples_consumed"] for r in m) + over
+    if late_mode == "gradient":  # in flight at its own step: out of the loss there
+        anchor_steps = {r["step"] for r in m if r["n_anchor_groups"]}
+        assert any(x["weight"] == 0 for x in s if x["step"] in anchor_steps)
+
+
+def test_drop_mode_discards_over_bound_pairs(tmp_path):
+    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=1", "wmrl.over_bound_anchors=drop",
+                          executor=SlowExecutor(0.3), steps=14, wm_sleep=0.05)
+    assert [r["wall_s.anchor_wait"] for r in m] == [0.0] * 14
+    over = sum(r["anchor_over_bound_samples"] for r in m)
+    assert over > 0 and m[-1]["calibrator_n_anchors"] == sum(r["anchor_samples_consumed"] for r in m)
+    assert max(r["anchor_staleness_max"] or 0 for r in m) <= 1
+    assert not any("over_bound_true" in c for c in read_jsonl(rd.calibration))
 
 
 def test_update_with_extra_parts_equals_one_batch():
