@@ -19,9 +19,17 @@ ROOT = Path(__file__).resolve().parents[2]
 #: ``wmrl.denoise``, ``wmrl.fusion``, ``wmrl.bias_aware`` became method names (the dumps lost exactly those
 #: four lines), once when ``rollout.engine`` was added (one line), and once when the asynchronous anchor stream added ``wmrl.anchor_staleness``,
 #: ``wmrl.late_anchors`` and ``wmrl.late_ratio_max`` (the dumps gained exactly those three lines: without them
-#: they hash to ``SAVED_BEFORE_ASYNC``). A resumed run compares the hash of its config.yaml
+#: they hash to ``SAVED_BEFORE_ASYNC``), and once when ``wmrl.over_bound_anchors`` was added (one line, ``BOUND_LINE``:
+#: without it they hash to ``SAVED_BEFORE_BOUND``). A resumed run compares the hash of its config.yaml
 #: (``config.yaml.sha256``), so these bytes must not change by accident.
 SAVED_BEFORE = {
+    "defaults": "2f73e0da0c8db935993f6a92a70d182ee97d4a26b83801839a5b2b6276c0c4a7",
+    "quickstart": "f8674d845e41f64d35933fdb109c6d4e69ef9536da19533bd8c86a31e8d075d9",
+    "tiny": "68b936805c8d6a6bbb5a94783d0a68b67858fc66918e87772e4dcb29faf68054",
+    "cpu-small/wmrl/0": "2a5376a0b374c83e30ced8ff3bef8557f36497a56b02e7328ef2ee1411287a22",
+    "gpu-paper/grpo/1": "404becdfd75469dec96f7ed89e971cbff8e61c1c2acc47536bab0ec12e4cd514",
+}
+SAVED_BEFORE_BOUND = {
     "defaults": "25f673953360dc23d5e9537b628164bfa2538e09294e3b7bf04042f070bb66b9",
     "quickstart": "79a85dd16c474c7c16bf5a5c828b3cb97bb7283c6d76b05e651756919750d8cc",
     "tiny": "8f581dec7cbedfafc61022aa3e12bf9a3c802f3052941cd8d940be5451a556a0",
@@ -36,6 +44,7 @@ SAVED_BEFORE_ASYNC = {
     "gpu-paper/grpo/1": "fc44faafdd80de1a68a49f8f5f413b5c15299a8ef5ca11502e2cda7635917436",
 }
 ASYNC_LINES = ("  anchor_staleness: 0\n", "  late_anchors: gradient\n", "  late_ratio_max: 2.0\n")
+BOUND_LINE = "  over_bound_anchors: wait\n"
 
 
 def _sha(text: str) -> str:
@@ -52,6 +61,9 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
                                                      method, seed=int(seed), run_dir=Path("/tmp/x")))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED_BEFORE
     for k, v in dumps.items():
+        assert v.count(BOUND_LINE) == 1, k
+        v = v.replace(BOUND_LINE, "")
+        assert _sha(v) == SAVED_BEFORE_BOUND[k], k
         assert all(v.count(line) == 1 for line in ASYNC_LINES), k
         for line in ASYNC_LINES:
             v = v.replace(line, "")
