@@ -303,3 +303,37 @@ def test_update_with_extra_parts_equals_one_batch():
         results.append(p.theta.detach().clone())
     assert torch.allclose(results[0], results[1], atol=1e-7)
     assert not torch.allclose(results[0], FakePolicy(0).theta.detach())
+
+
+def test_groups_in_flight_at_the_end_and_at_a_resume_are_counted(tmp_path):
+    """A run stopped with anchor groups in flight, then resumed: the resume counts those in flight at the
+    checkpoint's step (lost with the stopped process), the end those still running; ledger.json and train.log."""
+    from wmrl.training.run import resume_training
+
+    cfg = cfg_for(tmp_path, "wmrl", 8, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion_min_pairs=2",
+                  "wmrl.anchor_staleness=20", "wmrl.anchor_fraction=0.5")
+    c = comps("wmrl")
+    c.executor = SlowExecutor(5.0)  # nothing finishes within the run
+    run_training(cfg, components=c, stop_after_step=3)
+    rd = RunDir(cfg.run_dir)
+    m3 = read_jsonl(rd.metrics)[-1]
+    assert m3["step"] == 3 and m3["anchor_groups_in_flight"] >= 1 and m3["anchors_in_flight"] >= 4
+    c2 = comps("wmrl")
+    c2.executor = SlowExecutor(5.0)
+    s = resume_training(cfg.run_dir, components=c2)
+    lost = s.ledger["anchors_lost"]
+    events = lost["events"]
+    assert events[0] == {"when": "resume", "step": 3, "groups": m3["anchor_groups_in_flight"],
+                         "executions": m3["anchors_in_flight"]}
+    m8 = read_jsonl(rd.metrics)[-1]
+    assert events[1] == {"when": "end", "step": 8, "groups": m8["anchor_groups_in_flight"],
+                         "executions": m8["anchors_in_flight"]}
+    assert lost["executions"] == m3["anchors_in_flight"] + m8["anchors_in_flight"]
+    assert json.loads(rd.ledger.read_text())["anchors_lost"] == lost
+    text = rd.log.read_text()
+    assert "in flight at step 3 were lost with the stopped process" in text and "at the end of step 8" in text
+
+
+def test_a_synchronous_run_has_no_lost_anchors_key(tmp_path):
+    _, _, rd = _run_fakes(tmp_path, "wmrl")
+    assert "anchors_lost" not in json.loads(rd.ledger.read_text())

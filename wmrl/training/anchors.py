@@ -32,7 +32,10 @@ In every mode, at its own step the group was treated as in flight (out of the lo
 mode, a world-model group in ``calibration``).
 
 Executions are counted in the ledger when consumed. A group still in flight when the run ends (or is killed) is
-not consumed: the executor's close cancels it, and a resumed run does not see it.
+not consumed: the executor's close cancels it, and a resumed run does not see it (it is not re-submitted: its
+programs were sampled by a policy the checkpoint no longer holds). Both are counted: ``ledger.json``'s
+``anchors_lost`` (events ``end`` and ``resume``, from the checkpoint step's ``anchor_groups_in_flight`` /
+``anchors_in_flight``) and a line in train.log (:func:`wmrl.training.run.run_training`).
 
 Works with any :class:`~wmrl.interfaces.Executor` whose futures complete on their own (the local pool, Ray).
 """
@@ -205,7 +208,7 @@ class AnchorStream:
         self.ledger.add_stage("anchor_wait", waited, 0.0)
         self.over_bound = _pairs(over, sb.step) if over else None
         self.step_counts = {"anchor_groups_over_bound": len(due), "anchor_groups_over_bound_total": self.n_over_bound_total,
-                            "anchor_over_bound_samples": n_over}
+                            "anchor_over_bound_samples": n_over, "anchor_groups_in_flight": len(self.in_flight_groups())}
         return _pairs(late, sb.step, [(b, np.asarray(ix, dtype=np.int64)) for b, ix in parts])
 
     def learn_over_bound(self, recipe: Any, state: Any, step: int) -> dict[str, list]:

@@ -70,6 +70,8 @@ class Ledger:
     steps: int = 0
     groups_total: int = 0
     groups_anchor: int = 0
+    # asynchronous anchors submitted and never consumed: the run ended, or a resume lost its process's futures
+    anchors_lost: list[dict[str, Any]] = field(default_factory=list)
     # wall/cpu of the run's life before the current process (restored on resume)
     _wall_before: float = 0.0
     _cpu_before: float = 0.0
@@ -134,6 +136,14 @@ class Ledger:
             for k in ("count", "sandbox_cpu_s", "wall_s"):
                 self._step["exec"][k] += getattr(add, k)
         return add.to_dict()
+
+    def add_lost_anchors(self, when: str, step: int, groups: int, executions: int) -> None:
+        """Record anchor groups submitted and never consumed (asynchronous anchors): ``when`` is ``end`` (in
+        flight when the run finished) or ``resume`` (in flight at the checkpoint a resume started from; they
+        ran in the killed process and are not re-submitted)."""
+        if groups or executions:
+            self.anchors_lost.append({"when": when, "step": int(step), "groups": int(groups),
+                                      "executions": int(executions)})
 
     def add_groups(self, n_total: int, n_anchor: int) -> None:
         """Count the groups of one step and how many went to the anchor stream."""
@@ -220,7 +230,9 @@ class Ledger:
                        "wm": self.groups_total - self.groups_anchor, "anchor_fraction": frac,
                        "anchor_fraction_configured": self.anchor_fraction_configured},
             "totals": self.totals(),
-        }
+        } | ({"anchors_lost": {"groups": sum(e["groups"] for e in self.anchors_lost),
+                               "executions": sum(e["executions"] for e in self.anchors_lost),
+                               "events": [dict(e) for e in self.anchors_lost]}} if self.anchors_lost else {})
 
     # ------------------------------------------------------------------ resume
     def state_dict(self) -> dict[str, Any]:
@@ -243,6 +255,7 @@ class Ledger:
             self.executions.setdefault(k, _Exec())
         self.groups_total = int(d["groups"]["total"])
         self.groups_anchor = int(d["groups"]["anchor"])
+        self.anchors_lost = [dict(e) for e in d.get("anchors_lost", {}).get("events", [])]
         self._wall_before = float(d["wall_s_total"])
         self._cpu_before = float(d["cpu_s_total"])
         self._t0_wall = time.perf_counter()
