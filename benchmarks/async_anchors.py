@@ -20,7 +20,8 @@ wall seconds), the consumed anchors' staleness (mean, max; steps), the time gene
 (s, total), the anchor groups that reached the bound still running (waited for with ``wait``, left running and
 later fed to the calibration only with ``calibration``, discarded with ``drop``: ``wmrl.over_bound_anchors``)
 and the true reward of the anchors consumed in the last quarter of steps (the fake task's reward). Every k > 0
-runs once per ``--at-bound`` mode; k = 0 (synchronous) once. The table also goes to ``results_<executor>.json``
+runs once per ``--at-bound`` mode; k = 0 (synchronous) once. The last column is the fake task's true reward of every sample the policy drew in the last quarter of steps (what it
+learned, whether or not its anchors arrived). The table also goes to ``results_<executor>.json``
 / ``.md`` in ``--out``, with the commit it was run on.
 """
 from __future__ import annotations
@@ -142,8 +143,11 @@ def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") ->
     st_mean = [r["anchor_staleness_mean"] for r in m if r.get("anchor_staleness_mean") is not None]
     st_max = [r["anchor_staleness_max"] for r in m if r.get("anchor_staleness_max") is not None]
     first = m[-max(1, len(m) // 4)]["step"]  # anchors consumed in the last quarter of steps (own and late)
-    rt = [x["reward_true"] for x in read_jsonl(RunDir(cfg.run_dir).samples)
+    samples = read_jsonl(RunDir(cfg.run_dir).samples)
+    rt = [x["reward_true"] for x in samples
           if x["step"] >= first and x["stream"] in ("anchor", "anchor_late") and x["reward_true"] is not None]
+    # the policy's own reward: the fake task's true reward of every sample drawn in the last quarter of steps
+    pol = [true_reward(x["completion"]) for x in samples if x["step"] >= first and x["stream"] != "anchor_late"]
     return dict(k=k, at_bound=at_bound if k else "-", executor=a.executor, slots=a.slots, steps=len(m), step_s=float(step.mean()),
                 step_s_median=float(np.median(step)), lm_s=float(lm.mean()),
                 executions=led["executions"]["anchor"]["count"], exec_wall_s=exec_wall,
@@ -154,23 +158,26 @@ def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") ->
                 over_bound_groups=int(m[-1].get("anchor_groups_over_bound_total", 0)),
                 over_bound_samples=int(sum(r.get("anchor_over_bound_samples", 0) for r in m)),
                 in_flight_at_end=int(m[-1].get("anchors_in_flight", 0)),
-                reward_last_quarter=float(np.mean(rt)) if rt else None, run_wall_s=wall)
+                reward_last_quarter=float(np.mean(rt)) if rt else None,
+                policy_reward_last_quarter=float(np.mean(pol)) if pol else None, run_wall_s=wall)
 
 
 def table(rows: list[dict]) -> str:
     head = ("| executor | k | at bound | slots | steps | step s (mean / median) | LM s per step | latency / LM "
             "| executions | utilisation | staleness mean / max | waited s | groups over the bound | speed-up "
-            "| anchor reward (last quarter) |")
-    lines = [head, "|" + "---|" * 15]
+            "| anchor reward (last quarter) | policy reward (last quarter) |")
+    lines = [head, "|" + "---|" * 16]
     base = {r["executor"]: r["step_s"] for r in rows if r["k"] == 0}
     for r in rows:
         sp = base.get(r["executor"], float("nan")) / r["step_s"]
         rw = "" if r["reward_last_quarter"] is None else f"{r['reward_last_quarter']:.3f}"
+        pr = "" if r.get("policy_reward_last_quarter") is None else f"{r['policy_reward_last_quarter']:.3f}"
+        lat = f"{r['exec_mean_s'] / r['lm_s']:.1f}" if r["executions"] else ""
         lines.append(f"| {r['executor']} | {r['k']} | {r.get('at_bound', '-')} | {r['slots']} | {r['steps']} | "
                      f"{r['step_s']:.3f} / {r['step_s_median']:.3f} | {r['lm_s']:.3f} | "
-                     f"{r['exec_mean_s'] / r['lm_s']:.1f} | {r['executions']} | {r['utilisation']:.2f} | "
+                     f"{lat} | {r['executions']} | {r['utilisation']:.2f} | "
                      f"{r['staleness_mean']:.2f} / {r['staleness_max']} | {r['wait_s']:.2f} | "
-                     f"{r.get('over_bound_groups', 0)} | {sp:.2f}x | {rw} |")
+                     f"{r.get('over_bound_groups', 0)} | {sp:.2f}x | {rw} | {pr} |")
     return "\n".join(lines)
 
 
