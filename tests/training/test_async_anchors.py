@@ -36,6 +36,7 @@ class SlowExecutor(FakeExecutor):
 
     def submit(self, req):
         f: Future = Future()
+        f.set_running_or_notify_cancel()  # running at once (as on a free slot): not cancelled when queued ones are
         threading.Timer(self.latency, lambda: f.set_result(self._run(req))).start()
         return f
 
@@ -164,7 +165,11 @@ class _ManualExecutor:
         self.futures = {}
 
     def submit(self, req):
-        self.futures[req] = f = Future()
+        from wmrl.execution.pool import ExecutionFuture
+
+        self.futures[req] = f = ExecutionFuture()  # the local pool's and Ray's future: cancellable while running
+        if not req.endswith("q"):  # a request named ...q stays queued (pending) in the executor
+            f.set_running_or_notify_cancel()
         return f
 
     def finish(self, req, reward=0.5):
@@ -182,50 +187,73 @@ def _stream(mode, k=1):
     return AnchorStream(ex, led, k, mode), ex, led
 
 
-@pytest.mark.parametrize("mode", ["calibration", "drop"])
-def test_a_slow_group_at_the_bound_is_not_waited_for(mode):
-    """k = 1: the group of step 1 is still running at step 2 (its bound): the collection returns at once (no
-    wait), the group is over the bound; when it finishes (step 4) its pairs reach only learn_late (calibration)
-    or nothing (drop), never the late pairs of the gradient."""
-    stream, ex, led = _stream(mode)
-    sb1 = _step(1, 2, [0])
-    runs1 = stream.submit(sb1, [(0, "s1a"), (1, "s1b")])
-    late = stream.collect(sb1, runs1)
+class _LearnLate:
+    """A recipe stand-in that records learn_late's calls."""
+
+    def __init__(self):
+        self.seen = []
+
+    def learn_late(self, state, step, og, gid, rt, rw):
+        self.seen.append((step, og.tolist(), gid.tolist(), rt.tolist()))
+        return np.asarray(rw) + 1
+
+
+def _counts(**kw):
+    return {"anchor_groups_over_bound": 0, "anchor_groups_over_bound_total": 1, "anchor_over_bound_samples": 0,
+            "anchor_over_bound_cancelled": 0, "anchor_groups_in_flight": 0} | kw
+
+
+def test_a_slow_group_at_the_bound_is_not_waited_for_calibration():
+    """k = 1: the group of step 1 (one execution done, one running, one queued) is still running at step 2, its
+    bound: the collection returns at once (no wait), the queued execution is cancelled, the running one goes on;
+    when it finishes (step 4) the pairs reach only learn_late, never the late pairs of the gradient."""
+    stream, ex, led = _stream("calibration")
+    sb1 = _step(1, 2, [0], G=3)
+    late = stream.collect(sb1, stream.submit(sb1, [(0, "s1a"), (1, "s1b"), (2, "s1cq")]))
     assert late.n == 0 and not sb1.is_anchor.any()  # in flight: not an anchor at its own step
-    ex.finish("s1a")  # one of its two executions finishes; the other is slow
+    ex.finish("s1a")
     sb2 = _step(2, 2, [])
     t0 = time.perf_counter()
     late = stream.collect(sb2, stream.submit(sb2, []))
     assert time.perf_counter() - t0 < 0.5 and late.n == 0
-    assert stream.step_counts == {"anchor_groups_over_bound": 1, "anchor_groups_over_bound_total": 1,
-                                  "anchor_over_bound_samples": 0}
+    assert stream.step_counts == _counts(anchor_groups_over_bound=1, anchor_over_bound_cancelled=1,
+                                         anchor_groups_in_flight=1)
+    assert ex.futures["s1cq"].cancelled() and ex.futures["s1b"].running()
     sb3 = _step(3, 2, [])
     stream.collect(sb3, stream.submit(sb3, []))
-    assert stream.step_counts["anchor_groups_over_bound"] == 0  # counted once, at the step it reached the bound
-    assert stream.n_in_flight == 2
+    assert stream.step_counts == _counts(anchor_groups_in_flight=1)  # counted once, at the step of its bound
     ex.finish("s1b", 0.7)
     sb4 = _step(4, 2, [])
     late = stream.collect(sb4, stream.submit(sb4, []))
     assert late.n == 0 and stream.n_in_flight == 0  # consumed, but not as a late pair (no gradient)
-    assert stream.step_counts == {"anchor_groups_over_bound": 0, "anchor_groups_over_bound_total": 1,
-                                  "anchor_over_bound_samples": 2}
+    assert stream.step_counts == _counts(anchor_over_bound_samples=2)
     assert led.to_json()["stages"]["anchor_wait"]["wall_s"] == 0.0
-    assert led.to_json()["executions"]["anchor"]["count"] == 2  # the executions ran: counted in the ledger
-    seen = []
+    assert led.to_json()["executions"]["anchor"]["count"] == 2  # the cancelled one is not an execution
+    rec = _LearnLate()
+    out = stream.learn_over_bound(rec, None, 4)
+    assert rec.seen == [(4, [1, 1], [0, 0], [0.5, 0.7])]
+    assert out["over_bound_true"] == [0.5, 0.7] and out["over_bound_origin_steps"] == [1, 1]
+    assert out["over_bound_wm_calibrated"] == pytest.approx([1.0, 1.2])
+    assert stream.learn_over_bound(rec, None, 5) == {}  # fed once
 
-    class Recipe:
-        def learn_late(self, state, step, og, gid, rt, rw):
-            seen.append((step, og.tolist(), gid.tolist(), rt.tolist()))
-            return np.asarray(rw) + 1
 
-    rec = stream.learn_over_bound(Recipe(), None, 4)
-    if mode == "calibration":
-        assert seen == [(4, [1, 1], [0, 0], [0.5, 0.7])]
-        assert rec["over_bound_true"] == [0.5, 0.7] and rec["over_bound_origin_steps"] == [1, 1]
-        assert rec["over_bound_wm_calibrated"] == pytest.approx([1.0, 1 + 1 / 3])
-    else:
-        assert not seen and rec == {}
-    assert stream.learn_over_bound(Recipe(), None, 5) == {}  # fed once
+def test_a_slow_group_at_the_bound_is_dropped():
+    """drop: at the bound every unfinished execution of the group is cancelled (running ones too: their slots are
+    freed); the finished one is counted in the ledger and discarded; nothing reaches the calibration."""
+    stream, ex, led = _stream("drop")
+    sb1 = _step(1, 2, [0])
+    stream.collect(sb1, stream.submit(sb1, [(0, "s1a"), (1, "s1b")]))
+    ex.finish("s1a")
+    sb2 = _step(2, 2, [])
+    late = stream.collect(sb2, stream.submit(sb2, []))
+    assert late.n == 0 and ex.futures["s1b"].cancelled()
+    assert stream.step_counts == _counts(anchor_groups_over_bound=1, anchor_over_bound_samples=1,
+                                         anchor_over_bound_cancelled=1)
+    assert stream.n_in_flight == 0 and stream.over_bound is None
+    assert led.to_json()["executions"]["anchor"]["count"] == 1
+    assert led.to_json()["stages"]["anchor_wait"]["wall_s"] == 0.0
+    rec = _LearnLate()
+    assert stream.learn_over_bound(rec, None, 2) == {} and not rec.seen
 
 
 def test_wait_mode_waits_at_the_bound():

@@ -22,11 +22,16 @@ are *late*; ``wmrl.late_anchors`` says where they go:
 
 - ``wait`` (default): it is waited for, as above, and consumed at s + k as a late group.
 - ``calibration``: it is not waited for (``anchor_wait`` is 0 by construction) and is *over the bound*; its
-  executions keep running, and at the step where the last one is found finished its pairs feed only the
-  calibrator and the window (:meth:`AnchorStream.learn_over_bound`, after the step's recipe; no gradient: beyond
-  the bound the importance ratio is not trusted), whatever ``wmrl.late_anchors`` says.
-- ``drop``: not waited for either; when its executions finish their results are counted in the ledger and
-  discarded.
+  running executions keep running (those still queued in the executor are cancelled: they would start after
+  the bound), and at the step where the last one is found finished its pairs feed only the calibrator and the
+  window (:meth:`AnchorStream.learn_over_bound`, after the step's recipe; no gradient: beyond the bound the
+  importance ratio is not trusted), whatever ``wmrl.late_anchors`` says.
+- ``drop``: not waited for either; all its executions are cancelled (running ones killed, freeing their slots).
+
+Cancelled executions are not executions in the ledger (``anchor_over_bound_cancelled`` counts them); the others
+of an over-bound group are counted when they finish. Shedding keeps the executor's queue bounded when anchors are
+routed faster than it can run them: without it the queue, and every group's latency, would grow step after
+step.
 
 In every mode, at its own step the group was treated as in flight (out of the loss in the ``gradient`` late
 mode, a world-model group in ``calibration``).
@@ -151,7 +156,7 @@ class AnchorStream:
             return None
         runs.reward_wm = {i: float(sb.reward_wm[i]) for i in runs.futures}
         c0, w0 = time.process_time(), time.perf_counter()
-        waited = 0.0
+        waited, n_cancelled = 0.0, 0
         due = [(r, g) for r in self.in_flight for g in sorted(set(r.group_of.values()))
                if is_due(r.step, sb.step, self.k) and g not in r.over and not r.group_done(g)]
         if due and self.at_bound == "wait":
@@ -161,6 +166,7 @@ class AnchorStream:
         elif due:  # not waited for: over the bound from now on, whenever it finishes
             for r, g in due:
                 r.over.add(g)
+                n_cancelled += self._shed(r, g)
         self.n_over_bound_total += len(due)
         over: list[tuple[int, int, float, float]] = []
         n_over = 0
@@ -173,6 +179,9 @@ class AnchorStream:
                 if not r.group_done(g):
                     continue
                 for i in [i for i, gg in r.group_of.items() if gg == g]:
+                    if g in r.over and r.futures[i][0].cancelled():  # shed at the bound: not an execution
+                        del r.futures[i], r.group_of[i]
+                        continue
                     res = self._result(r, i)
                     results.append(res)
                     ok = _status(res) != "infra_error" and res.reward is not None
@@ -208,8 +217,20 @@ class AnchorStream:
         self.ledger.add_stage("anchor_wait", waited, 0.0)
         self.over_bound = _pairs(over, sb.step) if over else None
         self.step_counts = {"anchor_groups_over_bound": len(due), "anchor_groups_over_bound_total": self.n_over_bound_total,
-                            "anchor_over_bound_samples": n_over, "anchor_groups_in_flight": len(self.in_flight_groups())}
+                            "anchor_over_bound_samples": n_over, "anchor_over_bound_cancelled": n_cancelled,
+                            "anchor_groups_in_flight": len(self.in_flight_groups())}
         return _pairs(late, sb.step, [(b, np.asarray(ix, dtype=np.int64)) for b, ix in parts])
+
+    def _shed(self, r: AnchorRuns, g: int) -> int:
+        """Cancel what of over-bound group ``g`` is not worth running: its queued executions (``calibration``:
+        they would start after the bound; the running ones go on) or all of them (``drop``: running ones are
+        killed, their slots freed). Without this a saturated executor's queue grows step after step and every
+        group ends over the bound. Returns how many were cancelled."""
+        n = 0
+        for i, (f, _) in r.futures.items():
+            if r.group_of[i] == g and not f.done() and (self.at_bound == "drop" or not f.running()):
+                n += bool(f.cancel())
+        return n
 
     def learn_over_bound(self, recipe: Any, state: Any, step: int) -> dict[str, list]:
         """``calibration`` mode: feed the over-bound pairs consumed at ``step``'s collection to the calibrator and
