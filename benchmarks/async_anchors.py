@@ -1,7 +1,8 @@
 """Synchronous against asynchronous anchors: the trainer on small fake parts, with real sandboxed executions whose
 latency follows a latency model (issue 15, docs/scaling.md).
 
-    python benchmarks/async_anchors.py [--steps 20] [--slots 16] [--k 0 9] [--executor local|ray] [--out DIR]
+    python benchmarks/async_anchors.py [--steps 20] [--slots 16] [--k 0 9] [--at-bound wait calibration]
+                                       [--executor local|ray] [--out DIR]
 
 What runs: :func:`wmrl.training.run.run_training` with the fake policy, scaffold and world model of
 ``tests/training/_training_fakes.py`` (a categorical policy over 5 tokens; a biased noisy world model) and the
@@ -16,8 +17,12 @@ world-model scoring; an accelerator's time, not this machine's CPUs), so that th
 Printed per staleness bound k (one row each): mean step time (s), per-step LM time (generation + world model +
 update, s), executions, executor utilisation = sum of the consumed executions' wall seconds / (slots x loop
 wall seconds), the consumed anchors' staleness (mean, max; steps), the time generation waited at the bound
-(s, total) and the true reward of the anchors consumed in the last quarter of steps (the fake task's reward).
-The table also goes to ``results_<executor>.json`` / ``.md`` in ``--out``.
+(s, total), the anchor groups that reached the bound still running (waited for with ``wait``, left running and
+later fed to the calibration only with ``calibration``, discarded with ``drop``: ``wmrl.over_bound_anchors``)
+and the true reward of the anchors consumed in the last quarter of steps (the fake task's reward). Every k > 0
+runs once per ``--at-bound`` mode; k = 0 (synchronous) once. The last column is the fake task's true reward of every sample the policy drew in the last quarter of steps (what it
+learned, whether or not its anchors arrived). The table also goes to ``results_<executor>.json``
+/ ``.md`` in ``--out``, with the commit it was run on.
 """
 from __future__ import annotations
 
@@ -101,8 +106,8 @@ def make_executor(kind: str, slots: int):
     return RayExecutor(max_concurrency=slots, sandbox=sb, grader=grade_fake_reward)
 
 
-def run_one(k: int, a: argparse.Namespace, out: Path) -> dict:
-    """One training run with staleness bound ``k``; returns its row of the table."""
+def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") -> dict:
+    """One training run with staleness bound ``k`` and ``wmrl.over_bound_anchors=at_bound``; returns its row."""
     from wmrl.training.components import Components
     from wmrl.training.config import load_config
     from wmrl.training.rundir import RunDir, read_jsonl
@@ -118,10 +123,11 @@ def run_one(k: int, a: argparse.Namespace, out: Path) -> dict:
     comps = Components(train_tasks=tasks, heldout_tasks=[], scaffold=LatencyScaffold(PAPER_LATENCY.scaled(a.scale), a.seed),
                        policy=SlowPolicy(a.seed, a.gen_s), executor=ex, world_model=SlowWorldModel(a.wm_s))
     cfg = load_config(None, [
-        "method=wmrl", f"run_dir={out / f'k{k}'}", f"optim.steps={a.steps}", f"rollout.tasks_per_step={a.tasks}",
+        "method=wmrl", f"run_dir={out / (f'k{k}' if at_bound == 'wait' else f'k{k}-{at_bound}')}", f"optim.steps={a.steps}", f"rollout.tasks_per_step={a.tasks}",
         f"rollout.group_size={a.group}", "optim.lr=0.2", f"wmrl.anchor_fraction={a.rho}",
         "wmrl.calibrator_min_anchors=8", "progress=false", "eval.every_k=0", "eval.at_end=false",
-        "eval.at_start=false", f"wmrl.anchor_staleness={k}", f"seed={a.seed}", "checkpoint_every=1000"])
+        "eval.at_start=false", f"wmrl.anchor_staleness={k}", f"seed={a.seed}", "checkpoint_every=1000",
+        f"wmrl.over_bound_anchors={at_bound}"])
     t0 = time.perf_counter()
     try:
         run_training(cfg, components=comps)
@@ -137,37 +143,63 @@ def run_one(k: int, a: argparse.Namespace, out: Path) -> dict:
     st_mean = [r["anchor_staleness_mean"] for r in m if r.get("anchor_staleness_mean") is not None]
     st_max = [r["anchor_staleness_max"] for r in m if r.get("anchor_staleness_max") is not None]
     first = m[-max(1, len(m) // 4)]["step"]  # anchors consumed in the last quarter of steps (own and late)
-    rt = [x["reward_true"] for x in read_jsonl(RunDir(cfg.run_dir).samples)
+    samples = read_jsonl(RunDir(cfg.run_dir).samples)
+    rt = [x["reward_true"] for x in samples
           if x["step"] >= first and x["stream"] in ("anchor", "anchor_late") and x["reward_true"] is not None]
-    return dict(k=k, executor=a.executor, slots=a.slots, steps=len(m), step_s=float(step.mean()),
+    # the policy's own reward: the fake task's true reward of every sample drawn in the last quarter of steps
+    pol = [true_reward(x["completion"]) for x in samples if x["step"] >= first and x["stream"] != "anchor_late"]
+    return dict(k=k, at_bound=at_bound if k else "-", executor=a.executor, slots=a.slots, steps=len(m), step_s=float(step.mean()),
                 step_s_median=float(np.median(step)), lm_s=float(lm.mean()),
                 executions=led["executions"]["anchor"]["count"], exec_wall_s=exec_wall,
                 exec_mean_s=exec_wall / max(1, led["executions"]["anchor"]["count"]),
                 utilisation=exec_wall / (a.slots * loop), staleness_mean=float(np.mean(st_mean)) if st_mean else 0.0,
                 staleness_max=int(max(st_max)) if st_max else 0,
                 wait_s=float(sum(r.get("wall_s.anchor_wait", 0.0) for r in m)),
-                reward_last_quarter=float(np.mean(rt)) if rt else None, run_wall_s=wall)
+                over_bound_groups=int(m[-1].get("anchor_groups_over_bound_total", 0)),
+                over_bound_samples=int(sum(r.get("anchor_over_bound_samples", 0) for r in m)),
+                in_flight_at_end=int(m[-1].get("anchors_in_flight", 0)),
+                reward_last_quarter=float(np.mean(rt)) if rt else None,
+                policy_reward_last_quarter=float(np.mean(pol)) if pol else None, run_wall_s=wall)
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| executor | k | slots | steps | step s (mean / median) | LM s per step | latency / LM | executions "
-            "| utilisation | staleness mean / max | waited s | speed-up | anchor reward (last quarter) |")
-    lines = [head, "|" + "---|" * 13]
+    head = ("| executor | k | at bound | slots | steps | step s (mean / median) | LM s per step | latency / LM "
+            "| executions | utilisation | staleness mean / max | waited s | groups over the bound | speed-up "
+            "| anchor reward (last quarter) | policy reward (last quarter) |")
+    lines = [head, "|" + "---|" * 16]
     base = {r["executor"]: r["step_s"] for r in rows if r["k"] == 0}
     for r in rows:
         sp = base.get(r["executor"], float("nan")) / r["step_s"]
         rw = "" if r["reward_last_quarter"] is None else f"{r['reward_last_quarter']:.3f}"
-        lines.append(f"| {r['executor']} | {r['k']} | {r['slots']} | {r['steps']} | {r['step_s']:.3f} / "
-                     f"{r['step_s_median']:.3f} | {r['lm_s']:.3f} | {r['exec_mean_s'] / r['lm_s']:.1f} | "
-                     f"{r['executions']} | {r['utilisation']:.2f} | {r['staleness_mean']:.2f} / {r['staleness_max']} | "
-                     f"{r['wait_s']:.2f} | {sp:.2f}x | {rw} |")
+        pr = "" if r.get("policy_reward_last_quarter") is None else f"{r['policy_reward_last_quarter']:.3f}"
+        lat = f"{r['exec_mean_s'] / r['lm_s']:.1f}" if r["executions"] else ""
+        lines.append(f"| {r['executor']} | {r['k']} | {r.get('at_bound', '-')} | {r['slots']} | {r['steps']} | "
+                     f"{r['step_s']:.3f} / {r['step_s_median']:.3f} | {r['lm_s']:.3f} | "
+                     f"{lat} | {r['executions']} | {r['utilisation']:.2f} | "
+                     f"{r['staleness_mean']:.2f} / {r['staleness_max']} | {r['wait_s']:.2f} | "
+                     f"{r.get('over_bound_groups', 0)} | {sp:.2f}x | {rw} | {pr} |")
     return "\n".join(lines)
+
+
+def _commit() -> str:
+    """The checkout's short commit (with ``+dirty`` when tracked files differ), or ``unknown``."""
+    import subprocess
+
+    try:
+        c = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "wmrl", "benchmarks"]).returncode
+        return c + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--k", type=int, nargs="+", default=[0, 9], help="staleness bounds (0 = synchronous)")
+    p.add_argument("--at-bound", nargs="+", default=["wait"], choices=("wait", "calibration", "drop"),
+                   help="wmrl.over_bound_anchors modes, each run at every k > 0")
     p.add_argument("--slots", type=int, default=16, help="concurrent executions")
     p.add_argument("--executor", choices=("local", "ray"), default="local")
     p.add_argument("--tasks", type=int, default=8, help="groups per step (M)")
@@ -183,11 +215,17 @@ def main(argv=None) -> None:
         out = a.out or Path(d)
         rows = []
         for k in a.k:
-            rows.append(run_one(k, a, out / a.executor))
-            print(json.dumps(rows[-1]), flush=True)
+            for mode in (a.at_bound if k else ["wait"]):
+                rows.append(run_one(k, a, out / a.executor, mode))
+                print(json.dumps(rows[-1]), flush=True)
         out.mkdir(parents=True, exist_ok=True)
+        commit = _commit()
+        for r in rows:
+            r["commit"] = commit
         (out / f"results_{a.executor}.json").write_text(json.dumps(rows, indent=1))
-        (out / f"results_{a.executor}.md").write_text(table(rows) + "\n")
+        (out / f"results_{a.executor}.md").write_text(
+            f"Run on commit {commit}: `python benchmarks/async_anchors.py {' '.join(argv or sys.argv[1:])}`\n\n"
+            + table(rows) + "\n")
         print(table(rows))
 
 

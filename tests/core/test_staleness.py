@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe
-from wmrl.core.staleness import PAPER_LATENCY, LatencyModel, arrival_steps, check_staleness, is_due
+from wmrl.core.staleness import (AT_BOUND_MODES, PAPER_LATENCY, LatencyModel, arrival_steps, check_at_bound,
+                                 check_staleness, is_due)
 
 
 def test_latency_model_is_seeded_bounded_and_scales():
@@ -36,6 +37,11 @@ def test_arrival_steps_respect_the_bound():
     assert arrival_steps(7, lat, 3).tolist() == [7, 8, 8, 10, 10]
     assert arrival_steps(7, lat, 100).tolist() == [7, 8, 8, 10, 47]
     assert arrival_steps(0, lat, 3).dtype == np.int64
+    assert arrival_steps(7, lat, 3, wait=False).tolist() == [7, 8, 8, 10, 47]  # not waited for: over the bound
+    assert arrival_steps(7, lat, 0, wait=False).tolist() == [7] * 5  # k = 0 always waits
+    assert AT_BOUND_MODES == ("wait", "calibration", "drop") and check_at_bound("drop") == "drop"
+    with pytest.raises(ValueError, match="wait"):
+        check_at_bound("skip")
     with pytest.raises(ValueError, match="finite"):
         arrival_steps(0, np.array([-1.0]), 3)
     with pytest.raises(ValueError, match="integer"):
@@ -127,6 +133,39 @@ def test_simulation_staleness_axis():
         RunSpec("grpo", wm, 1.0, 0, staleness=2)
     with pytest.raises(ValueError, match="late"):
         RunSpec("wmrl", wm, 0.3, 0, staleness=2, late="drop")
+
+
+def test_simulation_at_bound_axis():
+    """A group over the bound is not waited for (calibration, drop): with k = 1 and a 3-step latency nearly every
+    group is over it; the in-bound staleness stays <= k; the modes differ from wait and from each other."""
+    from wmrl.sim.bandit import WorldModelSpec
+    from wmrl.sim.engine import RunSpec, SimConfig, simulate
+
+    cfg = SimConfig(n_tasks=6, n_arms=12, steps=30, log_every=10, min_every=2)
+    wm = WorldModelSpec("exploit", 0.5, 0.1)
+    runs = [RunSpec("wmrl", wm, 0.3, 0, staleness=1, late="gradient", at_bound=b) for b in AT_BOUND_MODES]
+    runs.append(RunSpec("wmrl", wm, 0.3, 0, staleness=1, late="gradient"))  # the default is wait
+    _, f = simulate(runs, cfg)
+    assert f.loc[0, "J_final"] == f.loc[3, "J_final"]
+    assert all(f.loc[i, "over_bound_frac"] > 0.8 for i in range(3))
+    assert f.loc[0, "staleness_max"] == 1 and f.loc[0, "staleness_mean"] == pytest.approx(1.0, abs=0.2)
+    assert all(np.isnan(f.loc[i, "staleness_max"]) or f.loc[i, "staleness_max"] <= 1 for i in (1, 2))
+    assert len({f.loc[i, "J_final"] for i in range(3)}) == 3
+    with pytest.raises(ValueError, match="wait"):
+        RunSpec("wmrl", wm, 0.3, 0, staleness=2, at_bound="skip")
+
+
+def test_staleness_study_table_has_the_at_bound_column(tmp_path):
+    from wmrl.sim.staleness import build_runs, run_staleness_study
+
+    runs = build_runs((0, 3), 1, extra_ks=(6,))
+    assert {(r.staleness, r.at_bound) for r in runs if r.method == "wmrl"} == {
+        (0, "wait"), (3, "wait"), (3, "calibration"), (3, "drop"), (6, "wait"), (6, "calibration"), (6, "drop")}
+    res = run_staleness_study(tmp_path, ks=(0, 3), seeds=2, steps=4, extra_ks=(6,))
+    md = res["markdown"]
+    assert "| at bound |" in md and "| groups over the bound |" in md
+    assert "| exploit | wmrl | 6 | gradient, ratio <= 2 | drop |" in md
+    assert set(res["summary"]["at_bound"]) == {"-", "wait", "calibration", "drop"}
 
 
 def test_projection_of_step_times():

@@ -36,6 +36,7 @@ class SlowExecutor(FakeExecutor):
 
     def submit(self, req):
         f: Future = Future()
+        f.set_running_or_notify_cancel()  # running at once (as on a free slot): not cancelled when queued ones are
         threading.Timer(self.latency, lambda: f.set_result(self._run(req))).start()
         return f
 
@@ -66,13 +67,15 @@ def test_k0_is_the_synchronous_stream_recorded_before(tmp_path, method):
     assert all("wall_s.anchor_wait" not in r and "anchor_staleness_mean" not in r for r in m)
 
 
-@pytest.mark.parametrize("method", ["wmrl", "wmrl-ppi"])
-def test_k3_with_instant_executions_changes_no_number(tmp_path, method):
-    """Executions that are done before the collection are consumed at their own step: the same run as k = 0."""
-    m, s, _ = _run_fakes(tmp_path, method, "wmrl.anchor_staleness=3")
+@pytest.mark.parametrize("method, at_bound", [("wmrl", "wait"), ("wmrl-ppi", "wait"), ("wmrl", "calibration"),
+                                              ("wmrl-ppi", "drop")])
+def test_k3_with_instant_executions_changes_no_number(tmp_path, method, at_bound):
+    """Executions that are done before the collection are consumed at their own step: the same run as k = 0,
+    whatever happens at the bound (nothing reaches it)."""
+    m, s, _ = _run_fakes(tmp_path, method, "wmrl.anchor_staleness=3", f"wmrl.over_bound_anchors={at_bound}")
     assert not _golden.differences(_numbers(m, s), json.loads(SYNC.read_text())[method])
     assert all(r["anchor_staleness_max"] in (0, None) and r["anchors_in_flight"] == 0 for r in m)
-    assert all(r["wall_s.anchor_wait"] == 0.0 for r in m)
+    assert all(r["wall_s.anchor_wait"] == 0.0 and r["anchor_groups_over_bound"] == 0 for r in m)
 
 
 def test_async_generation_never_waits_and_late_groups_enter_the_loss(tmp_path):
@@ -127,6 +130,184 @@ def test_staleness_needs_a_recipe_with_both_streams(tmp_path):
         load_config(None, ["wmrl.late_anchors=drop"])
 
 
+def test_over_bound_config_errors_are_clear():
+    with pytest.raises(ConfigError, match=r"wmrl.over_bound_anchors='calibration' needs an asynchronous anchor "
+                                          r"stream: set wmrl.anchor_staleness"):
+        load_config(None, ["wmrl.over_bound_anchors=calibration"])
+    with pytest.raises(ConfigError, match=r"wmrl.over_bound_anchors: 'skip' is not allowed; choose one of 'wait', "
+                                          r"'calibration', 'drop'"):
+        load_config(None, ["wmrl.over_bound_anchors=skip", "wmrl.anchor_staleness=3"])
+    assert load_config(None, []).wmrl.over_bound_anchors == "wait"
+    assert load_config(None, ["wmrl.over_bound_anchors=drop", "wmrl.anchor_staleness=3"]).wmrl.over_bound_anchors == "drop"
+    from wmrl.training.anchors import AnchorStream
+
+    with pytest.raises(ValueError, match="k >= 1"):
+        AnchorStream(None, None, 0, "calibration")
+
+
+# ------------------------------------------------------------------------ a group still running at the bound
+def _step(step, groups, anchor_groups, G=2):
+    """A minimal step batch for AnchorStream: ``groups`` groups of G samples, ``anchor_groups`` executed."""
+    from types import SimpleNamespace
+
+    gid = np.repeat(np.arange(groups), G)
+    ag = np.isin(np.arange(groups), anchor_groups)
+    B = gid.size
+    return SimpleNamespace(step=step, gid=gid, anchor_groups=ag, is_anchor=ag[gid], reward_wm=np.linspace(0, 1, B),
+                           reward_true=np.full(B, np.nan), status=[None] * B, error=[None] * B,
+                           valid=np.ones(B, bool), batch=f"batch{step}")
+
+
+class _ManualExecutor:
+    """Futures the test completes by hand (``finish(request)``)."""
+
+    def __init__(self):
+        self.futures = {}
+
+    def submit(self, req):
+        from wmrl.execution.pool import ExecutionFuture
+
+        self.futures[req] = f = ExecutionFuture()  # the local pool's and Ray's future: cancellable while running
+        if not req.endswith("q"):  # a request named ...q stays queued (pending) in the executor
+            f.set_running_or_notify_cancel()
+        return f
+
+    def finish(self, req, reward=0.5):
+        from types import SimpleNamespace
+
+        self.futures[req].set_result(SimpleNamespace(status="ok", reward=reward, error=None, wall_s=0.1,
+                                                     cpu_s=0.1, compute_s=0.1))
+
+
+def _stream(mode, k=1):
+    from wmrl.training.anchors import AnchorStream
+    from wmrl.training.ledger import Ledger
+
+    ex, led = _ManualExecutor(), Ledger(method="wmrl", anchor_fraction_configured=0.5)
+    return AnchorStream(ex, led, k, mode), ex, led
+
+
+class _LearnLate:
+    """A recipe stand-in that records learn_late's calls."""
+
+    def __init__(self):
+        self.seen = []
+
+    def learn_late(self, state, step, og, gid, rt, rw):
+        self.seen.append((step, og.tolist(), gid.tolist(), rt.tolist()))
+        return np.asarray(rw) + 1
+
+
+def _counts(**kw):
+    return {"anchor_groups_over_bound": 0, "anchor_groups_over_bound_total": 1, "anchor_over_bound_samples": 0,
+            "anchor_over_bound_cancelled": 0, "anchor_groups_in_flight": 0} | kw
+
+
+def test_a_slow_group_at_the_bound_is_not_waited_for_calibration():
+    """k = 1: the group of step 1 (one execution done, one running, one queued) is still running at step 2, its
+    bound: the collection returns at once (no wait), the queued execution is cancelled, the running one goes on;
+    when it finishes (step 4) the pairs reach only learn_late, never the late pairs of the gradient."""
+    stream, ex, led = _stream("calibration")
+    sb1 = _step(1, 2, [0], G=3)
+    late = stream.collect(sb1, stream.submit(sb1, [(0, "s1a"), (1, "s1b"), (2, "s1cq")]))
+    assert late.n == 0 and not sb1.is_anchor.any()  # in flight: not an anchor at its own step
+    ex.finish("s1a")
+    sb2 = _step(2, 2, [])
+    t0 = time.perf_counter()
+    late = stream.collect(sb2, stream.submit(sb2, []))
+    assert time.perf_counter() - t0 < 0.5 and late.n == 0
+    assert stream.step_counts == _counts(anchor_groups_over_bound=1, anchor_over_bound_cancelled=1,
+                                         anchor_groups_in_flight=1)
+    assert ex.futures["s1cq"].cancelled() and ex.futures["s1b"].running()
+    sb3 = _step(3, 2, [])
+    stream.collect(sb3, stream.submit(sb3, []))
+    assert stream.step_counts == _counts(anchor_groups_in_flight=1)  # counted once, at the step of its bound
+    ex.finish("s1b", 0.7)
+    sb4 = _step(4, 2, [])
+    late = stream.collect(sb4, stream.submit(sb4, []))
+    assert late.n == 0 and stream.n_in_flight == 0  # consumed, but not as a late pair (no gradient)
+    assert stream.step_counts == _counts(anchor_over_bound_samples=2)
+    assert led.to_json()["stages"]["anchor_wait"]["wall_s"] == 0.0
+    assert led.to_json()["executions"]["anchor"]["count"] == 2  # the cancelled one is not an execution
+    rec = _LearnLate()
+    out = stream.learn_over_bound(rec, None, 4)
+    assert rec.seen == [(4, [1, 1], [0, 0], [0.5, 0.7])]
+    assert out["over_bound_true"] == [0.5, 0.7] and out["over_bound_origin_steps"] == [1, 1]
+    assert out["over_bound_wm_calibrated"] == pytest.approx([1.0, 1.2])
+    assert stream.learn_over_bound(rec, None, 5) == {}  # fed once
+
+
+def test_a_slow_group_at_the_bound_is_dropped():
+    """drop: at the bound every unfinished execution of the group is cancelled (running ones too: their slots are
+    freed); the finished one is counted in the ledger and discarded; nothing reaches the calibration."""
+    stream, ex, led = _stream("drop")
+    sb1 = _step(1, 2, [0])
+    stream.collect(sb1, stream.submit(sb1, [(0, "s1a"), (1, "s1b")]))
+    ex.finish("s1a")
+    sb2 = _step(2, 2, [])
+    late = stream.collect(sb2, stream.submit(sb2, []))
+    assert late.n == 0 and ex.futures["s1b"].cancelled()
+    assert stream.step_counts == _counts(anchor_groups_over_bound=1, anchor_over_bound_samples=1,
+                                         anchor_over_bound_cancelled=1)
+    assert stream.n_in_flight == 0 and stream.over_bound is None
+    assert led.to_json()["executions"]["anchor"]["count"] == 1
+    assert led.to_json()["stages"]["anchor_wait"]["wall_s"] == 0.0
+    rec = _LearnLate()
+    assert stream.learn_over_bound(rec, None, 2) == {} and not rec.seen
+
+
+def test_wait_mode_waits_at_the_bound():
+    """The same schedule in the wait mode: step 2 blocks until the slow execution is done."""
+    stream, ex, led = _stream("wait")
+    sb1 = _step(1, 2, [0])
+    stream.collect(sb1, stream.submit(sb1, [(0, "s1a"), (1, "s1b")]))
+    ex.finish("s1a")
+    threading.Timer(0.3, lambda: ex.finish("s1b", 0.7)).start()
+    sb2 = _step(2, 2, [])
+    late = stream.collect(sb2, stream.submit(sb2, []))
+    assert late.n == 2 and late.staleness.tolist() == [1, 1] and late.reward_true.tolist() == [0.5, 0.7]
+    assert led.to_json()["stages"]["anchor_wait"]["wall_s"] >= 0.25
+    assert stream.step_counts["anchor_groups_over_bound"] == 1 and stream.over_bound is None
+
+
+@pytest.mark.parametrize("late_mode", ["gradient", "calibration"])
+def test_non_blocking_run_never_waits_and_over_bound_pairs_reach_only_the_calibration(tmp_path, late_mode):
+    """k = 1 with executions of 0.3 s and steps of about 0.05 s: every group is over the bound. No step waits;
+    no late sample enters the loss; the calibrator learns every over-bound pair after its arrival step."""
+    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=1", "wmrl.over_bound_anchors=calibration",
+                          f"wmrl.late_anchors={late_mode}", executor=SlowExecutor(0.3), steps=14, wm_sleep=0.05)
+    assert [r["wall_s.anchor_wait"] for r in m] == [0.0] * 14  # the ledger records no waiting
+    assert sum(r["anchor_groups_over_bound"] for r in m) >= 3 and m[-1]["anchor_groups_over_bound_total"] >= 3
+    over = sum(r["anchor_over_bound_samples"] for r in m)
+    assert over > 0
+    # only in-bound late groups (staleness <= k = 1: a step slowed by the shared machine) reach the gradient
+    late = [x for x in s if x["stream"] == "anchor_late"]
+    assert all(x["staleness"] <= 1 for x in late) and max(r["anchor_staleness_max"] or 0 for r in m) <= 1
+    assert len(late) == (sum(r["anchor_late_samples"] for r in m) if late_mode == "gradient" else 0)
+    # the over-bound pairs are learned after their step's map: the calibrator has all but the last step's
+    after = m[-1]["anchor_over_bound_samples"] + (m[-1]["anchor_late_samples"] if late_mode == "calibration" else 0)
+    assert m[-1]["calibrator_n_anchors"] == sum(r["anchor_samples_consumed"] for r in m) + over - after
+    cal = read_jsonl(rd.calibration)
+    assert sum(len(c.get("over_bound_true", [])) for c in cal) == over
+    assert all(c["step"] - o > 1 for c in cal for o in c.get("over_bound_origin_steps", []))
+    led = json.loads(rd.ledger.read_text())
+    assert led["stages"]["anchor_wait"]["wall_s"] == 0.0
+    assert led["executions"]["anchor"]["count"] == sum(r["anchor_samples_consumed"] for r in m) + over
+    if late_mode == "gradient":  # in flight at its own step: out of the loss there
+        anchor_steps = {r["step"] for r in m if r["n_anchor_groups"]}
+        assert any(x["weight"] == 0 for x in s if x["step"] in anchor_steps)
+
+
+def test_drop_mode_discards_over_bound_pairs(tmp_path):
+    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=1", "wmrl.over_bound_anchors=drop",
+                          executor=SlowExecutor(0.3), steps=14, wm_sleep=0.05)
+    assert [r["wall_s.anchor_wait"] for r in m] == [0.0] * 14
+    over = sum(r["anchor_over_bound_samples"] for r in m)
+    assert over > 0 and m[-1]["calibrator_n_anchors"] == sum(r["anchor_samples_consumed"] for r in m)
+    assert max(r["anchor_staleness_max"] or 0 for r in m) <= 1
+    assert not any("over_bound_true" in c for c in read_jsonl(rd.calibration))
+
+
 def test_update_with_extra_parts_equals_one_batch():
     """grpo_update's extra rows (late groups) give the same step as the rows in one batch (token mean)."""
     from wmrl.training.config import OptimConfig
@@ -150,3 +331,37 @@ def test_update_with_extra_parts_equals_one_batch():
         results.append(p.theta.detach().clone())
     assert torch.allclose(results[0], results[1], atol=1e-7)
     assert not torch.allclose(results[0], FakePolicy(0).theta.detach())
+
+
+def test_groups_in_flight_at_the_end_and_at_a_resume_are_counted(tmp_path):
+    """A run stopped with anchor groups in flight, then resumed: the resume counts those in flight at the
+    checkpoint's step (lost with the stopped process), the end those still running; ledger.json and train.log."""
+    from wmrl.training.run import resume_training
+
+    cfg = cfg_for(tmp_path, "wmrl", 8, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion_min_pairs=2",
+                  "wmrl.anchor_staleness=20", "wmrl.anchor_fraction=0.5")
+    c = comps("wmrl")
+    c.executor = SlowExecutor(5.0)  # nothing finishes within the run
+    run_training(cfg, components=c, stop_after_step=3)
+    rd = RunDir(cfg.run_dir)
+    m3 = read_jsonl(rd.metrics)[-1]
+    assert m3["step"] == 3 and m3["anchor_groups_in_flight"] >= 1 and m3["anchors_in_flight"] >= 4
+    c2 = comps("wmrl")
+    c2.executor = SlowExecutor(5.0)
+    s = resume_training(cfg.run_dir, components=c2)
+    lost = s.ledger["anchors_lost"]
+    events = lost["events"]
+    assert events[0] == {"when": "resume", "step": 3, "groups": m3["anchor_groups_in_flight"],
+                         "executions": m3["anchors_in_flight"]}
+    m8 = read_jsonl(rd.metrics)[-1]
+    assert events[1] == {"when": "end", "step": 8, "groups": m8["anchor_groups_in_flight"],
+                         "executions": m8["anchors_in_flight"]}
+    assert lost["executions"] == m3["anchors_in_flight"] + m8["anchors_in_flight"]
+    assert json.loads(rd.ledger.read_text())["anchors_lost"] == lost
+    text = rd.log.read_text()
+    assert "in flight at step 3 were lost with the stopped process" in text and "at the end of step 8" in text
+
+
+def test_a_synchronous_run_has_no_lost_anchors_key(tmp_path):
+    _, _, rd = _run_fakes(tmp_path, "wmrl")
+    assert "anchors_lost" not in json.loads(rd.ledger.read_text())

@@ -19,18 +19,26 @@ ROOT = Path(__file__).resolve().parents[2]
 #: ``wmrl.denoise``, ``wmrl.fusion``, ``wmrl.bias_aware`` became method names (the dumps lost exactly those
 #: four lines), once when ``rollout.engine`` was added (one line), and once when the asynchronous anchor stream added ``wmrl.anchor_staleness``,
 #: ``wmrl.late_anchors`` and ``wmrl.late_ratio_max`` (the dumps gained exactly those three lines: without them
-#: they hash to ``SAVED_BEFORE_ASYNC``), and once when multi-turn episodes added the ``episode`` section (the dumps
-#: gained exactly ``EPISODE_BLOCK`` at the end: without it they hash to ``SAVED_BEFORE``). A resumed run compares the
-#: hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by accident.
+#: they hash to ``SAVED_BEFORE_ASYNC``), once when ``wmrl.over_bound_anchors`` was added (one line, ``BOUND_LINE``:
+#: without it they hash to ``SAVED_BEFORE_BOUND``), and once when multi-turn episodes added the ``episode`` section
+#: (the dumps gained exactly ``EPISODE_BLOCK`` at the end: without it they hash to ``SAVED_BEFORE``). A resumed run
+#: compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by accident.
 SAVED = {
-    "defaults": "f683fd376bc58347fba34b101380d9bed8e094f9e4fffa7b822cefc51b25944c",
-    "quickstart": "7ba021fcb069f86251943ccdb5301d1955a6e66d133c7669a0cd4406cb6a8aad",
-    "tiny": "d80f3c3eba93f2e3bfe6a3704dcbcbd35d06590aa4587e0074d4d5a060cd0c3e",
-    "cpu-small/wmrl/0": "df97523561a7bb6259fe4d5364ad23ab2774c25818a233a82b991bdeb7d044d3",
-    "gpu-paper/grpo/1": "89f47bbee1afec16f35f043cee479491f5477b22c7921b33c8eb0436f9ead368",
+    "defaults": "0c346cc2ae5870ed0dca3fadb47ed856ba1fea9fb59ade0260630e668e66706a",
+    "quickstart": "d201a416d29eff5efe4c3b7a00664a6b7629c15e3a6ac616eac09ef6d688e799",
+    "tiny": "b9d47b292f6df8172621af8b35c67dca5f4db14f13d4307644a6dd5e23d3c64e",
+    "cpu-small/wmrl/0": "d0a2c4c797aba4dde580f61c59d1c9ddf1c2c46ebef64a93cb8f9200ad7156b3",
+    "gpu-paper/grpo/1": "7a31c29a2a3d8b2615266e6b7ff1ab12c4c1deb70c9b0dbc193fadf128f2db05",
 }
 EPISODE_BLOCK = "episode:\n  max_turns: 1\n  validation_fraction: 0.2\n  error_chars: 400\n  wm_error_threshold: 0.05\n"
 SAVED_BEFORE = {
+    "defaults": "2f73e0da0c8db935993f6a92a70d182ee97d4a26b83801839a5b2b6276c0c4a7",
+    "quickstart": "f8674d845e41f64d35933fdb109c6d4e69ef9536da19533bd8c86a31e8d075d9",
+    "tiny": "68b936805c8d6a6bbb5a94783d0a68b67858fc66918e87772e4dcb29faf68054",
+    "cpu-small/wmrl/0": "2a5376a0b374c83e30ced8ff3bef8557f36497a56b02e7328ef2ee1411287a22",
+    "gpu-paper/grpo/1": "404becdfd75469dec96f7ed89e971cbff8e61c1c2acc47536bab0ec12e4cd514",
+}
+SAVED_BEFORE_BOUND = {
     "defaults": "25f673953360dc23d5e9537b628164bfa2538e09294e3b7bf04042f070bb66b9",
     "quickstart": "79a85dd16c474c7c16bf5a5c828b3cb97bb7283c6d76b05e651756919750d8cc",
     "tiny": "8f581dec7cbedfafc61022aa3e12bf9a3c802f3052941cd8d940be5451a556a0",
@@ -45,6 +53,7 @@ SAVED_BEFORE_ASYNC = {
     "gpu-paper/grpo/1": "fc44faafdd80de1a68a49f8f5f413b5c15299a8ef5ca11502e2cda7635917436",
 }
 ASYNC_LINES = ("  anchor_staleness: 0\n", "  late_anchors: gradient\n", "  late_ratio_max: 2.0\n")
+BOUND_LINE = "  over_bound_anchors: wait\n"
 
 
 def _sha(text: str) -> str:
@@ -64,6 +73,9 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
         assert v.endswith(EPISODE_BLOCK), k
         v = v.removesuffix(EPISODE_BLOCK)
         assert _sha(v) == SAVED_BEFORE[k], k
+        assert v.count(BOUND_LINE) == 1, k
+        v = v.replace(BOUND_LINE, "")
+        assert _sha(v) == SAVED_BEFORE_BOUND[k], k
         assert all(v.count(line) == 1 for line in ASYNC_LINES), k
         for line in ASYNC_LINES:
             v = v.replace(line, "")

@@ -108,18 +108,38 @@ def check_staleness(k: int) -> int:
     return int(k)
 
 
-def arrival_steps(submit_step: int, latency_steps: np.ndarray, k: int) -> np.ndarray:
+#: What happens to an anchor group still running when its staleness reaches the bound k
+#: (``wmrl.over_bound_anchors``): ``wait`` (the trainer blocks until it is done and consumes it at s + k, the
+#: behaviour before issue 15's item 3 was closed), ``calibration`` (not waited for: it keeps running, and when it
+#: arrives, later than s + k, its pairs feed only the calibrator and the fusion window, no gradient: beyond the
+#: bound the importance ratio is not trusted) or ``drop`` (not waited for, and its results are discarded when
+#: they arrive). With ``calibration`` and ``drop`` generation never waits on executions.
+AT_BOUND_MODES = ("wait", "calibration", "drop")
+
+
+def check_at_bound(mode: str) -> str:
+    """``mode`` if it is one of :data:`AT_BOUND_MODES`, else ValueError naming them."""
+    if mode not in AT_BOUND_MODES:
+        raise ValueError(f"what to do with an anchor group still running at the staleness bound must be one of "
+                         f"{AT_BOUND_MODES}, got {mode!r}")
+    return mode
+
+
+def arrival_steps(submit_step: int, latency_steps: np.ndarray, k: int, wait: bool = True) -> np.ndarray:
     """[N] int64 step at which each of N groups routed at ``submit_step`` is consumed.
 
     A group whose executions take ``latency_steps`` steps (float >= 0; the time from submission to the last
-    one done, divided by the step time) arrives at ``submit_step + ceil(latency_steps)``, and at the bound
-    ``submit_step + k`` at the latest (the trainer waits there). k = 0: every group at its own step.
+    one done, divided by the step time) arrives at ``submit_step + ceil(latency_steps)``; with ``wait`` (the
+    ``wait`` mode of :data:`AT_BOUND_MODES`) at the bound ``submit_step + k`` at the latest (the trainer waits
+    there), without it later (a group arriving after ``submit_step + k`` is *over the bound*). k = 0: every
+    group at its own step (the synchronous stream always waits).
     """
     k = check_staleness(k)
     lat = np.asarray(latency_steps, dtype=np.float64)
     if not np.all(np.isfinite(lat) & (lat >= 0)):
         raise ValueError("latency_steps must be finite and >= 0")
-    return int(submit_step) + np.minimum(np.ceil(lat), k).astype(np.int64)
+    steps = np.ceil(lat)
+    return int(submit_step) + (np.minimum(steps, k) if wait or not k else steps).astype(np.int64)
 
 
 def is_due(submit_step: int, now_step: int, k: int) -> bool:

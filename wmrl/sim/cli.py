@@ -54,9 +54,12 @@ def staleness_command(
     seeds: int = typer.Option(6, "--seeds", min=1, help="Seeds 0..N-1."),
     steps: int = typer.Option(200, "--steps", min=1, help="Training steps per run."),
     latency_steps: float = typer.Option(3.0, "--latency-steps", min=0.01, help="Median execution latency, in steps."),
+    extra_k: list[int] = typer.Option([15, 25], "--extra-k", help=(
+        "Further bounds (steps >= 1) at which only the at-bound modes (wait, calibration, drop) are compared.")),
 ) -> None:
     """Staleness axis: asynchronous anchors (bound k) against synchronous ones, late groups in the gradient
-    (importance-corrected) or in the calibration only. See docs/scaling.md."""
+    (importance-corrected) or in the calibration only, and a group still running at the bound waited for or not
+    (wmrl.over_bound_anchors). See docs/scaling.md."""
     from rich.console import Console
     from rich.markdown import Markdown
 
@@ -64,7 +67,10 @@ def staleness_command(
 
     if 0 not in k or any(x < 0 for x in k):
         raise typer.BadParameter(f"need bounds >= 0 including 0 (the synchronous reference), got {k}", param_hint="--k")
-    res = run_staleness_study(out, ks=tuple(sorted(set(k))), seeds=seeds, steps=steps, latency_steps=latency_steps)
+    if any(x < 1 for x in extra_k):
+        raise typer.BadParameter(f"need extra bounds >= 1, got {extra_k}", param_hint="--extra-k")
+    res = run_staleness_study(out, ks=tuple(sorted(set(k))), seeds=seeds, steps=steps, latency_steps=latency_steps,
+                              extra_ks=tuple(sorted(set(extra_k) - set(k))))
     Console().print(Markdown(res["markdown"]))
 
 

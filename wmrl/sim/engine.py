@@ -39,7 +39,7 @@ import numpy as np
 
 from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe, recipe_names
 from wmrl.core.routing import FractionRouter
-from wmrl.core.staleness import LatencyModel, arrival_steps, check_staleness, late_clip
+from wmrl.core.staleness import LatencyModel, arrival_steps, check_at_bound, check_staleness, late_clip
 from wmrl.sim.bandit import BanditProblem, WorldModelSpec, world_model_scores
 
 METHODS = tuple(recipe_names())
@@ -91,6 +91,12 @@ class RunSpec:
             the loss of the step it arrives at as an anchor group, importance-corrected by the clipped ratio
             pi_t / pi_s, kept in [0.001, late_ratio_max], :mod:`wmrl.core.staleness`). latency_steps, latency_sigma: the latency model in
             units of steps (median and log-sd of one execution; a group takes its G executions' maximum).
+        at_bound: a group still running at the bound (``wmrl.over_bound_anchors``): ``wait`` (consumed at
+            s + k, as ``late`` says), ``calibration`` (consumed when it arrives, later than s + k, its pairs
+            feeding only the calibrator and the window) or ``drop`` (never consumed). In every mode it is out of
+            its own step's loss in the ``gradient`` late mode and a world-model group there in ``calibration``.
+            The simulation counts steps, not seconds: the time ``wait`` costs is the benchmark's and the
+            projection's (docs/scaling.md).
     """
 
     method: str
@@ -102,6 +108,7 @@ class RunSpec:
     late_ratio_max: float = 2.0
     latency_steps: float = 3.0
     latency_sigma: float = 0.6
+    at_bound: str = "wait"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -112,6 +119,7 @@ class RunSpec:
         if self.late not in LATE_MODES:
             raise ValueError(f"late must be one of {LATE_MODES}, got {self.late!r}")
         late_clip(self.late_ratio_max)  # validates
+        check_at_bound(self.at_bound)
         if self.staleness and not get_recipe(self.method).fuses:
             raise ValueError(f"asynchronous anchors (staleness {self.staleness}) need a recipe with both streams, "
                              f"not {self.method!r}")
@@ -142,6 +150,8 @@ class _RunState:
         self.rng_latency = np.random.default_rng([spec.seed, 3])
         self.pending: list[dict] = []  # anchor groups in flight: arrival step, routed step, arms, rewards, log-probs
         self.staleness_log: list[int] = []
+        self.n_async_groups = 0  # anchor groups routed with k > 0
+        self.n_over_bound = 0  # of those, still running at the bound (not waited for unless at_bound = wait)
         self.executions = 0
         self.alpha_log: list[float] = []
         self.mae_log: list[tuple[float, float]] = []
@@ -177,13 +187,17 @@ class _RunState:
         now_g, due = anchor_g, []
         if spec.staleness:
             lat = self.latency.sample(self.rng_latency, C * G).reshape(C, G).max(axis=1)
-            arrive = arrival_steps(t, lat, spec.staleness)
+            arrive = arrival_steps(t, lat, spec.staleness, wait=spec.at_bound == "wait")
             now_g = anchor_g & (arrive == t)
+            self.n_async_groups += int(anchor_g.sum())
+            self.n_over_bound += int((anchor_g & (np.ceil(lat) > spec.staleness)).sum())
             for c in np.flatnonzero(anchor_g & (arrive > t)):
                 self.pending.append(dict(at=int(arrive[c]), origin=t, task=int(c), arms=arms[c], r=r[c],
                                          r_hat=r_hat[c], r_hat2=r_hat2[c], logp=logp[c]))
             due = [p for p in self.pending if p["at"] == t]
             self.pending = [p for p in self.pending if p["at"] != t]
+            over = [p for p in due if t - p["origin"] > spec.staleness]  # arrived over the bound: calibration only
+            due = [p for p in due if t - p["origin"] <= spec.staleness]
         self.staleness_log += [0] * int(now_g.sum()) + [t - p["origin"] for p in due]
         a = np.repeat(now_g, G)  # [C*G] anchors consumed at their own step
         valid = np.ones(C * G, bool)
@@ -208,6 +222,10 @@ class _RunState:
             cat = lambda key: np.concatenate([p[key] for p in due])  # noqa: E731
             self.recipe.learn_late(self.state, t, np.repeat([p["origin"] for p in due], G),
                                    np.repeat([p["task"] for p in due], G), cat("r"), cat("r_hat"), cat("r_hat2"))
+        if spec.staleness and over and spec.at_bound == "calibration":  # after the in-bound ones, as the trainer
+            cat = lambda key: np.concatenate([p[key] for p in over])  # noqa: E731
+            self.recipe.learn_late(self.state, t, np.repeat([p["origin"] for p in over], G),
+                                   np.repeat([p["task"] for p in over], G), cat("r"), cat("r_hat"), cat("r_hat2"))
         d = (out.calibration or {}).get("diagnostics", {})
         if self.recipe.debias and "mae_before" in d:
             self.mae_log.append((d["mae_before"], d["mae_after"]))
@@ -323,7 +341,7 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
         [
             dict(run=i, method=s.method, shape=s.wm.shape, bias=s.wm.bias, sigma=s.wm.sigma,
                  rho=s.effective_rho, seed=s.seed, J_star=st.problem.optimum, J_uniform=st.problem.uniform_value,
-                 staleness=s.staleness, late=s.late, late_ratio_max=s.late_ratio_max)
+                 staleness=s.staleness, late=s.late, late_ratio_max=s.late_ratio_max, at_bound=s.at_bound)
             for i, (s, st) in enumerate(zip(runs, states))
         ]
     )
@@ -337,6 +355,8 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     finals["executions"] = [st.executions for st in states]
     finals["staleness_mean"] = [float(np.mean(st.staleness_log)) if st.staleness_log else float("nan") for st in states]
     finals["staleness_max"] = [float(np.max(st.staleness_log)) if st.staleness_log else float("nan") for st in states]
+    finals["over_bound_frac"] = [st.n_over_bound / st.n_async_groups if st.n_async_groups else float("nan")
+                                 for st in states]
     finals["alpha_or_lambda_mean"] = [float(np.mean(st.alpha_log)) if st.alpha_log else float("nan") for st in states]
     finals["cal_mae_before"] = [float(np.mean([m[0] for m in st.mae_log])) if st.mae_log else float("nan") for st in states]
     finals["cal_mae_after"] = [float(np.mean([m[1] for m in st.mae_log])) if st.mae_log else float("nan") for st in states]

@@ -18,8 +18,29 @@ are *late*; ``wmrl.late_anchors`` says where they go:
 - ``calibration``: the group trains as a world-model group at its own step (its r_hat was scored with the
   rest), and its pairs only reach the calibrator and the window (:meth:`wmrl.core.recipe.Recipe.learn_late`).
 
+``wmrl.over_bound_anchors`` says what happens to a group still running at the bound (routed at s = t - k):
+
+- ``wait`` (default): it is waited for, as above, and consumed at s + k as a late group.
+- ``calibration``: it is not waited for (``anchor_wait`` is 0 by construction) and is *over the bound*; its
+  running executions keep running (those still queued in the executor are cancelled: they would start after
+  the bound), and at the step where the last one is found finished its pairs feed only the calibrator and the
+  window (:meth:`AnchorStream.learn_over_bound`, after the step's recipe; no gradient: beyond the bound the
+  importance ratio is not trusted), whatever ``wmrl.late_anchors`` says.
+- ``drop``: not waited for either; all its executions are cancelled (running ones killed, freeing their slots).
+
+Cancelled executions are not executions in the ledger (``anchor_over_bound_cancelled`` counts them); the others
+of an over-bound group are counted when they finish. Shedding keeps the executor's queue bounded when anchors are
+routed faster than it can run them: without it the queue, and every group's latency, would grow step after
+step.
+
+In every mode, at its own step the group was treated as in flight (out of the loss in the ``gradient`` late
+mode, a world-model group in ``calibration``).
+
 Executions are counted in the ledger when consumed. A group still in flight when the run ends (or is killed) is
-not consumed: the executor's close cancels it, and a resumed run does not see it.
+not consumed: the executor's close cancels it, and a resumed run does not see it (it is not re-submitted: its
+programs were sampled by a policy the checkpoint no longer holds). Both are counted: ``ledger.json``'s
+``anchors_lost`` (events ``end`` and ``resume``, from the checkpoint step's ``anchor_groups_in_flight`` /
+``anchors_in_flight``) and a line in train.log (:func:`wmrl.training.run.run_training`).
 
 Works with any :class:`~wmrl.interfaces.Executor` whose futures complete on their own (the local pool, Ray).
 """
@@ -32,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from wmrl.core.staleness import check_staleness, is_due
+from wmrl.core.staleness import check_at_bound, check_staleness, is_due
 
 
 @dataclass
@@ -49,6 +70,7 @@ class AnchorRuns:
     group_of: dict[int, int] = field(default_factory=dict)
     reward_wm: dict[int, float] = field(default_factory=dict)
     batch: Any = None
+    over: set[int] = field(default_factory=set)  # groups still running at the bound, not waited for
 
     def group_done(self, g: int) -> bool:
         """Whether every execution of group ``g`` has finished."""
@@ -73,6 +95,13 @@ class LatePairs:
         return int(self.reward_true.size)
 
 
+def _pairs(rows: list[tuple[int, int, float, float]], step: int, parts: list | None = None) -> LatePairs:
+    """:class:`LatePairs` from ``(origin step, group, reward_true, reward_wm)`` rows consumed at ``step``."""
+    a = np.asarray(rows, dtype=np.float64).reshape(-1, 4)
+    og = a[:, 0].astype(np.int64)
+    return LatePairs(og, a[:, 1].astype(np.int64), a[:, 2], a[:, 3], step - og, parts or [])
+
+
 def _status(r: Any) -> str:
     return str(getattr(r.status, "value", r.status))
 
@@ -83,15 +112,23 @@ class AnchorStream:
     Args:
         executor: the run's :class:`~wmrl.interfaces.Executor`. ledger: the run's :class:`Ledger`.
         k: the staleness bound (``wmrl.anchor_staleness``), 0 = synchronous.
+        at_bound: ``wmrl.over_bound_anchors`` (:data:`wmrl.core.staleness.AT_BOUND_MODES`): a group still
+            running at the bound is waited for (``wait``) or not (``calibration``, ``drop``).
 
     Raises:
-        ValueError: ``k`` is not an integer >= 0.
+        ValueError: ``k`` is not an integer >= 0, ``at_bound`` unknown, or not ``wait`` with k = 0.
     """
 
-    def __init__(self, executor: Any, ledger: Any, k: int = 0) -> None:
+    def __init__(self, executor: Any, ledger: Any, k: int = 0, at_bound: str = "wait") -> None:
         self.executor, self.ledger, self.k = executor, ledger, check_staleness(k)
+        self.at_bound = check_at_bound(at_bound)
+        if at_bound != "wait" and not self.k:
+            raise ValueError(f"over-bound mode {at_bound!r} needs a staleness bound k >= 1 (k = 0 always waits)")
         self.in_flight: list[AnchorRuns] = []
         self.n_late_infra = 0  # late executions that failed for infrastructure reasons (dropped, counted)
+        self.n_over_bound_total = 0  # groups that reached the bound still running (all steps)
+        self.over_bound: LatePairs | None = None  # over-bound pairs consumed at the last collect (calibration mode)
+        self.step_counts: dict[str, int] = {}  # the last collect's over-bound counts (metrics.jsonl)
 
     def submit(self, sb: Any, requests: list[tuple[int, Any]]) -> AnchorRuns:
         """Submit ``requests`` ((sample index, ExecutionRequest)) of step ``sb.step``; returns the runs."""
@@ -119,13 +156,20 @@ class AnchorStream:
             return None
         runs.reward_wm = {i: float(sb.reward_wm[i]) for i in runs.futures}
         c0, w0 = time.process_time(), time.perf_counter()
-        waited = 0.0
+        waited, n_cancelled = 0.0, 0
         due = [(r, g) for r in self.in_flight for g in sorted(set(r.group_of.values()))
-               if is_due(r.step, sb.step, self.k) and not r.group_done(g)]
-        if due:
+               if is_due(r.step, sb.step, self.k) and g not in r.over and not r.group_done(g)]
+        if due and self.at_bound == "wait":
             t0 = time.perf_counter()
             wait([f for r, g in due for i, (f, _) in r.futures.items() if r.group_of[i] == g])
             waited = time.perf_counter() - t0
+        elif due:  # not waited for: over the bound from now on, whenever it finishes
+            for r, g in due:
+                r.over.add(g)
+                n_cancelled += self._shed(r, g)
+        self.n_over_bound_total += len(due)
+        over: list[tuple[int, int, float, float]] = []
+        n_over = 0
         late: list[tuple[int, int, float, float]] = []
         parts: list[tuple[Any, list[int]]] = []
         results: list[Any] = []
@@ -135,10 +179,19 @@ class AnchorStream:
                 if not r.group_done(g):
                     continue
                 for i in [i for i, gg in r.group_of.items() if gg == g]:
+                    if g in r.over and r.futures[i][0].cancelled():  # shed at the bound: not an execution
+                        del r.futures[i], r.group_of[i]
+                        continue
                     res = self._result(r, i)
                     results.append(res)
                     ok = _status(res) != "infra_error" and res.reward is not None
-                    if r.step == sb.step:
+                    if g in r.over:  # arrived over the bound: calibration only, or discarded
+                        n_over += 1
+                        if not ok:
+                            self.n_late_infra += 1
+                        elif self.at_bound == "calibration":
+                            over.append((r.step, g, float(res.reward), r.reward_wm[i]))
+                    elif r.step == sb.step:
                         sb.status[i], sb.error[i] = _status(res), (res.error or "")[-500:] or None
                         if ok:
                             sb.reward_true[i] = float(res.reward)
@@ -152,6 +205,7 @@ class AnchorStream:
                     else:
                         self.n_late_infra += 1
                     del r.futures[i], r.group_of[i]
+                r.over.discard(g)
             if r.futures:
                 keep.append(r)
         self.in_flight = keep
@@ -161,9 +215,39 @@ class AnchorStream:
             self.ledger.add_executions("anchor", results)
         self.ledger.add_stage("execute", time.perf_counter() - w0 - waited, runs.submit_cpu + time.process_time() - c0)
         self.ledger.add_stage("anchor_wait", waited, 0.0)
-        a = np.asarray(late, dtype=np.float64).reshape(-1, 4)
-        return LatePairs(a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2], a[:, 3],
-                         sb.step - a[:, 0].astype(np.int64), [(b, np.asarray(ix, dtype=np.int64)) for b, ix in parts])
+        self.over_bound = _pairs(over, sb.step) if over else None
+        self.step_counts = {"anchor_groups_over_bound": len(due), "anchor_groups_over_bound_total": self.n_over_bound_total,
+                            "anchor_over_bound_samples": n_over, "anchor_over_bound_cancelled": n_cancelled,
+                            "anchor_groups_in_flight": len(self.in_flight_groups())}
+        return _pairs(late, sb.step, [(b, np.asarray(ix, dtype=np.int64)) for b, ix in parts])
+
+    def _shed(self, r: AnchorRuns, g: int) -> int:
+        """Cancel what of over-bound group ``g`` is not worth running: its queued executions (``calibration``:
+        they would start after the bound; the running ones go on) or all of them (``drop``: running ones are
+        killed, their slots freed). Without this a saturated executor's queue grows step after step and every
+        group ends over the bound. Returns how many were cancelled."""
+        n = 0
+        for i, (f, _) in r.futures.items():
+            if r.group_of[i] == g and not f.done() and (self.at_bound == "drop" or not f.running()):
+                n += bool(f.cancel())
+        return n
+
+    def learn_over_bound(self, recipe: Any, state: Any, step: int) -> dict[str, list]:
+        """``calibration`` mode: feed the over-bound pairs consumed at ``step``'s collection to the calibrator and
+        the window (:meth:`~wmrl.core.recipe.Recipe.learn_late`; call it after the step's recipe, as the late
+        pairs of the ``calibration`` late mode). Returns the calibration.jsonl keys ``over_bound_wm``,
+        ``over_bound_wm_calibrated``, ``over_bound_true``, ``over_bound_origin_steps`` (empty dict when none)."""
+        o, self.over_bound = self.over_bound, None
+        if o is None or not o.n:
+            return {}
+        tilde = recipe.learn_late(state, step, o.origin_steps, o.group_ids, o.reward_true, o.reward_wm)
+        return {"over_bound_wm": o.reward_wm.tolist(), "over_bound_wm_calibrated": np.asarray(tilde).tolist(),
+                "over_bound_true": o.reward_true.tolist(), "over_bound_origin_steps": o.origin_steps.tolist()}
+
+    def in_flight_groups(self) -> list[tuple[int, int, int]]:
+        """``(routing step, group, executions not consumed)`` of every anchor group still in flight."""
+        return [(r.step, g, sum(1 for gg in r.group_of.values() if gg == g))
+                for r in self.in_flight for g in sorted(set(r.group_of.values()))]
 
     @property
     def n_in_flight(self) -> int:

@@ -232,12 +232,23 @@ class WmrlConfig(_Section):
     late_ratio_max: Float = Field(2.0, gt=1.0, description=(
         "Late anchor rows in the gradient keep their importance ratio pi_now / pi_sampled in [0.001, this] (PPO's "
         "clip range is too tight for them: the simulation lost twice as much reward with [0.8, 1.2] at k=9)."))
+    over_bound_anchors: Literal["wait", "calibration", "drop"] = Field("wait", description=(
+        "What an anchor group still running when its staleness reaches wmrl.anchor_staleness does: 'wait' (the "
+        "step blocks until it is done, stage anchor_wait, and consumes it as a late group), 'calibration' (not "
+        "waited for: its executions keep running and, when they arrive, their pairs feed only the calibrator and "
+        "the fusion window, no gradient: beyond the bound the importance ratio is not trusted) or 'drop' (not "
+        "waited for; its results are discarded). With 'calibration' or 'drop' generation never waits on "
+        "executions (anchor_wait is 0). Needs anchor_staleness >= 1 unless 'wait' (docs/scaling.md)."))
 
     @model_validator(mode="after")
     def _floor_below_ceiling(self) -> WmrlConfig:
         if self.alpha_floor > self.alpha_ceiling:
             raise ValueError(f"wmrl.alpha_floor ({self.alpha_floor}) must not exceed wmrl.alpha_ceiling "
                              f"({self.alpha_ceiling})")
+        if self.over_bound_anchors != "wait" and not self.anchor_staleness:
+            raise ValueError(f"wmrl.over_bound_anchors={self.over_bound_anchors!r} needs an asynchronous anchor "
+                             f"stream: set wmrl.anchor_staleness to the bound k >= 1 (with k = 0 every step waits "
+                             f"for its own anchors), or leave wmrl.over_bound_anchors at 'wait'")
         return self
 
 

@@ -72,6 +72,8 @@ class Ledger:
     groups_anchor: int = 0
     #: anchor executions per episode turn ({"1": n, "2": n, ...}; multi-turn episodes, docs/multiturn.md)
     turn_executions: dict[str, int] = field(default_factory=dict)
+    # asynchronous anchors submitted and never consumed: the run ended, or a resume lost its process's futures
+    anchors_lost: list[dict[str, Any]] = field(default_factory=list)
     # wall/cpu of the run's life before the current process (restored on resume)
     _wall_before: float = 0.0
     _cpu_before: float = 0.0
@@ -142,6 +144,14 @@ class Ledger:
             if self._step is not None:
                 self._step["turns"][key] = self._step["turns"].get(key, 0) + add.count
         return add.to_dict()
+
+    def add_lost_anchors(self, when: str, step: int, groups: int, executions: int) -> None:
+        """Record anchor groups submitted and never consumed (asynchronous anchors): ``when`` is ``end`` (in
+        flight when the run finished) or ``resume`` (in flight at the checkpoint a resume started from; they
+        ran in the killed process and are not re-submitted)."""
+        if groups or executions:
+            self.anchors_lost.append({"when": when, "step": int(step), "groups": int(groups),
+                                      "executions": int(executions)})
 
     def add_groups(self, n_total: int, n_anchor: int) -> None:
         """Count the groups of one step and how many went to the anchor stream."""
@@ -230,8 +240,10 @@ class Ledger:
                        "wm": self.groups_total - self.groups_anchor, "anchor_fraction": frac,
                        "anchor_fraction_configured": self.anchor_fraction_configured},
             "totals": self.totals(),
-            **({"turn_executions": dict(self.turn_executions)} if self.turn_executions else {}),
-        }
+        } | ({"turn_executions": dict(self.turn_executions)} if self.turn_executions else {}) \
+          | ({"anchors_lost": {"groups": sum(e["groups"] for e in self.anchors_lost),
+                               "executions": sum(e["executions"] for e in self.anchors_lost),
+                               "events": [dict(e) for e in self.anchors_lost]}} if self.anchors_lost else {})
 
     # ------------------------------------------------------------------ resume
     def state_dict(self) -> dict[str, Any]:
@@ -255,6 +267,7 @@ class Ledger:
         self.groups_total = int(d["groups"]["total"])
         self.groups_anchor = int(d["groups"]["anchor"])
         self.turn_executions = {str(k): int(v) for k, v in d.get("turn_executions", {}).items()}
+        self.anchors_lost = [dict(e) for e in d.get("anchors_lost", {}).get("events", [])]
         self._wall_before = float(d["wall_s_total"])
         self._cpu_before = float(d["cpu_s_total"])
         self._t0_wall = time.perf_counter()

@@ -142,6 +142,7 @@ def run_training(config: TrainConfig, *, resume: bool = False,
     try:
         if latest is not None:
             _load_newest(trainer, candidates, passed_over)
+            _count_lost_anchors(trainer, "resume")
         else:
             try:
                 rd.truncate_logs(0, {w: 0 for w in RunDir.JSONL})
@@ -291,8 +292,33 @@ def _partial_summary(trainer: Trainer) -> RunSummary:
                       reward_true_mean_last=None, started_at=trainer.started_at)
 
 
+def _count_lost_anchors(trainer: Trainer, when: str) -> None:
+    """Asynchronous anchors submitted and never consumed, counted in the ledger (``anchors_lost``) and train.log:
+    at the ``end`` those still in flight (the executor's close cancels them); at a ``resume`` those in flight at
+    the checkpoint's step (its metrics line), which ran in the killed process and are not re-submitted."""
+    if not trainer.anchors.k:
+        return
+    if when == "end":
+        fl = trainer.anchors.in_flight_groups()
+        groups, execs = len(fl), sum(n for _, _, n in fl)
+    else:
+        last = next((r for r in reversed(read_jsonl(trainer.rd.metrics)) if r.get("step") == trainer.step), {})
+        groups, execs = int(last.get("anchor_groups_in_flight") or 0), int(last.get("anchors_in_flight") or 0)
+        if execs and not groups:  # a metrics line written before anchor_groups_in_flight existed
+            groups = -1
+    if not execs:
+        return
+    what = f"{groups} anchor groups ({execs} executions)" if groups >= 0 else f"{execs} anchor executions"
+    msg = (f"{what} still in flight at the end of step {trainer.step} were not consumed" if when == "end" else
+           f"{what} in flight at step {trainer.step} were lost with the stopped process (not re-submitted)")
+    log.warning("%s: %s", trainer.rd.root, msg)
+    trainer.rd.log_line(f"{now_iso()} asynchronous anchors: {msg}; ledger.json anchors_lost")
+    trainer.ledger.add_lost_anchors(when, trainer.step, max(groups, 0), execs)
+
+
 def _finish(trainer: Trainer) -> RunSummary:
     rd, L = trainer.rd, trainer.ledger
+    _count_lost_anchors(trainer, "end")
     metrics = read_jsonl(rd.metrics)
     last_q = metrics[-max(1, len(metrics) // 4):] if metrics else []
     rt = [m["reward_true_mean"] for m in last_q if m.get("reward_true_mean") is not None]

@@ -173,7 +173,7 @@ class Trainer:
         if not self.params:
             raise RuntimeError("the policy has no trainable parameters (LoRA adapter missing?)")
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-        self.anchors = AnchorStream(comps.executor, ledger, w.anchor_staleness)
+        self.anchors = AnchorStream(comps.executor, ledger, w.anchor_staleness, w.over_bound_anchors)
         self.wall_times = WallTimes()  # run time shown by world-model observations (multi-turn episodes)
         self.step = 0
         self.n_infra_total = 0
@@ -393,6 +393,7 @@ class Trainer:
         late_tilde = None if late is None or not late.n else (sb.late_out[0] if mode == "gradient" else
                                                              self.recipe.learn_late(
             self.recipe_state, sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
+        over = self.anchors.learn_over_bound(self.recipe, self.recipe_state, sb.step)  # over the bound: calibration only
         a_ok = sb.a_ok
         sb.cal_rec = calibration_record(sb.step, out, sb.reward_wm, sb.reward_true, a_ok)
         if sb.cal_rec is None:
@@ -401,6 +402,7 @@ class Trainer:
         sb.cal_rec.update(anchor_task_ids=[sb.batch.task_ids[i] for i in np.flatnonzero(a_ok)],
                           residual_var_raw=_var(r_true[a_ok] - r_hat[a_ok]),
                           residual_var_calibrated=_var(r_true[a_ok] - r_tilde[a_ok]))
+        sb.cal_rec.update(over)
         if late_tilde is not None:  # asynchronous anchors: pairs of earlier steps, learned after this step's map
             sb.cal_rec.update(late_wm=late.reward_wm.tolist(), late_wm_calibrated=late_tilde.tolist(),
                               late_true=late.reward_true.tolist(), late_origin_steps=late.origin_steps.tolist())
@@ -448,7 +450,7 @@ class Trainer:
             rec.update(anchor_samples_consumed=int(len(st)), anchor_late_samples=int(sb.late.n),
                        anchor_staleness_mean=float(np.mean(st)) if len(st) else None,
                        anchor_staleness_max=int(np.max(st)) if len(st) else None,
-                       anchors_in_flight=self.anchors.n_in_flight)
+                       anchors_in_flight=self.anchors.n_in_flight, **self.anchors.step_counts)
         if sb.episodes is not None:
             rec.update(episode_metrics(sb, sb.episodes, sb.feedback.observations_wm))
         rec.update(sb.update)
