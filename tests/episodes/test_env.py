@@ -303,3 +303,17 @@ def test_program_scaffold_takes_fenced_replies(tasks):
     s = ProgramScaffold()
     assert s.render(tasks[0], "Here it is:\n```python\nprint(1)\n```\nDone.").strip() == "print(1)"
     assert s.render(tasks[0], "print(2)\n") == "print(2)\n"
+
+
+def test_constructor_and_code_checks(tasks):
+    for kw, msg in [({"wm_error_threshold": 2.0}, "wm_error_threshold"), ({"wm_error_threshold": float("nan")},
+                    "wm_error_threshold"), ({"wm_wall_s": -3.0}, "wm_wall_s"),
+                    ({"wm_wall_s": {"vcdextra-titanicp": "fast"}}, "wm_wall_s")]:
+        with pytest.raises(ValueError, match=msg):
+            wm_env(tasks, **kw)
+    env = wm_env(tasks)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        env.step({"action": "validate", "code": "print('\udcff')"})
+    env.step({"action": "validate", "code": "print(1)"})
+    assert env.episode_prompt().endswith("with the submit action.")  # the env's agent has a submit action

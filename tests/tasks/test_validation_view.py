@@ -185,6 +185,23 @@ def test_invalid_submissions_are_refused_in_view_ids(views):
         grade_submission(view, sample.assign(**{view.id_column: orig_ids.to_numpy()}))
 
 
+def test_an_unscorable_value_is_refused_wherever_it_sits(tasks, views):
+    """A value too large to score on one held-out row or on one test row: both submissions are refused alike, so
+    being refused does not tell a program which rows are held out."""
+    rid = next(t for t in tasks if tasks[t].type == "regression")
+    task, view = tasks[rid], views[rid]
+    answers, is_val = view_answers(view)
+    base = answers[task.target].to_numpy(dtype=float)
+    messages = []
+    for part in (is_val, ~is_val):
+        pred = base.copy()
+        pred[np.flatnonzero(part)[0]] = 1e200
+        with pytest.raises(InvalidSubmission, match="not finite") as e:
+            grade_submission(view, pd.DataFrame({task.id_column: answers[task.id_column], task.target: pred}))
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+
+
 @pytest.mark.parametrize("tid", TASKS)
 def test_score_at_percentile_inverts_the_reward(tasks, tid):
     task = tasks[tid]

@@ -44,7 +44,7 @@ from wmrl.episodes.observation import (
     observation_from_prediction,
     observation_from_result,
 )
-from wmrl.episodes.prompt import episode_prompt
+from wmrl.episodes.prompt import ACTION_INSTRUCTION, episode_prompt
 from wmrl.models.scaffolds import ScriptScaffold, extract_code, get_scaffold
 from wmrl.tasks.spec import Task
 
@@ -227,6 +227,13 @@ class ResearchEnv(gym.Env):
         self.validation_seed = int(validation_seed)
         self.error_chars = int(error_chars)
         self.wm_error_threshold = float(wm_error_threshold)
+        if not 0.0 <= self.wm_error_threshold <= 1.0:  # also refuses NaN
+            raise ValueError(f"wm_error_threshold is a percentile in [0, 1], got {wm_error_threshold!r}")
+        walls = wm_wall_s.values() if isinstance(wm_wall_s, Mapping) else [] if wm_wall_s is None else [wm_wall_s]
+        for w in walls:
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+                raise ValueError(f"wm_wall_s must be seconds >= 0 (a number, or a {{task_id: seconds}} mapping), "
+                                 f"got {w!r}")
         self.wm_wall_s = wm_wall_s
         self.time_limit_s = time_limit_s
         self.max_code_chars = int(max_code_chars)
@@ -408,7 +415,7 @@ class ResearchEnv(gym.Env):
         """
         if self._task is None:
             raise RuntimeError("call reset() first")
-        return episode_prompt(self.scaffold, self._task, self.history)
+        return episode_prompt(self.scaffold, self._task, self.history, ACTION_INSTRUCTION)
 
     # ------------------------------------------------------------------ internals
 

@@ -10,6 +10,7 @@ same way, so the agent can tell simulated from real feedback only by the numbers
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -120,7 +121,9 @@ class Observation:
 
 
 def _tail(text: str, limit: int) -> str:
-    text = text.strip()
+    """The last ``limit`` characters of ``text``, runs of spaces collapsed first (a SyntaxError's caret line
+    would otherwise spend the budget on padding)."""
+    text = re.sub(r"[ \t]{2,}", " ", text.strip())
     return text if len(text) <= limit else text[len(text) - limit:]
 
 

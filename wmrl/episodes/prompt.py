@@ -32,6 +32,9 @@ FENCE = "```"
 #: The closing instruction of a prompt with history.
 REVISE_INSTRUCTION = ("Write an improved solution in the same format as before. To submit your last attempt "
                       "as final, repeat it unchanged.")
+#: The closing instruction for an agent with explicit validate / submit actions (:class:`wmrl.episodes.env.ResearchEnv`).
+ACTION_INSTRUCTION = ("Write an improved solution in the same format as before, and validate it, or submit the "
+                      "solution you choose as final with the submit action.")
 
 
 def show_attempt(scaffold: Scaffold, completion: str) -> str:
@@ -49,7 +52,8 @@ def show_attempt(scaffold: Scaffold, completion: str) -> str:
     return f"{FENCE}python\n{(prefix + completion).strip()}\n{FENCE}"
 
 
-def episode_prompt(scaffold: Scaffold, task: Task, history: Sequence[tuple[str, Observation]]) -> str:
+def episode_prompt(scaffold: Scaffold, task: Task, history: Sequence[tuple[str, Observation]],
+                   instruction: str = REVISE_INSTRUCTION) -> str:
     """The prompt of the next turn: ``scaffold.prompt(task)``, then every earlier attempt and its feedback.
 
     Args:
@@ -57,11 +61,13 @@ def episode_prompt(scaffold: Scaffold, task: Task, history: Sequence[tuple[str, 
         task: the task (a validation view, so that the prompt describes the files the program sees).
         history: ``(completion, observation)`` pairs of the earlier turns, oldest first; the completion is
             the policy's text after ``scaffold.response_prefix``.
+        instruction: the closing line (default :data:`REVISE_INSTRUCTION`: the trainer's agent submits by
+            repeating its last attempt; :data:`ACTION_INSTRUCTION` for an agent with a submit action).
 
     Returns:
         Exactly ``scaffold.prompt(task)`` for an empty history; else that prompt, a blank line, the
         attempts (:func:`show_attempt`) each followed by ``Feedback on attempt k:`` and
-        :meth:`~wmrl.episodes.observation.Observation.render`, and :data:`REVISE_INSTRUCTION`. The feedback
+        :meth:`~wmrl.episodes.observation.Observation.render`, and ``instruction``. The feedback
         holds only what a competitor sees (no test score, reward or medal).
     """
     base = scaffold.prompt(task)
@@ -70,5 +76,5 @@ def episode_prompt(scaffold: Scaffold, task: Task, history: Sequence[tuple[str, 
     parts = [base, ""]
     for k, (completion, obs) in enumerate(history, start=1):
         parts += [f"Attempt {k}:", show_attempt(scaffold, completion), f"Feedback on attempt {k}:", obs.render(), ""]
-    parts.append(REVISE_INSTRUCTION)
+    parts.append(instruction)
     return "\n".join(parts)

@@ -526,6 +526,9 @@ def grade_submission(task: Task, submission: Path | pd.DataFrame, name: str | No
     y_true, y_pred, is_val = _validated(task, submission, name)
     val_score = None
     if is_val is not None:
+        # on all rows first: a value too large to score is refused wherever it sits, so whether a submission is
+        # refused never tells a program which rows are the held-out ones (one bit a turn otherwise)
+        _metric_value(task, y_true, y_pred)
         v_true, v_pred = y_true[is_val], y_pred[is_val]
         y_true, y_pred = y_true[~is_val], y_pred[~is_val]
     value = _metric_value(task, y_true, y_pred)
