@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 def _run(small_suite, tmp_path_factory, method: str, captured: list) -> Path:
     run = tmp_path_factory.mktemp("mt") / method
     cfg = load_config(TINY, [f"tasks.root={small_suite}", f"run_dir={run}", f"method={method}", "optim.steps=2",
-                             "episode.max_turns=2", f"eval.at_end={method == 'grpo'}"])
+                             "episode.max_turns=2", "episode.validation_fraction=0.25", f"eval.at_end={method == 'grpo'}"])
     real = trainer_mod.rollout_step
 
     def spy(trainer, sb, seed):
@@ -140,9 +140,10 @@ def test_feedback_never_holds_test_set_information(runs, method, small_suite, tm
     for s in samples:
         for t in s["turns"]:
             assert set(t["observation"]) == OBSERVATION_KEYS  # no score, reward or medal of the test rows
+            assert t["observation"]["validation_fraction"] == 0.25  # the configured split, as the view made it
     rec = next(r for r in _anchor_records(run) if r["status"] == "ok")
     task = load_task(Path(small_suite) / rec["task_id"])
-    view = validation_view(task)
+    view = validation_view(task, 0.25)
     # the validation rows are training rows: their ids are train.csv ids and none is a test id
     idmap = pd.read_csv(view.validation.idmap_path, dtype=str)
     train = pd.read_csv(task.train_path, dtype=str)
@@ -154,7 +155,7 @@ def test_feedback_never_holds_test_set_information(runs, method, small_suite, tm
     perm[task.target] = np.random.default_rng(0).permutation(perm[task.target].to_numpy())
     (tmp_path / "private").mkdir()
     perm.to_csv(tmp_path / "private" / "answers.csv", index=False)
-    other = validation_view(dataclasses.replace(task, answers_path=tmp_path / "private" / "answers.csv"))
+    other = validation_view(dataclasses.replace(task, answers_path=tmp_path / "private" / "answers.csv"), 0.25)
     res_a = execute(ExecutionRequest(task=view, program=rec["program"]))
     res_b = execute(ExecutionRequest(task=other, program=rec["program"]))
     obs_a, obs_b = (dataclasses.replace(observation_from_result(r, view, 1), wall_s=None) for r in (res_a, res_b))

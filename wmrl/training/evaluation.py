@@ -218,8 +218,9 @@ def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor
 
     def feedback(turn: int, eps: Sequence[int], batch: Any) -> list[Any]:
         by_id = {t.id: t for t in tasks}
+        views = {tid: validation_view(by_id[tid], validation_fraction) for tid in set(batch.task_ids)}
         reqs = [ExecutionRequest(
-            task=validation_view(by_id[tid], validation_fraction), program=prog,
+            task=views[tid], program=prog,
             request_id=f"eval-{split}-s{step}-{e}-t{turn}",
             trajectory=Trajectory(stream="eval", run=run_name, step=step, group_id=int(g), sample=int(e), task_id=tid,
                                   prompt=scaffold.prompt(by_id[tid]), completion=c, scaffold=scaffold.name, split=split,
@@ -232,7 +233,7 @@ def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor
         out = []
         for r, tid in zip(res, batch.task_ids):
             ok = _status(r) != "infra_error" and r.reward is not None
-            out.append(TurnFeedback(observation=observation_from_result(r, by_id[tid], turn, error_chars),
+            out.append(TurnFeedback(observation=observation_from_result(r, views[tid], turn, error_chars),
                                     reward_true=float(r.reward) if ok else float("nan"), status=_status(r),
                                     valid=ok, executed=True, result=r))
         return out

@@ -63,13 +63,14 @@ class StepFeedback:
         ec = cfg.episode
         by_id = {x.id: x for x in sb.tasks}
         tasks = [by_id[tid] for tid in batch.task_ids]
+        views = {x.id: validation_view(x, ec.validation_fraction) for x in {x.id: x for x in tasks}.values()}
         anchor_rows = [r for r, e in enumerate(eps) if sb.is_anchor[e]]
         with L.stage("execute"):
             futures = {}
             for r in anchor_rows:
                 e = eps[r]
                 req = ExecutionRequest(
-                    task=validation_view(tasks[r], ec.validation_fraction), program=batch.programs[r],
+                    task=views[tasks[r].id], program=batch.programs[r],
                     request_id=f"s{sb.step}-g{sb.gid[e]}-i{e}-t{turn}", time_limit_s=cfg.executor.time_limit_s,
                     trajectory=Trajectory(
                         stream="anchor", run=cfg.name or cfg.method, step=sb.step, group_id=int(sb.gid[e]),
@@ -88,7 +89,7 @@ class StepFeedback:
             L.add_executions("anchor", results.values(), turn=turn)
         out = []
         for r, e in enumerate(eps):
-            task = tasks[r]
+            task = views[tasks[r].id]  # the view: the observation states its validation fraction
             wm_obs = None
             if math.isfinite(r_hat[r]):  # the raw r_hat: the isotonic map's flat steps would tie revisions (module doc)
                 wm_obs = observation_from_prediction(task, turn, float(r_hat[r]), t.wall_times.typical(task.id),
