@@ -93,3 +93,11 @@ def test_reward_after_turn_carries_a_submission_forward():
     r = np.array([[0.2, 0.6, np.nan], [0.5, np.nan, np.nan], [0.1, 0.3, 0.9]])
     out = reward_after_turn(r, np.array([2, 1, 3]))
     np.testing.assert_array_equal(out, [[0.2, 0.6, 0.6], [0.5, 0.5, 0.5], [0.1, 0.3, 0.9]])
+
+
+def test_best_turn_and_finite_mean():
+    from wmrl.core.episodes import best_turn, finite_mean
+
+    b = best_turn(np.array([[0.2, 0.6], [np.nan, np.nan], [0.5, np.nan]]))
+    np.testing.assert_array_equal(b, [0.6, np.nan, 0.5])
+    assert finite_mean(b) == pytest.approx(0.55) and finite_mean(np.array([np.nan])) is None

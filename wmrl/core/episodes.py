@@ -65,6 +65,23 @@ def turn_row_weights(episode_weights: np.ndarray, episode_of_row: np.ndarray, ro
     return out
 
 
+def best_turn(turn_rewards: np.ndarray) -> np.ndarray:
+    """[B] float64 the best reward over each episode's graded turns (``turn_rewards`` [B, K], NaN where a turn has
+    none); NaN for an episode without any."""
+    r = np.asarray(turn_rewards, dtype=np.float64)
+    out = np.full(r.shape[0], np.nan)
+    some = np.isfinite(r).any(axis=1)
+    out[some] = np.nanmax(r[some], axis=1)
+    return out
+
+
+def finite_mean(x: np.ndarray) -> float | None:
+    """The mean of the finite entries of ``x``, None when there are none."""
+    x = np.asarray(x, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else None
+
+
 def reward_after_turn(turn_rewards: np.ndarray, n_turns: np.ndarray) -> np.ndarray:
     """The grade of each episode's current submission after each turn: ``[B, K]``.
 

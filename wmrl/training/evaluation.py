@@ -205,7 +205,7 @@ def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor
     """
     import torch
 
-    from wmrl.core.episodes import reward_after_turn
+    from wmrl.core.episodes import best_turn, finite_mean, reward_after_turn
     from wmrl.episodes.observation import observation_from_result
     from wmrl.episodes.rollout import TurnFeedback, run_episodes
     from wmrl.execution.types import ExecutionRequest
@@ -247,15 +247,11 @@ def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor
                          reward_kinds={t.id: getattr(t, "reward_kind", "percentile") for t in tasks})
     after = reward_after_turn(ep.turn_array("reward_true"), ep.final_turn)[ep.valid]
 
-    def _m(x: np.ndarray) -> float | None:
-        x = x[np.isfinite(x)]
-        return float(x.mean()) if x.size else None
-
-    turn_means = [_m(after[:, j]) for j in range(max_turns)]
+    turn_means = [finite_mean(after[:, j]) for j in range(max_turns)]
     rec.update(
         max_turns=max_turns, mean_percentile_turn=turn_means,
         turn_gain=None if None in (turn_means[0], turn_means[-1]) else turn_means[-1] - turn_means[0],
-        best_turn_mean=_m(np.nanmax(np.where(np.isnan(after), -np.inf, after), axis=1)) if after.size else None,
+        best_turn_mean=finite_mean(best_turn(after)),
         episode_turns_mean=float(ep.n_turns.mean()), submitted_rate=float(ep.submitted.mean()),
         exec_count_turn=per_turn, sandbox_cpu_s=float(sum(float(r.cpu_s or 0.0) for r in all_results)),
         wall_s=time.perf_counter() - t0, time=time.time())

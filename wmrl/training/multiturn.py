@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from wmrl.core.episodes import reward_after_turn, turn_row_weights
+from wmrl.core.episodes import best_turn, finite_mean, reward_after_turn, turn_row_weights
 from wmrl.episodes.observation import observation_from_prediction, observation_from_result
 from wmrl.episodes.rollout import Episodes, TurnFeedback
 
@@ -216,10 +216,9 @@ def episode_metrics(sb: Any, ep: Episodes, observations_wm: dict[tuple[int, int]
     rec: dict[str, Any] = {"episode_turns_mean": float(ep.n_turns.mean()) if ep.B else None,
                            "episode_submitted_rate": float(ep.submitted.mean()) if ep.B else None}
     for j in range(K):
-        rec[f"reward_true_turn{j + 1}_mean"] = _nanmean(after_true[a_ok, j])
-        rec[f"reward_wm_turn{j + 1}_mean"] = _nanmean(after_wm[ep.valid, j])
-    rec["reward_true_best_turn_mean"] = _nanmean(np.nanmax(np.where(np.isnan(after_true), -np.inf, after_true),
-                                                           axis=1)[a_ok]) if a_ok.any() else None
+        rec[f"reward_true_turn{j + 1}_mean"] = finite_mean(after_true[a_ok, j])
+        rec[f"reward_wm_turn{j + 1}_mean"] = finite_mean(after_wm[ep.valid, j])
+    rec["reward_true_best_turn_mean"] = finite_mean(best_turn(after_true)[a_ok])
     rec["reward_true_turn_gain"] = (None if rec[f"reward_true_turn{K}_mean"] is None else
                                     rec[f"reward_true_turn{K}_mean"] - rec["reward_true_turn1_mean"])
     fid = feedback_fidelity(turn_records(sb, ep, observations_wm))
@@ -243,12 +242,6 @@ def turn_records(sb: Any, ep: Episodes, observations_wm: dict[tuple[int, int], A
                         "observation": None if fb.observation is None else fb.observation.to_dict(),
                         "observation_wm": None if wm is None or not fb.executed else wm.to_dict()})
     return out
-
-
-def _nanmean(x: np.ndarray) -> float | None:
-    x = np.asarray(x, dtype=np.float64)
-    x = x[np.isfinite(x)]
-    return float(x.mean()) if x.size else None
 
 
 class WallTimes:

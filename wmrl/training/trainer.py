@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from wmrl.core.episodes import finite_mean
 from wmrl.core.recipe import Recipe, StepOutputs, calibration_record, get_recipe
 from wmrl.core.staleness import late_clip
 from wmrl.training.config import TrainConfig
@@ -62,12 +63,6 @@ from wmrl.training.multiturn import WallTimes, add_turns, earlier_anchor_pairs, 
 from wmrl.training.update import grpo_update
 
 log = logging.getLogger(__name__)
-
-
-def _mean(x: np.ndarray) -> float | None:
-    x = np.asarray(x, dtype=np.float64)
-    x = x[np.isfinite(x)]
-    return float(x.mean()) if x.size else None
 
 
 def _var(x: np.ndarray) -> float | None:
@@ -432,15 +427,15 @@ class Trainer:
             "n_groups": sb.M, "n_samples": sb.B,
             "n_anchor_groups": int(sb.anchor_groups.sum()), "n_wm_groups": int((~sb.anchor_groups).sum()),
             "n_infra_errors": sb.n_infra, "n_infra_errors_total": self.n_infra_total,
-            "reward_true_mean": _mean(r_true[a_ok]),
+            "reward_true_mean": finite_mean(r_true[a_ok]),
             "valid_rate_anchor": (float(np.mean([s == "ok" for s in (sb.status[i] for i in sb.anchor_idx)]))
                                   if sb.anchor_idx.size else None),
-            "reward_wm_mean": _mean(r_hat),
-            "reward_wm_calibrated_mean": _mean(r_tilde),
-            "reward_wm_anchor_mean": _mean(r_hat[a_ok]),
-            "reward_used_mean": _mean(out.reward_used),
-            "wm_bias": _mean(r_hat[a_ok] - r_true[a_ok]) if a_ok.any() else None,
-            "wm_bias_calibrated": _mean(r_tilde[a_ok] - r_true[a_ok]) if a_ok.any() else None,
+            "reward_wm_mean": finite_mean(r_hat),
+            "reward_wm_calibrated_mean": finite_mean(r_tilde),
+            "reward_wm_anchor_mean": finite_mean(r_hat[a_ok]),
+            "reward_used_mean": finite_mean(out.reward_used),
+            "wm_bias": finite_mean(r_hat[a_ok] - r_true[a_ok]) if a_ok.any() else None,
+            "wm_bias_calibrated": finite_mean(r_tilde[a_ok] - r_true[a_ok]) if a_ok.any() else None,
             "completion_tokens_mean": float(sb.completion_tokens.mean()) if sb.B else None,
             "scaffold_valid_rate": (float(np.mean(sb.batch.valid)) if getattr(sb.batch, "valid", None) else None),
         }
