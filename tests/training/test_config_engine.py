@@ -21,9 +21,19 @@ ROOT = Path(__file__).resolve().parents[2]
 #: ``wmrl.late_anchors`` and ``wmrl.late_ratio_max`` (the dumps gained exactly those three lines: without them
 #: they hash to ``SAVED_BEFORE_ASYNC``), once when ``wmrl.over_bound_anchors`` was added (one line, ``BOUND_LINE``:
 #: without it they hash to ``SAVED_BEFORE_BOUND``), and once when multi-turn episodes added the ``episode`` section
-#: (the dumps gained exactly ``EPISODE_BLOCK`` at the end: without it they hash to ``SAVED_BEFORE``). A resumed run
+#: (the dumps gained exactly ``EPISODE_BLOCK`` at the end: without it they hash to ``SAVED_BEFORE``), and once when
+#: ``wmrl.steps_without_anchors`` was added (one line, ``SKIP_LINE``: without it they hash to ``SAVED_BEFORE_SKIP``,
+#: the hashes of the line before; ``EPISODE_BLOCK`` is then stripped from those). A resumed run
 #: compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by accident.
 SAVED = {
+    "defaults": "9cf0084656ba9667eae30ffced687ee928b6b20b43b4823fcdb55e3e7d4e198f",
+    "quickstart": "86c8c15601c4dd0924e17e9aabcc8adb56f0347d9fbc6d709a61322e28b0ae85",
+    "tiny": "d78a3b9e800a23c793b523f12e0e37421684820c07a1b86b86d695b695773ca2",
+    "cpu-small/wmrl/0": "7d5cb51c6cfef1d9a909e6c2ea98694b52a74318edde341683f5415edac3dc40",
+    "gpu-paper/grpo/1": "f92e64ea510bd23326fb9c0290f6a8c233a19494d7443015adfebeebcdf31fa8",
+}
+SKIP_LINE = "  steps_without_anchors: skip\n"
+SAVED_BEFORE_SKIP = {
     "defaults": "0c346cc2ae5870ed0dca3fadb47ed856ba1fea9fb59ade0260630e668e66706a",
     "quickstart": "d201a416d29eff5efe4c3b7a00664a6b7629c15e3a6ac616eac09ef6d688e799",
     "tiny": "b9d47b292f6df8172621af8b35c67dca5f4db14f13d4307644a6dd5e23d3c64e",
@@ -70,6 +80,9 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
                                                      method, seed=int(seed), run_dir=Path("/tmp/x")))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED
     for k, v in dumps.items():
+        assert v.count(SKIP_LINE) == 1, k
+        v = v.replace(SKIP_LINE, "")
+        assert _sha(v) == SAVED_BEFORE_SKIP[k], k
         assert v.endswith(EPISODE_BLOCK), k
         v = v.removesuffix(EPISODE_BLOCK)
         assert _sha(v) == SAVED_BEFORE[k], k

@@ -125,6 +125,52 @@ def check_at_bound(mode: str) -> str:
     return mode
 
 
+#: What a step of the asynchronous stream does when its own anchor groups are all still in flight and no other
+#: anchor group arrives at it (``wmrl.steps_without_anchors``): ``skip`` its policy update (the default) or
+#: ``update`` on the world-model groups alone.
+UNANCHORED_MODES = ("skip", "update")
+
+
+def skips_update(mode: str, k: int, late_mode: str, own_in_flight_groups: int, anchor_rows: int,
+                 skipped_in_a_row: int) -> bool:
+    """Whether a step's policy update is skipped because its anchors are late (``mode`` = ``skip``).
+
+    In the synchronous stream (k = 0) a step that routed anchor groups trains on them. In the asynchronous one
+    (k >= 1) with late groups in the gradient (``late_mode="gradient"``) such a step has them out of its loss
+    while they run; if no other anchor group arrives at it either, its loss would be the world-model groups
+    alone: the pure world-model update (recipe ``wm``) that an exploitable world model feeds, which the
+    synchronous stream never makes at that step. This happens on the first steps of every run (the pipeline
+    fill: no anchor has had the time to finish) and on steps where arrivals happen to leave a gap. ``skip``
+    makes no update at such a step (its samples are scored and logged, its anchors stay in flight and enter the
+    loss when they arrive); ``update`` trains on the world-model groups, as before.
+
+    At most k steps in a row are skipped: a group routed k steps ago has either arrived or is over the bound
+    (``wmrl.over_bound_anchors``), so beyond k a stream that delivers nothing into the gradient (a bound smaller
+    than the latency with a non-blocking mode) would freeze the run; from there on such steps update as with
+    ``update`` until an anchor row arrives again.
+
+    Decided by measurement: docs/scaling.md, "Steps without anchors".
+
+    Args:
+        mode: one of :data:`UNANCHORED_MODES`.
+        k: the staleness bound (steps). late_mode: ``gradient`` or ``calibration`` (in ``calibration`` the
+            in-flight groups train as world-model groups at their own step: the step is never without them).
+        own_in_flight_groups: the step's own anchor groups still running at its collection point.
+        anchor_rows: valid anchor rows in the step's loss (its own that arrived in time, plus late ones).
+        skipped_in_a_row: updates skipped by this rule since the last step with anchor rows.
+
+    Raises:
+        ValueError: ``mode`` unknown, or counts < 0.
+    """
+    if mode not in UNANCHORED_MODES:
+        raise ValueError(f"what a step without anchors does must be one of {UNANCHORED_MODES}, got {mode!r}")
+    if min(own_in_flight_groups, anchor_rows, skipped_in_a_row) < 0:
+        raise ValueError(f"counts must be >= 0, got {own_in_flight_groups}, {anchor_rows}, {skipped_in_a_row}")
+    k = check_staleness(k)
+    return (mode == "skip" and k > 0 and late_mode == "gradient" and own_in_flight_groups > 0 and anchor_rows == 0
+            and skipped_in_a_row < k)
+
+
 def arrival_steps(submit_step: int, latency_steps: np.ndarray, k: int, wait: bool = True) -> np.ndarray:
     """[N] int64 step at which each of N groups routed at ``submit_step`` is consumed.
 

@@ -74,7 +74,44 @@ def staleness_command(
     Console().print(Markdown(res["markdown"]))
 
 
+def async_command(
+    out: Path = typer.Option(Path("sim-async"), "--out", help="Folder for regime.md, regime.csv, regime_finals.csv."),
+    seeds: int = typer.Option(24, "--seeds", min=1, help="Seeds 0..N-1."),
+    shape: list[str] = typer.Option(["exploit"], "--shape", help="World-model error shapes: exploit, monotone, offset."),
+    method: list[str] = typer.Option(["wmrl", "wmrl-ppi"], "--method", help="Recipes with both streams."),
+    horizon: list[int] = typer.Option([200, 1600, 3200], "--horizon", help=(
+        "Training steps per run; the learning rate is scaled so that lr x steps is the 200-step study's.")),
+    mean_latency_steps: float = typer.Option(10.0, "--mean-latency-steps", min=0.01, help=(
+        "Mean execution latency in steps (PAPER_LATENCY's shape scaled; >= 10 is issue 15's regime).")),
+) -> None:
+    """The chosen asynchronous setting against the synchronous stream where an execution lasts >= 10 steps: k = the
+    latency's cap in steps, over-bound groups to the calibration, steps without anchors skipped (and updated, for
+    comparison), at several horizons. See docs/scaling.md."""
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from wmrl.sim.engine import METHODS
+    from wmrl.sim.staleness import run_regime_study
+
+    if any(h < 1 for h in horizon):
+        raise typer.BadParameter(f"need horizons >= 1 step, got {horizon}", param_hint="--horizon")
+    bad = [m for m in method if m not in METHODS]
+    if bad:
+        raise typer.BadParameter(f"unknown methods {bad}; choose from {list(METHODS)}", param_hint="--method")
+    try:  # before simulating, so a bad --out does not cost the whole run
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot create the folder {out}: {exc.strerror or exc}", param_hint="--out")
+    try:
+        res = run_regime_study(out, seeds=seeds, shapes=tuple(shape), methods=tuple(method),
+                               horizons=tuple(sorted(set(horizon))), mean_steps=mean_latency_steps)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    Console().print(Markdown(res["markdown"]))
+
+
 def register(app: typer.Typer) -> None:
     """Add this package's commands to the top-level ``wmrl`` app."""
     app.command(name="simulate")(simulate_command)
     app.command(name="simulate-staleness")(staleness_command)
+    app.command(name="simulate-async")(async_command)

@@ -39,7 +39,8 @@ import numpy as np
 
 from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe, recipe_names
 from wmrl.core.routing import FractionRouter
-from wmrl.core.staleness import LatencyModel, arrival_steps, check_at_bound, check_staleness, late_clip
+from wmrl.core.staleness import (UNANCHORED_MODES, LatencyModel, arrival_steps, check_at_bound, check_staleness,
+                                  late_clip, skips_update)
 from wmrl.sim.bandit import BanditProblem, WorldModelSpec, world_model_scores
 
 METHODS = tuple(recipe_names())
@@ -89,7 +90,8 @@ class RunSpec:
             does: ``calibration`` (its pairs feed the calibrator and the window only, and at its own step
             the group trains as a world-model group) or ``gradient`` (left out of its own step, it enters
             the loss of the step it arrives at as an anchor group, importance-corrected by the clipped ratio
-            pi_t / pi_s, kept in [0.001, late_ratio_max], :mod:`wmrl.core.staleness`). latency_steps, latency_sigma: the latency model in
+            pi_t / pi_s, kept in [0.001, late_ratio_max], :mod:`wmrl.core.staleness`). latency_steps, latency_sigma,
+            latency_floor_steps, latency_cap_steps (None: 20 x latency_steps): the latency model in
             units of steps (median and log-sd of one execution; a group takes its G executions' maximum).
         at_bound: a group still running at the bound (``wmrl.over_bound_anchors``): ``wait`` (consumed at
             s + k, as ``late`` says), ``calibration`` (consumed when it arrives, later than s + k, its pairs
@@ -97,6 +99,10 @@ class RunSpec:
             its own step's loss in the ``gradient`` late mode and a world-model group there in ``calibration``.
             The simulation counts steps, not seconds: the time ``wait`` costs is the benchmark's and the
             projection's (docs/scaling.md).
+        steps_without_anchors: ``wmrl.steps_without_anchors`` (:func:`wmrl.core.staleness.skips_update`): a step of
+            an asynchronous run whose own anchor groups are all in flight and at which no other one arrives makes
+            no update (``skip``, the run's parameters and optimiser state stay as they are) or trains on its
+            world-model groups alone (``update``). Ignored when ``staleness`` is 0.
     """
 
     method: str
@@ -108,7 +114,10 @@ class RunSpec:
     late_ratio_max: float = 2.0
     latency_steps: float = 3.0
     latency_sigma: float = 0.6
+    latency_floor_steps: float = 0.0
+    latency_cap_steps: float | None = None
     at_bound: str = "wait"
+    steps_without_anchors: str = "skip"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -120,10 +129,18 @@ class RunSpec:
             raise ValueError(f"late must be one of {LATE_MODES}, got {self.late!r}")
         late_clip(self.late_ratio_max)  # validates
         check_at_bound(self.at_bound)
+        if self.steps_without_anchors not in UNANCHORED_MODES:
+            raise ValueError(f"steps_without_anchors must be one of {UNANCHORED_MODES}, got {self.steps_without_anchors!r}")
         if self.staleness and not get_recipe(self.method).fuses:
             raise ValueError(f"asynchronous anchors (staleness {self.staleness}) need a recipe with both streams, "
                              f"not {self.method!r}")
-        LatencyModel(self.latency_steps, self.latency_sigma, 0.0, 20.0 * self.latency_steps)  # validates
+        self.latency_model  # validates
+
+    @property
+    def latency_model(self) -> LatencyModel:
+        """The latency of one execution in steps (:class:`~wmrl.core.staleness.LatencyModel`, units of steps)."""
+        cap = 20.0 * self.latency_steps if self.latency_cap_steps is None else self.latency_cap_steps
+        return LatencyModel(self.latency_steps, self.latency_sigma, self.latency_floor_steps, cap)
 
     @property
     def effective_rho(self) -> float:
@@ -146,13 +163,15 @@ class _RunState:
             calibrator_fallback="identity", calibrator_tie_break=1e-3,  # the study of record
             window_pairs=None, window_steps=cfg.fusion_window, alpha_floor=cfg.alpha_min, alpha_ceiling=cfg.alpha_max)
         self.state = self.recipe.init_state(self.settings)
-        self.latency = LatencyModel(spec.latency_steps, spec.latency_sigma, 0.0, 20.0 * spec.latency_steps)
+        self.latency = spec.latency_model
         self.rng_latency = np.random.default_rng([spec.seed, 3])
         self.pending: list[dict] = []  # anchor groups in flight: arrival step, routed step, arms, rewards, log-probs
         self.staleness_log: list[int] = []
         self.n_async_groups = 0  # anchor groups routed with k > 0
         self.n_over_bound = 0  # of those, still running at the bound (not waited for unless at_bound = wait)
         self.executions = 0
+        self.updates_skipped = 0  # steps without anchors whose update was skipped (steps_without_anchors = skip)
+        self.skipped_in_a_row = 0  # of those, since the last step with anchor rows
         self.alpha_log: list[float] = []
         self.mae_log: list[tuple[float, float]] = []
 
@@ -173,7 +192,8 @@ class _RunState:
         Returns:
             ``task``, ``arm`` [N] int64 rows of the loss (the C*G samples of step t, then any late anchor
             groups of the ``gradient`` mode), ``adv``, ``weights`` [N] float64 (the recipe's), ``old_logp``
-            [N] float64 the behaviour log-probability (NaN: the row is on-policy, ratio 1).
+            [N] float64 the behaviour log-probability (NaN: the row is on-policy, ratio 1), ``skip`` bool: no
+            update for this run at step t (:func:`wmrl.core.staleness.skips_update`).
         """
         spec = self.spec
         C, G = arms.shape
@@ -232,7 +252,12 @@ class _RunState:
         key = {"ppi": "ppi_lambda", "ivw": "alpha", "bias-aware": "alpha"}.get(self.recipe.fusion)
         if key is not None and out.stats[key] is not None:  # lambda is None on a step with one stream only
             self.alpha_log.append(out.stats[key])
-        return dict(task=task, arm=arm, adv=out.advantages, weights=out.weights, old_logp=old)
+        n_rows = int((a & valid).sum())
+        skip = skips_update(spec.steps_without_anchors, spec.staleness, spec.late, int((anchor_g & ~now_g).sum()),
+                            n_rows, self.skipped_in_a_row)
+        self.skipped_in_a_row = 0 if n_rows else self.skipped_in_a_row + skip
+        self.updates_skipped += skip
+        return dict(task=task, arm=arm, adv=out.advantages, weights=out.weights, old_logp=old, skip=skip)
 
 
 def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -> "tuple[object, object]":
@@ -247,7 +272,7 @@ def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -
         (curves, finals) pandas DataFrames. ``curves`` has one row per run and logged step with
         columns run, method, shape, bias, sigma, rho, seed, step, executions, J (true expected
         reward), J_star, J_uniform, gap = J_star - J. ``finals`` has one row per run with the final
-        J (mean of the last 10% of logged points), executions, mean alpha/lambda and calibration
+        J (mean of the last 10% of logged points), executions, updates skipped, mean alpha/lambda and calibration
         MAE before/after, and wall seconds of the whole simulation (``attrs["wall_s"]``).
 
     Raises:
@@ -281,13 +306,14 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     S = len(runs)
     R = torch.tensor(np.stack([st.problem.rewards for st in states]), dtype=torch.float64)
     Phi = torch.tensor(np.stack([st.problem.features for st in states]), dtype=torch.float64)
-    theta = torch.zeros(S, cfg.dim, dtype=torch.float64, requires_grad=True)
-    table = torch.zeros(S, C, K, dtype=torch.float64, requires_grad=True)
+    # one Adam per run (the same per-element arithmetic as one over the stacked parameters), so that a run can skip
+    # a step: its parameters, moments and step count stay as they are
+    thetas = [torch.zeros(cfg.dim, dtype=torch.float64, requires_grad=True) for _ in range(S)]
+    tables = [torch.zeros(C, K, dtype=torch.float64, requires_grad=True) for _ in range(S)]
+    opts = [torch.optim.Adam([th, tb], lr=cfg.lr) for th, tb in zip(thetas, tables)]
 
     def logits() -> "torch.Tensor":
-        return torch.einsum("sckd,sd->sck", Phi, theta) + table
-
-    opt = torch.optim.Adam([theta, table], lr=cfg.lr)
+        return torch.einsum("sckd,sd->sck", Phi, torch.stack(thetas)) + torch.stack(tables)
     rows: list[dict] = []
 
     def log(step: int) -> None:
@@ -300,7 +326,7 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     for t in range(cfg.steps):
         with torch.no_grad():
             probs = torch.softmax(logits(), -1).numpy()
-        idx_all, adv_all, w_all, old_all, rmax_all = [], [], [], [], []
+        idx_all, adv_all, w_all, old_all, rmax_all, skip = [], [], [], [], [], []
         rows_c = np.arange(C)[:, None]
         for i, st in enumerate(states):
             arms = st.sample(probs[i])
@@ -310,6 +336,7 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
             w_all.append(part["weights"])
             old_all.append(part["old_logp"])
             rmax_all.append(np.full(part["task"].size, st.spec.late_ratio_max))
+            skip.append(part["skip"])
         idx = torch.as_tensor(np.concatenate(idx_all), dtype=torch.int64)
         adv = torch.as_tensor(np.concatenate(adv_all), dtype=torch.float64)
         weights = torch.as_tensor(np.concatenate(w_all), dtype=torch.float64)
@@ -328,9 +355,12 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
             l_late, _ = grpo_loss(logp[sel], old, adv[sel], mask[sel], sample_weights=weights[sel],
                                   clip_low=lo, clip_high=hi, aggregation="token_mean")
             loss = loss + l_late
-        opt.zero_grad()
+        for opt in opts:
+            opt.zero_grad()
         loss.backward()
-        opt.step()
+        for opt, sk in zip(opts, skip):
+            if not sk:
+                opt.step()
         if (t + 1) % cfg.log_every == 0 or t + 1 == cfg.steps:
             log(t + 1)
         if progress is not None:
@@ -341,7 +371,8 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
         [
             dict(run=i, method=s.method, shape=s.wm.shape, bias=s.wm.bias, sigma=s.wm.sigma,
                  rho=s.effective_rho, seed=s.seed, J_star=st.problem.optimum, J_uniform=st.problem.uniform_value,
-                 staleness=s.staleness, late=s.late, late_ratio_max=s.late_ratio_max, at_bound=s.at_bound)
+                 staleness=s.staleness, late=s.late, late_ratio_max=s.late_ratio_max, at_bound=s.at_bound,
+                 steps_without_anchors=s.steps_without_anchors)
             for i, (s, st) in enumerate(zip(runs, states))
         ]
     )
@@ -353,6 +384,7 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     finals["J_final"] = finals["run"].map(last)
     finals["gap_final"] = finals["J_star"] - finals["J_final"]
     finals["executions"] = [st.executions for st in states]
+    finals["updates_skipped"] = [st.updates_skipped for st in states]
     finals["staleness_mean"] = [float(np.mean(st.staleness_log)) if st.staleness_log else float("nan") for st in states]
     finals["staleness_max"] = [float(np.max(st.staleness_log)) if st.staleness_log else float("nan") for st in states]
     finals["over_bound_frac"] = [st.n_over_bound / st.n_async_groups if st.n_async_groups else float("nan")

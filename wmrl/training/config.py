@@ -232,6 +232,12 @@ class WmrlConfig(_Section):
     late_ratio_max: Float = Field(2.0, gt=1.0, description=(
         "Late anchor rows in the gradient keep their importance ratio pi_now / pi_sampled in [0.001, this] (PPO's "
         "clip range is too tight for them: the simulation lost twice as much reward with [0.8, 1.2] at k=9)."))
+    steps_without_anchors: Literal["skip", "update"] = Field("skip", description=(
+        "A step of the asynchronous stream (anchor_staleness > 0, late_anchors 'gradient') whose own anchor groups "
+        "are all still running and at which no other anchor group arrives (the first steps of a run, and gaps "
+        "between arrivals): 'skip' makes no policy update there (its anchors enter the loss when they arrive) or "
+        "'update' trains on its world-model groups alone, the pure world-model update an exploitable world model "
+        "feeds. The simulation chose 'skip' (docs/scaling.md)."))
     over_bound_anchors: Literal["wait", "calibration", "drop"] = Field("wait", description=(
         "What an anchor group still running when its staleness reaches wmrl.anchor_staleness does: 'wait' (the "
         "step blocks until it is done, stage anchor_wait, and consumes it as a late group), 'calibration' (not "

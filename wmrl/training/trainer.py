@@ -49,7 +49,7 @@ import numpy as np
 
 from wmrl.core.episodes import finite_mean
 from wmrl.core.recipe import Recipe, StepOutputs, calibration_record, get_recipe
-from wmrl.core.staleness import late_clip
+from wmrl.core.staleness import late_clip, skips_update
 from wmrl.training.config import TrainConfig
 from wmrl.training.anchors import AnchorRuns, AnchorStream, LatePairs, late_sample_lines, late_update_parts, \
     recipe_inputs
@@ -85,6 +85,8 @@ class StepBatch:
     - wm_predict: ``reward_wm`` (raw prediction r_hat; NaN when the world model is not used).
     - recipe: ``out`` (:class:`~wmrl.core.recipe.StepOutputs`: calibrated world-model reward, reward used,
       advantages, weights, statistics), ``cal_rec`` (the calibration.jsonl line, or None).
+    - recipe: ``skip_update`` (asynchronous anchors: the step's own anchor groups are in flight and nothing else
+      arrived, so the update is skipped, :func:`wmrl.core.staleness.skips_update`).
     - update: ``update`` (loss stats); wm_refresh: ``refresh`` (the refit's report, or None).
     """
 
@@ -107,6 +109,7 @@ class StepBatch:
     feedback: Any = None  # multi-turn: the step's wmrl.training.multiturn.StepFeedback
     update: dict[str, Any] = field(default_factory=dict)
     refresh: dict[str, Any] | None = None
+    skip_update: bool = False
 
     def __post_init__(self) -> None:
         B = self.B
@@ -172,6 +175,8 @@ class Trainer:
         self.wall_times = WallTimes()  # run time shown by world-model observations (multi-turn episodes)
         self.step = 0
         self.n_infra_total = 0
+        self.n_skipped_without_anchors = 0  # updates skipped: anchors in flight, none arrived (wmrl.steps_without_anchors)
+        self.skipped_in_a_row = 0  # of those, since the last step with anchor rows
         self.started_at = now_iso()
         self.wm_refreshed = False
         self.tb = None
@@ -188,6 +193,8 @@ class Trainer:
             "router": self.router.state_dict(),
             "ledger": self.ledger.state_dict(),
             "n_infra_total": self.n_infra_total,
+            "n_skipped_without_anchors": self.n_skipped_without_anchors,
+            "skipped_in_a_row": self.skipped_in_a_row,
             "line_counts": dict(self.rd.line_counts()),
             "started_at": self.started_at,
             "last_eval": self._last_eval,
@@ -237,6 +244,8 @@ class Trainer:
         self.router.load_state_dict(st["router"])
         self.ledger.load_state_dict(st["ledger"])
         self.n_infra_total = int(st["n_infra_total"])
+        self.n_skipped_without_anchors = int(st.get("n_skipped_without_anchors", 0))
+        self.skipped_in_a_row = int(st.get("skipped_in_a_row", 0))
         self.step = int(st["step"])
         self.started_at = st.get("started_at", self.started_at)
         self._last_eval = st.get("last_eval", {})
@@ -363,6 +372,9 @@ class Trainer:
         """Stage update: :func:`grpo_update` on the step's rows (multi-turn: every turn's rows with their episode's
         advantage, :func:`wmrl.training.multiturn.update_parts`; asynchronous anchors: the late groups' rows)."""
         o, out = self.cfg.optim, sb.out
+        if sb.skip_update:  # anchors in flight and none arrived: no world-model-only update (docs/scaling.md)
+            return {"loss": 0.0, "kl": None, "clip_frac": None, "grad_norm": None, "lr": o.lr, "update_rows": 0,
+                    "update_skipped": True}
         if sb.episodes is not None:
             batch, adv, w, valid, extra = update_parts(sb.episodes, out.advantages, out.weights, sb.valid, o.aggregation)
             return grpo_update(self.c.policy, self.optimizer, self.params, batch, adv, w, valid, o, extra)
@@ -385,6 +397,12 @@ class Trainer:
         parts = (full.reward_wm_calibrated, full.reward_used, full.advantages, full.weights)
         sb.out = out = StepOutputs(*(a[:B] for a in parts), full.stats, full.calibration)
         sb.late_out = tuple(a[B:] for a in parts)  # late anchor rows in this step's loss (gradient mode)
+        own_in_flight = int((sb.anchor_groups & ~np.isin(np.arange(sb.M), sb.gid[sb.is_anchor])).sum())
+        n_rows = int(full.stats["n_anchor_samples"])
+        sb.skip_update = skips_update(self.cfg.wmrl.steps_without_anchors, self.anchors.k, mode, own_in_flight, n_rows,
+                                      self.skipped_in_a_row)
+        self.skipped_in_a_row = 0 if n_rows else self.skipped_in_a_row + sb.skip_update
+        self.n_skipped_without_anchors += sb.skip_update
         late_tilde = None if late is None or not late.n else (sb.late_out[0] if mode == "gradient" else
                                                              self.recipe.learn_late(
             self.recipe_state, sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
@@ -445,7 +463,9 @@ class Trainer:
             rec.update(anchor_samples_consumed=int(len(st)), anchor_late_samples=int(sb.late.n),
                        anchor_staleness_mean=float(np.mean(st)) if len(st) else None,
                        anchor_staleness_max=int(np.max(st)) if len(st) else None,
-                       anchors_in_flight=self.anchors.n_in_flight, **self.anchors.step_counts)
+                       anchors_in_flight=self.anchors.n_in_flight, **self.anchors.step_counts,
+                       update_skipped_without_anchors=sb.skip_update,
+                       updates_skipped_without_anchors_total=self.n_skipped_without_anchors)
         if sb.episodes is not None:
             rec.update(episode_metrics(sb, sb.episodes, sb.feedback.observations_wm))
         rec.update(sb.update)
