@@ -31,6 +31,61 @@ def test_latency_model_rejects_bad_parameters(kw, word):
         LatencyModel(**{"median_s": 120.0, "sigma": 0.9, "floor_s": 10.0, "cap_s": 600.0, **kw})
 
 
+def test_skips_update_only_for_a_step_whose_anchors_are_late():
+    from wmrl.core.staleness import skips_update
+
+    assert skips_update("skip", 5, "gradient", 2, 0, 0)  # own groups running, nothing arrived
+    assert not skips_update("skip", 5, "gradient", 2, 8, 0)  # a late group arrived: anchors in the loss
+    assert not skips_update("skip", 5, "gradient", 0, 0, 0)  # routed none: the synchronous step had none either
+    assert not skips_update("skip", 0, "gradient", 2, 0, 0)  # synchronous: infrastructure failures, not lateness
+    assert not skips_update("skip", 5, "calibration", 2, 0, 0)  # in-flight groups train as world-model groups
+    assert not skips_update("update", 5, "gradient", 2, 0, 0)
+    assert skips_update("skip", 5, "gradient", 2, 0, 4) and not skips_update("skip", 5, "gradient", 2, 0, 5)
+    with pytest.raises(ValueError, match="skip"):
+        skips_update("wait", 5, "gradient", 2, 0, 0)
+    with pytest.raises(ValueError, match=">= 0"):
+        skips_update("skip", 5, "gradient", -1, 0, 0)
+
+
+def test_simulation_skips_updates_without_anchors():
+    """A skipped step leaves the run's parameters and optimiser as they are: a run whose anchors never arrive in
+    time skips exactly its first k steps (at most k in a row), then updates; ``update`` never skips."""
+    from wmrl.sim.bandit import WorldModelSpec
+    from wmrl.sim.engine import RunSpec, SimConfig, simulate
+
+    cfg = SimConfig(n_tasks=6, n_arms=12, steps=12, log_every=1, min_every=2)
+    wm = WorldModelSpec("exploit", 0.5, 0.1)
+    kw = dict(staleness=3, late="gradient", at_bound="calibration", latency_steps=1000.0, latency_sigma=0.0)
+    runs = [RunSpec("wmrl", wm, 0.5, 0, steps_without_anchors=m, **kw) for m in ("skip", "update")]
+    curves, f = simulate(runs, cfg)
+    assert f["updates_skipped"].tolist() == [3, 0]
+    j = curves[curves["run"] == 0].sort_values("step")["J"].to_numpy()
+    assert np.all(j[:4] == j[0]) and j[4] != j[0]  # steps 0-2 skipped: J unchanged until step 3's update
+    ju = curves[curves["run"] == 1].sort_values("step")["J"].to_numpy()
+    assert ju[1] != ju[0]
+    with pytest.raises(ValueError, match="steps_without_anchors"):
+        RunSpec("wmrl", wm, 0.5, 0, steps_without_anchors="wait", **kw)
+
+
+def test_regime_study_table(tmp_path):
+    from wmrl.sim.staleness import horizon_config, regime_latency, run_regime_study
+
+    lat = regime_latency(10.0)
+    assert lat.moments()["mean_s"] == pytest.approx(10.0, rel=1e-6) and lat.sigma == 0.9
+    assert lat.cap_s == pytest.approx(lat.median_s * 5.0)  # PAPER_LATENCY: cap 600 s = 5 x the median 120 s
+    c = horizon_config(1600)
+    assert c.steps == 1600 and c.lr * c.steps == pytest.approx(0.05 * 200) and c.log_every == 40
+    res = run_regime_study(tmp_path, seeds=2, methods=("wmrl",), horizons=(6, 12), mean_steps=2.0)
+    md = res["markdown"]
+    assert "| 6 | exploit | wmrl | skip |" in md and "| 12 | exploit | wmrl | update |" in md
+    assert (tmp_path / "regime.md").read_text() == md and (tmp_path / "regime_finals.csv").exists()
+    s = res["summary"]
+    assert set(s["steps_without_anchors"]) == {"-", "skip", "update"}
+    assert (s[s["steps_without_anchors"] == "update"]["updates_skipped"] == 0).all()
+    with pytest.raises(ValueError, match="shapes"):
+        run_regime_study(tmp_path, seeds=1, shapes=("nope",), horizons=(2,))
+
+
 def test_arrival_steps_respect_the_bound():
     lat = np.array([0.0, 0.2, 1.0, 2.5, 40.0])
     assert arrival_steps(7, lat, 0).tolist() == [7] * 5  # synchronous: every group at its own step
@@ -161,11 +216,15 @@ def test_staleness_study_table_has_the_at_bound_column(tmp_path):
     runs = build_runs((0, 3), 1, extra_ks=(6,))
     assert {(r.staleness, r.at_bound) for r in runs if r.method == "wmrl"} == {
         (0, "wait"), (3, "wait"), (3, "calibration"), (3, "drop"), (6, "wait"), (6, "calibration"), (6, "drop")}
+    assert {(r.staleness, r.at_bound) for r in runs if r.steps_without_anchors == "update"} == {
+        (3, "wait"), (3, "calibration"), (3, "drop"), (6, "wait"), (6, "calibration"), (6, "drop")}
     res = run_staleness_study(tmp_path, ks=(0, 3), seeds=2, steps=4, extra_ks=(6,))
     md = res["markdown"]
     assert "| at bound |" in md and "| groups over the bound |" in md
     assert "| exploit | wmrl | 6 | gradient, ratio <= 2 | drop |" in md
     assert set(res["summary"]["at_bound"]) == {"-", "wait", "calibration", "drop"}
+    assert "| without anchors |" in md and "| updates skipped |" in md
+    assert set(res["summary"]["steps_without_anchors"]) == {"-", "skip", "update"}
 
 
 def test_projection_of_step_times():

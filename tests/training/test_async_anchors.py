@@ -102,6 +102,30 @@ def test_async_generation_never_waits_and_late_groups_enter_the_loss(tmp_path):
     assert led["executions"]["anchor"]["count"] == sum(r["anchor_samples_consumed"] for r in m)
 
 
+@pytest.mark.parametrize("mode", ["skip", "update"])
+def test_steps_without_anchors_skip_their_update(tmp_path, mode):
+    """wmrl.steps_without_anchors: a step whose own anchor groups are all in flight and at which nothing arrives
+    (the first steps, with 0.4 s executions and ~0.05 s steps) makes no update with ``skip`` (no rows, no
+    gradient) and trains on its world-model groups with ``update``; steps with late rows update in both."""
+    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=20", f"wmrl.steps_without_anchors={mode}",
+                          executor=SlowExecutor(0.4), steps=12, wm_sleep=0.03)
+    unanchored = [r for r in m if r["n_anchor_samples"] == 0 and r["anchor_groups_in_flight"] > 0]
+    assert unanchored and unanchored[0]["step"] == 1  # the pipeline fill
+    anchored = [r for r in m if r["n_anchor_samples"] > 0]
+    assert anchored and all(not r["update_skipped"] and r["update_rows"] > 0 for r in anchored)
+    if mode == "skip":
+        assert all(r["update_skipped_without_anchors"] and r["update_skipped"] and r["update_rows"] == 0
+                   and r["grad_norm"] is None for r in unanchored)
+        assert m[-1]["updates_skipped_without_anchors_total"] == len(unanchored)
+        # its samples are still logged and scored, with their weights (the skip is the update's, not the recipe's)
+        step1 = [x for x in s if x["step"] == 1 and x["stream"] == "wm"]
+        assert step1 and all(np.isfinite(x["reward_wm"]) for x in step1)
+    else:
+        assert all(not r["update_skipped_without_anchors"] and r["update_rows"] > 0 for r in unanchored)
+        assert m[-1]["updates_skipped_without_anchors_total"] == 0
+    assert [r.get("wall_s.anchor_wait") for r in m] == [0.0] * 12
+
+
 def test_the_bound_is_kept_by_waiting(tmp_path):
     """k = 1 with executions slower than a step: every group is consumed one step late, after a wait."""
     m, s, _ = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=1", executor=SlowExecutor(0.5), steps=4)
