@@ -18,7 +18,8 @@ Printed per staleness bound k (one row each): mean step time (s), per-step LM ti
 update, s), executions, executor utilisation = sum of the consumed executions' wall seconds / (slots x loop
 wall seconds), the consumed anchors' staleness (mean, max; steps), the time generation waited at the bound
 (s, total), the anchor groups that reached the bound still running (waited for with ``wait``, left running and
-later fed to the calibration only with ``calibration``, discarded with ``drop``: ``wmrl.over_bound_anchors``)
+later fed to the calibration only with ``calibration``, discarded with ``drop``: ``wmrl.over_bound_anchors``),
+the updates skipped because a step's anchors were all in flight and none arrived (``wmrl.steps_without_anchors``)
 and the true reward of the anchors consumed in the last quarter of steps (the fake task's reward). Every k > 0
 runs once per ``--at-bound`` mode; k = 0 (synchronous) once. The last column is the fake task's true reward of every sample the policy drew in the last quarter of steps (what it
 learned, whether or not its anchors arrived). The table also goes to ``results_<executor>.json``
@@ -157,6 +158,7 @@ def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") ->
                 wait_s=float(sum(r.get("wall_s.anchor_wait", 0.0) for r in m)),
                 over_bound_groups=int(m[-1].get("anchor_groups_over_bound_total", 0)),
                 over_bound_samples=int(sum(r.get("anchor_over_bound_samples", 0) for r in m)),
+                updates_skipped=int(m[-1].get("updates_skipped_without_anchors_total", 0)),
                 in_flight_at_end=int(m[-1].get("anchors_in_flight", 0)),
                 reward_last_quarter=float(np.mean(rt)) if rt else None,
                 policy_reward_last_quarter=float(np.mean(pol)) if pol else None, run_wall_s=wall)
@@ -164,9 +166,9 @@ def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") ->
 
 def table(rows: list[dict]) -> str:
     head = ("| executor | k | at bound | slots | steps | step s (mean / median) | LM s per step | latency / LM "
-            "| executions | utilisation | staleness mean / max | waited s | groups over the bound | speed-up "
-            "| anchor reward (last quarter) | policy reward (last quarter) |")
-    lines = [head, "|" + "---|" * 16]
+            "| executions | utilisation | staleness mean / max | waited s | groups over the bound | updates skipped "
+            "| speed-up | anchor reward (last quarter) | policy reward (last quarter) |")
+    lines = [head, "|" + "---|" * 17]
     base = {r["executor"]: r["step_s"] for r in rows if r["k"] == 0}
     for r in rows:
         sp = base.get(r["executor"], float("nan")) / r["step_s"]
@@ -177,7 +179,7 @@ def table(rows: list[dict]) -> str:
                      f"{r['step_s']:.3f} / {r['step_s_median']:.3f} | {r['lm_s']:.3f} | "
                      f"{lat} | {r['executions']} | {r['utilisation']:.2f} | "
                      f"{r['staleness_mean']:.2f} / {r['staleness_max']} | {r['wait_s']:.2f} | "
-                     f"{r.get('over_bound_groups', 0)} | {sp:.2f}x | {rw} | {pr} |")
+                     f"{r.get('over_bound_groups', 0)} | {r.get('updates_skipped', 0)} | {sp:.2f}x | {rw} | {pr} |")
     return "\n".join(lines)
 
 
