@@ -117,6 +117,8 @@ def test_steps_without_anchors_skip_their_update(tmp_path, mode):
         assert all(r["update_skipped_without_anchors"] and r["update_skipped"] and r["update_rows"] == 0
                    and r["grad_norm"] is None for r in unanchored)
         assert m[-1]["updates_skipped_without_anchors_total"] == len(unanchored)
+        log = rd.log.read_text()
+        assert log.count("update skipped (anchors in flight, none arrived)") == len(unanchored)
         # its samples are still logged and scored, with their weights (the skip is the update's, not the recipe's)
         step1 = [x for x in s if x["step"] == 1 and x["stream"] == "wm"]
         assert step1 and all(np.isfinite(x["reward_wm"]) for x in step1)

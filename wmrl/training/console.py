@@ -24,6 +24,9 @@ def _step_line(rec: dict[str, Any]) -> str:
             f"loss {_fmt(rec.get('loss'), 4)} infra {rec['n_infra_errors']} "
             + (f"turns {_fmt(rec['episode_turns_mean'], 2)} submitted {_fmt(rec.get('episode_submitted_rate'), 2)} "
                f"turn gain {_fmt(rec.get('reward_true_turn_gain'))} " if "episode_turns_mean" in rec else "")
+            + (f"late {rec['anchor_late_samples']} in flight {rec['anchors_in_flight']} "
+               + ("update skipped (anchors in flight, none arrived) " if rec.get("update_skipped_without_anchors")
+                  else "") if "anchors_in_flight" in rec else "")
             + f"wall {rec['step_wall_s']:.1f}s")
 
 
