@@ -45,6 +45,8 @@ def test_skips_update_only_for_a_step_whose_anchors_are_late():
         skips_update("wait", 5, "gradient", 2, 0, 0)
     with pytest.raises(ValueError, match=">= 0"):
         skips_update("skip", 5, "gradient", -1, 0, 0)
+    with pytest.raises(ValueError, match="late_anchors"):  # a typo was silently "never skip"
+        skips_update("skip", 5, "gradient ", 2, 0, 0)
 
 
 def test_simulation_skips_updates_without_anchors():

@@ -182,6 +182,10 @@ def build_regime_runs(seeds: int, shapes: tuple[str, ...] = ("exploit",), method
     ``steps_without_anchors`` ``skip`` (chosen) and ``update`` (before). A shape or method named twice counts once
     (the paired differences need one synchronous run per (shape, method, seed)).
 
+    Args:
+        seeds: seeds 0..seeds-1 per (shape, method). shapes: :data:`WORLD_MODELS` shapes. methods: recipes with both
+            streams. mean_steps: mean latency of one execution (steps, :func:`regime_latency`). rho: anchor fraction.
+
     Raises:
         ValueError: an unknown shape, no method, or a method without both streams (:class:`RunSpec`).
     """
@@ -221,7 +225,9 @@ def run_regime_study(out: Path, seeds: int = 24, shapes: tuple[str, ...] = ("exp
                      methods: tuple[str, ...] = ("wmrl", "wmrl-ppi"), horizons: tuple[int, ...] = REGIME_HORIZONS,
                      mean_steps: float = REGIME_MEAN_STEPS, progress=None) -> dict:
     """Simulate :func:`build_regime_runs` at each horizon (:func:`horizon_config`); write ``regime.csv``,
-    ``regime_finals.csv`` and ``regime.md`` into ``out``. Returns ``{"summary", "markdown", "wall_s"}``.
+    ``regime_finals.csv`` and ``regime.md`` into ``out``. Returns ``{"summary"`` (:func:`summarise` per horizon, with
+    a ``horizon`` column), ``"markdown"``, ``"wall_s"`` (seconds, all horizons)``}``. ``progress(step, steps)`` is
+    called as in :func:`~wmrl.sim.engine.simulate`, once per horizon; the rest as :func:`build_regime_runs`.
 
     A horizon named twice is simulated once.
 
