@@ -45,6 +45,8 @@ def test_skips_update_only_for_a_step_whose_anchors_are_late():
         skips_update("wait", 5, "gradient", 2, 0, 0)
     with pytest.raises(ValueError, match=">= 0"):
         skips_update("skip", 5, "gradient", -1, 0, 0)
+    with pytest.raises(ValueError, match="late_anchors"):  # a typo was silently "never skip"
+        skips_update("skip", 5, "gradient ", 2, 0, 0)
 
 
 def test_simulation_skips_updates_without_anchors():
@@ -65,6 +67,8 @@ def test_simulation_skips_updates_without_anchors():
     assert ju[1] != ju[0]
     with pytest.raises(ValueError, match="steps_without_anchors"):
         RunSpec("wmrl", wm, 0.5, 0, steps_without_anchors="wait", **kw)
+    with pytest.raises(ValueError, match="floor_s=5.0.*floor_s latency_floor_steps"):
+        RunSpec("wmrl", wm, 0.5, 0, staleness=3, latency_steps=3.0, latency_floor_steps=5.0)
 
 
 def test_regime_study_table(tmp_path):

@@ -74,3 +74,34 @@ def test_simulate_bad_flags_are_clear_errors_before_any_run(tmp_path):
     assert afile.read_text() == "keep"
     with pytest.raises(ValueError, match="margin"):
         run_study("small", out=tmp_path / "o", margin=float("inf"))
+
+
+def test_simulate_async_bad_flags_are_clear_errors_before_any_run(tmp_path):
+    """Review: `--shape nope`, `--method grpo` and `--mean-latency-steps inf` named no option (grpo's said
+    "staleness 36"), and made the --out folder first; a method or shape named twice was a pandas traceback."""
+    import typer
+    from typer.testing import CliRunner
+
+    from wmrl.sim import cli as sim_cli
+    from wmrl.sim.staleness import run_regime_study
+
+    app = typer.Typer()
+    sim_cli.register(app)
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    out = tmp_path / "o"
+    for args, hint in ([["--shape", "nope"], "--shape"], [["--method", "grpo"], "both streams"],
+                       [["--method", "nope"], "--method"], [["--method", "anchor-only"], "--method"],
+                       [["--horizon", "0"], "--horizon"], [["--seeds", "0"], "--seeds"],
+                       [["--mean-latency-steps", "inf"], "--mean-latency-steps"],
+                       [["--mean-latency-steps", "0"], "--mean-latency-steps"]):
+        r = CliRunner().invoke(app, ["simulate-async", "--out", str(out), "--seeds", "1", "--horizon", "2", *args])
+        assert r.exit_code == 2 and hint in r.output, (args, r.output)
+        assert not out.exists(), args
+    r = CliRunner().invoke(app, ["simulate-async", "--out", str(afile), "--seeds", "1", "--horizon", "2"])
+    assert r.exit_code == 2 and "--out" in r.output and afile.read_text() == "keep"
+    res = run_regime_study(out, seeds=1, methods=("wmrl", "wmrl"), shapes=("exploit", "exploit"), horizons=(2, 2),
+                           mean_steps=2.0)
+    assert len(res["summary"]) == 3 and (res["summary"]["seeds"] == 1).all()  # sync, skip, update: once each
+    with pytest.raises(ValueError, match="horizon"):
+        run_regime_study(out, seeds=1, horizons=(2, 0))

@@ -128,6 +128,41 @@ def test_steps_without_anchors_skip_their_update(tmp_path, mode):
     assert [r.get("wall_s.anchor_wait") for r in m] == [0.0] * 12
 
 
+@pytest.mark.parametrize("saved_before_the_key", [False, True])
+def test_a_resumed_run_keeps_its_steps_without_anchors(tmp_path, saved_before_the_key):
+    """The run of skipped updates is restored from the checkpoint (nothing ever arrives here: steps 1-3 are
+    skipped, k = 3, then the run updates). Review: a run saved before wmrl.steps_without_anchors existed (its
+    config.yaml lacks the key) updated at such steps; resumed, it switched to the new default ``skip``."""
+    from wmrl.training.run import resume_training
+
+    cfg = cfg_for(tmp_path, "wmrl", 5, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion_min_pairs=2",
+                  "wmrl.anchor_staleness=3", "wmrl.anchor_fraction=0.5")
+    c = comps("wmrl")
+    c.executor = SlowExecutor(5.0)  # nothing finishes within the run
+    run_training(cfg, components=c, stop_after_step=2)
+    rd = RunDir(cfg.run_dir)
+    if saved_before_the_key:  # the run as an older wmrl saved it
+        text = rd.config.read_text()
+        assert text.count("  steps_without_anchors: skip\n") == 1
+        rd.config.write_text(text.replace("  steps_without_anchors: skip\n", ""))
+        rd.save_config_hash()
+        with pytest.raises(ConfigError, match="steps_without_anchors"):  # its past updated: a frozen key
+            resume_training(cfg.run_dir, overrides=["wmrl.steps_without_anchors=skip"], components=comps("wmrl"))
+    c2 = comps("wmrl")
+    c2.executor = SlowExecutor(5.0)
+    resume_training(cfg.run_dir, components=c2)
+    m = read_jsonl(rd.metrics)
+    assert [r["step"] for r in m] == [1, 2, 3, 4, 5]
+    skipped = [r["update_skipped_without_anchors"] for r in m]
+    if saved_before_the_key:
+        assert skipped == [True, True, False, False, False]
+        assert "predates wmrl.steps_without_anchors: resuming with wmrl.steps_without_anchors=update" in rd.log.read_text()
+    else:
+        assert skipped == [True, True, True, False, False]  # at most k = 3 in a row, across the resume
+        assert m[-1]["updates_skipped_without_anchors_total"] == 3
+    assert all(r["update_rows"] > 0 for r, sk in zip(m, skipped) if not sk)
+
+
 def test_the_bound_is_kept_by_waiting(tmp_path):
     """k = 1 with executions slower than a step: every group is consumed one step late, after a wait."""
     m, s, _ = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=1", executor=SlowExecutor(0.5), steps=4)

@@ -159,11 +159,17 @@ def skips_update(mode: str, k: int, late_mode: str, own_in_flight_groups: int, a
         anchor_rows: valid anchor rows in the step's loss (its own that arrived in time, plus late ones).
         skipped_in_a_row: updates skipped by this rule since the last step with anchor rows.
 
+    Returns:
+        True: make no policy update at this step (the caller adds 1 to ``skipped_in_a_row``; a step with anchor
+        rows resets it to 0).
+
     Raises:
-        ValueError: ``mode`` unknown, or counts < 0.
+        ValueError: ``mode`` or ``late_mode`` unknown, k not an integer >= 0, or counts < 0.
     """
     if mode not in UNANCHORED_MODES:
         raise ValueError(f"what a step without anchors does must be one of {UNANCHORED_MODES}, got {mode!r}")
+    if late_mode not in ("gradient", "calibration"):
+        raise ValueError(f"late_mode must be 'gradient' or 'calibration' (wmrl.late_anchors), got {late_mode!r}")
     if min(own_in_flight_groups, anchor_rows, skipped_in_a_row) < 0:
         raise ValueError(f"counts must be >= 0, got {own_in_flight_groups}, {anchor_rows}, {skipped_in_a_row}")
     k = check_staleness(k)

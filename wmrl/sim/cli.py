@@ -90,14 +90,24 @@ def async_command(
     from rich.console import Console
     from rich.markdown import Markdown
 
+    from wmrl.core.recipe import get_recipe
     from wmrl.sim.engine import METHODS
-    from wmrl.sim.staleness import run_regime_study
+    from wmrl.sim.staleness import WORLD_MODELS, run_regime_study
 
     if any(h < 1 for h in horizon):
         raise typer.BadParameter(f"need horizons >= 1 step, got {horizon}", param_hint="--horizon")
-    bad = [m for m in method if m not in METHODS]
+    fusing = [m for m in METHODS if get_recipe(m).fuses]  # asynchronous anchors need both streams
+    bad = [m for m in method if m not in fusing]
     if bad:
-        raise typer.BadParameter(f"unknown methods {bad}; choose from {list(METHODS)}", param_hint="--method")
+        raise typer.BadParameter(f"{bad}: not a recipe with both streams (asynchronous anchors calibrate and fuse "
+                                 f"the late ones); choose from {fusing}", param_hint="--method")
+    shapes = [w.shape for w in WORLD_MODELS]
+    bad = [s for s in shape if s not in shapes]
+    if bad:
+        raise typer.BadParameter(f"unknown world-model shapes {bad}; choose from {shapes}", param_hint="--shape")
+    if not math.isfinite(mean_latency_steps):
+        raise typer.BadParameter(f"need a finite number of steps, got {mean_latency_steps}",
+                                 param_hint="--mean-latency-steps")
     try:  # before simulating, so a bad --out does not cost the whole run
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -134,7 +134,12 @@ class RunSpec:
         if self.staleness and not get_recipe(self.method).fuses:
             raise ValueError(f"asynchronous anchors (staleness {self.staleness}) need a recipe with both streams, "
                              f"not {self.method!r}")
-        self.latency_model  # validates
+        try:
+            self.latency_model  # validates
+        except ValueError as e:  # LatencyModel speaks of seconds and its own field names
+            raise ValueError(f"the run's latency model (in steps, not seconds): {e}; here median_s is latency_steps, "
+                             f"sigma latency_sigma, floor_s latency_floor_steps, cap_s latency_cap_steps (None: 20 x "
+                             f"latency_steps)") from None
 
     @property
     def latency_model(self) -> LatencyModel:

@@ -179,16 +179,27 @@ def build_regime_runs(seeds: int, shapes: tuple[str, ...] = ("exploit",), method
                       mean_steps: float = REGIME_MEAN_STEPS, rho: float = 0.1) -> list[RunSpec]:
     """Per (world model of ``shapes``, method, seed): the synchronous run, and the asynchronous one at the chosen
     setting (k = ceil(cap), ``over_bound_anchors: calibration``, late groups in the gradient with ratio <= 2) with
-    ``steps_without_anchors`` ``skip`` (chosen) and ``update`` (before)."""
+    ``steps_without_anchors`` ``skip`` (chosen) and ``update`` (before). A shape or method named twice counts once
+    (the paired differences need one synchronous run per (shape, method, seed)).
+
+    Args:
+        seeds: seeds 0..seeds-1 per (shape, method). shapes: :data:`WORLD_MODELS` shapes. methods: recipes with both
+            streams. mean_steps: mean latency of one execution (steps, :func:`regime_latency`). rho: anchor fraction.
+
+    Raises:
+        ValueError: an unknown shape, no method, or a method without both streams (:class:`RunSpec`).
+    """
     lat = regime_latency(mean_steps)
     k = int(math.ceil(lat.cap_s))
     wms = [w for w in WORLD_MODELS if w.shape in shapes]
     if len(wms) != len(set(shapes)):
         raise ValueError(f"unknown world-model shapes in {shapes}; choose from {[w.shape for w in WORLD_MODELS]}")
+    if not methods:
+        raise ValueError("need at least one method")
     runs = []
     for wm in wms:
         for seed in range(seeds):
-            for m in methods:
+            for m in dict.fromkeys(methods):
                 runs.append(RunSpec(m, wm, rho, seed))
                 for sw in UNANCHORED_MODES:
                     runs.append(RunSpec(m, wm, rho, seed, staleness=k, late="gradient", late_ratio_max=2.0,
@@ -214,15 +225,21 @@ def run_regime_study(out: Path, seeds: int = 24, shapes: tuple[str, ...] = ("exp
                      methods: tuple[str, ...] = ("wmrl", "wmrl-ppi"), horizons: tuple[int, ...] = REGIME_HORIZONS,
                      mean_steps: float = REGIME_MEAN_STEPS, progress=None) -> dict:
     """Simulate :func:`build_regime_runs` at each horizon (:func:`horizon_config`); write ``regime.csv``,
-    ``regime_finals.csv`` and ``regime.md`` into ``out``. Returns ``{"summary", "markdown", "wall_s"}``.
+    ``regime_finals.csv`` and ``regime.md`` into ``out``. Returns ``{"summary"`` (:func:`summarise` per horizon, with
+    a ``horizon`` column), ``"markdown"``, ``"wall_s"`` (seconds, all horizons)``}``. ``progress(step, steps)`` is
+    called as in :func:`~wmrl.sim.engine.simulate`, once per horizon; the rest as :func:`build_regime_runs`.
+
+    A horizon named twice is simulated once.
 
     Raises:
-        ValueError: seeds < 1, no horizon, or an unknown shape.
+        ValueError: seeds < 1, no horizon or one < 1 step, or what :func:`build_regime_runs` refuses (all before
+            anything is simulated).
     """
     import pandas as pd
 
-    if seeds < 1 or not horizons:
-        raise ValueError(f"need seeds >= 1 and at least one horizon, got {seeds}, {horizons}")
+    horizons = tuple(dict.fromkeys(horizons))
+    if seeds < 1 or not horizons or min(horizons) < 1:
+        raise ValueError(f"need seeds >= 1 and at least one horizon, each >= 1 step, got {seeds}, {horizons}")
     runs = build_regime_runs(seeds, tuple(shapes), tuple(methods), mean_steps)
     parts, wall = [], 0.0
     for h in horizons:

@@ -82,9 +82,22 @@ def run_training(config: TrainConfig, *, resume: bool = False,
             log.warning("%s; resuming with the edited file as asked", edited)
             rd.log_line(f"{now_iso()} {edited}; resumed with it (--accept-edited-config)")
         try:
-            changed = frozen_changes(load_config(rd.config), cfg)
+            saved = load_config(rd.config)
+            added = keys_added_since(rd.config)
+            if added:
+                saved = load_config(rd.config, [f"{k}={v}" for k, v in added.items()])
         except ConfigError as e:
             raise RunDirError(f"{rd.config} cannot be read back: {e}") from None
+        for key, value in added.items():  # the run's steps so far were made with the value of before the key
+            section, name = key.split(".")
+            sec = getattr(cfg, section)
+            if name not in sec.model_fields_set and getattr(sec, name) != value:
+                setattr(sec, name, value)
+                if cfg.wmrl.anchor_staleness:  # only the asynchronous stream reads steps_without_anchors
+                    msg = f"{rd.config} predates {key}: resuming with {key}={value}, the behaviour of its steps so far"
+                    log.warning("%s", msg)
+                    rd.log_line(f"{now_iso()} {msg}")
+        changed = frozen_changes(saved, cfg)
         if changed:
             allowed = ", ".join(m + "*" if m.endswith(".") else m for m in RESUME_MUTABLE)
             raise ConfigError(f"resume: the config differs from the run's saved config.yaml in {', '.join(changed)}, "
@@ -352,6 +365,30 @@ def _summary_from_file(rd: RunDir, d: dict[str, Any]) -> RunSummary:
 
 RESUME_MUTABLE = ("optim.steps", "progress", "threads", "eval.", "executor.", "checkpoint_every",
                   "keep_checkpoints")
+
+#: Config keys added after runs were saved without them, with the value that reproduces what such a run did: its
+#: config.yaml lacks the key, and a resume continues with this value rather than the key's default (unless the
+#: resume sets the key, which a frozen key refuses). ``wmrl.steps_without_anchors``: before it, a step of the
+#: asynchronous stream without anchors updated on its world-model groups.
+KEYS_ADDED_SINCE = {"wmrl.steps_without_anchors": "update"}
+
+
+def keys_added_since(path: str | Path) -> dict[str, str]:
+    """The entries of :data:`KEYS_ADDED_SINCE` that the saved config at ``path`` does not hold (dotted key: value).
+
+    Call it on a config that :func:`~wmrl.training.config.load_config` reads (its errors are the clear ones).
+    """
+    from wmrl.training.config import load_yaml
+
+    data = load_yaml(Path(path).read_text())
+    out = {}
+    for key, value in KEYS_ADDED_SINCE.items():
+        node: Any = data
+        for part in key.split("."):
+            node = node.get(part, KeyError) if isinstance(node, dict) else KeyError
+        if node is KeyError:
+            out[key] = value
+    return out
 
 
 def resume_training(run_dir: str | Path, overrides: list[str] | None = None,
