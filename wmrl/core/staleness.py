@@ -157,7 +157,8 @@ def skips_update(mode: str, k: int, late_mode: str, own_in_flight_groups: int, a
             in-flight groups train as world-model groups at their own step: the step is never without them).
         own_in_flight_groups: the step's own anchor groups still running at its collection point.
         anchor_rows: valid anchor rows in the step's loss (its own that arrived in time, plus late ones).
-        skipped_in_a_row: updates skipped by this rule since the last step with anchor rows.
+        skipped_in_a_row: updates skipped by this rule since the last step with anchor rows (or since a resume,
+            which starts a new pipeline fill: the trainer does not restore it).
 
     Returns:
         True: make no policy update at this step (the caller adds 1 to ``skipped_in_a_row``; a step with anchor

@@ -176,7 +176,7 @@ class Trainer:
         self.step = 0
         self.n_infra_total = 0
         self.n_skipped_without_anchors = 0  # updates skipped: anchors in flight, none arrived (wmrl.steps_without_anchors)
-        self.skipped_in_a_row = 0  # of those, since the last step with anchor rows
+        self.skipped_in_a_row = 0  # of those, since the last step with anchor rows or the (re)start
         self.started_at = now_iso()
         self.wm_refreshed = False
         self.tb = None
@@ -194,7 +194,6 @@ class Trainer:
             "ledger": self.ledger.state_dict(),
             "n_infra_total": self.n_infra_total,
             "n_skipped_without_anchors": self.n_skipped_without_anchors,
-            "skipped_in_a_row": self.skipped_in_a_row,
             "line_counts": dict(self.rd.line_counts()),
             "started_at": self.started_at,
             "last_eval": self._last_eval,
@@ -245,7 +244,7 @@ class Trainer:
         self.ledger.load_state_dict(st["ledger"])
         self.n_infra_total = int(st["n_infra_total"])
         self.n_skipped_without_anchors = int(st.get("n_skipped_without_anchors", 0))
-        self.skipped_in_a_row = int(st.get("skipped_in_a_row", 0))
+        self.skipped_in_a_row = 0  # the anchors in flight at the checkpoint are lost (anchors_lost): a new fill
         self.step = int(st["step"])
         self.started_at = st.get("started_at", self.started_at)
         self._last_eval = st.get("last_eval", {})
