@@ -20,9 +20,10 @@ PPO, Schulman et al. 2017, eq. 7) where the ratio stays inside the clip range, a
 the direction the advantage pushes (the truncation that bounds the variance; the role of IMPALA's truncated
 importance weights, Espeholt et al. 2018, and of AReaL's decoupled objective for stale rollouts, Fu et al. 2025).
 Late rows get their own range (:func:`late_clip`): [1 - 0.999, rho_max], rho_max = 2 by default, because the
-simulation's staleness axis measured that PPO's [0.8, 1.2] cuts off too much of a stale sample (docs/scaling.md:
-with an exploitable world model at k = 9 it lost 0.020 of final reward to the synchronous run against 0.011
-with rho_max = 2 and 0.015 untruncated). A sample's ratio is the product of its token ratios; in the bandit a
+simulation's staleness axis measured that PPO's [0.8, 1.2] cuts off too much of a stale sample when steps
+without anchors update (docs/scaling.md: with an exploitable world model at k = 9 it lost 0.013 of final reward to
+the synchronous run against 0.011 with rho_max = 2 and 0.015 untruncated; with them skipped, the default, the
+three are within noise of each other). A sample's ratio is the product of its token ratios; in the bandit a
 completion is one token. Fresh rows keep the configured range (their ratio is 1: one update per batch).
 
 Latency model (:class:`LatencyModel`): a log-normal in seconds, clipped to [floor_s, cap_s], so that nothing
@@ -149,7 +150,7 @@ def skips_update(mode: str, k: int, late_mode: str, own_in_flight_groups: int, a
     than the latency with a non-blocking mode) would freeze the run; from there on such steps update as with
     ``update`` until an anchor row arrives again.
 
-    Decided by measurement: docs/scaling.md, "Steps without anchors".
+    Decided by measurement: docs/scaling.md, "Why asynchrony cost reward" and "The regime of the criterion".
 
     Args:
         mode: one of :data:`UNANCHORED_MODES`.

@@ -231,7 +231,7 @@ class WmrlConfig(_Section):
         "'gradient' (docs/scaling.md)."))
     late_ratio_max: Float = Field(2.0, gt=1.0, description=(
         "Late anchor rows in the gradient keep their importance ratio pi_now / pi_sampled in [0.001, this] (PPO's "
-        "clip range is too tight for them: the simulation lost twice as much reward with [0.8, 1.2] at k=9)."))
+        "[0.8, 1.2] cuts off too much of a stale sample; the simulation's staleness axis chose 2, docs/scaling.md)."))
     steps_without_anchors: Literal["skip", "update"] = Field("skip", description=(
         "A step of the asynchronous stream (anchor_staleness > 0, late_anchors 'gradient') whose own anchor groups "
         "are all still running and at which no other anchor group arrives (the first steps of a run, and gaps "
