@@ -54,6 +54,17 @@ def _run_fakes(tmp_path, method, *extra, executor=None, steps=5, wm_sleep=0.0):
     return read_jsonl(rd.metrics), read_jsonl(rd.samples), rd
 
 
+def _stopped_run(tmp_path, steps: int, k: int, stop: int):
+    """A run of ``steps`` steps with staleness bound ``k`` whose executions never finish within it, stopped after step
+    ``stop`` (as a killed process: a checkpoint at ``stop``, nothing after); returns (config, RunDir)."""
+    cfg = cfg_for(tmp_path, "wmrl", steps, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion_min_pairs=2",
+                  f"wmrl.anchor_staleness={k}", "wmrl.anchor_fraction=0.5")
+    c = comps("wmrl")
+    c.executor = SlowExecutor(5.0)
+    run_training(cfg, components=c, stop_after_step=stop)
+    return cfg, RunDir(cfg.run_dir)
+
+
 def _numbers(m, s):
     return {"steps": [{k: r.get(k) for k in _golden.STEP_KEYS} for r in m],
             "samples": [{k: x.get(k) for k in _golden.SAMPLE_KEYS} for x in s]}
@@ -136,12 +147,7 @@ def test_a_resumed_run_keeps_its_steps_without_anchors(tmp_path, saved_before_th
     config.yaml lacks the key) updated at such steps; resumed, it switched to the new default ``skip``."""
     from wmrl.training.run import resume_training
 
-    cfg = cfg_for(tmp_path, "wmrl", 5, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion_min_pairs=2",
-                  "wmrl.anchor_staleness=3", "wmrl.anchor_fraction=0.5")
-    c = comps("wmrl")
-    c.executor = SlowExecutor(5.0)  # nothing finishes within the run
-    run_training(cfg, components=c, stop_after_step=2)
-    rd = RunDir(cfg.run_dir)
+    cfg, rd = _stopped_run(tmp_path, steps=5, k=3, stop=2)
     if saved_before_the_key:  # the run as an older wmrl saved it
         text = rd.config.read_text()
         assert text.count("  steps_without_anchors: skip\n") == 1
@@ -400,12 +406,7 @@ def test_groups_in_flight_at_the_end_and_at_a_resume_are_counted(tmp_path):
     checkpoint's step (lost with the stopped process), the end those still running; ledger.json and train.log."""
     from wmrl.training.run import resume_training
 
-    cfg = cfg_for(tmp_path, "wmrl", 8, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion_min_pairs=2",
-                  "wmrl.anchor_staleness=20", "wmrl.anchor_fraction=0.5")
-    c = comps("wmrl")
-    c.executor = SlowExecutor(5.0)  # nothing finishes within the run
-    run_training(cfg, components=c, stop_after_step=3)
-    rd = RunDir(cfg.run_dir)
+    cfg, rd = _stopped_run(tmp_path, steps=8, k=20, stop=3)
     m3 = read_jsonl(rd.metrics)[-1]
     assert m3["step"] == 3 and m3["anchor_groups_in_flight"] >= 1 and m3["anchors_in_flight"] >= 4
     c2 = comps("wmrl")

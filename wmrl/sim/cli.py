@@ -7,6 +7,21 @@ from pathlib import Path
 import typer
 
 
+def make_out_folder(out: Path) -> None:
+    """Create ``--out`` before simulating, so that a bad folder does not cost the whole run.
+
+    Raises:
+        typer.BadParameter: ``out`` is a file, or cannot be created (the message says why).
+    """
+    if out.exists() and not out.is_dir():
+        raise typer.BadParameter(f"{out} exists and is not a folder; pass a folder for the outputs",
+                                 param_hint="--out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot create the folder {out}: {exc.strerror or exc}", param_hint="--out")
+
+
 def simulate_command(
     out: Path = typer.Option(Path("sim-out"), "--out", help="Folder for curves.csv.gz, finals.csv, summary.csv/.md, meta.json and PNG plots."),
     preset: str = typer.Option("default", "--preset", help="'default' (full sweep, a few minutes on 2 cores) or 'small' (a quick look)."),
@@ -31,13 +46,7 @@ def simulate_command(
     if not (math.isfinite(margin) and margin >= 0):
         raise typer.BadParameter(f"must be a finite reward margin >= 0 (e.g. 0.01), got {margin!r}",
                                  param_hint="--margin")
-    if out.exists() and not out.is_dir():
-        raise typer.BadParameter(f"{out} exists and is not a folder; pass a folder for the outputs",
-                                 param_hint="--out")
-    try:  # before simulating, so a bad --out does not cost the whole run
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise typer.BadParameter(f"cannot create the folder {out}: {exc.strerror or exc}", param_hint="--out")
+    make_out_folder(out)
     with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("sim", total=PRESETS[preset].cfg.steps)
@@ -69,6 +78,7 @@ def staleness_command(
         raise typer.BadParameter(f"need bounds >= 0 including 0 (the synchronous reference), got {k}", param_hint="--k")
     if any(x < 1 for x in extra_k):
         raise typer.BadParameter(f"need extra bounds >= 1, got {extra_k}", param_hint="--extra-k")
+    make_out_folder(out)
     res = run_staleness_study(out, ks=tuple(sorted(set(k))), seeds=seeds, steps=steps, latency_steps=latency_steps,
                               extra_ks=tuple(sorted(set(extra_k) - set(k))))
     Console().print(Markdown(res["markdown"]))
@@ -108,10 +118,7 @@ def async_command(
     if not math.isfinite(mean_latency_steps):
         raise typer.BadParameter(f"need a finite number of steps, got {mean_latency_steps}",
                                  param_hint="--mean-latency-steps")
-    try:  # before simulating, so a bad --out does not cost the whole run
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise typer.BadParameter(f"cannot create the folder {out}: {exc.strerror or exc}", param_hint="--out")
+    make_out_folder(out)
     try:
         res = run_regime_study(out, seeds=seeds, shapes=tuple(shape), methods=tuple(method),
                                horizons=tuple(sorted(set(horizon))), mean_steps=mean_latency_steps)
