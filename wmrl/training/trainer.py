@@ -84,9 +84,9 @@ class StepBatch:
       loses the groups still in flight and ``late`` holds the pairs of earlier steps consumed now.
     - wm_predict: ``reward_wm`` (raw prediction r_hat; NaN when the world model is not used).
     - recipe: ``out`` (:class:`~wmrl.core.recipe.StepOutputs`: calibrated world-model reward, reward used,
-      advantages, weights, statistics), ``cal_rec`` (the calibration.jsonl line, or None).
-    - recipe: ``skip_update`` (asynchronous anchors: the step's own anchor groups are in flight and nothing else
-      arrived, so the update is skipped, :func:`wmrl.core.staleness.skips_update`).
+      advantages, weights, statistics), ``cal_rec`` (the calibration.jsonl line, or None), ``skip_update``
+      (asynchronous anchors: the step's own anchor groups are in flight and nothing else arrived, so the update
+      is skipped, :func:`wmrl.core.staleness.skips_update`).
     - update: ``update`` (loss stats); wm_refresh: ``refresh`` (the refit's report, or None).
     """
 
@@ -371,9 +371,9 @@ class Trainer:
         """Stage update: :func:`grpo_update` on the step's rows (multi-turn: every turn's rows with their episode's
         advantage, :func:`wmrl.training.multiturn.update_parts`; asynchronous anchors: the late groups' rows)."""
         o, out = self.cfg.optim, sb.out
-        if sb.skip_update:  # anchors in flight and none arrived: no world-model-only update (docs/scaling.md)
-            return {"loss": 0.0, "kl": None, "clip_frac": None, "grad_norm": None, "lr": o.lr, "update_rows": 0,
-                    "update_skipped": True}
+        if sb.skip_update:  # anchors in flight and none arrived: no row, so no optimiser step (docs/scaling.md)
+            return grpo_update(self.c.policy, self.optimizer, self.params, sb.batch, out.advantages, np.zeros(sb.B),
+                               sb.valid, o)
         if sb.episodes is not None:
             batch, adv, w, valid, extra = update_parts(sb.episodes, out.advantages, out.weights, sb.valid, o.aggregation)
             return grpo_update(self.c.policy, self.optimizer, self.params, batch, adv, w, valid, o, extra)
