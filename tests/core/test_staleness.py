@@ -49,6 +49,17 @@ def test_skips_update_only_for_a_step_whose_anchors_are_late():
         skips_update("skip", 5, "gradient ", 2, 0, 0)
 
 
+def test_unanchored_steps_counts_runs_of_skips():
+    from wmrl.core.staleness import UnanchoredSteps
+
+    u = UnanchoredSteps("skip", 2, "gradient")
+    # fill: 2 skips, then the third anchorless step updates (at most k in a row); an anchored step resets
+    assert [u.decide(1, 0), u.decide(1, 0), u.decide(1, 0), u.decide(1, 8), u.decide(1, 0)] == [
+        True, True, False, False, True]
+    assert (u.total, u.in_a_row) == (3, 1)
+    assert not UnanchoredSteps("update", 2, "gradient").decide(1, 0)
+
+
 def test_simulation_skips_updates_without_anchors():
     """A skipped step leaves the run's parameters and optimiser as they are: a run whose anchors never arrive in
     time skips exactly its first k steps (at most k in a row), then updates; ``update`` never skips."""

@@ -179,6 +179,35 @@ def skips_update(mode: str, k: int, late_mode: str, own_in_flight_groups: int, a
             and skipped_in_a_row < k)
 
 
+@dataclass
+class UnanchoredSteps:
+    """The bookkeeping of :func:`skips_update` over a run (the trainer's and the simulation's one counter).
+
+    Attributes:
+        mode, k, late_mode: as in :func:`skips_update` (``wmrl.steps_without_anchors``, the bound, ``late_anchors``).
+        in_a_row: updates skipped since the last step with anchor rows (a new object, e.g. at a resume, starts a
+            new pipeline fill at 0).
+        total: updates skipped over the run (restore it from a checkpoint).
+    """
+
+    mode: str
+    k: int
+    late_mode: str
+    in_a_row: int = 0
+    total: int = 0
+
+    def decide(self, own_in_flight_groups: int, anchor_rows: int) -> bool:
+        """Whether this step skips its update (:func:`skips_update`); updates the counters.
+
+        Raises:
+            ValueError: as :func:`skips_update`.
+        """
+        skip = skips_update(self.mode, self.k, self.late_mode, own_in_flight_groups, anchor_rows, self.in_a_row)
+        self.in_a_row = 0 if anchor_rows else self.in_a_row + skip
+        self.total += skip
+        return skip
+
+
 def arrival_steps(submit_step: int, latency_steps: np.ndarray, k: int, wait: bool = True) -> np.ndarray:
     """[N] int64 step at which each of N groups routed at ``submit_step`` is consumed.
 

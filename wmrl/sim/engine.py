@@ -39,8 +39,8 @@ import numpy as np
 
 from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe, recipe_names
 from wmrl.core.routing import FractionRouter
-from wmrl.core.staleness import (UNANCHORED_MODES, LatencyModel, arrival_steps, check_at_bound, check_staleness,
-                                  late_clip, skips_update)
+from wmrl.core.staleness import (UNANCHORED_MODES, LatencyModel, UnanchoredSteps, arrival_steps, check_at_bound,
+                                  check_staleness, late_clip)
 from wmrl.sim.bandit import BanditProblem, WorldModelSpec, world_model_scores
 
 METHODS = tuple(recipe_names())
@@ -175,8 +175,7 @@ class _RunState:
         self.n_async_groups = 0  # anchor groups routed with k > 0
         self.n_over_bound = 0  # of those, still running at the bound (not waited for unless at_bound = wait)
         self.executions = 0
-        self.updates_skipped = 0  # steps without anchors whose update was skipped (steps_without_anchors = skip)
-        self.skipped_in_a_row = 0  # of those, since the last step with anchor rows
+        self.unanchored = UnanchoredSteps(spec.steps_without_anchors, spec.staleness, spec.late)  # skipped updates
         self.alpha_log: list[float] = []
         self.mae_log: list[tuple[float, float]] = []
 
@@ -257,11 +256,7 @@ class _RunState:
         key = {"ppi": "ppi_lambda", "ivw": "alpha", "bias-aware": "alpha"}.get(self.recipe.fusion)
         if key is not None and out.stats[key] is not None:  # lambda is None on a step with one stream only
             self.alpha_log.append(out.stats[key])
-        n_rows = int((a & valid).sum())
-        skip = skips_update(spec.steps_without_anchors, spec.staleness, spec.late, int((anchor_g & ~now_g).sum()),
-                            n_rows, self.skipped_in_a_row)
-        self.skipped_in_a_row = 0 if n_rows else self.skipped_in_a_row + skip
-        self.updates_skipped += skip
+        skip = self.unanchored.decide(int((anchor_g & ~now_g).sum()), int((a & valid).sum()))
         return dict(task=task, arm=arm, adv=out.advantages, weights=out.weights, old_logp=old, skip=skip)
 
 
@@ -389,7 +384,7 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     finals["J_final"] = finals["run"].map(last)
     finals["gap_final"] = finals["J_star"] - finals["J_final"]
     finals["executions"] = [st.executions for st in states]
-    finals["updates_skipped"] = [st.updates_skipped for st in states]
+    finals["updates_skipped"] = [st.unanchored.total for st in states]
     finals["staleness_mean"] = [float(np.mean(st.staleness_log)) if st.staleness_log else float("nan") for st in states]
     finals["staleness_max"] = [float(np.max(st.staleness_log)) if st.staleness_log else float("nan") for st in states]
     finals["over_bound_frac"] = [st.n_over_bound / st.n_async_groups if st.n_async_groups else float("nan")

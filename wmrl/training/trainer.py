@@ -49,7 +49,7 @@ import numpy as np
 
 from wmrl.core.episodes import finite_mean
 from wmrl.core.recipe import Recipe, StepOutputs, calibration_record, get_recipe
-from wmrl.core.staleness import late_clip, skips_update
+from wmrl.core.staleness import UnanchoredSteps, late_clip
 from wmrl.training.config import TrainConfig
 from wmrl.training.anchors import AnchorRuns, AnchorStream, LatePairs, late_sample_lines, late_update_parts, \
     recipe_inputs
@@ -175,8 +175,7 @@ class Trainer:
         self.wall_times = WallTimes()  # run time shown by world-model observations (multi-turn episodes)
         self.step = 0
         self.n_infra_total = 0
-        self.n_skipped_without_anchors = 0  # updates skipped: anchors in flight, none arrived (wmrl.steps_without_anchors)
-        self.skipped_in_a_row = 0  # of those, since the last step with anchor rows or the (re)start
+        self.unanchored = UnanchoredSteps(w.steps_without_anchors, w.anchor_staleness, w.late_anchors)  # skipped updates
         self.started_at = now_iso()
         self.wm_refreshed = False
         self.tb = None
@@ -193,7 +192,7 @@ class Trainer:
             "router": self.router.state_dict(),
             "ledger": self.ledger.state_dict(),
             "n_infra_total": self.n_infra_total,
-            "n_skipped_without_anchors": self.n_skipped_without_anchors,
+            "n_skipped_without_anchors": self.unanchored.total,
             "line_counts": dict(self.rd.line_counts()),
             "started_at": self.started_at,
             "last_eval": self._last_eval,
@@ -243,8 +242,8 @@ class Trainer:
         self.router.load_state_dict(st["router"])
         self.ledger.load_state_dict(st["ledger"])
         self.n_infra_total = int(st["n_infra_total"])
-        self.n_skipped_without_anchors = int(st.get("n_skipped_without_anchors", 0))
-        self.skipped_in_a_row = 0  # the anchors in flight at the checkpoint are lost (anchors_lost): a new fill
+        # the anchors in flight at the checkpoint are lost (anchors_lost): a new fill, in_a_row from 0
+        self.unanchored.total, self.unanchored.in_a_row = int(st.get("n_skipped_without_anchors", 0)), 0
         self.step = int(st["step"])
         self.started_at = st.get("started_at", self.started_at)
         self._last_eval = st.get("last_eval", {})
@@ -397,11 +396,7 @@ class Trainer:
         sb.out = out = StepOutputs(*(a[:B] for a in parts), full.stats, full.calibration)
         sb.late_out = tuple(a[B:] for a in parts)  # late anchor rows in this step's loss (gradient mode)
         own_in_flight = int((sb.anchor_groups & ~np.isin(np.arange(sb.M), sb.gid[sb.is_anchor])).sum())
-        n_rows = int(full.stats["n_anchor_samples"])
-        sb.skip_update = skips_update(self.cfg.wmrl.steps_without_anchors, self.anchors.k, mode, own_in_flight, n_rows,
-                                      self.skipped_in_a_row)
-        self.skipped_in_a_row = 0 if n_rows else self.skipped_in_a_row + sb.skip_update
-        self.n_skipped_without_anchors += sb.skip_update
+        sb.skip_update = self.unanchored.decide(own_in_flight, int(full.stats["n_anchor_samples"]))
         late_tilde = None if late is None or not late.n else (sb.late_out[0] if mode == "gradient" else
                                                              self.recipe.learn_late(
             self.recipe_state, sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
@@ -464,7 +459,7 @@ class Trainer:
                        anchor_staleness_max=int(np.max(st)) if len(st) else None,
                        anchors_in_flight=self.anchors.n_in_flight, **self.anchors.step_counts,
                        update_skipped_without_anchors=sb.skip_update,
-                       updates_skipped_without_anchors_total=self.n_skipped_without_anchors)
+                       updates_skipped_without_anchors_total=self.unanchored.total)
         if sb.episodes is not None:
             rec.update(episode_metrics(sb, sb.episodes, sb.feedback.observations_wm))
         rec.update(sb.update)
