@@ -130,9 +130,11 @@ def test_steps_without_anchors_skip_their_update(tmp_path, mode):
         assert m[-1]["updates_skipped_without_anchors_total"] == len(unanchored)
         log = rd.log.read_text()
         assert log.count("update skipped (anchors in flight, none arrived)") == len(unanchored)
-        # its samples are still logged and scored, with their weights (the skip is the update's, not the recipe's)
-        step1 = [x for x in s if x["step"] == 1 and x["stream"] == "wm"]
-        assert step1 and all(np.isfinite(x["reward_wm"]) for x in step1)
+        # its samples are still logged and scored; their loss weight is 0 (nothing was trained on them)
+        skipped = {r["step"] for r in unanchored}
+        lines = [x for x in s if x["step"] in skipped]
+        assert lines and all(np.isfinite(x["reward_wm"]) and x["weight"] == 0.0 for x in lines)
+        assert any(x["weight"] > 0 for x in s if x["step"] not in skipped)
     else:
         assert all(not r["update_skipped_without_anchors"] and r["update_rows"] > 0 for r in unanchored)
         assert m[-1]["updates_skipped_without_anchors_total"] == 0

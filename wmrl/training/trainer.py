@@ -475,7 +475,7 @@ class Trainer:
              "stream": "anchor" if sb.is_anchor[i] else "wm",
              "reward_true": sb.reward_true[i], "status": sb.status[i], "error": sb.error[i],
              "reward_wm": sb.reward_wm[i], "reward_wm_calibrated": out.reward_wm_calibrated[i],
-             "reward_used": out.reward_used[i], "advantage": out.advantages[i], "weight": out.weights[i], "dropped": not bool(sb.valid[i]), "completion_tokens": int(tokens[i]),
+             "reward_used": out.reward_used[i], "advantage": out.advantages[i], "weight": 0.0 if sb.skip_update else out.weights[i], "dropped": not bool(sb.valid[i]), "completion_tokens": int(tokens[i]),
              "completion": batch.completions[i][:2000]}
             for i in range(sb.B)
         ] + (late_sample_lines(sb.step, sb.late, *sb.late_out) if sb.late is not None and sb.late_out[0].size else [])
