@@ -92,10 +92,6 @@ def summarise(finals) -> "object":
     if "at_bound" not in f:
         f["at_bound"] = "wait"
     f["at_bound"] = ["-" if r.staleness == 0 else r.at_bound for r in f.itertuples()]
-    if "steps_without_anchors" not in f:
-        f["steps_without_anchors"] = "update"
-    if "updates_skipped" not in f:
-        f["updates_skipped"] = 0
     f["steps_without_anchors"] = ["-" if r.staleness == 0 or r.late != "gradient" else r.steps_without_anchors
                                   for r in f.itertuples()]
     order = {b: i for i, b in enumerate(("-",) + AT_BOUND_MODES)}

@@ -83,13 +83,11 @@ def run_training(config: TrainConfig, *, resume: bool = False,
             rd.log_line(f"{now_iso()} {edited}; resumed with it (--accept-edited-config)")
         try:
             saved = load_config(rd.config)
-            added = keys_added_since(rd.config)
-            if added:
-                saved = load_config(rd.config, [f"{k}={v}" for k, v in added.items()])
         except ConfigError as e:
             raise RunDirError(f"{rd.config} cannot be read back: {e}") from None
-        for key, value in added.items():  # the run's steps so far were made with the value of before the key
+        for key, value in keys_added_since(rd.config).items():  # the run's steps so far were made with the value of before the key
             section, name = key.split(".")
+            setattr(getattr(saved, section), name, value)
             sec = getattr(cfg, section)
             if name not in sec.model_fields_set and getattr(sec, name) != value:
                 setattr(sec, name, value)
