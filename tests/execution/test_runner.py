@@ -68,23 +68,44 @@ class LeaderboardError(ValueError):
     pass
 
 
-@pytest.mark.parametrize("exc, status", [
-    (InvalidSubmission("extra ids"), ExecutionStatus.INVALID_SUBMISSION),
-    (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"), ExecutionStatus.INVALID_SUBMISSION),
-    (LeaderboardError("broken board"), ExecutionStatus.INFRA_ERROR),
-    (FileNotFoundError("answers missing"), ExecutionStatus.INFRA_ERROR),
-    (RuntimeError("grader bug"), ExecutionStatus.INFRA_ERROR),
-])
-def test_outcome_grader_failures(tiny_task, exc, status):
+FAULTS = [InvalidSubmission("extra ids"), UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"),
+          LeaderboardError("broken board"), FileNotFoundError("answers missing"), RuntimeError("grader bug"),
+          OverflowError("int too large"), RecursionError("deep"), MemoryError(), KeyError("y"), ZeroDivisionError()]
+
+
+@pytest.mark.parametrize("exc", FAULTS, ids=lambda e: type(e).__name__)
+def test_a_failure_on_the_submission_alone_is_the_submissions_fault(tiny_task, exc):
+    """Whatever the exception, a grader that grades the task's reference submission but fails on this one
+    gives ``invalid_submission`` with the failure reward: no submission can make its outcome missing."""
+    def grader(task, path):
+        if path.name == "sample_submission.csv":
+            return SimpleNamespace(score=0.5, reward=0.5, medal=None, above_median=False)
+        raise exc
+
+    res = outcome(_req(tiny_task), run(), grader=grader)
+    assert res.status == ExecutionStatus.INVALID_SUBMISSION and res.reward == tiny_task.failure_reward
+    assert type(exc).__name__ in res.error or isinstance(exc, InvalidSubmission)
+
+
+@pytest.mark.parametrize("exc", FAULTS[1:], ids=lambda e: type(e).__name__)
+def test_a_grader_that_fails_on_the_reference_too_is_an_infra_error(tiny_task, exc):
     def grader(task, path):
         raise exc
 
     res = outcome(_req(tiny_task), run(), grader=grader)
-    assert res.status == status
-    if status == ExecutionStatus.INFRA_ERROR:
-        assert res.score is None and res.reward is None
-    else:
-        assert res.reward == tiny_task.failure_reward
+    assert res.status == ExecutionStatus.INFRA_ERROR and res.score is None and res.reward is None
+    assert "reference submission" in res.error
+
+
+def test_the_graders_own_verdict_needs_no_probe(tiny_task):
+    calls = []
+
+    def grader(task, path):
+        calls.append(path.name)
+        raise InvalidSubmission("extra ids")
+
+    res = outcome(_req(tiny_task), run(), grader=grader)
+    assert res.status == ExecutionStatus.INVALID_SUBMISSION and calls == ["submission.csv"]
 
 
 def test_failures_get_the_failure_reward_and_infra_gets_none(tiny_task):

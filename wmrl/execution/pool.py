@@ -21,7 +21,7 @@ from typing import Self
 from wmrl.execution.log import ExecutionLog
 from wmrl.execution.runner import Grader, cap_error, execute, infra_result
 from wmrl.execution.sandbox import SandboxConfig, resolve_mode
-from wmrl.execution.types import ExecutionRequest, ExecutionResult
+from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,8 @@ class _FutureExecutor:
     """
 
     _name = "executor"
+    #: re-execute a request once when it ends in ``infra_error`` (:func:`recheck_infra_error`)
+    recheck_infra = True
 
     def _init_futures(self) -> None:
         self._lock = threading.Lock()
@@ -143,15 +145,44 @@ class _FutureExecutor:
                 self._running.discard(fut)
             return
         try:
-            try:
-                result = self._run(fut, request)
-            except Exception as exc:  # noqa: BLE001 - a program the sandbox cannot even write (bad text), a bug
-                result = infra_result(request, f"executor failed: {type(exc).__name__}: {cap_error(str(exc))}")
+            result = self._run_safely(fut, request)
+            if result.is_infra_error and self.recheck_infra and not fut.kill_event.is_set():
+                result = recheck_infra_error(request, result, self._run_safely(fut, request))
             append_to_log(self, request, result)
             safe_set_result(fut, result)
         finally:
             with self._lock:
                 self._running.discard(fut)
+
+
+    def _run_safely(self, fut: ExecutionFuture, request: ExecutionRequest) -> ExecutionResult:
+        try:
+            return self._run(fut, request)
+        except Exception as exc:  # noqa: BLE001 - a program the sandbox cannot even write (bad text), a bug
+            return infra_result(request, f"executor failed: {type(exc).__name__}: {cap_error(str(exc))}")
+
+
+def recheck_infra_error(request: ExecutionRequest, first: ExecutionResult, second: ExecutionResult) -> ExecutionResult:
+    """The outcome of a request whose first execution was an ``infra_error``, given its re-execution.
+
+    A passing infrastructure fault does not come back: the re-execution's outcome stands. One that comes back
+    with the same program and task is no longer taken as missing (which would let a program that can trigger
+    it censor its own grade): it counts as the program's failure (``runtime_error``, the task's failure
+    reward), with both errors in ``error``. The cancelled re-execution of a closing executor stays an
+    ``infra_error``. Either way ``wall_s`` and ``cpu_s`` cover both executions (seconds, CPU-seconds).
+    """
+    second.wall_s = float(first.wall_s or 0.0) + float(second.wall_s or 0.0)
+    second.cpu_s = float(first.cpu_s or 0.0) + float(second.cpu_s or 0.0)
+    if not second.is_infra_error or "cancelled" in (second.error or ""):
+        return second
+    log.warning("infra error of %s on task %s reproduced on re-execution; counted as the program's failure: %s",
+                second.request_id, request.task.id, second.error)
+    second.status = ExecutionStatus.RUNTIME_ERROR
+    second.score = None
+    second.reward = float(request.task.failure_reward)
+    second.error = cap_error(f"infrastructure error reproduced on re-execution, counted as the program's failure: "
+                             f"{second.error} (first: {first.error})")
+    return second
 
 
 class LocalExecutor(_FutureExecutor):
@@ -162,6 +193,8 @@ class LocalExecutor(_FutureExecutor):
         sandbox: limits and isolation of each execution (default :class:`SandboxConfig()`).
         log: execution log every result is appended to (from the worker threads).
         grader: ``grader(task, path) -> Grade`` run in this process (default: the task suite's).
+        recheck_infra: re-execute a request once when it ends in ``infra_error``; an error that comes back
+            counts as the program's failure (:func:`recheck_infra_error`).
 
     Raises:
         SandboxUnavailable: bwrap is missing and ``sandbox.allow_unsandboxed`` is off (checked at
@@ -174,7 +207,7 @@ class LocalExecutor(_FutureExecutor):
     _name = "LocalExecutor"
 
     def __init__(self, max_workers: int | None = None, sandbox: SandboxConfig | None = None,
-                 log: ExecutionLog | None = None, grader: Grader | None = None):
+                 log: ExecutionLog | None = None, grader: Grader | None = None, recheck_infra: bool = True):
         self.max_workers = int(max_workers) if max_workers is not None else (os.cpu_count() or 1)
         if self.max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers!r}")
@@ -182,6 +215,7 @@ class LocalExecutor(_FutureExecutor):
         self.mode = resolve_mode(self.sandbox)  # raises SandboxUnavailable early
         self.log = log
         self.grader = grader
+        self.recheck_infra = bool(recheck_infra)
         self._queue: queue.Queue = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._init_futures()

@@ -8,18 +8,22 @@ Status rules (:func:`classify`), first match wins:
 
 ==========================  ==========================================================================
 ``infra_error``             the sandbox did not start, the driver failed, the run was cancelled, or
-                            the grader itself failed on something other than the submission
+                            the grader fails on the task's own reference submission too (the task or
+                            the grader is broken: :func:`grader_fault`)
 ``timeout``                 wall-clock limit reached (killed), or the CPU-time limit (SIGXCPU, or
                             SIGKILL with the CPU limit used up)
 ``memory_exceeded``         non-zero exit with an allocation failure on stderr (``MemoryError``,
                             ``Unable to allocate``, ``Cannot allocate memory``, ``std::bad_alloc``)
 ``runtime_error``           any other non-zero exit, or killed for exceeding the disk quota
-``invalid_submission``      exit 0 but no regular ``submission.csv``, or the grader refused it
+``invalid_submission``      exit 0 but no regular ``submission.csv``, or the grader refused it or
+                            failed on it (whatever the exception) while grading the reference works
 ``ok``                      graded: score, reward (leaderboard percentile), medal, above-median
 ==========================  ==========================================================================
 
 Program failures get ``task.failure_reward``; ``infra_error`` gets ``score = reward = None`` and
-must be left out of training (DESIGN.md §4).
+must be left out of training. A program can cause none of the
+``infra_error`` causes above: the fault is located (the grader is probed on a file no program can
+change), never read off an exception's type.
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ from typing import Any
 
 from wmrl.execution.sandbox import MAX_TIME_LIMIT_S, SUBMISSION_NAME, SandboxConfig, SandboxRun, run_program
 from wmrl.execution.types import MAX_ERROR_CHARS, ExecutionRequest, ExecutionResult, ExecutionStatus, program_hash
+from wmrl.tasks.spec import InvalidSubmission
 
 log = logging.getLogger(__name__)
 
@@ -183,32 +188,85 @@ def outcome(request: ExecutionRequest, run: SandboxRun, grader: Grader | None = 
 
 def _grade(task, submission: bytes, grader: Grader):
     """Write the bytes to ``<fresh temp folder>/submission.csv`` and grade that; messages name it
-    ``submission.csv`` (never the driver's temporary path) and are capped."""
+    ``submission.csv`` (never the driver's temporary path) and are capped.
+
+    Where the fault lies decides the status, not the exception's type: ``InvalidSubmission`` is the
+    grader's verdict on the submission; any other failure while the grader handles these bytes is the
+    submission's fault too (``invalid_submission``) unless the same grader also fails on the task's own
+    reference submission (:func:`grader_works`), which no program can touch: then the task or the
+    grader is broken and the result is an ``infra_error``. So no submission can turn its grade into an
+    excluded outcome.
+    """
     folder = tempfile.mkdtemp(prefix="wmrl-grade-")
     name = os.path.join(folder, SUBMISSION_NAME)
 
     def say(exc: BaseException) -> str:
-        return cap_error(str(exc).replace(name, SUBMISSION_NAME).replace(folder, "."), MAX_ERROR_CHARS - 40)
+        return cap_error(str(exc).replace(name, SUBMISSION_NAME).replace(folder, "."), MAX_ERROR_CHARS - 60)
 
     try:
         with open(name, "wb") as f:
             f.write(submission)
         try:
             grade = grader(task, Path(name))
-        except (ValueError, UnicodeError) as exc:
-            if type(exc).__name__ == "LeaderboardError":  # the task's boards are broken, not the program
-                log.error("leaderboard of task %s is unreadable: %s", task.id, say(exc))
-                return ExecutionStatus.INFRA_ERROR, f"grader failed: {type(exc).__name__}: {say(exc)}", None
-            # InvalidSubmission (the grader's verdict), parse errors, bad encodings
+        except InvalidSubmission as exc:  # the grader's verdict
             return ExecutionStatus.INVALID_SUBMISSION, f"invalid submission: {say(exc)}", None
-        except Exception as exc:  # noqa: BLE001 - the grader's own failure is not the program's
-            log.error("grader failed on task %s: %s", task.id, cap_error(traceback.format_exc(), 4000))
-            return ExecutionStatus.INFRA_ERROR, f"grader failed: {type(exc).__name__}: {say(exc)}", None
+        except Exception as exc:  # noqa: BLE001 - the fault is located below, never by the exception's type
+            broken = grader_fault(task, grader)
+            if broken:
+                log.error("grader of task %s fails on its reference submission too: %s", task.id, broken)
+                return ExecutionStatus.INFRA_ERROR, (f"grader failed: {type(exc).__name__}: {say(exc)} (it fails on "
+                                                     f"the task's reference submission too: {cap_error(broken, 120)})"), None
+            return ExecutionStatus.INVALID_SUBMISSION, (f"invalid submission: the grader could not process it "
+                                                        f"({type(exc).__name__}: {say(exc)})"), None
         return ExecutionStatus.OK, "", grade
     finally:
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def reference_submission(task) -> Path | None:
+    """The task's own reference submission: ``public/sample_submission.csv`` (or the benchmark's other
+    spelling of it, e.g. ``sampleSubmission.csv``), or ``None`` when the task has none."""
+    public = Path(task.public_dir)
+    for p in (public / "sample_submission.csv", public / "sampleSubmission.csv",
+              *sorted(public.glob("*sample*ubmission*.csv")), *sorted(public.glob("sample_solution*.csv"))):
+        if p.is_file():
+            return p
+    return None
+
+
+_grader_ok: dict[tuple, bool] = {}
+_grader_ok_lock = threading.Lock()
+
+
+def grader_fault(task, grader: Grader) -> str:
+    """Why ``grader`` cannot grade ``task`` at all, or ``""`` when it grades the task's reference submission.
+
+    The reference submission (:func:`reference_submission`) is the task's own file, which no program
+    can change; if the grader fails on it (an exception, ``InvalidSubmission`` included), the task or the
+    grader is broken: an infrastructure fault. A task without a reference submission cannot be probed,
+    and its grader is taken to work (a failure on a program's submission is then the submission's). A
+    success is cached per task, answers file (path and modification time) and grader. Never raises.
+    """
+    ref = reference_submission(task)
+    if ref is None:
+        return ""
+    try:
+        answers = Path(task.answers_path)
+        key = (task.id, str(answers), answers.stat().st_mtime_ns if answers.exists() else -1, str(ref), id(grader))
+    except (OSError, TypeError, ValueError) as exc:
+        return f"the task's answers cannot be read ({type(exc).__name__}: {exc})"
+    with _grader_ok_lock:
+        if _grader_ok.get(key):
+            return ""
+    try:
+        grader(task, ref)
+    except Exception as exc:  # noqa: BLE001 - any failure on the task's own file is the grader's
+        return f"{type(exc).__name__}: {cap_error(str(exc), 300)}"
+    with _grader_ok_lock:
+        _grader_ok[key] = True
+    return ""
 
 
 def infra_result(request: ExecutionRequest, error: str, request_id: str | None = None) -> ExecutionResult:

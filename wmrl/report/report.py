@@ -79,6 +79,17 @@ def ledger_table(runs: Sequence[RunData]) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna(0.0)
 
 
+def infra_alarm_text(run: RunData) -> str:
+    """Where ``run`` raised the infra alarm (``metrics.jsonl`` steps, ``eval.jsonl`` evaluations), or ``""``."""
+    parts = []
+    for frame, what in ((run.metrics, "training step"), (run.evals, "evaluation")):
+        if "infra_alarm" in frame.columns:
+            hit = frame[frame["infra_alarm"].fillna(False).astype(bool)]
+            if len(hit):
+                parts.append(f"{len(hit)} {what}(s), first at step {int(hit['step'].min())}")
+    return ", ".join(parts)
+
+
 def render_report(runs: Sequence[RunData], title: str | None = None, command: str | None = None) -> str:
     """The whole HTML page for ``runs`` (at least one) as a string; figures embedded as base64 PNG.
 
@@ -96,6 +107,11 @@ def render_report(runs: Sequence[RunData], title: str | None = None, command: st
     unfinished = [r.name for r in runs if not r.finished]
     if unfinished:
         intro.append(H.paragraph("Not finished (no summary.json yet): " + ", ".join(unfinished), "warn"))
+    alarms = [f"{r.name} ({infra_alarm_text(r)})" for r in runs if infra_alarm_text(r)]
+    if alarms:
+        intro.append(H.paragraph("Infra alarm: more infrastructure errors than the executor's background rate explains "
+                                 "(these outcomes are left out of the means and the gradient, so they may be "
+                                 "censored): " + "; ".join(alarms), "warn"))
     out.append("\n".join(intro))
 
     # Runs and their configs.

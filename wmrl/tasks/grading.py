@@ -220,17 +220,68 @@ def _examples(values, k: int = 5) -> str:
     return shown + (f", ... ({total} in all)" if total > k else "")
 
 
+def line_limit(n_columns: int) -> int:
+    """Longest accepted submission line for ``n_columns`` expected columns, bytes:
+    ``1024 + 256 * n_columns``, at most :data:`MAX_LINE_BYTES` (room for a long id and a few dozen
+    characters per value; a line with far more fields than the header is refused before it is parsed)."""
+    return min(MAX_LINE_BYTES, 1024 + 256 * max(1, int(n_columns)))
+
+
+def check_header(path: Path, expected: list[str], name: str) -> None:
+    """Refuse a submission whose header is not exactly the ``expected`` columns, before any parser
+    reads its rows (reads one line, at most :func:`line_limit` bytes).
+
+    Raises:
+        InvalidSubmission: the first line is not UTF-8 text, or its columns (stripped) are not ``expected``.
+    """
+    import csv
+
+    with open(path, "rb") as f:
+        first = f.readline(line_limit(len(expected)) + 1)
+    try:
+        text = first.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidSubmission(f"the header of {name} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                                "write the file with pandas' to_csv") from None
+    try:
+        got = [c.strip() for c in next(csv.reader([text.rstrip("\r\n")]), [])]
+    except csv.Error as exc:
+        raise InvalidSubmission(f"the header of {name} is not a CSV line ({exc})") from None
+    problem = _column_problem(got, [str(c) for c in expected])
+    if problem:
+        raise InvalidSubmission(f"wrong columns in the header of {name}: {problem}; the header must be "
+                                f"exactly {expected} (see sample_submission.csv)")
+
+
+def _column_problem(got: list[str], expected: list[str]) -> str:
+    """What is wrong with the column names ``got`` (any order) against ``expected``, or ``""``."""
+    if sorted(got) == sorted(expected):
+        return ""
+    parts = []
+    missing = [c for c in expected if c not in got]
+    extra = [c for c in got if c not in expected]
+    if missing:
+        parts.append(f"missing column(s) {_examples(missing)}")
+    if extra:
+        parts.append(f"unexpected column(s) {_examples(extra)}")
+    if len(set(got)) != len(got):
+        parts.append(f"duplicated column name(s) {_examples(sorted({c for c in got if got.count(c) > 1}))}")
+    return f"{len(got)} column(s) where {len(expected)} are expected: " + "; ".join(parts)
+
+
 def load_submission(submission: Path | str | pd.DataFrame, id_column: str, max_rows: int | None = None,
-                    name: str | None = None) -> pd.DataFrame:
+                    name: str | None = None, expected_columns: list[str] | None = None) -> pd.DataFrame:
     """Read a submission CSV (ids as str) or copy a DataFrame.
 
     A file is first checked by :func:`prescan_submission` (no NUL bytes, no overlong line, at most
-    about ``max_rows`` rows), so that no parser ever holds more than a bounded amount of it.
+    about ``max_rows`` rows) and, when ``expected_columns`` is given, by :func:`check_header` with lines
+    capped at :func:`line_limit` bytes, so that no parser ever holds more than a bounded amount of it
+    (time and memory grow with the rows the task has, not with what the file holds).
     ``name`` is how messages call the file (default: its path).
 
     Raises:
-        InvalidSubmission: missing, empty, binary, too long or unreadable (message capped at
-            :data:`MAX_MESSAGE_CHARS` characters).
+        InvalidSubmission: missing, empty, binary, too long, too wide, the wrong header or unreadable
+            (message capped at :data:`MAX_MESSAGE_CHARS` characters).
     """
     if isinstance(submission, pd.DataFrame):
         df = submission.copy()
@@ -245,7 +296,11 @@ def load_submission(submission: Path | str | pd.DataFrame, id_column: str, max_r
                                     "(a solution program writes 'submission.csv' into its working directory)")
         if path.stat().st_size == 0:
             raise InvalidSubmission(f"submission file {shown} is empty: write a header and one row per test id")
-        prescan_submission(path, max_rows, shown)
+        if expected_columns is not None:
+            prescan_submission(path, max_rows, shown, line_limit(len(expected_columns)))
+            check_header(path, expected_columns, shown)
+        else:
+            prescan_submission(path, max_rows, shown)
         try:
             df = pd.read_csv(path, dtype={id_column: str})
         except Exception as exc:
@@ -281,10 +336,16 @@ def _validated(task: Task, submission: Path | str | pd.DataFrame,
         answers, is_val = read_answers(task), None
     else:
         answers, is_val = view_answers(task)
+    expected = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes)
     try:
-        y_true, y_pred = _validate(task, answers, load_submission(submission, task.id_column, len(answers), name))
+        y_true, y_pred = _validate(task, answers, load_submission(submission, task.id_column, len(answers), name,
+                                                                  expected))
     except InvalidSubmission as exc:
         raise InvalidSubmission(cap_message(str(exc))) from None
+    except (ArithmeticError, RecursionError, MemoryError, TypeError, ValueError, UnicodeError, KeyError,
+            IndexError) as exc:  # what parsing and aligning a submission can raise: its own fault
+        raise InvalidSubmission(cap_message(f"the submission could not be read as this task's predictions "
+                                            f"({type(exc).__name__}: {cap_message(exc, 200)})")) from None
     return y_true, y_pred, is_val
 
 
@@ -347,15 +408,9 @@ def view_answers(task: Task) -> tuple[pd.DataFrame, np.ndarray]:
 
 def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     expected = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes)
-    missing = [c for c in expected if c not in df.columns]
-    extra = [c for c in df.columns if c not in expected]
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"missing column(s) {_examples(missing)}")
-        if extra:
-            parts.append(f"unexpected column(s) {_examples(extra)}")
-        raise InvalidSubmission(f"wrong columns: {'; '.join(parts)}; a submission for task {task.id!r} must have "
+    problem = _column_problem([str(c) for c in df.columns], expected)
+    if problem:
+        raise InvalidSubmission(f"wrong columns: {problem}; a submission for task {task.id!r} must have "
                                 f"exactly the columns {expected} (see sample_submission.csv)")
     if len(df) == 0:
         raise InvalidSubmission(f"the submission has no rows; expected {len(answers)} (one per test id)")
@@ -395,7 +450,7 @@ def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.n
                                     f"labels must be among {list(task.classes)}")
         return y_true, labels.to_numpy()
     block = df[value_cols]
-    numeric = block.apply(pd.to_numeric, errors="coerce")
+    numeric = block.apply(_to_float, errors="coerce")
     bad = block.notna() & numeric.isna()
     # Booleans (True/False) are not numbers here: pandas would read them as 1.0/0.0.
     is_bool = block.apply(lambda c: pd.Series(True, index=c.index) if pd.api.types.is_bool_dtype(c)
@@ -419,6 +474,25 @@ def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.n
             raise InvalidSubmission("a row of class probabilities sums to 0; each row needs a positive total")
     y_pred = arr[:, 0] if arr.shape[1] == 1 else arr
     return y_true, y_pred
+
+
+def _to_float(values: pd.Series, errors: str = "coerce") -> pd.Series:
+    """``values`` as float64 (what cannot be read as a number becomes NaN). Python integers too large for
+    int64 (a 400-digit value) are read as floats (inf when beyond float64), where ``pd.to_numeric``
+    raises ``OverflowError``."""
+    try:
+        return pd.to_numeric(values, errors=errors).astype(np.float64)
+    except (OverflowError, TypeError, ValueError):
+        def one(v) -> float:
+            if isinstance(v, (bool, np.bool_)):
+                return math.nan
+            try:
+                return float(v)
+            except OverflowError:
+                return (math.inf if v > 0 else -math.inf) if isinstance(v, int) else math.nan
+            except (TypeError, ValueError):
+                return math.nan
+        return values.map(one).astype(np.float64)
 
 
 def _metric_value(task: Task, y_true: np.ndarray, y_pred: np.ndarray) -> float:

@@ -330,6 +330,15 @@ class ExecutorConfig(_Section):
         "Run programs inside the bubblewrap sandbox (turn off only for trusted code)."))
     time_limit_s: OptFloat = Field(None, ge=0.1, description=(
         "Per-execution wall limit, seconds; null = each task's own."))
+    recheck_infra_errors: bool = Field(True, description=(
+        "Re-execute a program once when it ends in infra_error; an error that comes back counts as the "
+        "program's failure (failure reward), not as a missing outcome."))
+    infra_background_rate: Float = Field(0.01, ge=0.0, lt=1.0, description=(
+        "The executor's infra-error probability per execution when nothing is wrong; a step, group or "
+        "evaluation whose infra errors are improbable under it raises the infra alarm."))
+    infra_alarm_alpha: Float = Field(1e-3, gt=0.0, lt=1.0, description=(
+        "False-alarm probability of each infra-alarm test (one-sided binomial test against "
+        "infra_background_rate)."))
 
 
 class EvalConfig(_Section):

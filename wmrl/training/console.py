@@ -22,6 +22,7 @@ def _step_line(rec: dict[str, Any]) -> str:
             f"reward_true {_fmt(rec.get('reward_true_mean'))} reward_wm {_fmt(rec.get('reward_wm_mean'))} "
             f"reward_wm_calibrated {_fmt(rec.get('reward_wm_calibrated_mean'))} {_weight_text(rec)} "
             f"loss {_fmt(rec.get('loss'), 4)} infra {rec['n_infra_errors']} "
+            + ("INFRA ALARM " if rec.get("infra_alarm") else "")
             + (f"turns {_fmt(rec['episode_turns_mean'], 2)} submitted {_fmt(rec.get('episode_submitted_rate'), 2)} "
                f"turn gain {_fmt(rec.get('reward_true_turn_gain'))} " if "episode_turns_mean" in rec else "")
             + (f"late {rec['anchor_late_samples']} in flight {rec['anchors_in_flight']} "

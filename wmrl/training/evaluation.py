@@ -5,7 +5,8 @@ the ``eval.jsonl`` keys of docs/run-directory.md:
 
 - ``mean_percentile``: mean leaderboard percentile (MLE-Dojo position score, DESIGN.md §5) over all
   samples; program failures count with the task's failure reward; infrastructure failures are
-  left out (and counted in ``n_infra_errors``).
+  left out (and counted in ``n_infra_errors``); ``infra_alarm`` says when they are more than the executor's
+  background rate explains (:mod:`wmrl.core.infra`), i.e. when the means may be censored.
 - ``best_percentile_mean``: mean over tasks of the best sample's percentile (pass@k-style).
 - ``valid_rate``: fraction of samples whose submission could be graded (status ``ok``).
 - ``medals``: Kaggle medals (MLE-bench thresholds) counted over samples; ``medal_rate``,
@@ -22,7 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from wmrl.core.infra import DEFAULT_ALPHA, DEFAULT_BACKGROUND_RATE, InfraCheck, check_infra
+
 MEDALS = ("gold", "silver", "bronze")
+
+
+def infra_fields(check: InfraCheck) -> dict[str, Any]:
+    """The metrics keys of one infra-alarm verdict: ``infra_rate``, ``infra_p_value``, ``infra_alarm``."""
+    return {"infra_rate": check.rate, "infra_p_value": check.p_value, "infra_alarm": check.alarm}
 
 
 def _status(r: Any) -> str:
@@ -30,7 +38,9 @@ def _status(r: Any) -> str:
 
 
 def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int, split: str,
-                   checkpoint: str | None = None, reward_kinds: dict[str, str] | None = None) -> dict[str, Any]:
+                   checkpoint: str | None = None, reward_kinds: dict[str, str] | None = None,
+                   infra_background_rate: float = DEFAULT_BACKGROUND_RATE,
+                   infra_alpha: float = DEFAULT_ALPHA) -> dict[str, Any]:
     """Aggregate execution results of one evaluation into an ``eval.jsonl`` record.
 
     Args:
@@ -41,10 +51,14 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
         split: ``heldout`` or ``train``.
         checkpoint: checkpoint folder name, or None for the live policy.
         reward_kinds: ``{task id: "percentile" | "rpg"}`` (default: every task ``percentile``).
+        infra_background_rate, infra_alpha: the infra alarm's background rate and false-alarm probability
+            (:func:`wmrl.core.infra.check_infra`).
 
     Returns:
         dict with the keys listed in the module docstring plus ``step``, ``split``, ``checkpoint``,
-        ``n_tasks``, ``n_samples``, ``n_infra_errors``, ``per_task``, ``sandbox_cpu_s``.
+        ``n_tasks``, ``n_samples``, ``n_infra_errors``, ``per_task``, ``sandbox_cpu_s``, and the infra alarm
+        (``infra_rate``, ``infra_p_value``, ``infra_alarm``: more infra errors than the background explains,
+        so the means may be censored).
         Means over zero samples are None.
 
     Raises:
@@ -107,6 +121,7 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
         "medal_rate": _mean(medal_any),
         "above_median_rate": _mean(above),
         "n_infra_errors": n_infra,
+        **infra_fields(check_infra(n_infra, len(results), infra_background_rate, infra_alpha)),
         "per_task": pt,
         "sandbox_cpu_s": cpu,
     }

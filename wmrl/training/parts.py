@@ -198,10 +198,12 @@ def make_executor(cfg: TrainConfig, log_path: Path) -> Any:
     if e.kind == "ray":
         from wmrl.execution.ray_pool import RayExecutor
 
-        return RayExecutor(address=e.address, max_workers=e.workers, sandbox=sandbox, log=exlog)
+        ex = RayExecutor(address=e.address, max_workers=e.workers, sandbox=sandbox, log=exlog)
+        ex.recheck_infra = e.recheck_infra_errors
+        return ex
     from wmrl.execution.pool import LocalExecutor
 
-    return LocalExecutor(max_workers=e.workers, sandbox=sandbox, log=exlog)
+    return LocalExecutor(max_workers=e.workers, sandbox=sandbox, log=exlog, recheck_infra=e.recheck_infra_errors)
 
 
 def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bool = False) -> Any:

@@ -31,7 +31,7 @@ injected by tests.
 The run's lifecycle (start, resume, the loop, the summary) is :mod:`wmrl.training.run`; the GRPO update is
 :mod:`wmrl.training.update`; the method (calibration, advantages, fusion weights) is the registered recipe of
 :mod:`wmrl.core.recipe`, called in stage ``recipe``; what a run prints is :mod:`wmrl.training.console`.
-This file is the step pipeline and the state a checkpoint holds (about 550 lines: the stages share the
+This file is the step pipeline and the state a checkpoint holds (about 600 lines: the stages share the
 Trainer's state).
 """
 from __future__ import annotations
@@ -175,6 +175,7 @@ class Trainer:
         self.wall_times = WallTimes()  # run time shown by world-model observations (multi-turn episodes)
         self.step = 0
         self.n_infra_total = 0
+        self.n_infra_alarms = 0  # steps whose infra errors raised the alarm
         self.unanchored = UnanchoredSteps(w.steps_without_anchors, w.anchor_staleness, w.late_anchors)  # skipped updates
         self.started_at = now_iso()
         self.wm_refreshed = False
@@ -192,6 +193,7 @@ class Trainer:
             "router": self.router.state_dict(),
             "ledger": self.ledger.state_dict(),
             "n_infra_total": self.n_infra_total,
+            "n_infra_alarms": self.n_infra_alarms,
             "n_skipped_without_anchors": self.unanchored.total,
             "line_counts": dict(self.rd.line_counts()),
             "started_at": self.started_at,
@@ -242,6 +244,7 @@ class Trainer:
         self.router.load_state_dict(st["router"])
         self.ledger.load_state_dict(st["ledger"])
         self.n_infra_total = int(st["n_infra_total"])
+        self.n_infra_alarms = int(st.get("n_infra_alarms", 0))  # absent from runs saved before the alarm
         # the anchors in flight at the checkpoint are lost (anchors_lost): a new fill, in_a_row from 0
         self.unanchored.total, self.unanchored.in_a_row = int(st.get("n_skipped_without_anchors", 0)), 0
         self.step = int(st["step"])
@@ -452,6 +455,7 @@ class Trainer:
             "scaffold_valid_rate": (float(np.mean(sb.batch.valid)) if getattr(sb.batch, "valid", None) else None),
         }
         rec.update(out.stats)
+        rec.update(self._infra_alarm(sb))
         if self.anchors.k:  # asynchronous anchors (docs/scaling.md): what was consumed, how stale, what still runs
             st = np.concatenate([np.zeros(int(a_ok.sum())), sb.late.staleness]) if sb.late is not None else []
             rec.update(anchor_samples_consumed=int(len(st)), anchor_late_samples=int(sb.late.n),
@@ -466,6 +470,31 @@ class Trainer:
         if sb.refresh is not None:
             rec["wm_refresh_records"] = sb.refresh.get("n_records")
         return rec
+
+    def _infra_alarm(self, sb: StepBatch) -> dict[str, Any]:
+        """The infra alarm of the step's own executions (:mod:`wmrl.core.infra`): ``infra_rate``, ``infra_p_value``,
+        ``infra_alarm`` over the step, ``infra_alarm_groups`` (groups whose infra errors alone are improbable) and
+        ``infra_alarm_steps_total``; an alarm is logged (train.log and the console) as a warning."""
+        from wmrl.core.infra import check_infra, group_alarms
+        from wmrl.training.evaluation import infra_fields
+
+        e = self.cfg.executor
+        idx = sb.anchor_idx
+        bad = [sb.status[i] == "infra_error" for i in idx]
+        check = check_infra(int(sum(bad)), int(idx.size), e.infra_background_rate, e.infra_alarm_alpha)
+        groups = group_alarms(bad, sb.gid[idx].tolist(), e.infra_background_rate, e.infra_alarm_alpha)
+        alarm = check.alarm or bool(groups)
+        self.n_infra_alarms += int(alarm)
+        if alarm:
+            msg = (f"infra alarm at step {sb.step}: {check.n_infra} infra errors in {check.n} executions "
+                   f"(p = {check.p_value:.2g} under the background rate {e.infra_background_rate:g}; groups {groups}): "
+                   "more than the executor's faults explain; these outcomes are left out of the update, so a policy "
+                   "that triggers them would censor its own grades. Inspect them with 'wmrl ledger' and the "
+                   "execution log")
+            log.warning(msg)
+            self.rd.log_line(f"{now_iso()} WARNING {msg}")
+        return {**infra_fields(check), "infra_alarm": alarm, "infra_alarm_groups": groups,
+                "infra_alarm_steps_total": self.n_infra_alarms}
 
     def _samples(self, sb: StepBatch) -> list[dict[str, Any]]:
         """The step's samples.jsonl lines (one per trajectory; multi-turn: one per episode, with its turns)."""
@@ -497,7 +526,8 @@ class Trainer:
     def evaluate(self, *, in_step: bool) -> dict[str, dict[str, Any]]:
         """Real-execution evaluation of the current policy on held-out (and train) tasks; appends to
         ``eval.jsonl``. Time goes to the ``eval`` stage (inside a step) or phase (at the end)."""
-        from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy
+        from wmrl.core.infra import check_infra
+        from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy, infra_fields
 
         cfg, c, L = self.cfg, self.c, self.ledger
         splits = []
@@ -516,6 +546,15 @@ class Trainer:
                     seed=eval_sampling_seed(cfg.seed, self.step, split, bool(c.heldout_tasks)),
                     **episode_eval_kwargs(cfg))
                 L.add_executions("eval", results)
+                e = cfg.executor
+                rec.update(infra_fields(check_infra(rec["n_infra_errors"], rec["n_samples"], e.infra_background_rate,
+                                                    e.infra_alarm_alpha)))
+                if rec["infra_alarm"]:
+                    msg = (f"infra alarm in the {split} evaluation at step {self.step}: {rec['n_infra_errors']} infra "
+                           f"errors in {rec['n_samples']} executions (p = {rec['infra_p_value']:.2g}); the means leave "
+                           "them out, so they may be censored")
+                    log.warning(msg)
+                    self.rd.log_line(f"{now_iso()} WARNING {msg}")
                 self.rd.append("eval", rec)
                 out[split] = rec
                 if self.tb is not None:
