@@ -291,3 +291,27 @@ def test_a_run_directory_held_by_a_live_trainer_is_refused_until_it_dies(tmp_pat
     s = resume_training(rd.root, components=comps(rd.root))  # the dead owner's lock is taken over
     assert s.steps == 5
     assert f'"pid": {os.getpid()}' in (rd.root / OWNER_LOCK).read_text()
+
+
+def test_the_cli_message_is_one_line_in_a_pipe_whatever_the_path_length(tmp_path):
+    """Piped output is not wrapped at 80 columns: the whole message, path included, is on one line for a
+    200-character run directory path and a short one alike."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    long_base = tmp_path / ("p" * max(1, 200 - len(str(tmp_path)) - len("/run") - 1))
+    long_base.mkdir()
+    for base in (long_base, tmp_path / "s"):
+        base.mkdir(exist_ok=True)
+        _cfg, rd = _stopped_run(base, stop=1)
+        rd.config.write_text(rd.config.read_text().replace("lr: 0.05", "lr: 0.5"))
+        r = subprocess.run([sys.executable, "-m", "wmrl.cli", "train", "--resume", str(rd.root), "--no-progress"],
+                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(root), COLUMNS="80"),
+                           timeout=120)
+        assert r.returncode == 2, r.stderr
+        lines = [ln for ln in (r.stdout + r.stderr).splitlines() if "was changed after the run saved it" in ln]
+        assert len(lines) == 1, r.stderr
+        assert str(rd.config) in lines[0] and lines[0].rstrip().endswith("--accept-edited-config to use the edited file"), lines

@@ -281,11 +281,11 @@ def _evaluated_at(rd: RunDir, step: int) -> bool:
 def _loop(trainer: Trainer, show: bool, stop_after_step: int | None) -> None:
     cfg = trainer.cfg
     total = cfg.optim.steps
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
         TimeRemainingColumn
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     live = show and console.is_terminal
     prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
