@@ -156,3 +156,17 @@ def test_config_file(tmp_path) -> None:
         load_config(tmp_path / "missing.yaml")
     with pytest.raises(ConfigError, match="key=value"):
         load_config(preset="tiny", overrides=["seed"])
+
+
+@pytest.mark.parametrize("bad", [["--set", "suite.tasks=[no-such-task-v3]"],
+                                 ["--set", "suite.tasks=[reach-v3]", "--set", "suite.heldout_tasks=[reach-v3]"]])
+def test_a_bad_task_list_is_refused_before_the_run_folder_is_made(tmp_path, bad) -> None:
+    from typer.testing import CliRunner
+
+    from wmrl.cli import app
+
+    run = tmp_path / "runs" / "bad"
+    r = CliRunner().invoke(app, ["embodied", "train", "--preset", "tiny", "--no-progress",
+                                 "--set", f"run_dir={run}", *bad])
+    assert r.exit_code != 0 and ("no instruction" in r.output or "overlap" in r.output), r.output
+    assert not run.exists() and not (tmp_path / "runs").exists()

@@ -252,3 +252,66 @@ def test_a_resume_that_fails_while_building_leaves_a_finished_run_untouched(tmp_
     assert _exec_steps(rd) == execs  # the execution log keeps every record (SQLite may checkpoint its WAL)
     assert after == before  # summary.json, eval.jsonl, metrics.jsonl, ledger.json, the config hash (train.log gets a line)
     assert rd.config_edited()  # the bad edit is still flagged for the next resume
+
+
+HOLDER = """
+import sys, time
+from wmrl.training.owner import RunDirOwner
+RunDirOwner(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_run_directory_held_by_a_live_trainer_is_refused_until_it_dies(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from wmrl.training.owner import OWNER_LOCK
+
+    cfg, rd = _stopped_run(tmp_path, stop=1)
+    assert (rd.root / OWNER_LOCK).is_file()  # the stopped trainer's lock is free: it released it
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, str(rd.root)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "held"
+        before = rd.metrics.read_text()
+        with pytest.raises(RunDirError) as e:
+            resume_training(rd.root, components=comps(rd.root))
+        msg = str(e.value)
+        assert f"pid {child.pid} on host " in msg and "since " in msg and "--resume" in msg, msg
+        with pytest.raises(RunDirError, match=f"pid {child.pid}"):  # a start there too
+            run_training(cfg_for(tmp_path), components=comps(rd.root))
+        assert rd.metrics.read_text() == before  # nothing was touched
+    finally:
+        child.kill()
+        child.wait()
+    s = resume_training(rd.root, components=comps(rd.root))  # the dead owner's lock is taken over
+    assert s.steps == 5
+    assert f'"pid": {os.getpid()}' in (rd.root / OWNER_LOCK).read_text()
+
+
+def test_the_cli_message_is_one_line_in_a_pipe_whatever_the_path_length(tmp_path):
+    """Piped output is not wrapped at 80 columns: the whole message, path included, is on one line for a
+    200-character run directory path and a short one alike."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    long_base = tmp_path / ("p" * max(1, 200 - len(str(tmp_path)) - len("/run") - 1))
+    long_base.mkdir()
+    for base in (long_base, tmp_path / "s"):
+        base.mkdir(exist_ok=True)
+        _cfg, rd = _stopped_run(base, stop=1)
+        rd.config.write_text(rd.config.read_text().replace("lr: 0.05", "lr: 0.5"))
+        r = subprocess.run([sys.executable, "-m", "wmrl.cli", "train", "--resume", str(rd.root), "--no-progress"],
+                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(root), COLUMNS="80"),
+                           timeout=120)
+        assert r.returncode == 2, r.stderr
+        lines = [ln for ln in (r.stdout + r.stderr).splitlines() if "was changed after the run saved it" in ln]
+        assert len(lines) == 1, r.stderr
+        assert str(rd.config) in lines[0] and lines[0].rstrip().endswith("--accept-edited-config to use the edited file"), lines

@@ -15,11 +15,11 @@ app = typer.Typer(help="The embodied track: WMRL post-training of a robot policy
 
 
 def _fail(e: BaseException) -> None:
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.markup import escape
 
     msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-    Console(stderr=True).print(f"[red]error:[/red] {escape(str(msg))}", highlight=False)
+    make_console(stderr=True).print(f"[red]error:[/red] {escape(str(msg))}", highlight=False)
     raise typer.Exit(2)
 
 

@@ -373,6 +373,8 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
 
     Raises:
         RunDirError: a fresh run into a folder that already has progress, or nothing to resume.
+        ValueError: a bad suite (unknown task, overlapping task lists, splits over 50 states), raised
+            before a fresh run's folder is made.
     """
     if resume_dir is not None:
         rd = RunDir(resume_dir)
@@ -390,6 +392,7 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
         if rd.metrics.is_file() or rd.summary.is_file() or rd.checkpoints.is_dir() and any(rd.checkpoints.iterdir()):
             raise RunDirError(f"{rd.root} already holds a run: resume it with `wmrl embodied train --resume "
                               f"{rd.root}` or choose another run_dir")
+        make_suite(cfg)  # a bad task list or split is refused before the run folder exists
         rd.create()
         write_text_atomic(rd.config, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
         rd.save_config_hash()

@@ -121,10 +121,10 @@ def _json_safe(d: dict) -> dict:
 
 
 def _print_result(result) -> None:
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.table import Table
 
-    console = Console()
+    console = make_console()
     table = Table(show_header=False, box=None)
     colour = {"ok": "green", "infra_error": "magenta"}.get(result.status.value, "red")
     table.add_row("status", f"[{colour}]{result.status.value}[/]")
@@ -158,13 +158,13 @@ def sandbox_bench_command(
     json_out: bool = typer.Option(False, "--json", help="Print the figures as one JSON object."),
 ) -> None:
     """Sandbox overhead per execution (bwrap vs plain subprocess, side by side) and pool throughput."""
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.table import Table
 
     from wmrl.execution.bench import pool_throughput, sandbox_overhead
     from wmrl.execution.sandbox import SandboxUnavailable
 
-    console = Console(stderr=json_out, width=max(110, Console().width))
+    console = make_console(stderr=json_out, min_width=110)
     report: dict = {}
     try:
         levels = [int(x) for x in concurrency.split(",") if x.strip()]

@@ -14,7 +14,8 @@ Status rules (:func:`classify`), first match wins:
                             SIGKILL with the CPU limit used up)
 ``memory_exceeded``         non-zero exit with an allocation failure on stderr (``MemoryError``,
                             ``Unable to allocate``, ``Cannot allocate memory``, ``std::bad_alloc``)
-``runtime_error``           any other non-zero exit, or killed for exceeding the disk quota
+``runtime_error``           any other non-zero exit, or killed for exceeding the disk quota or the
+                            folder depth limit
 ``invalid_submission``      exit 0 but no regular ``submission.csv``, or the grader refused it or
                             failed on it (whatever the exception) while grading the reference works
 ``ok``                      graded: score, reward (leaderboard percentile), medal, above-median
@@ -124,6 +125,9 @@ def classify(run: SandboxRun) -> tuple[ExecutionStatus | None, str]:
     code = run.exit_code
     if run.killed == "disk":
         return ExecutionStatus.RUNTIME_ERROR, "disk quota exceeded; the process tree was killed"
+    if run.killed == "depth":
+        return ExecutionStatus.RUNTIME_ERROR, ("folders nested deeper than the sandbox's max_depth; "
+                                               "the process tree was killed")
     if code not in (0, None):
         if code == 128 + signal.SIGXCPU or (code == 128 + signal.SIGKILL and run.cpu_s >= run.cpu_limit_s - 0.05):
             return ExecutionStatus.TIMEOUT, f"CPU-time limit of {run.cpu_limit_s:g} s per process reached"

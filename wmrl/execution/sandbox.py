@@ -56,6 +56,7 @@ and disk limit) and :func:`_record` (the result); the execution folders' ownersh
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -75,7 +76,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from wmrl.execution.scratch import _rmtree, _sweep_once, make_scratch
+from wmrl.execution.scratch import _sweep_once, make_scratch, remove_or_quarantine
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,9 @@ class SandboxConfig:
         disk_bytes: total bytes the program may store in its working and scratch folders; polled
             every ``poll_s`` seconds, the program is killed (runtime error) when it goes over.
         max_files: files + folders the program may create there (same polling).
+        max_depth: how deep the program may nest folders there, levels below its working (or scratch)
+            folder; polled the same way, the program is killed (runtime error) when it goes deeper
+            or makes a path too long to read.
         threads: value of ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` ... in the
             program's environment, so that a pool of N jobs does not oversubscribe the cores.
         python: interpreter that runs the program (default: the driver's ``sys.executable``); its
@@ -174,6 +178,7 @@ class SandboxConfig:
     output_bytes: int = 64 * KiB
     disk_bytes: int = 2 * GiB
     max_files: int = 20_000
+    max_depth: int = 64
     threads: int = 1
     python: str | None = None
     extra_ro_binds: tuple[str, ...] = ()
@@ -190,7 +195,7 @@ class SandboxConfig:
 
     def __post_init__(self) -> None:
         for name in ("memory_bytes", "nproc", "fsize_bytes", "nofile", "output_bytes", "disk_bytes",
-                     "max_files", "threads", "max_submission_bytes"):
+                     "max_files", "max_depth", "threads", "max_submission_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or not 0 < value <= MAX_LIMIT:
                 raise ValueError(f"SandboxConfig.{name} must be a positive integer up to {MAX_LIMIT}, got {value!r}")
@@ -235,7 +240,7 @@ class SandboxRun:
     mode: str
     started: bool = False
     exit_code: int | None = None
-    killed: str = ""  # "", "timeout", "cancelled", "disk"
+    killed: str = ""  # "", "timeout", "cancelled", "disk", "depth"
     wall_s: float = 0.0
     cpu_s: float = 0.0
     peak_rss_bytes: int = 0
@@ -726,30 +731,38 @@ def _with_parent_dirs(args: list[str]) -> list[str]:
     return out
 
 
-def _tree_usage(path: Path, byte_cap: int, file_cap: int) -> tuple[int, int]:
-    """(bytes on disk, entries) under ``path`` without following links; stops early over a cap."""
+def _tree_usage(path: Path, byte_cap: int, file_cap: int, depth_cap: int = MAX_LIMIT) -> tuple[int, int, int]:
+    """(bytes on disk, entries, deepest folder level) under ``path`` without following links (iteratively:
+    any depth); stops early over a cap. A folder directly in ``path`` is level 1; a folder whose path is
+    too long to read counts as deeper than ``depth_cap``."""
     total = 0
     count = 0
-    stack = [path]
+    deepest = 0
+    stack = [(path, 0)]
     while stack:
-        d = stack.pop()
+        d, level = stack.pop()
         try:
             it = os.scandir(d)
-        except OSError:
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                return total, count, depth_cap + 1
             continue
         with it:
             for e in it:
                 count += 1
                 try:
                     st = e.stat(follow_symlinks=False)
-                except OSError:
+                except OSError as exc:
+                    if exc.errno == errno.ENAMETOOLONG:
+                        return total, count, depth_cap + 1
                     continue
                 total += st.st_blocks * 512
                 if stat.S_ISDIR(st.st_mode):
-                    stack.append(Path(e.path))
-                if total > byte_cap or count > file_cap:
-                    return total, count
-    return total, count
+                    stack.append((Path(e.path), level + 1))
+                    deepest = max(deepest, level + 1)
+                if total > byte_cap or count > file_cap or deepest > depth_cap:
+                    return total, count, deepest
+    return total, count, deepest
 
 
 #: Longest line of a submission, bytes (as :data:`wmrl.tasks.grading.MAX_LINE_BYTES`).
@@ -882,7 +895,7 @@ def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float
         if uid is not None:
             _UIDS.release(uid)
         if root is not None and not config.keep_workdir:
-            _rmtree(root)
+            remove_or_quarantine(root)
         if lock_fd is not None:
             if config.keep_workdir:
                 _kept_locks.append(lock_fd)  # a kept folder stays this driver's until it exits
@@ -1001,7 +1014,7 @@ class _Tree:
 
     def kill(self, reason: str) -> None:
         """Ask the launcher to kill and reap the tree (SIGTERM); SIGKILL everything if it cannot be asked.
-        The first reason is kept (``timeout``, ``cancelled``, ``disk``)."""
+        The first reason is kept (``timeout``, ``cancelled``, ``disk``, ``depth``)."""
         if self.killed:
             return
         self.killed = reason
@@ -1029,13 +1042,17 @@ class _Tree:
             pass
 
 
-def _over_disk(root: Path, config: SandboxConfig) -> str | None:
-    """The message when the program's files (work + tmp) exceed the disk or file-count limit, else None."""
-    used, count = _tree_usage(root / "work", config.disk_bytes, config.max_files)
-    used2, count2 = _tree_usage(root / "tmp", config.disk_bytes, config.max_files)
+def _over_disk(root: Path, config: SandboxConfig) -> tuple[str, str] | None:
+    """``(reason, message)`` when the program's files (work + tmp) exceed the disk or file-count limit
+    (reason ``disk``) or its folders are nested deeper than ``max_depth`` (reason ``depth``), else None."""
+    used, count, depth = _tree_usage(root / "work", config.disk_bytes, config.max_files, config.max_depth)
+    used2, count2, depth2 = _tree_usage(root / "tmp", config.disk_bytes, config.max_files, config.max_depth)
     if used + used2 > config.disk_bytes or count + count2 > config.max_files:
-        return (f"\nwmrl: killed: the program stored {used + used2} bytes in {count + count2} entries, over the "
-                f"limit of {config.disk_bytes} bytes / {config.max_files} entries\n")
+        return "disk", (f"\nwmrl: killed: the program stored {used + used2} bytes in {count + count2} entries, over the "
+                        f"limit of {config.disk_bytes} bytes / {config.max_files} entries\n")
+    if max(depth, depth2) > config.max_depth:
+        return "depth", (f"\nwmrl: killed: the program nested folders more than {config.max_depth} levels deep "
+                         f"(or made a path too long to read) in its working or scratch folder\n")
     return None
 
 
@@ -1076,10 +1093,10 @@ def _supervise(tree: _Tree, streams: dict[int, Any], root: Path, config: Sandbox
                     tree.kill("cancelled")
                 elif now >= next_poll:
                     next_poll = now + config.poll_s
-                    msg = _over_disk(root, config)
-                    if msg:
-                        tree.kill("disk")
-                        err.add(msg.encode())
+                    over = _over_disk(root, config)
+                    if over:
+                        tree.kill(over[0])
+                        err.add(over[1].encode())
             if status is None and tree.killed and tree.kill_sent_at is not None and now - tree.kill_sent_at > 2.0:
                 tree.hard_kill()  # the launcher did not finish reaping in 2 s: take the namespace down
                 tree.kill_sent_at = None

@@ -117,11 +117,11 @@ def _start(threads: int) -> Any:
     150 columns wide when the output is not a terminal (logs, docs)."""
     import sys
 
-    from rich.console import Console
+    from wmrl.console import make_console
 
     _quiet()
     _set_threads(threads)
-    return Console() if sys.stdout.isatty() else Console(width=150)
+    return make_console() if sys.stdout.isatty() else make_console(width=150)
 
 
 def _fmt(x: Any, digits: int = 3) -> str:

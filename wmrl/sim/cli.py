@@ -34,13 +34,13 @@ def simulate_command(
     functions; sweeps world-model bias B (monotone, group offset, exploitable), noise sigma and the
     anchor fraction. See docs/simulation.md.
     """
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.markdown import Markdown
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from wmrl.sim.study import PRESETS, run_study
 
-    console = Console()
+    console = make_console()
     if preset not in PRESETS:
         raise typer.BadParameter(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}", param_hint="--preset")
     if not (math.isfinite(margin) and margin >= 0):
@@ -69,7 +69,7 @@ def staleness_command(
     """Staleness axis: asynchronous anchors (bound k) against synchronous ones, late groups in the gradient
     (importance-corrected) or in the calibration only, and a group still running at the bound waited for or not
     (wmrl.over_bound_anchors). See docs/scaling.md."""
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.markdown import Markdown
 
     from wmrl.sim.staleness import run_staleness_study
@@ -81,7 +81,7 @@ def staleness_command(
     make_out_folder(out)
     res = run_staleness_study(out, ks=tuple(sorted(set(k))), seeds=seeds, steps=steps, latency_steps=latency_steps,
                               extra_ks=tuple(sorted(set(extra_k) - set(k))))
-    Console().print(Markdown(res["markdown"]))
+    make_console().print(Markdown(res["markdown"]))
 
 
 def async_command(
@@ -97,7 +97,7 @@ def async_command(
     """The chosen asynchronous setting against the synchronous stream where an execution lasts >= 10 steps: k = the
     latency's cap in steps, over-bound groups to the calibration, steps without anchors skipped (and updated, for
     comparison), at several horizons. See docs/scaling.md."""
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.markdown import Markdown
 
     from wmrl.core.recipe import get_recipe
@@ -124,7 +124,7 @@ def async_command(
                                horizons=tuple(sorted(set(horizon))), mean_steps=mean_latency_steps)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    Console().print(Markdown(res["markdown"]))
+    make_console().print(Markdown(res["markdown"]))
 
 
 def register(app: typer.Typer) -> None:

@@ -99,11 +99,11 @@ def build_cmd(
     """Build the built-in suite of real tasks (seconds); leaderboards come from the committed CSVs."""
     import time
 
-    from rich.console import Console
+    from wmrl.console import make_console
 
     from wmrl.tasks.build import SuiteDirError, build_suite
 
-    console = Console()
+    console = make_console()
     root = _suite_dir(out)
     t0 = time.perf_counter()
     try:
@@ -157,7 +157,7 @@ def list_cmd(
         if disc.refused:
             raise typer.Exit(1)
         return
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.table import Table
 
     table = Table(title=f"{len(tasks)} tasks under {', '.join(map(str, roots))}")
@@ -168,9 +168,7 @@ def list_cmd(
         table.add_row(t.id, t.adapter, t.type, f"{t.n_rows:,}", str(t.n_features),
                       t.metric + (" (lower)" if t.lower_is_better else ""), t.reward_kind, t.split,
                       f"{t.time_limit_s:.0f}", str(len(t.leaderboard_paths)))
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 160))
+    console = make_console()
     console.print(table)
     typer.echo(disc.summary())
     if disc.refused:
@@ -185,13 +183,13 @@ def show_cmd(
 ) -> None:
     """A task's description and a summary of its leaderboards."""
     import numpy as np
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.markdown import Markdown
 
     from wmrl.tasks import leaderboard as lb
 
     task = _resolve_task(task_id, dir_)
-    console = Console()
+    console = make_console()
     console.print(Markdown(task.description or f"# {task.id}\n\n(no description)"))
     console.print(f"\n[bold]{task.id}[/bold]: {task.type}, metric {task.metric} "
                   f"({'lower' if task.lower_is_better else 'higher'} is better), split {task.split}, "
@@ -275,7 +273,7 @@ def stats_cmd(
     if as_json:
         typer.echo(json.dumps({"tasks": rows, "total": total}, indent=1))
         return
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.table import Table
 
     table = Table(title="reference pools (CPU-seconds per run; board = raw metric, best first)")
@@ -285,9 +283,7 @@ def stats_cmd(
         table.add_row(r["task_id"], f"{r['ok']}/{r['runs']}", f"{r['cpu_s_median']:.2f}", f"{r['cpu_s_max']:.2f}",
                       r["slowest"], f"{r['peak_rss_mb_max']:.0f}", f"{r['best']:.4g}", f"{r['median']:.4g}",
                       f"{r['worst']:.4g}")
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 150))
+    console = make_console()
     console.print(table)
     console.print(f"total: {total['ok']}/{total['runs']} runs ok, {total['cpu_minutes']:.1f} CPU-minutes, "
                   f"{total['wall_minutes_summed']:.1f} wall-minutes summed over runs")

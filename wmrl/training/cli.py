@@ -38,14 +38,14 @@ def train(
     TensorBoard events, executions.sqlite, atomic checkpoints, ledger.json and summary.json.
     A killed run continues with `wmrl train --resume RUN_DIR`.
     """
-    from rich.console import Console
+    from wmrl.console import make_console
 
     from wmrl.training.config import ConfigError, load_config
     from wmrl.training.components import RunDirError
     from wmrl.training.console import print_summary
     from wmrl.training.run import resume_training, run_training
 
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     try:
         if resume is not None:
             if config is not None:
@@ -84,12 +84,12 @@ def evaluate(
     rate, medals. Appends the records to RUN_DIR/eval_cli.jsonl."""
     import json
 
-    from rich.console import Console
+    from wmrl.console import make_console
 
     from wmrl.training.config import ConfigError
     from wmrl.training.evaluate_cli import evaluate_run
 
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     ids = [t for item in (tasks or []) for t in item.split(",") if t.strip()]
     try:
         recs = evaluate_run(run_dir, checkpoint=checkpoint, task_ids=ids or None, train_tasks=train_tasks,
@@ -113,7 +113,7 @@ def evaluate(
         t.add_row(r["split"], str(r["step"]), str(r["n_tasks"]), str(r["n_samples"]), f(r["mean_percentile"]),
                   f(r["best_percentile_mean"]), f(r["valid_rate"]), str(m["gold"]), str(m["silver"]),
                   str(m["bronze"]), str(r["n_infra_errors"]))
-    Console().print(t)
+    make_console().print(t)
 
 
 def show(
@@ -122,7 +122,7 @@ def show(
     yaml_out: bool = typer.Option(False, "--yaml", help="Print the resolved config as YAML instead of a table."),
 ) -> None:
     """Print every config field with its type, resolved value and help text."""
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.markup import escape
     from rich.table import Table
 
@@ -131,7 +131,7 @@ def show(
     try:
         cfg = load_config(config, list(set_ or [])) if (config or set_) else TrainConfig()
     except (ConfigError, FileNotFoundError) as e:
-        _print_error(Console(stderr=True), e)
+        _print_error(make_console(stderr=True), e)
         raise typer.Exit(2)
     if yaml_out:
         typer.echo(dump_config(cfg), nl=False)
@@ -143,7 +143,7 @@ def show(
     t.add_column("help")
     for key, tp, val, help_text in describe_fields(obj=cfg):
         t.add_row(escape(key), escape(tp), escape(val), escape(help_text))
-    Console(width=200).print(t)
+    make_console(width=200).print(t)
 
 
 def ledger(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None:

@@ -33,10 +33,10 @@ def _step_line(rec: dict[str, Any]) -> str:
 
 def print_summary(summary: RunSummary, console: Any = None) -> None:
     """A clean end-of-run table (rich) plus the compute ledger."""
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.table import Table
 
-    console = console or Console()
+    console = console or make_console()
     t = Table(title=f"wmrl train: {summary.method} ({summary.status})", show_header=True)
     t.add_column("quantity")
     t.add_column("value", justify="right")

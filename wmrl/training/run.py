@@ -16,6 +16,7 @@ from wmrl.training.components import Components, RunDirError, RunSummary, anchor
 from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config, validate
 from wmrl.training.console import _fmt, _step_line, _weight_text
 from wmrl.training.ledger import Ledger
+from wmrl.training.owner import OWNER_LOCK, RunDirOwner
 from wmrl.training.rundir import RunDir, read_jsonl, seed_everything, write_json_atomic
 from wmrl.training.trainer import Trainer
 
@@ -58,17 +59,31 @@ def run_training(config: TrainConfig, *, resume: bool = False,
 
     Raises:
         RunDirError: the run directory holds another run (without ``resume``); nothing to resume; no
-            complete checkpoint although the run has done work; an edited ``config.yaml``.
+            complete checkpoint although the run has done work; an edited ``config.yaml``; another
+            live trainer holds the run directory (its lock file ``.owner.lock``, held for the whole run).
         ConfigError, FileNotFoundError: an invalid config (checked here too), a config that differs
             from the saved one in a frozen field, or from the parts. A start (not a resume) that fails
             before its step-0 checkpoint removes the run directory it made.
     """
-    import torch
-
     cfg = validate(config)  # also a config built in Python: finite numbers within their ranges
     if cfg.run_dir is None:
         cfg.run_dir = _default_run_dir(cfg)
     rd = RunDir(cfg.run_dir)
+    owner = RunDirOwner(rd.root)  # held for the whole run: one trainer per run directory
+    if rd.root.is_dir():
+        owner.acquire()
+    try:
+        return _run_owned(cfg, rd, owner, resume=resume, components=components, stop_after_step=stop_after_step,
+                          progress=progress, accept_edited_config=accept_edited_config)
+    finally:
+        owner.release()
+
+
+def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool, components: Components | None,
+               stop_after_step: int | None, progress: bool | None, accept_edited_config: bool) -> RunSummary:
+    """:func:`run_training` with ``owner`` held (taken here once a fresh start has made the folder)."""
+    import torch
+
     candidates, passed_over = rd.resume_candidates() if rd.root.exists() else ([], [])
     latest = candidates[0] if candidates else None
     if resume:
@@ -114,9 +129,12 @@ def run_training(config: TrainConfig, *, resume: bool = False,
             raise RunDirError(f"{rd.root} already holds a run; continue it with `wmrl train --resume {rd.root}` "
                               f"or choose another run_dir")
     existed = set(os.listdir(rd.root)) if rd.root.is_dir() else None  # what a failed start must not remove
+    if existed is not None and owner.created:
+        existed.discard(OWNER_LOCK)
     fresh_start = latest is None
     try:
         rd.create()
+        owner.acquire()
         if not resume:
             save_config(cfg, rd.config)
             rd.save_config_hash()
@@ -263,11 +281,11 @@ def _evaluated_at(rd: RunDir, step: int) -> bool:
 def _loop(trainer: Trainer, show: bool, stop_after_step: int | None) -> None:
     cfg = trainer.cfg
     total = cfg.optim.steps
-    from rich.console import Console
+    from wmrl.console import make_console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
         TimeRemainingColumn
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     live = show and console.is_terminal
     prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),

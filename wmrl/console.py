@@ -1,0 +1,38 @@
+"""The rich consoles wmrl prints with: :func:`make_console`.
+
+On a terminal a console is rich's usual one (its width is the terminal's). When the output is not a
+terminal (a pipe, a log file, a test runner) rich would wrap every line at 80 columns, breaking
+messages and step lines mid-sentence; a console made here then never wraps printed text
+(``soft_wrap``) and lays tables out :data:`PIPE_WIDTH` columns wide.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+#: Width of tables printed when the output is not a terminal, columns.
+PIPE_WIDTH = 200
+
+
+def make_console(*, stderr: bool = False, width: int | None = None, min_width: int | None = None,
+                 **kwargs: Any) -> Any:
+    """A ``rich.console.Console`` on stdout (or stderr) that never wraps a line mid-sentence in a log.
+
+    Args:
+        stderr: print to stderr instead of stdout.
+        width: fixed width, columns (default: the terminal's; :data:`PIPE_WIDTH` when not a terminal).
+        min_width: at least this many columns (a table that needs them), on a terminal too.
+        kwargs: more ``Console`` arguments.
+
+    Returns:
+        The console. When its stream is not a terminal, ``print`` does not wrap text (``soft_wrap``)
+        and tables are laid out ``width`` (default :data:`PIPE_WIDTH`) columns wide.
+    """
+    from rich.console import Console
+
+    probe = Console(stderr=stderr, width=width, **kwargs)
+    if probe.is_terminal:
+        if min_width and probe.width < min_width:
+            return Console(stderr=stderr, width=min_width, **kwargs)
+        return probe
+    kwargs.setdefault("soft_wrap", True)
+    return Console(stderr=stderr, width=max(width or PIPE_WIDTH, min_width or 0), **kwargs)
