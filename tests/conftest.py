@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+# Validation views are split with a secret salt; a fixed one makes every test's views the same on every machine.
+os.environ.setdefault("WMRL_VIEW_SECRET", "wmrl-test-suite")
+
 
 @pytest.fixture(scope="session")
 def small_suite(tmp_path_factory) -> Path:

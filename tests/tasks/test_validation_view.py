@@ -232,3 +232,19 @@ def test_score_at_position_score_on_a_board_without_ties():
         assert -1 / 25 - 1e-12 < r - p <= 1 / 25 + 1e-12
     low = board[::-1] - 1.0  # lower is better
     assert lb.score_at_position_score(low, 1.0, True) == low.min()
+
+
+def test_the_held_out_rows_are_not_computable_from_the_seed_and_the_row_counts(tasks, views):
+    """What a program can compute (train_test_split with the default seed 0 on train.csv's row count) is not the
+    view's split: the random state is salted with the installation's secret."""
+    from sklearn.model_selection import train_test_split
+
+    from wmrl.tasks.validation import split_seed
+
+    task, view = tasks["aer-houseprices"], views["aer-houseprices"]
+    train = _csv(task.train_path)
+    n_val = view.validation.n_validation
+    guess = set(train_test_split(np.arange(len(train)), test_size=n_val, random_state=0, shuffle=True)[1])
+    held = set(np.flatnonzero(~train[task.id_column].isin(set(_csv(view.train_path)[task.id_column]))))
+    assert len(held) == n_val and len(held & guess) < 0.5 * n_val
+    assert split_seed(0) == split_seed(0) != split_seed(1)

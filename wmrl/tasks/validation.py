@@ -50,7 +50,7 @@ __all__ = ["ValidationSplit", "validation_view", "view_folder", "DEFAULT_FRACTIO
 #: The default held-out share of train.csv.
 DEFAULT_FRACTION = 0.2
 #: Version of the view layout; part of the cache key, so a change of layout rebuilds the views.
-VIEW_FORMAT = 2
+VIEW_FORMAT = 3
 MANIFEST = "view.json"
 _CORE_FILES = ("train.csv", "test.csv", "sample_submission.csv")
 _INT_ID = re.compile(r"^-?\d+$")
@@ -69,14 +69,16 @@ def view_folder(task: Task, fraction: float = DEFAULT_FRACTION, seed: int = 0,
 
     ``<cache_dir or wmrl_home()/validation>/<task.id>-<12 hex digits>``, the digits a hash of the sizes
     and modification times (ns) of train.csv, test.csv and sample_submission.csv, the fraction, the seed,
-    the id and target columns and :data:`VIEW_FORMAT`: a rebuilt task gets a new view.
+    the id and target columns, :data:`VIEW_FORMAT` and a hash of :func:`view_secret`: a rebuilt task (or a
+    new secret) gets a new view.
 
     Raises:
         FileNotFoundError: a public file of the task is missing.
     """
     pub = Path(task.public_dir)
     key = {"files": [_stat_key(pub / n) for n in _CORE_FILES], "fraction": float(fraction), "seed": int(seed),
-           "id": task.id_column, "target": task.target, "format": VIEW_FORMAT}
+           "id": task.id_column, "target": task.target, "format": VIEW_FORMAT,
+           "secret": hashlib.sha256(view_secret()).hexdigest()[:16]}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     base = Path(cache_dir) if cache_dir is not None else wmrl_home() / "validation"
     return base / f"{task.id}-{digest}"
@@ -90,7 +92,8 @@ def validation_view(task: Task, fraction: float = DEFAULT_FRACTION, seed: int = 
         task: an ordinary task (CSV train/test/sample_submission; not itself a view).
         fraction: held-out share of train.csv's rows, in (0, 1); at least one row is held out and one kept.
         seed: seeds the split (stratified by target for classification when every class has >= 2 rows,
-            scikit-learn ``train_test_split``) and the id shuffle.
+            scikit-learn ``train_test_split``) and the id shuffle, through :func:`split_seed` (salted with the
+            installation's secret, so the seed and the row counts do not tell a program which rows are held out).
         cache_dir: where views are kept (default ``wmrl_home()/validation``); built once, then reused.
 
     Returns:
@@ -179,6 +182,49 @@ def _link_or_copy(src: str, dst: str) -> str:
     return dst
 
 
+def view_secret() -> bytes:
+    """This installation's secret salt of validation splits: ``$WMRL_VIEW_SECRET`` (any text; set the same value
+    on several machines to get the same views everywhere), else 32 random bytes kept in
+    ``wmrl_home()/validation/secret`` (mode 0600; made once, atomically). wmrl's data home is masked in the
+    sandbox, so no program can read it.
+
+    Raises:
+        OSError: the secret file cannot be read or made.
+    """
+    env = os.environ.get("WMRL_VIEW_SECRET")
+    if env:
+        return env.encode()
+    path = wmrl_home() / "validation" / "secret"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".secret.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32))
+        try:
+            os.link(tmp, path)  # the first maker wins; the others read its secret
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+        return path.read_bytes()
+
+
+def split_seed(seed: int) -> int:
+    """The random state of a view's split and shuffle: SHA-256 of :func:`view_secret` and ``seed``, as a 32-bit
+    integer. Fixed for an installation and seed, yet not computable by a program, which never reads the
+    secret: knowing the seed and the row counts does not tell it which train rows were held out.
+
+    Raises:
+        OSError: as :func:`view_secret`.
+    """
+    h = hashlib.sha256(view_secret())
+    h.update(f"\0validation-view-seed={int(seed)}".encode())
+    return int.from_bytes(h.digest()[:4], "little")
+
+
 def _split(train: pd.DataFrame, task: Task, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Row positions ``(kept, held_out)`` of train.csv, each sorted."""
     from sklearn.model_selection import train_test_split
@@ -230,11 +276,12 @@ def _write_view(task: Task, fraction: float, seed: int, out: Path) -> None:
     if lacking:
         raise ValueError(f"task {task.id!r}: test.csv has column(s) {lacking[:5]} that train.csv lacks, so held-out "
                          "train rows could not be mixed into test.csv unnoticed; no validation view for this task")
-    keep_pos, held_pos = _split(train, task, fraction, seed)
+    state = split_seed(seed)
+    keep_pos, held_pos = _split(train, task, fraction, state)
     kept, held = train.iloc[keep_pos], train.iloc[held_pos]
     n_val, n_test = len(held), len(test)
     n = n_val + n_test
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(state)
     perm = rng.permutation(n)
     originals = pd.concat([held[idc], test[idc]], ignore_index=True).astype(str).str.strip()
     if originals.str.fullmatch(_INT_ID).all():
