@@ -249,3 +249,12 @@ def test_a_reference_probe_failure_is_an_infra_error_and_a_success_is_cached(tmp
     sub = task.sample_submission_path.read_bytes()
     r = outcome(ExecutionRequest(task=task, program="x"), _run(sub))
     assert r.is_infra_error and r.reward is None and "reference submission" in r.error
+
+
+def test_a_device_is_no_submission_file(tmp_path):
+    from wmrl.tasks.grading import grade_submission
+    from wmrl.tasks.spec import InvalidSubmission
+
+    task = metric_task(tmp_path / "task", "rmse", "regression")
+    with pytest.raises(InvalidSubmission, match="not a regular file"):
+        grade_submission(task, Path("/dev/zero"))

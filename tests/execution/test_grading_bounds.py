@@ -132,7 +132,7 @@ def test_errors_name_submission_csv_not_the_drivers_copy(tiny_task):
     run = SandboxRun(mode="bwrap", started=True, exit_code=0, submission=b'id,y\n1,"unterminated\n')
     r = outcome(ExecutionRequest(task=tiny_task, program="x"), run)
     assert r.status == ExecutionStatus.INVALID_SUBMISSION
-    assert "submission.csv" in r.error and "wmrl-grade" not in r.error and "/tmp" not in r.error, r.error
+    assert "submission.csv" in r.error and "wmrl-exec" not in r.error and "/tmp" not in r.error, r.error
     run = SandboxRun(mode="bwrap", started=True, exit_code=0, submission=b"")
     r = outcome(ExecutionRequest(task=tiny_task, program="x"), run)
     assert r.error == "invalid submission: submission file submission.csv is empty: write a header and one row " \

@@ -118,9 +118,10 @@ def test_refuses_without_bwrap():
         LocalExecutor(max_workers=0)
 
 
-def test_a_program_the_sandbox_cannot_write_is_an_infra_error_and_the_pool_keeps_working(tiny_task, tmp_path):
-    """A lone surrogate in the program text (no UTF-8 file can hold it): the future resolves to an infrastructure
-    error, the row is logged with "?" in its place, and the next execution runs (the worker thread survives)."""
+def test_a_program_the_sandbox_cannot_write_is_its_own_failure_and_the_pool_keeps_working(tiny_task, tmp_path):
+    """A lone surrogate in the program text (no UTF-8 file can hold it): the driver fails, again on re-execution,
+    so the program's own failure (never a missing outcome it could censor with); the row is logged with "?" in
+    its place, and the next execution runs (the worker thread survives)."""
     from wmrl.execution.log import ExecutionLog
     from wmrl.execution.pool import LocalExecutor
     from wmrl.execution.types import ExecutionRequest
@@ -129,7 +130,8 @@ def test_a_program_the_sandbox_cannot_write_is_an_infra_error_and_the_pool_keeps
         with LocalExecutor(max_workers=1, log=lg) as ex:
             bad = ex.submit(ExecutionRequest(task=tiny_task, program="print('\udcff')")).result(timeout=60)
             good = ex.submit(ExecutionRequest(task=tiny_task, program="print(1)")).result(timeout=120)
-        assert bad.status.value == "infra_error" and "UnicodeEncodeError" in bad.error
+        assert bad.status.value == "runtime_error" and "UnicodeEncodeError" in bad.error and "reproduced" in bad.error
+        assert bad.reward == tiny_task.failure_reward
         assert good.status.value == "invalid_submission"  # it ran: no submission.csv
         rows = lg.records()
         assert len(rows) == 2 and rows[0]["program"] == "print('?')"  # encoded with "replace"

@@ -32,7 +32,6 @@ import logging
 import math
 import os
 import signal
-import tempfile
 import threading
 import time
 import traceback
@@ -41,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from wmrl.execution.scratch import _rmtree, make_scratch
 from wmrl.execution.sandbox import MAX_TIME_LIMIT_S, SUBMISSION_NAME, SandboxConfig, SandboxRun, run_program
 from wmrl.execution.types import MAX_ERROR_CHARS, ExecutionRequest, ExecutionResult, ExecutionStatus, program_hash
 from wmrl.tasks.spec import InvalidSubmission
@@ -191,8 +191,9 @@ def outcome(request: ExecutionRequest, run: SandboxRun, grader: Grader | None = 
 
 
 def _grade(task, submission: bytes, grader: Grader):
-    """Write the bytes to ``<fresh temp folder>/submission.csv`` and grade that; messages name it
-    ``submission.csv`` (never the driver's temporary path) and are capped.
+    """Write the bytes to ``submission.csv`` in a fresh locked execution folder (``make_scratch``: a driver killed
+    mid-grading leaves it to the next sweep) and grade that; messages name it ``submission.csv`` (never the
+    driver's temporary path) and are capped.
 
     Where the fault lies decides the status, not the exception's type: ``InvalidSubmission`` is the
     grader's verdict on the submission; any other failure while the grader handles these bytes is the
@@ -201,7 +202,8 @@ def _grade(task, submission: bytes, grader: Grader):
     grader is broken and the result is an ``infra_error``. So no submission can turn its grade into an
     excluded outcome.
     """
-    folder = tempfile.mkdtemp(prefix="wmrl-grade-")
+    root, lock_fd = make_scratch()  # a locked execution folder: the sweep removes it if this driver is killed
+    folder = str(root)
     name = os.path.join(folder, SUBMISSION_NAME)
 
     def say(exc: BaseException) -> str:
@@ -224,9 +226,8 @@ def _grade(task, submission: bytes, grader: Grader):
                                                         f"({type(exc).__name__}: {say(exc)})"), None
         return ExecutionStatus.OK, "", grade
     finally:
-        import shutil
-
-        shutil.rmtree(folder, ignore_errors=True)
+        _rmtree(root)
+        os.close(lock_fd)
 
 
 def reference_submission(task) -> Path | None:

@@ -291,6 +291,9 @@ def load_submission(submission: Path | str | pd.DataFrame, id_column: str, max_r
         if path.is_dir():
             raise InvalidSubmission(f"submission {shown} is a folder, not a file: the submission must be a CSV file "
                                     "(a solution program writes 'submission.csv' into its working directory)")
+        if path.exists() and not path.is_file():
+            raise InvalidSubmission(f"submission {shown} is not a regular file (a device, FIFO or socket): the "
+                                    "submission must be a CSV file")
         if not path.is_file():
             raise InvalidSubmission(f"submission file {shown} does not exist: the submission must be a CSV file "
                                     "(a solution program writes 'submission.csv' into its working directory)")
