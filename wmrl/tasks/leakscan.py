@@ -45,7 +45,7 @@ MAX_READ_BYTES = 32 * 1024**2
 MAX_FILE_BYTES = 256 * 1024**2
 #: Tokens kept per test row, and the fewest a row needs to be counted.
 TOKENS_PER_ROW = 5
-MIN_TOKENS = 3
+MIN_TOKENS = 2
 #: A file is a copy from this share of a task's test rows, and this many rows.
 MIN_SHARE = 0.2
 MIN_ROWS = 20
