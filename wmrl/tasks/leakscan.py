@@ -10,8 +10,8 @@ Fingerprint of a test row (read from the task's public ``test.csv``, the id colu
 cells are split into tokens (words and numbers, lower-cased; numbers written in a canonical form, so
 ``29``, ``29.0`` and ``2.9e1`` agree, to 6 significant digits); the row keeps its
 :data:`TOKENS_PER_ROW` rarest tokens over the test set. A record of a file (a line; a long line is cut
-at ``}``/``]`` and into :data:`RECORD_CHARS`-character pieces) matches a row when it holds all of them,
-or all but one when the row has four or more. Rows with fewer than :data:`MIN_TOKENS` distinct
+at ``}``/``]`` and into :data:`RECORD_CHARS`-character pieces) matches a row when it holds all of them
+(all but one from four, so that a value written differently, ``1st`` against ``1``, is no miss), so rows of common values (a class, a sex, an age) are told apart by their combination. Rows with fewer than :data:`MIN_TOKENS` such
 tokens cannot be told apart and are not counted. A file holding at least :data:`MIN_SHARE` of a
 task's test rows and at least :data:`MIN_ROWS` of them (or all, for a smaller test set) is a copy.
 
@@ -50,7 +50,7 @@ MIN_TOKENS = 2
 MIN_SHARE = 0.2
 MIN_ROWS = 20
 #: Longest record compared with a row; longer lines are cut, characters.
-RECORD_CHARS = 4096
+RECORD_CHARS = 1024
 
 _TOKEN = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[^\W\d_]+")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -105,39 +105,46 @@ def _tokens(text: str, cache: dict[str, str]) -> set[str]:
 
 
 class _Fingerprint:
-    """Per task: token -> rows holding it among their chosen tokens, and each row's needed hits."""
+    """Per task: each countable row's token set, indexed by its rarest token (its anchor)."""
 
     def __init__(self, task_id: str, rows: list[set[str]], n_test: int) -> None:
         df = Counter(t for r in rows for t in r)
         self.task_id = task_id
         self.n_test = n_test
         self.index: dict[str, list[int]] = defaultdict(list)
-        self.need: list[int] = []
-        for i, r in enumerate(rows):
+        self.rows: list[frozenset[str]] = []
+        for r in rows:
             if len(r) < MIN_TOKENS:
-                self.need.append(0)
+                self.rows.append(frozenset())
                 continue
-            chosen = sorted(r, key=lambda t: (df[t], -len(t), t))[:TOKENS_PER_ROW]
-            self.need.append(len(chosen) if len(chosen) < 4 else len(chosen) - 1)
-            for t in chosen:
-                self.index[t].append(i)
-        self.counted = sum(1 for n in self.need if n)
+            rare = sorted(r, key=lambda t: (df[t], -len(t), t))
+            keep = frozenset(rare[:TOKENS_PER_ROW])
+            self.rows.append(keep)
+            for t in rare[:2]:  # two anchors: a record may miss one token
+                self.index[t].append(len(self.rows) - 1)
+        self.counted = sum(1 for r in self.rows if r)
         self.threshold = max(1, min(self.counted, max(MIN_ROWS, math.ceil(MIN_SHARE * n_test))))
         h = hashlib.sha256(task_id.encode())
-        for t in sorted(self.index):
-            h.update(t.encode() + b"\0" + ",".join(map(str, self.index[t])).encode())
+        for r in self.rows:
+            h.update(("|".join(sorted(r)) + "\n").encode())
         self.digest = h.hexdigest()[:16]
+
+    def possible(self, tokens: set[str]) -> int:
+        """Rows whose tokens all occur somewhere in ``tokens`` (an upper bound of the rows found)."""
+        return len({i for t in tokens & self.index.keys() for i in self.index[t] if self._holds(i, tokens)})
+
+    def _holds(self, i: int, tokens: set[str]) -> bool:
+        r = self.rows[i]
+        return len(r & tokens) >= (len(r) - 1 if len(r) >= 4 else len(r))
 
     def count(self, records: Iterable[set[str]]) -> int:
         found: set[int] = set()
-        index, need = self.index, self.need
+        index = self.index
         for toks in records:
-            hits: Counter[int] = Counter()
             for t in toks:
-                rows = index.get(t)
-                if rows:
-                    hits.update(rows)
-            found.update(r for r, n in hits.items() if n >= need[r])
+                for i in index.get(t, ()):
+                    if i not in found and self._holds(i, toks):
+                        found.add(i)
         return len(found)
 
 
@@ -205,8 +212,7 @@ def scan_file(path: str, prints: list[_Fingerprint]) -> dict[str, int]:
         whole = _tokens(text, cache)  # an upper bound first: most files hold too few of the tokens
         todo = []
         for fp in prints:
-            possible = {r for t in whole & fp.index.keys() for r in fp.index[t]}
-            if len(possible) >= fp.threshold:
+            if fp.possible(whole) >= fp.threshold:
                 todo.append(fp)
         if not todo:
             continue
