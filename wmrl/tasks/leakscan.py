@@ -11,8 +11,9 @@ cells are split into tokens (words and numbers, lower-cased; numbers written in 
 ``29``, ``29.0`` and ``2.9e1`` agree, to 6 significant digits); the row keeps its
 :data:`TOKENS_PER_ROW` rarest tokens over the test set. A record of a file (a line; a long line is cut
 at ``}``/``]`` and into :data:`RECORD_CHARS`-character pieces) matches a row when it holds all of them
-(all but one from four, so that a value written differently, ``1st`` against ``1``, is no miss), so rows of common values (a class, a sex, an age) are told apart by their combination. Rows with fewer than :data:`MIN_TOKENS` such
-tokens cannot be told apart and are not counted. A file holding at least :data:`MIN_SHARE` of a
+(ordinals are numbers: ``1st`` matches ``1``), so rows of common values (a class, a sex, an age) are told apart by their combination. Rows with fewer than :data:`MIN_TOKENS` tokens, or
+with no token of three characters or more (small integers only), cannot be told apart and are not
+counted. A file holding at least :data:`MIN_SHARE` of a
 task's test rows and at least :data:`MIN_ROWS` of them (or all, for a smaller test set) is a copy.
 
 Tables stored column by column (one column a line) or in binary formats are not found.
@@ -52,7 +53,9 @@ MIN_ROWS = 20
 #: Longest record compared with a row; longer lines are cut, characters.
 RECORD_CHARS = 1024
 
-_TOKEN = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[^\W\d_]+")
+_TOKEN = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?=(?:st|nd|rd|th)\b)(?:st|nd|rd|th)|"
+                    r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[^\W\d_]+")
+_ORDINAL = re.compile(r"(\d+)(?:st|nd|rd|th)")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _CUT = re.compile(r"(?<=[}\]])")
 _CACHE_VERSION = "v1"
@@ -84,6 +87,9 @@ class Copy:
 
 
 def _canon(tok: str) -> str:
+    m = _ORDINAL.fullmatch(tok)
+    if m:  # "1st" is the level 1 of a factor
+        return m.group(1)
     if _NUMBER.fullmatch(tok):
         try:
             v = float(tok)
@@ -114,7 +120,7 @@ class _Fingerprint:
         self.index: dict[str, list[int]] = defaultdict(list)
         self.rows: list[frozenset[str]] = []
         for r in rows:
-            if len(r) < MIN_TOKENS:
+            if len(r) < MIN_TOKENS or not any(len(t) >= 3 for t in r):  # small integers tell no row apart
                 self.rows.append(frozenset())
                 continue
             rare = sorted(r, key=lambda t: (df[t], -len(t), t))
@@ -135,7 +141,7 @@ class _Fingerprint:
 
     def _holds(self, i: int, tokens: set[str]) -> bool:
         r = self.rows[i]
-        return len(r & tokens) >= (len(r) - 1 if len(r) >= 4 else len(r))
+        return r <= tokens
 
     def count(self, records: Iterable[set[str]]) -> int:
         found: set[int] = set()
