@@ -58,3 +58,4 @@ def test_unrelated_numbers_are_not_a_copy(task, tmp_path):
 def test_masked_paths_are_not_scanned(task, tmp_path):
     _plant(tmp_path / "site", task)
     assert scan_tasks([task], roots=[str(tmp_path / "site")], masked=[str(tmp_path / "site")], cache=False) == []
+
