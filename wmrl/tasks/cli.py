@@ -293,9 +293,14 @@ def stats_cmd(
 def check_cmd(
     tasks: Optional[list[str]] = typer.Argument(None, help="Task ids or task folders (default: the whole suite)."),
     dir_: Optional[list[Path]] = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
+    copies: bool = typer.Option(False, "--copies", help="also look for copies of the test rows in every file the "
+                                "sandbox can read (wmrl.tasks.leakscan; minutes over a large environment, cached)"),
+    scan_only: Optional[list[Path]] = typer.Option(None, "--copies-in", help="look for copies only under these "
+                                                   "folders (repeatable; implies --copies)"),
 ) -> None:
     """Check tasks as the trainer does before training: answers in public/, a metric that disagrees
-    with its leaderboards. Prints one line per problem; exits 1 when any task has one."""
+    with its leaderboards; with --copies, copies of the test rows the sandbox leaves readable. Prints
+    one line per problem; exits 1 when any task has one."""
     from wmrl.tasks.checks import check_task
     from wmrl.tasks.loader import SuiteNotBuilt, TaskFormatError, TaskSuite
 
@@ -306,9 +311,19 @@ def check_cmd(
             chosen = list(TaskSuite(_roots(dir_)))
         except (SuiteNotBuilt, TaskFormatError) as exc:
             _fail(str(exc))
+    found: dict[str, list] = {}
+    if copies or scan_only:
+        from wmrl.tasks.leakscan import scan_tasks
+
+        roots = [str(Path(d).expanduser().resolve()) for d in scan_only] if scan_only else None
+        for c in scan_tasks(chosen, roots=roots, masked=[] if roots else None):
+            found.setdefault(c.task_id, []).append(c)
     bad = 0
     for task in chosen:
-        problems = check_task(task)
+        from wmrl.tasks.checks import TaskProblem
+
+        problems = check_task(task) + [TaskProblem(task.id, "answer_copy", c.message())
+                                       for c in found.get(task.id, [])]
         bad += bool(problems)
         for p in problems:
             typer.echo(f"{task.id}: {p.kind}: {p.message}")
