@@ -14,7 +14,7 @@ import pytest
 
 from conftest import make_tiny_task  # noqa: E402
 
-from wmrl.tasks.leakscan import scan_file, fingerprint, scan_tasks  # noqa: E402
+from wmrl.execution.leakscan import scan_file, fingerprint, scan_tasks  # noqa: E402
 
 
 @pytest.fixture()

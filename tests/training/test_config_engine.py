@@ -23,9 +23,19 @@ ROOT = Path(__file__).resolve().parents[2]
 #: without it they hash to ``SAVED_BEFORE_BOUND``), and once when multi-turn episodes added the ``episode`` section
 #: (the dumps gained exactly ``EPISODE_BLOCK`` at the end: without it they hash to ``SAVED_BEFORE``), and once when
 #: ``wmrl.steps_without_anchors`` was added (one line, ``SKIP_LINE``: without it they hash to ``SAVED_BEFORE_SKIP``,
-#: the hashes of the line before; ``EPISODE_BLOCK`` is then stripped from those). A resumed run
+#: the hashes of the line before; ``EPISODE_BLOCK`` is then stripped from those), and once when the infra alarm added
+#: ``executor.recheck_infra_errors``, ``executor.infra_background_rate`` and ``executor.infra_alarm_alpha`` (three
+#: lines, ``INFRA_LINES``: without them they hash to ``SAVED_BEFORE_INFRA``). A resumed run
 #: compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by accident.
 SAVED = {
+    "defaults": "a65f08e2bc046c8d521554b5c70da1e7e3bbd13fba6717a18791d2f9a023c826",
+    "quickstart": "feff6b1aacab0d732ac65720a5a87754568dcb5bfa4132bbb271db6aae5b2a80",
+    "tiny": "897e8f6749ae18b9f86207df1dbdceb24bce282049e10fecec3d11ac007f4cde",
+    "cpu-small/wmrl/0": "b2c439ffac2414d93cd04a2243fe26dcbfa35df6b70d1e867ef570de3761438d",
+    "gpu-paper/grpo/1": "0f9de7561d9a438b26ba6369b6e53385465e6cb5b171271d87f8df320f78bced",
+}
+INFRA_LINES = ("  recheck_infra_errors: true\n", "  infra_background_rate: 0.01\n", "  infra_alarm_alpha: 0.001\n")
+SAVED_BEFORE_INFRA = {
     "defaults": "9cf0084656ba9667eae30ffced687ee928b6b20b43b4823fcdb55e3e7d4e198f",
     "quickstart": "86c8c15601c4dd0924e17e9aabcc8adb56f0347d9fbc6d709a61322e28b0ae85",
     "tiny": "d78a3b9e800a23c793b523f12e0e37421684820c07a1b86b86d695b695773ca2",
@@ -80,6 +90,10 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
                                                      method, seed=int(seed), run_dir=Path("/tmp/x")))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED
     for k, v in dumps.items():
+        assert all(v.count(line) == 1 for line in INFRA_LINES), k
+        for line in INFRA_LINES:
+            v = v.replace(line, "")
+        assert _sha(v) == SAVED_BEFORE_INFRA[k], k
         assert v.count(SKIP_LINE) == 1, k
         v = v.replace(SKIP_LINE, "")
         assert _sha(v) == SAVED_BEFORE_SKIP[k], k

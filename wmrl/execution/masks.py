@@ -10,7 +10,7 @@ Two sources, both applied by :func:`wmrl.execution.sandbox.hidden_paths`:
   per mount grows with the number of mounts (about 1.2 s per execution for the 429 test folders of a
   full scientific environment, against about 20 ms for the 86 that hold data). ``testing`` modules
   (``numpy.testing``, ``torch.testing``) are library code and stay visible.
-* **found copies** (:func:`read_masks`): the paths :mod:`wmrl.tasks.leakscan` found holding a task's
+* **found copies** (:func:`read_masks`): the paths :mod:`wmrl.execution.leakscan` found holding a task's
   test rows, written by ``wmrl tasks build`` into :data:`MASKS_FILE` in the suite folder (one
   absolute path per line) and read again at each execution.
 """

@@ -294,7 +294,7 @@ def check_cmd(
     tasks: Optional[list[str]] = typer.Argument(None, help="Task ids or task folders (default: the whole suite)."),
     dir_: Optional[list[Path]] = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
     copies: bool = typer.Option(False, "--copies", help="also look for copies of the test rows in every file the "
-                                "sandbox can read (wmrl.tasks.leakscan; minutes over a large environment, cached)"),
+                                "sandbox can read (wmrl.execution.leakscan; minutes over a large environment, cached)"),
     scan_only: Optional[list[Path]] = typer.Option(None, "--copies-in", help="look for copies only under these "
                                                    "folders (repeatable; implies --copies)"),
 ) -> None:
@@ -313,7 +313,7 @@ def check_cmd(
             _fail(str(exc))
     found: dict[str, list] = {}
     if copies or scan_only:
-        from wmrl.tasks.leakscan import scan_tasks
+        from wmrl.execution.leakscan import scan_tasks
 
         roots = [str(Path(d).expanduser().resolve()) for d in scan_only] if scan_only else None
         for c in scan_tasks(chosen, roots=roots, masked=[] if roots else None):
