@@ -20,3 +20,14 @@ def test_tasks_check_fails_on_a_planted_copy(wmrl_binary_task, tmp_path):
     (clean / "numbers.csv").write_text("a,b\n" + "".join(f"{i},{i * 7 % 13}\n" for i in range(500)))
     r = CliRunner().invoke(app, ["tasks", "check", str(wmrl_binary_task), "--copies-in", str(clean)])
     assert r.exit_code == 0 and "toy-binary: ok" in r.output, r.output
+
+
+def test_mask_lists_the_copy_and_the_sandbox_hides_it(wmrl_binary_task, tmp_path):
+    from wmrl.execution.masks import read_masks
+
+    site = tmp_path / "site"
+    site.mkdir()
+    pd.read_csv(wmrl_binary_task / "public" / "test.csv").drop(columns="id").to_csv(site / "copy.csv", index=False)
+    r = CliRunner().invoke(app, ["tasks", "check", str(wmrl_binary_task), "--copies-in", str(site), "--mask"])
+    assert r.exit_code == 1 and "the sandbox masks them" in r.output, r.output
+    assert read_masks(wmrl_binary_task) == (str(site / "copy.csv"),)

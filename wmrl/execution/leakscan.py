@@ -82,8 +82,8 @@ class Copy:
     def message(self) -> str:
         """One line: where the copy is and how to fix it."""
         return (f"{self.path} holds {self.rows} of the {self.n_test} test rows ({self.share:.0%}), readable inside "
-                f"the sandbox: a program could look the answers up; rebuild the suite ('wmrl tasks build' masks "
-                f"found copies) or add the path to SandboxConfig.hide_paths")
+                f"the sandbox: a program could look the answers up; mask it ('wmrl tasks check --copies --mask' lists "
+                f"it in the task's sandbox-masks.txt) or add the path to SandboxConfig.hide_paths")
 
 
 def _canon(tok: str) -> str:

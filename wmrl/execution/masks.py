@@ -11,8 +11,9 @@ Two sources, both applied by :func:`wmrl.execution.sandbox.hidden_paths`:
   full scientific environment, against about 20 ms for the 86 that hold data). ``testing`` modules
   (``numpy.testing``, ``torch.testing``) are library code and stay visible.
 * **found copies** (:func:`read_masks`): the paths :mod:`wmrl.execution.leakscan` found holding a task's
-  test rows, written by ``wmrl tasks build`` into :data:`MASKS_FILE` in the suite folder (one
-  absolute path per line) and read again at each execution.
+  test rows, written by ``wmrl tasks check --copies --mask`` (:func:`write_masks`) into :data:`MASKS_FILE` in
+  the task folder (a suite folder's file applies to all its tasks; one absolute path per line) and read again
+  at each execution.
 """
 from __future__ import annotations
 
@@ -83,6 +84,6 @@ def write_masks(folder: str | os.PathLike, paths: list[str] | tuple[str, ...]) -
     if not paths:
         f.unlink(missing_ok=True)
         return f
-    f.write_text("# host paths holding copies of test rows (wmrl tasks build); masked in the sandbox\n"
+    f.write_text("# host paths holding copies of test rows (wmrl tasks check --copies --mask); masked in the sandbox\n"
                  + "".join(p + "\n" for p in paths), encoding="utf-8")
     return f

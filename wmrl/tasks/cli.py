@@ -297,10 +297,12 @@ def check_cmd(
                                 "sandbox can read (wmrl.execution.leakscan; minutes over a large environment, cached)"),
     scan_only: Optional[list[Path]] = typer.Option(None, "--copies-in", help="look for copies only under these "
                                                    "folders (repeatable; implies --copies)"),
+    mask: bool = typer.Option(False, "--mask", help="with --copies: list each copy found in the task folder's "
+                              "sandbox-masks.txt, so that the sandbox masks it from then on"),
 ) -> None:
     """Check tasks as the trainer does before training: answers in public/, a metric that disagrees
-    with its leaderboards; with --copies, copies of the test rows the sandbox leaves readable. Prints
-    one line per problem; exits 1 when any task has one."""
+    with its leaderboards; with --copies, copies of the test rows the sandbox leaves readable (with
+    --mask, also masked from then on). Prints one line per problem; exits 1 when any task has one."""
     from wmrl.tasks.checks import check_task
     from wmrl.tasks.loader import SuiteNotBuilt, TaskFormatError, TaskSuite
 
@@ -318,6 +320,13 @@ def check_cmd(
         roots = [str(Path(d).expanduser().resolve()) for d in scan_only] if scan_only else None
         for c in scan_tasks(chosen, roots=roots, masked=[] if roots else None):
             found.setdefault(c.task_id, []).append(c)
+        if mask:
+            from wmrl.execution.masks import read_masks, write_masks
+
+            for task in chosen:
+                if found.get(task.id):
+                    f = write_masks(task.root, [*read_masks(task.root), *(c.path for c in found[task.id])])
+                    typer.echo(f"{task.id}: {len(found[task.id])} copy(ies) listed in {f}; the sandbox masks them")
     bad = 0
     for task in chosen:
         from wmrl.tasks.checks import TaskProblem
