@@ -258,3 +258,16 @@ def test_a_device_is_no_submission_file(tmp_path):
     task = metric_task(tmp_path / "task", "rmse", "regression")
     with pytest.raises(InvalidSubmission, match="not a regular file"):
         grade_submission(task, Path("/dev/zero"))
+
+
+def test_an_unreadable_submission_is_blamed_only_when_the_grader_reads_the_reference(tmp_path):
+    from wmrl.tasks.spec import UnreadableSubmission
+
+    task = metric_task(tmp_path / "task", "mae", "regression")
+
+    def broken(t, path):  # an unexpected parse failure on every file: the grader's, not the submission's
+        raise UnreadableSubmission("the submission could not be read (TypeError: ...)")
+
+    assert outcome(ExecutionRequest(task=task, program="x"), _run(b"id,y\n")).status == ExecutionStatus.INVALID_SUBMISSION
+    r = outcome(ExecutionRequest(task=task, program="x"), _run(b"id,y\n"), grader=broken)
+    assert r.is_infra_error and "reference submission" in r.error

@@ -43,7 +43,7 @@ from typing import Any
 from wmrl.execution.scratch import _rmtree, make_scratch
 from wmrl.execution.sandbox import MAX_TIME_LIMIT_S, SUBMISSION_NAME, SandboxConfig, SandboxRun, run_program
 from wmrl.execution.types import MAX_ERROR_CHARS, ExecutionRequest, ExecutionResult, ExecutionStatus, program_hash
-from wmrl.tasks.spec import InvalidSubmission
+from wmrl.tasks.spec import InvalidSubmission, UnreadableSubmission
 
 log = logging.getLogger(__name__)
 
@@ -214,16 +214,16 @@ def _grade(task, submission: bytes, grader: Grader):
             f.write(submission)
         try:
             grade = grader(task, Path(name))
-        except InvalidSubmission as exc:  # the grader's verdict
-            return ExecutionStatus.INVALID_SUBMISSION, f"invalid submission: {say(exc)}", None
-        except Exception as exc:  # noqa: BLE001 - the fault is located below, never by the exception's type
+        except Exception as exc:  # noqa: BLE001 - the fault is located here, never by the exception's type
+            what = say(exc) if isinstance(exc, InvalidSubmission) else f"{type(exc).__name__}: {say(exc)}"
+            if isinstance(exc, InvalidSubmission) and not isinstance(exc, UnreadableSubmission):
+                return ExecutionStatus.INVALID_SUBMISSION, f"invalid submission: {what}", None  # the grader's verdict
             broken = grader_fault(task, grader)
             if broken:
                 log.error("grader of task %s fails on its reference submission too: %s", task.id, broken)
-                return ExecutionStatus.INFRA_ERROR, (f"grader failed: {type(exc).__name__}: {say(exc)} (it fails on "
-                                                     f"the task's reference submission too: {cap_error(broken, 120)})"), None
-            return ExecutionStatus.INVALID_SUBMISSION, (f"invalid submission: the grader could not process it "
-                                                        f"({type(exc).__name__}: {say(exc)})"), None
+                return ExecutionStatus.INFRA_ERROR, (f"grader failed: {what} (it fails on the task's reference "
+                                                     f"submission too: {cap_error(broken, 120)})"), None
+            return ExecutionStatus.INVALID_SUBMISSION, f"invalid submission: the grader could not process it ({what})", None
         return ExecutionStatus.OK, "", grade
     finally:
         _rmtree(root)

@@ -24,7 +24,7 @@ import pandas as pd
 
 from wmrl.tasks import leaderboard as lb
 from wmrl.tasks.metrics import prediction_kind, score as metric_score, submission_columns
-from wmrl.tasks.spec import InvalidSubmission, Task
+from wmrl.tasks.spec import InvalidSubmission, Task, UnreadableSubmission
 
 _INT_FLOAT = re.compile(r"^(-?\d+)\.0*$")
 
@@ -347,7 +347,7 @@ def _validated(task: Task, submission: Path | str | pd.DataFrame,
         raise InvalidSubmission(cap_message(str(exc))) from None
     except (ArithmeticError, RecursionError, MemoryError, TypeError, ValueError, UnicodeError, KeyError,
             IndexError) as exc:  # what parsing and aligning a submission can raise: its own fault
-        raise InvalidSubmission(cap_message(f"the submission could not be read as this task's predictions "
+        raise UnreadableSubmission(cap_message(f"the submission could not be read as this task's predictions "
                                             f"({type(exc).__name__}: {cap_message(exc, 200)})")) from None
     return y_true, y_pred, is_val
 

@@ -26,6 +26,12 @@ class InvalidSubmission(ValueError):
     """A submission that cannot be graded; the message says what is wrong and how to fix it."""
 
 
+class UnreadableSubmission(InvalidSubmission):
+    """An :class:`InvalidSubmission` raised because parsing or aligning the submission failed unexpectedly (an
+    ``OverflowError``, ``KeyError``, ...), not by one of the grader's named checks: the executor confirms that
+    the grader works on the task's reference submission before it blames the submission."""
+
+
 @dataclass(frozen=True)
 class ValidationSplit:
     """A harness-made validation split of a task (:func:`wmrl.tasks.validation.validation_view`).
