@@ -229,7 +229,11 @@ def test_a_resume_that_fails_while_building_leaves_a_finished_run_untouched(tmp_
     run_training(cfg, components=comps(tmp_path / "run"))
     rd = RunDir(cfg.run_dir)
     rd.config.write_text(rd.config.read_text().replace("max_new_tokens: 96", "max_new_tokens: 8"))
-    skip = ("config.yaml", "train.log", "executions.sqlite", "executions.sqlite-wal", "executions.sqlite-shm")
+    from wmrl.training.owner import OWNER_LOCK
+
+    # the owner lock names whoever last held the folder (pid, start time), so a resume rewrites it
+    skip = ("config.yaml", "train.log", "executions.sqlite", "executions.sqlite-wal", "executions.sqlite-shm",
+            OWNER_LOCK)
     before = {p.name: p.read_bytes() for p in rd.root.iterdir() if p.is_file() and p.name not in skip}
     execs = _exec_steps(rd)
 
