@@ -175,3 +175,46 @@ def test_fit_on_a_single_training_example_gives_finite_predictions(tiny):
     assert res["n_train"] == 1, res
     pred = wm.predict(["Task: task-0. Predict churn."] * 2, list(_FAMILIES)[:2])
     assert pred.shape == (2,) and np.all(np.isfinite(pred)) and np.all((0 <= pred) & (pred <= 1))
+
+
+def test_program_tokens_and_hashed_features():
+    from wmrl.world_model.program_features import program_features, program_tokens, task_key
+
+    assert program_tokens("make_pipeline(StandardScaler(), Ridge(alpha = 1.0, alpha=1.0))") == [
+        "make_pipeline", "StandardScaler", "Ridge", "alpha=1.0"]
+    assert task_key("\n  Task: churn\nrest") == "Task: churn" and task_key("") == ""
+    p = ["Task: a\nx", "Task: b\nx", "Task: a\ny"]
+    c = ["Ridge(alpha=1.0)", "Ridge(alpha=1.0)", "Lasso(alpha=1.0)"]
+    X = program_features(p, c, 256)
+    assert X.shape == (3, 256) and X.dtype == np.float32 and set(np.unique(X)) <= {0.0, 1.0}
+    # same program on another task: the global columns agree, the task columns do not
+    assert 0 < (X[0] * X[1]).sum() < X[0].sum()
+    assert np.array_equal(program_features(p, c, 256), X)  # MurmurHash: the same in every call and process
+    with pytest.raises(ValueError, match=">= 1"):
+        program_features(p, c, 0)
+
+
+def test_program_features_tell_apart_one_choice_and_survive_save_load(tiny, tmp_path):
+    """Two programs that differ in one argument, with opposite rewards on two tasks: the head with program
+    features ranks them per task; a saved world model loads back with the same predictions."""
+    model, tok = tiny
+    recs = []
+    for grp in range(16):
+        task = f"task-{grp % 2}"
+        for k in range(4):
+            c = f"make_pipeline(Ridge(alpha={'1.0' if k % 2 else '0.01'}))"
+            good = (k % 2 == 1) == (task == "task-0")
+            recs.append({"status": "ok", "reward": 0.9 if good else 0.2,
+                         "meta": {"prompt": f"Task: {task}. Predict y.\nmore", "completion": c, "group_id": grp,
+                                  "task_id": task, "step": 0}})
+    wm = RegressionWorldModel(model, tok, lora=None, program_features=512)
+    wm.fit(recs, heldout_fraction=0.0)
+    prompts = ["Task: task-0. Predict y.\nmore"] * 2 + ["Task: task-1. Predict y.\nmore"] * 2
+    comps = ["make_pipeline(Ridge(alpha=1.0))", "make_pipeline(Ridge(alpha=0.01))"] * 2
+    r = wm.predict(prompts, comps)
+    assert r[0] > r[1] + 0.3 and r[3] > r[2] + 0.3
+    wm.save(tmp_path / "wm")
+    back = RegressionWorldModel.load(tmp_path / "wm", model, tok)
+    assert back.program_features == 512 and np.allclose(back.predict(prompts, comps), r)
+    with pytest.raises(ValueError, match=">= 0"):
+        RegressionWorldModel(model, tok, lora=None, program_features=-1)

@@ -37,6 +37,7 @@ name                executed   reward of world-model samples   weights
 ==================  =========  ==============================  =================================
 grpo                all        (none)                          1/n
 wm                  none       raw r_hat                       1/n
+wmrl-raw            rho        raw r_hat                       1/n (pooled: the raw mixture)
 anchor-only         rho        (none: weight 0)                1/n_A on anchors
 wmrl-no-denoise     rho        f_hat(r_hat)                    1/n (pooled)
 wmrl-no-debias      rho        raw r_hat                       IVW alpha from r - r_hat
@@ -475,6 +476,8 @@ for _r in (
     Recipe("wm", "pure world model: every reward predicted, no anchors, no correction", "none"),
     Recipe("wmrl", "WMRL: anchor executions + isotonic debiasing + inverse-variance fusion", "fraction",
            debias=True, fusion="ivw"),
+    Recipe("wmrl-raw", "the raw mixture: anchors mixed in with raw world-model rewards, no correction", "fraction",
+           fusion="equal"),
     Recipe("wmrl-no-debias", "WMRL without the isotonic debiasing (raw world-model rewards)", "fraction",
            fusion="ivw"),
     Recipe("wmrl-no-denoise", "WMRL without inverse-variance fusion (every sample weighted equally)", "fraction",

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from wmrl.core.alarm import ExploitationMonitor
 from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe, recipe_names
 from wmrl.core.routing import FractionRouter
 from wmrl.core.staleness import (UNANCHORED_MODES, LatencyModel, UnanchoredSteps, arrival_steps, check_at_bound,
@@ -45,6 +46,7 @@ from wmrl.sim.bandit import BanditProblem, WorldModelSpec, world_model_scores
 
 METHODS = tuple(recipe_names())
 LATE_MODES = ("calibration", "gradient")
+ALARM_RESPONSES = ("none", "raise_anchors")
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,9 @@ class SimConfig:
         cal_window: calibrator window (anchor pairs). cal_min_anchors: its isotonic threshold.
         fusion_window: steps of anchor residuals used to estimate V_A, sigma_xi^2, B^2, lambda.
         alpha_min, alpha_max: clip range of alpha.
+        alarm_threshold, alarm_drift, alarm_min_groups: h, k and the burn-in of every run's exploitation alarm
+            (:class:`wmrl.core.alarm.ExploitationMonitor`, fed each step's anchors in a run with both streams).
+        alarm_max_rho: the ceiling of the ``raise_anchors`` response.
     """
 
     n_tasks: int = 20
@@ -76,6 +81,10 @@ class SimConfig:
     fusion_window: int = 8
     alpha_min: float = 0.0
     alpha_max: float = 0.95
+    alarm_threshold: float = 5.0
+    alarm_drift: float = 0.5
+    alarm_min_groups: int = 4
+    alarm_max_rho: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,8 @@ class RunSpec:
             an asynchronous run whose own anchor groups are all in flight and at which no other one arrives makes
             no update (``skip``, the run's parameters and optimiser state stay as they are) or trains on its
             world-model groups alone (``update``). Ignored when ``staleness`` is 0.
+        alarm_response: what the run's exploitation alarm does when it fires: ``none`` (only recorded) or
+            ``raise_anchors`` (the anchor fraction doubles, up to ``SimConfig.alarm_max_rho``).
     """
 
     method: str
@@ -118,6 +129,7 @@ class RunSpec:
     latency_cap_steps: float | None = None
     at_bound: str = "wait"
     steps_without_anchors: str = "skip"
+    alarm_response: str = "none"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -131,6 +143,8 @@ class RunSpec:
         check_at_bound(self.at_bound)
         if self.steps_without_anchors not in UNANCHORED_MODES:
             raise ValueError(f"steps_without_anchors must be one of {UNANCHORED_MODES}, got {self.steps_without_anchors!r}")
+        if self.alarm_response not in ALARM_RESPONSES:
+            raise ValueError(f"alarm_response must be one of {ALARM_RESPONSES}, got {self.alarm_response!r}")
         if self.staleness and not get_recipe(self.method).fuses:
             raise ValueError(f"asynchronous anchors (staleness {self.staleness}) need a recipe with both streams, "
                              f"not {self.method!r}")
@@ -178,6 +192,9 @@ class _RunState:
         self.unanchored = UnanchoredSteps(spec.steps_without_anchors, spec.staleness, spec.late)  # skipped updates
         self.alpha_log: list[float] = []
         self.mae_log: list[tuple[float, float]] = []
+        self.monitor = ExploitationMonitor(threshold=cfg.alarm_threshold, drift=cfg.alarm_drift,
+                                           min_groups=cfg.alarm_min_groups)
+        self.exploit_mass: list[float] = []  # per step: mean over tasks of the policy's mass on exploit arms
 
     def sample(self, probs: np.ndarray) -> np.ndarray:
         """[C, G] arm indices drawn from probs [C, K] by inverse CDF."""
@@ -250,6 +267,11 @@ class _RunState:
             cat = lambda key: np.concatenate([p[key] for p in over])  # noqa: E731
             self.recipe.learn_late(self.state, t, np.repeat([p["origin"] for p in over], G),
                                    np.repeat([p["task"] for p in over], G), cat("r"), cat("r_hat"), cat("r_hat2"))
+        if self.recipe.fuses and (a & valid).any():
+            sel = a & valid
+            if self.monitor.update(t, gid[sel], rt[sel], out.reward_wm_calibrated[sel], rw[sel]).fired \
+                    and spec.alarm_response == "raise_anchors":
+                self.router.fraction = min(self.cfg.alarm_max_rho, 2.0 * self.router.fraction)
         d = (out.calibration or {}).get("diagnostics", {})
         if self.recipe.debias and "mae_before" in d:
             self.mae_log.append((d["mae_before"], d["mae_after"]))
@@ -329,6 +351,7 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
         idx_all, adv_all, w_all, old_all, rmax_all, skip = [], [], [], [], [], []
         rows_c = np.arange(C)[:, None]
         for i, st in enumerate(states):
+            st.exploit_mass.append(float((probs[i] * st.problem.exploit).sum(-1).mean()))
             arms = st.sample(probs[i])
             part = st.step(t, arms, np.log(probs[i][rows_c, arms]))
             idx_all.append(np.stack([np.full(part["task"].size, i), part["task"], part["arm"]], axis=1))
@@ -392,6 +415,10 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     finals["alpha_or_lambda_mean"] = [float(np.mean(st.alpha_log)) if st.alpha_log else float("nan") for st in states]
     finals["cal_mae_before"] = [float(np.mean([m[0] for m in st.mae_log])) if st.mae_log else float("nan") for st in states]
     finals["cal_mae_after"] = [float(np.mean([m[1] for m in st.mae_log])) if st.mae_log else float("nan") for st in states]
+    finals["alarm_steps"] = [list(st.monitor.alarm_steps) for st in states]
+    finals["alarm_reasons"] = [list(st.monitor.alarm_reasons) for st in states]
+    finals["exploit_mass"] = [list(st.exploit_mass) for st in states]
+    finals["rho_final"] = [st.router.fraction for st in states]
     finals.attrs["wall_s"] = wall
     curves.attrs["wall_s"] = wall
     return curves, finals

@@ -245,6 +245,20 @@ class WmrlConfig(_Section):
         "the fusion window, no gradient: beyond the bound the importance ratio is not trusted) or 'drop' (not "
         "waited for; its results are discarded). With 'calibration' or 'drop' generation never waits on "
         "executions (anchor_wait is 0). Needs anchor_staleness >= 1 unless 'wait' (docs/scaling.md)."))
+    exploit_alarm: Literal["none", "warn", "raise_anchors", "refit", "stop"] = Field("warn", description=(
+        "The exploitation alarm: a sequential (CUSUM) test on each step's anchors for a policy moving onto programs "
+        "the world model over-rates (anchors scoring below their calibrated predictions, or ordered worse than "
+        "chance by the world model). When it fires: 'warn' (train.log, console, metrics), 'raise_anchors' (also "
+        "double the anchor fraction, up to exploit_alarm_max_anchor_fraction), 'refit' (also refit the world model "
+        "on every anchor so far), 'stop' (also stop at the step's checkpoint; resume to continue), or 'none' (no test). "
+        "Recipes with both streams only (docs/training.md)."))
+    exploit_alarm_threshold: Float = Field(8.0, gt=0.0, description=(
+        "h of the alarm's CUSUM tests, in standard deviations: larger = fewer false alarms, later detection "
+        "(docs/simulation.md measures both)."))
+    exploit_alarm_drift: Float = Field(0.5, ge=0.0, description=(
+        "k of the alarm's CUSUM tests: the drift allowed per anchor group, in standard deviations."))
+    exploit_alarm_max_anchor_fraction: Float = Field(0.5, gt=0.0, le=1.0, description=(
+        "The highest anchor fraction the 'raise_anchors' response doubles up to."))
 
     @model_validator(mode="after")
     def _floor_below_ceiling(self) -> WmrlConfig:
@@ -274,6 +288,10 @@ class WorldModelConfig(_Section):
         "(false: much cheaper on CPU; regression kind only)."))
     lora_r: Int = Field(8, ge=1, description="LoRA rank of the world model's adapter.")
     max_length: Int = Field(320, ge=8, description="Tokens per world-model input (prompt + program, left-truncated).")
+    program_features: Int = Field(0, ge=0, description=(
+        "Regression kind: P hashed program-choice features (identifiers and name=value arguments, globally and per "
+        "task) appended to the backbone features, so the head can tell apart programs that differ in one choice "
+        "(0 = off; 1024 is plenty for the grammar scaffold)."))
     warmup_samples_per_task: Int = Field(8, ge=1, description=(
         "Warm-up corpus: programs sampled from the initial policy and executed per train task."))
     warmup_corpus: OptStr = Field(None, description=(
@@ -297,6 +315,9 @@ class WorldModelConfig(_Section):
             raise ValueError("world_model.kind 'generative' learns only through its LoRA adapter: set "
                              "world_model.adapter=true (or use world_model.kind=regression for a head on frozen "
                              "features)")
+        if self.kind == "generative" and self.program_features:
+            raise ValueError("world_model.program_features feeds the regression head; the generative world model "
+                             "has none: set world_model.program_features=0 or world_model.kind=regression")
         return self
 
 
@@ -373,8 +394,8 @@ class TrainConfig(_Section):
 
     method: Method = Field("wmrl", description=(
         "The registered recipe (wmrl.core.recipe): 'grpo' (every group executed: the baseline), 'wm' (pure world "
-        "model), 'wmrl' (anchors + debiasing + inverse-variance fusion), or an ablation: 'wmrl-no-debias', "
-        "'wmrl-no-denoise', 'wmrl-ppi', 'wmrl-bias-aware', 'anchor-only', 'wmrl-flat'."))
+        "model), 'wmrl' (anchors + debiasing + inverse-variance fusion), or an ablation: 'wmrl-raw' (the raw "
+        "mixture), 'wmrl-no-debias', 'wmrl-no-denoise', 'wmrl-ppi', 'wmrl-bias-aware', 'anchor-only', 'wmrl-flat'."))
     name: str = Field("", description="Free-form run name (shown in reports); empty = the method.")
     run_dir: OptStr = Field(None, description="Run directory; null = runs/<method>-<UTC timestamp>.")
     seed: Int = Field(0, ge=0, description="Seed of every RNG (python, numpy, torch, task order, router).")

@@ -241,8 +241,8 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
         except BaseException:
             executor.close()
             raise
-        if cfg.world_model.refresh_every_k:
-            comps.refit_world_model = lambda step: refit_world_model(cfg, rd, comps.world_model)
+        # every K steps (world_model.refresh_every_k), and when the exploitation alarm asks for a refit
+        comps.refit_world_model = lambda step: refit_world_model(cfg, rd, comps.world_model)
     return comps
 
 
@@ -272,7 +272,8 @@ def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: 
     records = rewarded
     with ledger.phase("wm_fit"):
         lora = LoraSettings(r=wmc.lora_r, alpha=2 * wmc.lora_r) if wmc.adapter else None
-        wm = new_world_model(wmc.kind, model, tok, lora=lora, max_length=wmc.max_length)
+        extra = {"program_features": wmc.program_features} if wmc.program_features else {}
+        wm = new_world_model(wmc.kind, model, tok, lora=lora, max_length=wmc.max_length, **extra)
         fit = _fit(wm, records, cfg)
     _save_wm(wm, rd)
     write_json_atomic(rd.root / "world_model_fit.json", {"phase": "initial", **fit})

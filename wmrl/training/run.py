@@ -299,10 +299,15 @@ def _loop(trainer: Trainer, show: bool, stop_after_step: int | None) -> None:
             s = trainer.step
             if cfg.eval.every_k and s % cfg.eval.every_k == 0 and s < total:
                 trainer.evaluate(in_step=True)
-            if s % cfg.checkpoint_every == 0 or s == total or s == stop_after_step:
+            stop = trainer.exploit.stop_message
+            if s % cfg.checkpoint_every == 0 or s == total or s == stop_after_step or stop:
                 with trainer.ledger.stage("checkpoint"):
                     trainer.save_checkpoint()
                 write_json_atomic(trainer.rd.ledger, trainer.ledger.to_json())
+            if stop:
+                from wmrl.training.alarm import ExploitationStop
+
+                raise ExploitationStop(stop)
             held = trainer._last_eval.get("heldout", {}).get("mean_percentile")
             info = (f"reward_true {_fmt(rec.get('reward_true_mean'))} "
                     f"reward_wm_calibrated {_fmt(rec.get('reward_wm_calibrated_mean'))} "
@@ -380,13 +385,15 @@ def _summary_from_file(rd: RunDir, d: dict[str, Any]) -> RunSummary:
 
 
 RESUME_MUTABLE = ("optim.steps", "progress", "threads", "eval.", "executor.", "checkpoint_every",
-                  "keep_checkpoints")
+                  "keep_checkpoints", "wmrl.exploit_alarm", "wmrl.exploit_alarm_threshold", "wmrl.exploit_alarm_drift",
+                  "wmrl.exploit_alarm_max_anchor_fraction")
 
 #: Config keys added after runs were saved without them, with the value that reproduces what such a run did: its
 #: config.yaml lacks the key, and a resume continues with this value rather than the key's default (unless the
 #: resume sets the key, which a frozen key refuses). ``wmrl.steps_without_anchors``: before it, a step of the
-#: asynchronous stream without anchors updated on its world-model groups.
-KEYS_ADDED_SINCE = {"wmrl.steps_without_anchors": "update"}
+#: asynchronous stream without anchors updated on its world-model groups. ``wmrl.exploit_alarm``: before it, no
+#: run tested its anchors for exploitation.
+KEYS_ADDED_SINCE = {"wmrl.steps_without_anchors": "update", "wmrl.exploit_alarm": "none"}
 
 
 def keys_added_since(path: str | Path) -> dict[str, str]:
@@ -413,7 +420,7 @@ def resume_training(run_dir: str | Path, overrides: list[str] | None = None,
 
     The config is read back from ``run_dir/config.yaml``; ``overrides`` may change only fields that do
     not alter the trajectory so far (``optim.steps``, ``eval.*``, ``executor.*``, ``progress``, ``threads``,
-    ``checkpoint_every``, ``keep_checkpoints``).
+    ``checkpoint_every``, ``keep_checkpoints``, the ``wmrl.exploit_alarm*`` keys).
 
     ``config.yaml`` must be the file the run saved (its SHA-256 is kept in ``config.yaml.sha256``);
     an edited one is refused unless ``accept_edited_config`` (CLI ``--accept-edited-config``).

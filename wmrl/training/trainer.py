@@ -50,6 +50,7 @@ import numpy as np
 from wmrl.core.episodes import finite_mean
 from wmrl.core.recipe import Recipe, StepOutputs, calibration_record, get_recipe
 from wmrl.core.staleness import UnanchoredSteps, late_clip
+from wmrl.training.alarm import ExploitationWatch
 from wmrl.training.config import TrainConfig
 from wmrl.training.anchors import AnchorRuns, AnchorStream, LatePairs, late_sample_lines, late_update_parts, \
     recipe_inputs
@@ -110,6 +111,7 @@ class StepBatch:
     update: dict[str, Any] = field(default_factory=dict)
     refresh: dict[str, Any] | None = None
     skip_update: bool = False
+    exploit: dict[str, Any] = field(default_factory=dict)  # the exploitation alarm's metrics (wmrl.training.alarm)
 
     def __post_init__(self) -> None:
         B = self.B
@@ -177,6 +179,8 @@ class Trainer:
         self.n_infra_total = 0
         self.n_infra_alarms = 0  # steps whose infra errors raised the alarm
         self.unanchored = UnanchoredSteps(w.steps_without_anchors, w.anchor_staleness, w.late_anchors)  # skipped updates
+        self.exploit = ExploitationWatch(w.exploit_alarm, w.exploit_alarm_threshold, w.exploit_alarm_drift,
+                                         w.exploit_alarm_max_anchor_fraction, self.recipe.fuses)
         self.started_at = now_iso()
         self.wm_refreshed = False
         self.tb = None
@@ -194,6 +198,7 @@ class Trainer:
             "ledger": self.ledger.state_dict(),
             "n_infra_total": self.n_infra_total,
             "n_infra_alarms": self.n_infra_alarms,
+            "exploit_alarm": self.exploit.state_dict(),
             "n_skipped_without_anchors": self.unanchored.total,
             "line_counts": dict(self.rd.line_counts()),
             "started_at": self.started_at,
@@ -245,6 +250,7 @@ class Trainer:
         self.ledger.load_state_dict(st["ledger"])
         self.n_infra_total = int(st["n_infra_total"])
         self.n_infra_alarms = int(st.get("n_infra_alarms", 0))  # absent from runs saved before the alarm
+        self.exploit.load_state_dict(st.get("exploit_alarm"))
         # the anchors in flight at the checkpoint are lost (anchors_lost): a new fill, in_a_row from 0
         self.unanchored.total, self.unanchored.in_a_row = int(st.get("n_skipped_without_anchors", 0)), 0
         self.step = int(st["step"])
@@ -405,6 +411,10 @@ class Trainer:
             self.recipe_state, sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
         over = self.anchors.learn_over_bound(self.recipe, self.recipe_state, sb.step)  # over the bound: calibration only
         a_ok = sb.a_ok
+        sb.exploit = self.exploit.observe(sb.step, sb.gid[a_ok], sb.reward_true[a_ok], out.reward_wm_calibrated[a_ok],
+                                          sb.reward_wm[a_ok], self.router,
+                                          None if self.c.refit_world_model is None else self._refit_now,
+                                          lambda m: self.rd.log_line(f"{now_iso()} {m}"))
         sb.cal_rec = calibration_record(sb.step, out, sb.reward_wm, sb.reward_true, a_ok)
         if sb.cal_rec is None:
             return
@@ -421,6 +431,12 @@ class Trainer:
             if g.size:
                 self.recipe.learn_late(self.recipe_state, sb.step, np.full(g.size, sb.step), g, rt, rw)
                 sb.cal_rec.update(earlier_turns_wm=rw.tolist(), earlier_turns_true=rt.tolist())
+
+    def _refit_now(self, step: int) -> None:
+        """Refit the world model at once (the exploitation alarm's ``refit`` response, timed within stage
+        recipe); checkpoints keep it."""
+        self.c.refit_world_model(step)
+        self.wm_refreshed = True
 
     def _refresh_world_model(self, step: int) -> dict[str, Any] | None:
         """Stage wm_refresh: refit the world model on the anchors so far every
@@ -456,6 +472,7 @@ class Trainer:
         }
         rec.update(out.stats)
         rec.update(self._infra_alarm(sb))
+        rec.update(sb.exploit)
         if self.anchors.k:  # asynchronous anchors (docs/scaling.md): what was consumed, how stale, what still runs
             st = np.concatenate([np.zeros(int(a_ok.sum())), sb.late.staleness]) if sb.late is not None else []
             rec.update(anchor_samples_consumed=int(len(st)), anchor_late_samples=int(sb.late.n),

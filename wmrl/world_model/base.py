@@ -294,8 +294,13 @@ class BackboneWorldModel:
                 f"this one has {base.config.hidden_size} ({cfg.get('base_model')!r} expected)"
             )
         wm = cls(model, tokenizer, lora=lora, adapter_name=adapter_name or cfg["adapter_name"],
-                 max_length=cfg["max_length"], batch_size=cfg["batch_size"])
+                 max_length=cfg["max_length"], batch_size=cfg["batch_size"], **cls._saved_kwargs(cfg))
         return wm._load_into(d)
+
+    @classmethod
+    def _saved_kwargs(cls, cfg: dict[str, Any]) -> dict[str, Any]:
+        """Constructor arguments of a subclass's own, read back from its saved ``world_model.json``."""
+        return {}
 
     #: ``Cls.load(dir, model, tokenizer)`` builds a new world model from a folder;
     #: ``wm.load(dir)`` on an instance loads the saved weights into it (e.g. a checkpoint).

@@ -3,7 +3,8 @@
 ``r_hat = clip(w . (f - mu) / sd + b, 0, 1)`` with ``f = [h_last ; h_mean]``: ``h_last`` is the
 final-layer hidden state (after the final norm) of the last token of the world model's input text
 (prompt, a separator, completion) and ``h_mean`` the mean over its tokens; ``mu``/``sd`` standardise
-the features with training-split statistics. The target is the executed reward (leaderboard
+the features with training-split statistics. With ``program_features=P > 0`` the P hashed 0/1
+program-choice features of :mod:`wmrl.world_model.program_features` follow (not standardised). The target is the executed reward (leaderboard
 percentile, DESIGN.md §5); the loss is the mean squared error (unclipped output). Fitting first
 solves the head in closed form (ridge regression, penalty chosen by group K-fold), then, with an
 adapter, fine-tunes LoRA and head jointly by AdamW. The backbone is the same base model object as
@@ -112,6 +113,10 @@ class RegressionWorldModel(BackboneWorldModel):
         max_length: tokens per input; longer inputs lose their beginning (left truncation keeps the
             program and the end of the prompt).
         batch_size: rows per forward pass in :meth:`predict`.
+        program_features: P, hashed program-choice columns appended to the backbone features (0 = none).
+
+    Raises:
+        ValueError: ``program_features < 0``.
 
     The head is linear and unconstrained for training; :meth:`predict` clips to [0, 1].
     """
@@ -127,11 +132,35 @@ class RegressionWorldModel(BackboneWorldModel):
         adapter_name: str = "world_model",
         max_length: int = 320,
         batch_size: int = 16,
+        program_features: int = 0,
     ):
         super().__init__(model, tokenizer, lora, adapter_name=adapter_name, max_length=max_length,
                          batch_size=batch_size)
+        if program_features < 0:
+            raise ValueError(f"program_features must be >= 0 (0 = off), got {program_features}")
         hidden = int(self._base.config.hidden_size)
-        self.head = RewardHead(2 * hidden).to(self.device)
+        #: columns of hashed program-choice features after the 2H backbone features (0 = none).
+        self.program_features = int(program_features)
+        self.n_backbone_features = 2 * hidden
+        self.head = RewardHead(2 * hidden + self.program_features).to(self.device)
+
+    def _with_program_features(self, feats: torch.Tensor, prompts: Sequence[str],
+                               completions: Sequence[str]) -> torch.Tensor:
+        """[B, 2H] backbone features -> [B, 2H + P] with the program-choice features appended (P = 0: as is)."""
+        if not self.program_features:
+            return feats
+        from wmrl.world_model.program_features import program_features
+
+        prog = torch.as_tensor(program_features(prompts, completions, self.program_features), device=feats.device)
+        return torch.cat([feats, prog.to(feats.dtype)], dim=-1)
+
+    def config(self) -> dict[str, Any]:
+        """The base settings plus ``program_features`` (P columns; 0 = none)."""
+        return {**super().config(), "program_features": self.program_features}
+
+    @classmethod
+    def _saved_kwargs(cls, cfg: dict[str, Any]) -> dict[str, Any]:
+        return {"program_features": int(cfg.get("program_features", 0))}
 
     # ---------------------------------------------------------------- forward
     def _features(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -163,11 +192,12 @@ class RegressionWorldModel(BackboneWorldModel):
 
     def forward(self, prompts: Sequence[str], completions: Sequence[str]) -> torch.Tensor:
         """[B] float32 unclipped reward predictions, with grad (for training)."""
-        return self.head(self._features(self._encode(prompts, completions)))
+        feats = self._features(self._encode(prompts, completions))
+        return self.head(self._with_program_features(feats, prompts, completions))
 
     @torch.no_grad()
     def features(self, prompts: Sequence[str], completions: Sequence[str], share_prompts: bool = True) -> torch.Tensor:
-        """[N, 2H] float32 pooled features (no grad).
+        """[N, 2H + P] float32 pooled features (no grad), the P program-choice features last.
 
         Trajectories that share a prompt (a GRPO group) run the prompt once and only their
         completions after it (``share_prompts``; same values as separate passes); the rest go
@@ -176,16 +206,15 @@ class RegressionWorldModel(BackboneWorldModel):
         n = len(prompts)
         if len(completions) != n:
             raise ValueError(f"{n} prompts but {len(completions)} completions")
-        D = self.head.mu.shape[0]
-        out = torch.zeros((n, D), dtype=torch.float32, device=self.device)
+        out = torch.zeros((n, self.n_backbone_features), dtype=torch.float32, device=self.device)
         if n == 0:
-            return out
+            return self._with_program_features(out, prompts, completions)
         shared, rest = self._plan(prompts, completions, share_prompts=share_prompts)
         for p_ids, sub, c_ids in shared:
             out[sub] = self._shared_prompt_features(p_ids, c_ids)
         for sub in rest:
             out[sub] = self._features(self._encode([prompts[i] for i in sub], [completions[i] for i in sub]))
-        return out
+        return self._with_program_features(out, prompts, completions)
 
     @torch.no_grad()
     def predict(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
@@ -226,6 +255,8 @@ class RegressionWorldModel(BackboneWorldModel):
             with torch.no_grad():
                 self.head.mu.copy_(X.mean(0))
                 self.head.sd.copy_(X.std(0, correction=0).clamp(min=1e-6))
+                self.head.mu[self.n_backbone_features:] = 0.0  # program features stay 0/1 (module docstring)
+                self.head.sd[self.n_backbone_features:] = 1.0
         Z = self.head.standardise(X).cpu().double().numpy()
         w, b, alpha = ridge_fit(Z, rewards, [e["group"] for e in train], seed=seed)
         with torch.no_grad():
