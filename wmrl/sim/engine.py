@@ -112,6 +112,11 @@ class RunSpec:
             an asynchronous run whose own anchor groups are all in flight and at which no other one arrives makes
             no update (``skip``, the run's parameters and optimiser state stay as they are) or trains on its
             world-model groups alone (``update``). Ignored when ``staleness`` is 0.
+        latency_reward_slope: how an execution's latency depends on its program's true reward r: the sampled latency
+            is multiplied by ``exp(slope * (r - mean r))``, the mean over the step's samples, so that the typical
+            latency stays as configured while the better programs of a step take longer (0: independent; 2: a
+            program 0.5 above the step's mean takes e times as long, as more estimators take longer and often
+            score higher).
         alarm_response: what the run's exploitation alarm does when it fires: ``none`` (only recorded) or
             ``raise_anchors`` (the anchor fraction doubles, up to ``SimConfig.alarm_max_rho``).
     """
@@ -130,6 +135,7 @@ class RunSpec:
     at_bound: str = "wait"
     steps_without_anchors: str = "skip"
     alarm_response: str = "none"
+    latency_reward_slope: float = 0.0
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -194,6 +200,7 @@ class _RunState:
         self.mae_log: list[tuple[float, float]] = []
         self.monitor = ExploitationMonitor(threshold=cfg.alarm_threshold, drift=cfg.alarm_drift,
                                            min_groups=cfg.alarm_min_groups)
+        self.cal_bias_log: list[float] = []  # per step: mean f_hat(r_hat) - r over the world-model samples
         self.exploit_mass: list[float] = []  # per step: mean over tasks of the policy's mass on exploit arms
 
     def sample(self, probs: np.ndarray) -> np.ndarray:
@@ -227,7 +234,10 @@ class _RunState:
         self.executions += int(anchor_g.sum()) * G
         now_g, due = anchor_g, []
         if spec.staleness:
-            lat = self.latency.sample(self.rng_latency, C * G).reshape(C, G).max(axis=1)
+            lat = self.latency.sample(self.rng_latency, C * G).reshape(C, G)
+            if spec.latency_reward_slope:
+                lat = lat * np.exp(spec.latency_reward_slope * (r - r.mean()))
+            lat = lat.max(axis=1)
             arrive = arrival_steps(t, lat, spec.staleness, wait=spec.at_bound == "wait")
             now_g = anchor_g & (arrive == t)
             self.n_async_groups += int(anchor_g.sum())
@@ -267,6 +277,10 @@ class _RunState:
             cat = lambda key: np.concatenate([p[key] for p in over])  # noqa: E731
             self.recipe.learn_late(self.state, t, np.repeat([p["origin"] for p in over], G),
                                    np.repeat([p["task"] for p in over], G), cat("r"), cat("r_hat"), cat("r_hat2"))
+        if self.recipe.uses_world_model:
+            w = ~a[:C * G] & valid[:C * G]
+            if w.any():
+                self.cal_bias_log.append(float(np.mean(out.reward_wm_calibrated[:C * G][w] - rf[w])))
         if self.recipe.fuses and (a & valid).any():
             sel = a & valid
             if self.monitor.update(t, gid[sel], rt[sel], out.reward_wm_calibrated[sel], rw[sel]).fired \
@@ -415,6 +429,8 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     finals["alpha_or_lambda_mean"] = [float(np.mean(st.alpha_log)) if st.alpha_log else float("nan") for st in states]
     finals["cal_mae_before"] = [float(np.mean([m[0] for m in st.mae_log])) if st.mae_log else float("nan") for st in states]
     finals["cal_mae_after"] = [float(np.mean([m[1] for m in st.mae_log])) if st.mae_log else float("nan") for st in states]
+    finals["cal_bias_wm"] = [float(np.mean(st.cal_bias_log[len(st.cal_bias_log) // 2:])) if st.cal_bias_log
+                             else float("nan") for st in states]  # second half of the run
     finals["alarm_steps"] = [list(st.monitor.alarm_steps) for st in states]
     finals["alarm_reasons"] = [list(st.monitor.alarm_reasons) for st in states]
     finals["exploit_mass"] = [list(st.exploit_mass) for st in states]

@@ -243,7 +243,8 @@ class WmrlConfig(_Section):
         "step blocks until it is done, stage anchor_wait, and consumes it as a late group), 'calibration' (not "
         "waited for: its executions keep running and, when they arrive, their pairs feed only the calibrator and "
         "the fusion window, no gradient: beyond the bound the importance ratio is not trusted) or 'drop' (not "
-        "waited for; its results are discarded). With 'calibration' or 'drop' generation never waits on "
+        "waited for; its results are discarded, which biases the calibration toward fast programs where run time "
+        "follows quality). With 'calibration' or 'drop' generation never waits on "
         "executions (anchor_wait is 0). Needs anchor_staleness >= 1 unless 'wait' (docs/scaling.md)."))
     exploit_alarm: Literal["none", "warn", "raise_anchors", "refit", "stop"] = Field("warn", description=(
         "The exploitation alarm: a sequential (CUSUM) test on each step's anchors for a policy moving onto programs "
