@@ -25,9 +25,19 @@ ROOT = Path(__file__).resolve().parents[2]
 #: ``wmrl.steps_without_anchors`` was added (one line, ``SKIP_LINE``: without it they hash to ``SAVED_BEFORE_SKIP``,
 #: the hashes of the line before; ``EPISODE_BLOCK`` is then stripped from those), and once when the infra alarm added
 #: ``executor.recheck_infra_errors``, ``executor.infra_background_rate`` and ``executor.infra_alarm_alpha`` (three
-#: lines, ``INFRA_LINES``: without them they hash to ``SAVED_BEFORE_INFRA``). A resumed run
+#: lines, ``INFRA_LINES``: without them they hash to ``SAVED_BEFORE_INFRA``), and once when the exploitation alarm
+#: and the world model's program features added ``ALARM_LINES`` (without them: ``SAVED_BEFORE_ALARM``). A resumed run
 #: compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by accident.
 SAVED = {
+    "defaults": "7b301b4d0cb85841250d7b3cbabc03d7bb66bf2892256294242dbcb1a71d42e8",
+    "quickstart": "1e85ba0c803fede90794f38c9fa70d5646d6f31b77efe6ba29cc9f686d6705c5",
+    "tiny": "cf7e4831920503608b52d7c7158719ce15c621783b1785bd5463606e78e4fdf2",
+    "cpu-small/wmrl/0": "d2f4542a8506cf224db28fe9d8f03aa5bf03f4b8b4221fabb293b8a93a7c92d9",
+    "gpu-paper/grpo/1": "2289b2b86f523dcef642810d62a9d86fcabec81161ad6bca868a2d591ac1ea53",
+}
+ALARM_LINES = ("  exploit_alarm: warn\n", "  exploit_alarm_threshold: 8.0\n", "  exploit_alarm_drift: 0.5\n",
+               "  exploit_alarm_max_anchor_fraction: 0.5\n", "  program_features: 0\n")
+SAVED_BEFORE_ALARM = {
     "defaults": "a65f08e2bc046c8d521554b5c70da1e7e3bbd13fba6717a18791d2f9a023c826",
     "quickstart": "feff6b1aacab0d732ac65720a5a87754568dcb5bfa4132bbb271db6aae5b2a80",
     "tiny": "897e8f6749ae18b9f86207df1dbdceb24bce282049e10fecec3d11ac007f4cde",
@@ -90,6 +100,10 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
                                                      method, seed=int(seed), run_dir=Path("/tmp/x")))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED
     for k, v in dumps.items():
+        assert all(v.count(line) == 1 for line in ALARM_LINES), k
+        for line in ALARM_LINES:
+            v = v.replace(line, "")
+        assert _sha(v) == SAVED_BEFORE_ALARM[k], k
         assert all(v.count(line) == 1 for line in INFRA_LINES), k
         for line in INFRA_LINES:
             v = v.replace(line, "")
