@@ -84,3 +84,25 @@ def test_rerun_skips_finished_runs(mini_bench):
     assert "skipped" in res.output or "finished earlier" in res.output
     assert {p: p.stat().st_mtime for p in out.glob("*/seed0/summary.json")} == before
     assert bench_json.is_file()
+
+
+def test_where_each_run_converged(mini_bench):
+    """The real runs' final evaluations, logs and world model (refitted, in the last checkpoint) give one
+    convergence row per (run, train task), the same in convergence.json, convergence.csv and bench.md."""
+    out, _ = mini_bench
+    docs = {m: json.loads((out / m / "seed0" / "convergence.json").read_text()) for m in ("grpo", "wmrl")}
+    assert not docs["grpo"]["world_model"]["uses"]
+    wm = docs["wmrl"]["world_model"]
+    assert wm["loaded"] and wm["source"].startswith("checkpoints/step_") and wm["source"].endswith("/world_model")
+    # every candidate of the train tasks (and no other task's) scored once, in one batch
+    assert docs["wmrl"]["n_scored"] >= sum(r["n_candidates"] for r in docs["wmrl"]["tasks"]) > 0
+    csv = pd.read_csv(out / "convergence.csv")
+    for m, d in docs.items():
+        assert len(d["tasks"]) == 2 and d["eval_step"] == 2 and sum(d["counts"].values()) == 2
+        assert list(csv[csv["method"] == m]["verdict"]) == [r["verdict"] for r in d["tasks"]]
+        for r in d["tasks"]:
+            assert r["verdict"] in ("best", "wm-led", "other", "n/a")
+            assert r["best_true"] + 1e-9 >= r["modal_true"]
+            assert (r["modal_rank"] is not None) == (m == "wmrl")
+    md = (out / "bench.md").read_text()
+    assert "**Where each run converged.**" in md and "**Where the runs converged.**" in md

@@ -7,6 +7,8 @@ tasks, seeds and step budget, and writes one table. The rooms, in the order a be
 * :mod:`wmrl.bench.plan`: ``plan`` (one ``PlannedRun`` per seed and method), ``run_state``, ``check_existing``.
 * :mod:`wmrl.bench.corpus`: ``ensure_corpus``, the warm-up corpus shared by the world-model runs.
 * :mod:`wmrl.bench.run`: ``run_bench`` (train, resume or skip each run; ``bench.json``).
+* :mod:`wmrl.bench.convergence`: ``diagnose_bench`` (where each run converged: its final world model's
+  ranking of every executed program, ``convergence.json``), ``write_bench_outputs`` (that, then the table).
 * :mod:`wmrl.bench.cli`: the ``wmrl bench`` command.
 
 Reading a bench folder, the statistics and the outputs (``bench.md``, ``bench.html``, ``table.csv``,

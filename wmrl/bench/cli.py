@@ -27,10 +27,10 @@ def bench_cmd(
 
     Each final policy is evaluated on held-out tasks with real execution; the table (Markdown + HTML) and a reward-against-compute plot go into the bench folder.
     """
+    from wmrl.bench.convergence import write_bench_outputs  # noqa: PLC0415
     from wmrl.bench.plan import plan, run_state  # noqa: PLC0415
     from wmrl.bench.presets import BenchError, load_preset  # noqa: PLC0415
     from wmrl.bench.run import run_bench  # noqa: PLC0415
-    from wmrl.report.bench_page import write_outputs  # noqa: PLC0415
     from wmrl.training.config import ConfigError  # noqa: PLC0415
 
     try:
@@ -38,7 +38,7 @@ def bench_cmd(
         target = out or Path("runs") / f"bench-{p.name}"
         ms = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
         if table_only:
-            paths = write_outputs(target)
+            paths = write_bench_outputs(target)
         elif dry_run:
             for r in plan(p, target, seeds, steps, ms, set_):
                 typer.echo(f"{r.method:16s} seed {r.seed}  {run_state(r.run_dir):9s}  {r.run_dir}")

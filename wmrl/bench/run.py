@@ -9,7 +9,8 @@ with ``summary.json`` is skipped, a run with a complete checkpoint is resumed, a
 
 Outputs in ``OUT``: ``bench.json`` (plan, command, machine), ``results.csv`` (one row per run),
 ``table.csv``, ``bench.md`` and ``bench.html`` (the table, the reward-against-compute plot, the command,
-the machine, notes on overlapping standard errors) and ``reward_vs_compute.png``.
+the machine, notes on overlapping standard errors, where each run converged) and ``reward_vs_compute.png``;
+per run ``convergence.json`` (:mod:`wmrl.bench.convergence`) and their rows in ``convergence.csv``.
 """
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from wmrl.bench.convergence import write_bench_outputs
 from wmrl.bench.corpus import ensure_corpus
 from wmrl.bench.plan import PlannedRun, check_existing, plan, run_state
 from wmrl.bench.presets import METHODS, BenchError, Preset, preset_dir
-from wmrl.report.bench_page import write_outputs
 from wmrl.report.bench_results import now, uses_world_model
 from wmrl.report.machine import machine_info
 from wmrl.training.config import TrainConfig
@@ -79,7 +80,7 @@ def run_bench(
         if i < len(runs) and runs[i].seed != r.seed:
             # A table after every complete seed, so an interrupted bench still has one.
             try:
-                write_outputs(out)
+                write_bench_outputs(out, log)
                 log(f"seed {r.seed} done: table so far in {out / 'bench.md'}")
             except BenchError:
                 pass
@@ -89,7 +90,7 @@ def run_bench(
     if failures and all(run_state(r.run_dir) != "finished" for r in runs):
         raise BenchError(f"all {len(runs)} planned runs failed (the first: {failures[0]}); every failure is in "
                          f"{out / 'bench.json'}")
-    return write_outputs(out)
+    return write_bench_outputs(out, log)
 
 
 def _run_one(r: PlannedRun, tag: str, train: TrainFn, failures: list[str], log: Callable[[str], None],

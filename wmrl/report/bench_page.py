@@ -2,8 +2,9 @@
 each), the reward-against-compute plot, and one :class:`BenchPage` rendered to ``bench.md`` and
 ``bench.html``; :func:`write_outputs` writes them with ``results.csv`` and ``table.csv``.
 
-The numbers come from :mod:`wmrl.report.bench_results` (reading the folder) and
-:mod:`wmrl.report.bench_stats` (aggregates and notes); nothing here runs a bench.
+The numbers come from :mod:`wmrl.report.bench_results` (reading the folder),
+:mod:`wmrl.report.bench_stats` (aggregates and notes) and :mod:`wmrl.report.convergence_page` (where
+each run converged); nothing here runs a bench.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from wmrl.core.recipe import get_recipe
+from wmrl.report import convergence_page as CV
 from wmrl.report import html as H
 from wmrl.report.bench_results import (
     METHODS,
@@ -253,6 +255,10 @@ class BenchPage:
     corpus: str = ""
     wm_table: Table = field(default_factory=lambda: Table([]))
     turns_table: Table = field(default_factory=lambda: Table([]))
+    convergence_line: str = ""
+    convergence_summary: Table = field(default_factory=lambda: Table([]))
+    convergence_table: Table = field(default_factory=lambda: Table([]))
+    convergence_notes: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     plot_file: str | None = None
@@ -271,11 +277,20 @@ class BenchPage:
             md += [f"**Shared warm-up corpus.** {self.corpus}", ""]
         md += ["**Command.**", "", "```bash", *self.commands, "```", ""]
         md += [self.table.to_markdown(), "", COLUMNS_HELP, ""]
+        if self.convergence_line:
+            md += [f"**Where the runs converged.** {self.convergence_line}", ""]
         md += ["**Methods.**", "", *[f"- `{m}`: {h}" for m, h in self.methods], ""]
         if not self.wm_table.empty:
             md += ["**World model on the training anchors.**", "", self.wm_table.to_markdown(), "", WM_TABLE_HELP, ""]
         if not self.turns_table.empty:
             md += ["**From turn 1 to turn K.**", "", self.turns_table.to_markdown(), "", MULTITURN_HELP, ""]
+        if not self.convergence_table.empty or self.convergence_notes:
+            md += ["**Where each run converged.**", ""]
+            if not self.convergence_summary.empty:
+                md += [self.convergence_summary.to_markdown(), ""]
+            if not self.convergence_table.empty:
+                md += [self.convergence_table.to_markdown(), ""]
+            md += [CV.HELP, "", *[f"- {n}" for n in self.convergence_notes], ""]
         md += ["**Standard errors.**", "", *[f"- {n}" for n in self.notes], ""]
         if self.missing:
             md += [f"**Not finished** (left out of the table): {', '.join(self.missing)}.", ""]
@@ -299,6 +314,8 @@ class BenchPage:
             parts.append(H.paragraph(f"Shared warm-up corpus. {self.corpus}"))
         parts.append("<p><b>Command.</b></p>" + H.pre("\n".join(self.commands)))
         parts.append(self.table.to_html() + H.paragraph(COLUMNS_HELP, "note"))
+        if self.convergence_line:
+            parts.append(f"<p><b>Where the runs converged.</b> {H.esc(self.convergence_line)}</p>")
         parts.append("<ul>" + "".join(f"<li><code>{H.esc(m)}</code>: {H.esc(h)}</li>" for m, h in self.methods)
                      + "</ul>")
         if not self.wm_table.empty:
@@ -307,6 +324,10 @@ class BenchPage:
         if not self.turns_table.empty:
             parts.append("<p><b>From turn 1 to turn K.</b></p>" + self.turns_table.to_html()
                          + H.paragraph(MULTITURN_HELP, "note"))
+        if not self.convergence_table.empty or self.convergence_notes:
+            parts.append("<p><b>Where each run converged.</b></p>" + self.convergence_summary.to_html()
+                         + self.convergence_table.to_html() + H.paragraph(CV.HELP, "note")
+                         + "".join(H.paragraph(n, "note") for n in self.convergence_notes))
         parts.append("<p><b>Standard errors.</b></p><ul>" + "".join(f"<li>{H.esc(n)}</li>" for n in self.notes)
                      + "</ul>")
         if self.missing:
@@ -355,10 +376,12 @@ def bench_notes(results: pd.DataFrame, rows: Sequence[MethodRow]) -> list[str]:
 
 def write_outputs(out: str | Path) -> dict[str, Path]:
     """Write ``results.csv``, ``table.csv``, ``bench.md``, ``bench.html`` and
-    ``reward_vs_compute.png`` for the bench in ``out`` from the runs finished so far.
+    ``reward_vs_compute.png`` for the bench in ``out`` from the runs finished so far, and
+    ``convergence.csv`` from the runs' ``convergence.json`` when there are any (written by
+    :func:`wmrl.bench.convergence.diagnose_bench`; this function reads them only).
 
     Returns:
-        ``{"markdown", "html", "results", "table"[, "plot"]}`` -> the paths written.
+        ``{"markdown", "html", "results", "table"[, "plot"][, "convergence"]}`` -> the paths written.
 
     Raises:
         BenchError: ``out`` holds no finished run.
@@ -379,6 +402,10 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
     if fig is not None:
         fig.savefig(png, dpi=110, bbox_inches="tight")
         uri = H.figure_to_data_uri(fig)
+    conv_docs = CV.bench_convergence(out)
+    conv = CV.convergence_frame(conv_docs)
+    if conv_docs:
+        conv.to_csv(out / CV.CSV, index=False)
     machine = meta.get("machine")
     page = BenchPage(
         title=f"wmrl bench: {meta.get('preset', out.name)}",
@@ -392,6 +419,10 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
         methods=[(m, get_recipe(m).help) for m in meta.get("methods", []) if m in METHODS],
         wm_table=world_model_table(results),
         turns_table=multiturn_table(results),
+        convergence_line=CV.wm_led_sentence(conv, conv_docs),
+        convergence_summary=CV.summary_table(conv),
+        convergence_table=CV.per_run_table(conv),
+        convergence_notes=CV.notes(conv_docs) + [t for t in [CV.timing_text(conv_docs)] if t],
         notes=bench_notes(results, rows),
         missing=missing_runs(out),
         failures=list(meta.get("failures") or []),
@@ -406,4 +437,6 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
              "table": out / "table.csv"}
     if fig is not None:
         paths["plot"] = png
+    if conv_docs:
+        paths["convergence"] = out / CV.CSV
     return paths

@@ -1,8 +1,9 @@
 """``wmrl report``: one self-contained HTML page for one or several run directories.
 
-The page names each run's method and config and shows: a runs table, true and world-model reward
-against steps and against compute, held-out leaderboard percentile, the calibration map before and
-after debiasing, alpha and the noise variance over time, and the compute ledger breakdown.
+The page names each run's method and config and shows: a runs table, where each run converged (its
+``convergence.json``, when the bench wrote one), true and world-model reward against steps and against
+compute, held-out leaderboard percentile, the calibration map before and after debiasing, alpha and the
+noise variance over time, and the compute ledger breakdown.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from wmrl.report import convergence_page as CV
 from wmrl.report import html as H
 from wmrl.report import plots as P
 from wmrl.report.machine import machine_line
@@ -131,6 +133,17 @@ def render_report(runs: Sequence[RunData], title: str | None = None, command: st
                     "task and the same sampling seeds at both steps.", "note"),
         H.table_html(gains.round(3)) if not gains.empty else H.paragraph(
             "No run evaluated both step 0 and a later step (set eval.at_start: true).", "note")))
+
+    conv = [(r, d) for r in runs if (d := CV.read_run_convergence(r.path)) is not None]
+    if conv:
+        frame = CV.convergence_frame([d for _, d in conv])
+        frame.insert(0, "run", [r.name for r, d in conv for _ in d.get("tasks") or []])
+        out.append(H.section(
+            "Where each run converged",
+            H.paragraph("From the run's convergence.json (written with the bench table, `wmrl bench --table-only`). "
+                        + CV.HELP, "note"),
+            CV.per_run_table(frame).to_html() if not frame.empty else "",
+            *[H.paragraph(n, "warn") for n in CV.notes([d for _, d in conv])]))
 
     turns = pd.DataFrame([row for r in runs for row in turn_rows(r)])
     if not turns.empty:
