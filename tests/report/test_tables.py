@@ -32,3 +32,17 @@ def test_one_table_three_renderings():
 def test_from_frame_matches_pandas_csv():
     df = pd.DataFrame({"method": ["grpo", "wm"], "seeds": [2, 2], "v": ["0.1 ± 0.0", "a, b"]})
     assert Table.from_frame(df).to_csv() == df.to_csv(index=False)
+
+
+def test_the_world_model_table_counts_exploitation_alarms():
+    import pandas as pd
+
+    from wmrl.report.bench_page import world_model_table
+
+    res = pd.DataFrame({"method": ["wmrl"] * 3 + ["wm"], "wm_anchor_pairs": [10, 12, 8, 0],
+                        "wm_spearman": [0.5] * 4, "wm_pairwise_accuracy": [0.7] * 4, "debias_sq_err_ratio": [1.0] * 4,
+                        "alpha_mean": [0.3] * 4, "exploit_alarms": [2, 0, 1, float("nan")],
+                        "exploit_first_alarm": [12, float("nan"), 30, float("nan")]})
+    md = world_model_table(res).to_markdown()
+    assert "3 (2 of 3 runs, first at steps 12, 30)" in md and "| wm |" not in md
+    assert "| - |" in world_model_table(res.assign(exploit_alarms=float("nan"))).to_markdown()

@@ -124,6 +124,17 @@ def bench_table(rows: Sequence[MethodRow], reference: str = REFERENCE) -> Table:
     return table
 
 
+def _alarm_text(g: pd.DataFrame) -> str:
+    """``"3 (2 of 4 runs, first at steps 12, 30)"`` from the runs' ``exploit_alarms`` / ``exploit_first_alarm``;
+    ``"-"`` where no run logged the alarm."""
+    n = pd.to_numeric(g.get("exploit_alarms"), errors="coerce") if "exploit_alarms" in g else pd.Series(dtype=float)
+    if not n.notna().any():
+        return "-"
+    first = pd.to_numeric(g["exploit_first_alarm"], errors="coerce").dropna().astype(int).tolist()
+    where = f", first at step{'s' if len(first) > 1 else ''} {', '.join(map(str, first))}" if first else ""
+    return f"{int(n.sum())} ({int((n > 0).sum())} of {int(n.notna().sum())} runs{where})"
+
+
 def world_model_table(results: pd.DataFrame) -> Table:
     """Per method with world-model data: mean ± SE over seeds of
     :func:`wmrl.report.bench_results.world_model_quality`'s columns. Empty when no run has anchors
@@ -139,6 +150,7 @@ def world_model_table(results: pd.DataFrame) -> Table:
             "pairwise accuracy in groups": Cell.mean_se(mean_se(list(g["wm_pairwise_accuracy"])), 2),
             "debiased / raw squared error": Cell.mean_se(mean_se(list(g["debias_sq_err_ratio"])), 2),
             "mean alpha": Cell.mean_se(mean_se(list(g["alpha_mean"])), 2),
+            "exploitation alarms (runs alarmed)": Cell(_alarm_text(g)),
         })
     return Table.from_records(rows) if rows else Table([])
 

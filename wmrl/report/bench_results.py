@@ -178,10 +178,13 @@ def world_model_quality(run: Any) -> dict[str, float | int]:
       / sum (r_hat - r)^2 on that step's anchors, which the map had not seen (fitted on earlier steps
       only). < 1: the debiasing brought the world model closer to the truth. NaN without debiasing.
     - ``alpha_mean``: mean over steps of the fused weight of the anchor gradient (``metrics.jsonl``).
+    - ``exploit_alarms``: times the exploitation alarm fired (``exploit_alarms_total`` of the last step;
+      docs/training.md), and ``exploit_first_alarm`` the step of the first (NaN: never, or no alarm logged).
     """
     nan = math.nan
     out: dict[str, float | int] = {"wm_anchor_pairs": 0, "wm_spearman": nan, "wm_pairwise_accuracy": nan,
-                                   "debias_sq_err_ratio": nan, "alpha_mean": nan}
+                                   "debias_sq_err_ratio": nan, "alpha_mean": nan, "exploit_alarms": nan,
+                                   "exploit_first_alarm": nan}
     pairs = [r for r in read_jsonl(Path(run.path) / "samples.jsonl", skip_bad=True)
              if r.get("stream") == "anchor" and _finite_num(r.get("reward_true")) and _finite_num(r.get("reward_wm"))]
     if pairs:
@@ -201,6 +204,13 @@ def world_model_quality(run: Any) -> dict[str, float | int]:
         a = pd.to_numeric(run.metrics["alpha"], errors="coerce")
         if a.notna().any():
             out["alpha_mean"] = float(a.mean())
+    if "exploit_alarms_total" in run.metrics:
+        total = pd.to_numeric(run.metrics["exploit_alarms_total"], errors="coerce").dropna()
+        if len(total):
+            out["exploit_alarms"] = int(total.iloc[-1])
+            fired = run.metrics.loc[run.metrics["exploit_alarm"].fillna(False).astype(bool), "step"]
+            if len(fired):
+                out["exploit_first_alarm"] = int(fired.iloc[0])
     return out
 
 
