@@ -1,5 +1,5 @@
 """Synchronous against asynchronous anchors: the trainer on small fake parts, with real sandboxed executions whose
-latency follows a latency model (issue 15, docs/scaling.md).
+latency follows a latency model (docs/scaling.md).
 
     python benchmarks/async_anchors.py [--steps 20] [--slots 16] [--k 0 9] [--at-bound wait calibration]
                                        [--executor local|ray] [--out DIR]
@@ -11,7 +11,7 @@ bubblewrap sandbox, ``slots`` executions at once). Each anchor program is a real
 that sleeps for a latency drawn from :data:`wmrl.core.staleness.PAPER_LATENCY` scaled by ``--scale`` (default
 1/100: median 1.2 s, cap 6 s; seeded) and writes the fake reward into ``submission.csv``; the grader reads it
 back. The language model's time per step is emulated by sleeping (``--gen-s`` in generation, ``--wm-s`` in
-world-model scoring; an accelerator's time, not this machine's CPUs), so that the execution latency is
+world-model scoring; an accelerator's time, not the local CPUs'), so that the execution latency is
 ``latency / LM`` times the per-step LM time.
 
 Printed per staleness bound k (one row each): mean step time (s), per-step LM time (generation + world model +

@@ -1,4 +1,4 @@
-"""The package layout has no import circles and ``wmrl.core`` imports nothing else of wmrl (issue 14).
+"""The package layout has no import circles and ``wmrl.core`` imports nothing else of wmrl (docs/architecture.md).
 
 Imports are read with :mod:`ast` from every module under ``wmrl/``, wherever they stand (function-level
 imports and ``if TYPE_CHECKING:`` blocks included; relative imports resolved). Two graphs are checked:

@@ -1,4 +1,4 @@
-"""How faithful is the world model's intermediate feedback? (issue 16: "choose by measurement")
+"""How faithful is the world model's intermediate feedback?
 
 In a world-model group of a multi-turn episode the agent is shown, instead of a real run's feedback, the
 world model's: its predicted leaderboard percentile turned into a validation score by the template

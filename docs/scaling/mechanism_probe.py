@@ -7,7 +7,7 @@ The contextual bandit of docs/simulation.md with the registered ``wmrl`` recipe 
 that every step after the first d has exactly its 2 anchor groups, as the synchronous stream), 200 steps. Each
 variant delays one thing and keeps the rest synchronous:
 
-- ``async/update``: the trainer's asynchronous stream before issue 15's fix (engine path: late groups in the
+- ``async/update``: the trainer's earlier asynchronous stream (engine path: late groups in the
   gradient with the ratio <= 2, their pairs learned by the calibrator and the window at arrival; a step whose
   anchors are all in flight trains on its world-model groups alone);
 - ``async/skip``: the same with ``steps_without_anchors: skip`` (the default now);

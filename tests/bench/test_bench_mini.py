@@ -61,7 +61,7 @@ def test_table_columns_and_numbers(mini_bench):
     # (the step-0 evaluation runs once per seed, in the grpo run: every method of a seed starts there)
     assert 0.0 <= res.loc["grpo", "initial_train_percentile"] <= 1.0
     assert rows["grpo"].train_gain.n == 1 and rows["wmrl"].train_gain.n == 1 and rows["wmrl"].train_paired.n == 1
-    # committed artifacts name no absolute paths of this machine
+    # committed artifacts name no absolute paths of the machine that wrote them
     meta = json.loads((out / "bench.json").read_text())
     assert all(not r["run_dir"].startswith("/") for r in meta["runs"])
     # the world model's quality on wmrl's anchors; grpo has no world model

@@ -1,4 +1,4 @@
-"""Group-relative advantages against hand-computed values (formulas of DESIGN.md §4, TRL, verl)."""
+"""Group-relative advantages against hand-computed values (formulas of GRPO, Shao et al. 2024; TRL, verl)."""
 import math
 
 import pytest

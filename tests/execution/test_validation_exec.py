@@ -88,7 +88,7 @@ def _permuted_copy(task, dest):
 
 
 def test_feedback_never_contains_test_set_information(titanic, tmp_path):
-    """The issue's honesty test: same programs on two tasks that differ only in their private test answers
+    """The honesty test: same programs on two tasks that differ only in their private test answers
     give identical observations (run time aside) while their test rewards differ."""
     require_bwrap()
     task, view = titanic

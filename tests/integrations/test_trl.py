@@ -110,7 +110,7 @@ def test_trl_grpo_trains_on_the_recipe(small_suite, tmp_path):
     tasks = [suite.get(t) for t in TASKS]
     scaffold = SentenceScaffold()
     model, tok = tiny_backbone(seed=0)
-    wm_backbone, _ = tiny_backbone(seed=0)  # the world model's own frozen copy (FIELD-NOTES: never shared weights)
+    wm_backbone, _ = tiny_backbone(seed=0)  # the world model's own frozen copy (docs/models.md: never shared weights)
     with LocalExecutor(max_workers=2) as ex:
         # The world model's warm-up: 3 programs per task, executed for real.
         from wmrl.execution.types import ExecutionRequest

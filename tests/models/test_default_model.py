@@ -34,7 +34,7 @@ def test_default_model_offline_generate_logprobs_lora_step(tasks, monkeypatch):
 
 
 def test_default_model_shared_prompt_update_equals_per_sample(tasks, monkeypatch):
-    """Issue 18 on SmolLM2: the shared-prompt log-probs, loss and LoRA gradient equal the per-sample
+    """Shared prompts on SmolLM2: the shared-prompt log-probs, loss and LoRA gradient equal the per-sample
     forward's to 1e-5, with a micro-batch that splits the group.
 
     In float64, so that the check is about what is computed, not about the order of float32 sums: in

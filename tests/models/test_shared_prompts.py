@@ -1,7 +1,7 @@
-"""Issue 18: shared prompts in sampling and in the update, batched trie masks (tiny backbone).
+"""Shared prompts in sampling and in the update, batched trie masks (tiny backbone).
 
-The shared-prompt log-probs and their gradient must equal the per-sample forward (the implementation
-before issue 18, ``mode="per_sample"``) to 1e-5; the SmolLM2 version is in test_default_model.py.
+The shared-prompt log-probs and their gradient must equal the per-sample forward (the earlier
+implementation, ``mode="per_sample"``) to 1e-5; the SmolLM2 version is in test_default_model.py.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 4, "Must show": a small fixed-seed version of the convergence study.
+"""The claims of docs/simulation.md: a small fixed-seed version of the convergence study.
 
 (i)  the pure world model ends below real-execution GRPO by a gap that grows with its bias B
      (persistent, exploitable bias) and with its noise sigma;

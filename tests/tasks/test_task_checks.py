@@ -92,7 +92,7 @@ def _regression_task(root: Path, metric: str, board: list[float]) -> Path:
 
 
 def test_r2_on_an_rmse_leaderboard_is_flagged(tmp_path):
-    """The issue's case: an RMSE board (ascending, best first) under ``metric: r2``."""
+    """The motivating case: an RMSE board (ascending, best first) under ``metric: r2``."""
     rmse_board = [0.61, 0.74, 0.9, 1.2, 1.5, 2.0, 2.8, 3.1]
     task = load_task(_regression_task(tmp_path / "toy-r2", "r2", rmse_board))
     problems = metric_problems(task)

@@ -1,4 +1,4 @@
-"""The before/after check of the recipe redesign (issue 14): a 3-step tiny-model run of every method and
+"""The before/after check of the recipe redesign: a 3-step tiny-model run of every method and
 the CI miniature bench, reduced to the numbers that must not change when the code is reorganised.
 
 ``python tests/training/_golden.py capture OUT.json`` records them (it was run on commit c7022aa, before
@@ -43,7 +43,7 @@ METHODS: dict[str, list[str]] = {
 
 #: Overrides of every run: 3 steps; the inverse-variance estimate from 2 anchor pairs on (one anchor group of
 #: 2 samples a step), so that the fusion branches differ from the first step; the sampling implementation of
-#: c7022aa (``rollout.engine=generate``: issue 18's shared-prompt sampler draws other samples from the same
+#: c7022aa (``rollout.engine=generate``: the shared-prompt sampler draws other samples from the same
 #: distribution, so only the old one can reproduce the recorded draws).
 COMMON = ["optim.steps=3", "wmrl.fusion_min_pairs=2", "rollout.engine=generate"]
 
@@ -102,7 +102,7 @@ def bench_numbers(bench_out: Path) -> dict[str, Any]:
             for m in res.index}
 
 
-#: Keys compared more loosely, and why. ``grad_norm``: the update's log-probs now come from issue 18's
+#: Keys compared more loosely, and why. ``grad_norm``: the update's log-probs now come from the
 #: shared-prompt forward (one prompt pass per group), equal to the per-sample forward to about 1e-5 in float32
 #: (tests/models/test_shared_prompts.py), so the float32 gradient norm moves in its 6th digit.
 LOOSE_KEYS = {"grad_norm": 1e-4}

@@ -350,7 +350,7 @@ def test_non_blocking_run_never_waits_and_over_bound_pairs_reach_only_the_calibr
     assert sum(r["anchor_groups_over_bound"] for r in m) >= 3 and m[-1]["anchor_groups_over_bound_total"] >= 3
     over = sum(r["anchor_over_bound_samples"] for r in m)
     assert over > 0
-    # only in-bound late groups (staleness <= k = 1: a step slowed by the shared machine) reach the gradient
+    # only in-bound late groups (staleness <= k = 1: a step slowed by a loaded machine) reach the gradient
     late = [x for x in s if x["stream"] == "anchor_late"]
     assert all(x["staleness"] <= 1 for x in late) and max(r["anchor_staleness_max"] or 0 for r in m) <= 1
     assert len(late) == (sum(r["anchor_late_samples"] for r in m) if late_mode == "gradient" else 0)

@@ -1,4 +1,4 @@
-"""The learnability check (issue 11): the trainer moves the tiny policy under a deterministic reward.
+"""The learnability check: the trainer moves the tiny policy under a deterministic reward.
 
 GRPO through the real trainer, the tiny random backbone with every weight trainable (``model.finetune:
 auto``), the grammar scaffold with canonical decoding, the four cpu-small train tasks, 4 x 4 samples a

@@ -1,4 +1,4 @@
-"""Multi-turn episodes end to end (issue 16): 2-step, K = 2 runs of ``grpo`` and ``wmrl`` on the tiny model and
+"""Multi-turn episodes end to end: 2-step, K = 2 runs of ``grpo`` and ``wmrl`` on the tiny model and
 two real tasks, executed in the sandbox. Checked: the observation tokens are outside the loss; every anchor turn
 was executed; the world-model turns executed nothing; the feedback holds no test-set information (re-grading a
 logged program against permuted private answers leaves its feedback unchanged)."""

@@ -1,4 +1,4 @@
-"""Which weights the policy trains (``model.finetune``) and the world model's own weights (issue 11)."""
+"""Which weights the policy trains (``model.finetune``) and the world model's own weights."""
 from __future__ import annotations
 
 import torch

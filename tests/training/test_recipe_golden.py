@@ -2,12 +2,12 @@
 give the values recorded on commit c7022aa, before the step moved into ``wmrl.core.recipe``
 (``tests/training/golden/recipe_3step.json``, written by ``python tests/training/_golden.py capture``).
 
-Both run with ``rollout.engine=generate``, the sampling implementation of c7022aa: issue 18's shared-prompt
+Both run with ``rollout.engine=generate``, the sampling implementation of c7022aa: the shared-prompt
 sampler draws other samples from the same distribution (its own tests check the distribution and the
 log-probs), so the recorded draws can only be reproduced by the old one.
 
 The gradient norm is compared to 1e-4 (relative) instead of 1e-6: the update's log-probs come from the
-shared-prompt forward of issue 18, equal to the per-sample one to about 1e-5 in float32.
+shared-prompt forward, equal to the per-sample one to about 1e-5 in float32.
 
 The one intended difference: ``wmrl-no-debias`` has no calibrator, so its ``calibrator_n_anchors`` is None
 (the old trainer kept an unused calibrator and reported its 0 anchors).

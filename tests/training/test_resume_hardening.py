@@ -1,4 +1,4 @@
-"""Resume never loses or repeats work (issue 12): broken ``latest``, missing trainer state, a truncated
+"""Resume never loses or repeats work: broken ``latest``, missing trainer state, a truncated
 checkpoint file, the execution log cut back, an edited config, a failed start, ``group_size < 2``.
 
 The executor of these runs is the fakes' one wrapped to append every execution to the run's

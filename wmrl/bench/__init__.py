@@ -1,4 +1,4 @@
-"""wmrl.bench: ``wmrl bench``, WMRL side by side with real-execution GRPO and the ablations (issue 7).
+"""wmrl.bench: ``wmrl bench``, WMRL side by side with real-execution GRPO and the ablations.
 
 A bench runs a *method matrix* (the registered recipes of :mod:`wmrl.core.recipe`) on the same train
 tasks, seeds and step budget, and writes one table. The rooms, in the order a bench flows through them:

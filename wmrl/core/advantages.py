@@ -1,4 +1,4 @@
-"""Group-relative advantages (GRPO; DESIGN.md §4).
+"""Group-relative advantages (GRPO; Shao et al. 2024, DeepSeekMath).
 
 For a group g of trajectories sampled from one prompt (task), with rewards r_i:
 
@@ -15,7 +15,7 @@ Documented choices (peers differ; each is tested in ``tests/core/test_advantages
   mean=0, std=1 there, which turns the raw reward into the advantage; we do not, because that
   would make a lone sample's advantage depend on the reward's offset.
 - A group whose rewards are all equal gets advantage exactly 0 (not 0/eps noise).
-- Invalid samples (``valid=False``: infrastructure failures, DESIGN.md §4) get advantage 0 and do
+- Invalid samples (``valid=False``: infrastructure failures, not the policy's doing) get advantage 0 and do
   not enter their group's mean, std or size.
 """
 from __future__ import annotations
@@ -100,7 +100,7 @@ def group_advantages(
 ) -> np.ndarray:
     """GRPO group-relative advantages, one per trajectory.
 
-    Formula (DESIGN.md §4; Shao et al. 2024 eq. for outcome supervision; TRL ``GRPOTrainer``; verl
+    Formula (Shao et al. 2024 eq. for outcome supervision; TRL ``GRPOTrainer``; verl
     ``compute_grpo_outcome_advantage``)::
 
         A_i = (r_i - mean_g) / (std_g + eps)   if normalize_std

@@ -1,4 +1,4 @@
-"""Online debiasing of world-model rewards by isotonic regression on anchors (DESIGN.md §3).
+"""Online debiasing of world-model rewards by isotonic regression on anchors (the WMRL paper; docs/architecture.md).
 
 The world model predicts r_hat; anchors give pairs (r_hat_i, r_i). We fit a non-decreasing map
 f_hat equal to scikit-learn's ``IsotonicRegression(increasing=True, out_of_bounds="clip",

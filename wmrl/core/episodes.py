@@ -1,4 +1,4 @@
-"""Multi-turn episodes in the GRPO loss: one episode's turns as rows of the batch (issue 16; DESIGN.md §4).
+"""Multi-turn episodes in the GRPO loss: one episode's turns as rows of the batch (docs/multiturn.md).
 
 An episode of n_e turns is ``prompt, a_1, o_1, a_2, o_2, ..., a_n`` where the a_j are the policy's tokens and
 the o_j the observations (feedback of a real execution or of the world model). Standard multi-turn GRPO

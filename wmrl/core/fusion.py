@@ -1,11 +1,11 @@
-"""Fusing the anchor stream and the world-model stream (DESIGN.md §3).
+"""Fusing the anchor stream and the world-model stream (the WMRL paper's inverse-variance denoising; docs/architecture.md).
 
 Inverse-variance weighting (IVW). Two unbiased estimates of the policy gradient: g_A from n_A
 anchor samples (true reward, per-sample variance V_A) and g_W from n_W world-model samples
 (calibrated reward, per-sample variance V_W). The minimum-variance combination
 g = alpha * g_A + (1 - alpha) * g_W has
 
-    alpha = (n_A / V_A) / (n_A / V_A + n_W / V_W)                            (DESIGN.md §3)
+    alpha = (n_A / V_A) / (n_A / V_A + n_W / V_W)
 
 and since gradients are linear in per-sample loss weights it is applied as a weight
 alpha / n_A on each anchor sample and (1 - alpha) / n_W on each world-model sample
@@ -20,14 +20,14 @@ variance of the reward that feeds the advantage. We therefore use
     sigma_xi^2 = pooled within-group variance of the residual r - f_hat(r_hat) on anchor groups
                  (:func:`residual_variance`; a group-level offset cancels in GRPO, so it is
                  removed by the within-group centring),
-    V_W = V_A + sigma_xi^2                                                   (DESIGN.md §3)
+    V_W = V_A + sigma_xi^2
 
 Floors and ceilings keep alpha stable when few anchors exist: variances are floored at
 ``var_floor``, alpha is clipped to [alpha_min, alpha_max], and with fewer than ``min_pairs``
 anchor pairs :func:`estimate_fusion` falls back to plain pooling alpha = n_A / (n_A + n_W)
 (equal weight per sample). With no anchors in a step alpha = 0; with no world-model samples alpha = 1.
 
-Bias-aware weight (DESIGN.md §3): a residual bias B that does not average out counts as extra
+Bias-aware weight: a residual bias B that does not average out counts as extra
 variance of g_W: alpha = (V_W/n_W + B^2) / (V_A/n_A + V_W/n_W + B^2).
 
 PPI++ (Angelopoulos, Duchi & Zrnic 2023, "PPI++: Efficient Prediction-Powered Inference"):
@@ -86,7 +86,7 @@ def residual_variance(
     calibrated_wm: np.ndarray,
     group_ids: np.ndarray | None = None,
 ) -> float:
-    """sigma_xi^2 = pooled within-group variance of r - f_hat(r_hat) on anchor samples (DESIGN.md §3).
+    """sigma_xi^2 = pooled within-group variance of r - f_hat(r_hat) on anchor samples.
 
     Args:
         true_rewards: [N] true rewards r of anchor samples.
@@ -116,7 +116,7 @@ def ivw_alpha(
     alpha_min: float = 0.0,
     alpha_max: float = 1.0,
 ) -> float:
-    """Inverse-variance fusion weight of the anchor stream (DESIGN.md §3).
+    """Inverse-variance fusion weight of the anchor stream.
 
     ``alpha = (n_A / V_A) / (n_A / V_A + n_W / V_W)``, clipped to [alpha_min, alpha_max] when both
     streams are present; 0 when n_A = 0, 1 when n_W = 0. V = 0 means an exact stream (infinite
@@ -155,7 +155,7 @@ def bias_aware_alpha(
     alpha_min: float = 0.0,
     alpha_max: float = 1.0,
 ) -> float:
-    """Anchor weight when the world-model stream has a squared bias B^2 (DESIGN.md §3).
+    """Anchor weight when the world-model stream has a squared bias B^2.
 
     ``alpha = (V_W/n_W + B^2) / (V_A/n_A + V_W/n_W + B^2)``, the weight minimising the mean squared
     error of alpha*g_A + (1-alpha)*g_W when g_W has bias B; equals :func:`ivw_alpha` at B = 0.
@@ -323,7 +323,7 @@ def ppi_lambda(
     group_ids: np.ndarray | None = None,
     clip: tuple[float, float] = (0.0, 1.0),
 ) -> float:
-    """Power-tuned PPI++ coefficient lambda = Cov(r, f) / ((1 + n_A/n_W) * Var(f)) (DESIGN.md §3).
+    """Power-tuned PPI++ coefficient lambda = Cov(r, f) / ((1 + n_A/n_W) * Var(f)) (Angelopoulos et al. 2023).
 
     Covariance and variance are computed within groups (the component that reaches group-relative
     advantages) when ``group_ids`` are given. Angelopoulos et al. (2023) clip lambda to [0, 1].

@@ -1,6 +1,6 @@
 """The GRPO objective: clipped surrogate, k3 KL to a reference policy, aggregation, sample weights.
 
-Notation (DESIGN.md §4): B trajectories, T token positions, ``mask[i, t]`` True on the completion
+Notation: B trajectories, T token positions, ``mask[i, t]`` True on the completion
 tokens that count. Per token, with ``rho = exp(logprobs - old_logprobs)``::
 
     surrogate_{i,t} = -min(rho * A_i, clip(rho, 1 - clip_low, 1 + clip_high) * A_i)   (PPO, Schulman et al. 2017)
@@ -28,7 +28,7 @@ rectifier needs -lambda/n_A). Because the loss is linear in w, the gradient is
 ``sum_i w_i grad l_i``: with the inverse-variance weights of :func:`wmrl.core.fusion.fusion_weights`
 (alpha/n_A on anchor samples, (1-alpha)/n_W on world-model samples, summing to 1) the gradient is
 exactly ``alpha * g_A + (1 - alpha) * g_W`` where g_A and g_W are the means of grad l_i over each
-stream (DESIGN.md §3). Both streams share one nbar, so token_mean keeps this exact identity.
+stream (the inverse-variance fusion). Both streams share one nbar, so token_mean keeps this exact identity.
 
 Masked positions may hold -inf log-probabilities (grammar-masked or padding tokens); they are
 removed with ``masked_fill``/``torch.where`` before any arithmetic so that -inf * 0 never yields NaN.

@@ -1,4 +1,4 @@
-"""One WMRL step as one transformation, and the methods as registered recipes (DESIGN.md §3-§4).
+"""One WMRL step as one transformation, and the methods as registered recipes (docs/architecture.md, "The method's formulas").
 
 A step's B trajectories in M groups go in: group ids, which groups were executed (anchors), which
 samples are valid, the executed rewards and the world model's raw scores. Out come the reward each
@@ -18,9 +18,9 @@ The step (Recipe.step), with a = valid anchor samples, w = valid world-model sam
     rewards     reward_used = r on anchors, r_tilde on world-model samples, NaN on invalid samples
     advantages  GRPO group-relative, inside each group (groups never mix streams)
     weights     equal 1/n; IVW alpha/n_A and (1-alpha)/n_W with alpha from the window
-                (wmrl.core.fusion.estimate_fusion, DESIGN.md §3 eq. for alpha*); or PPI++
+                (wmrl.core.fusion.estimate_fusion, the inverse-variance alpha*); or PPI++
 
-PPI++ (Angelopoulos et al. 2023; DESIGN.md §3): three sets (anchors with r and weight 1/n_A, world-model
+PPI++ (Angelopoulos et al. 2023): three sets (anchors with r and weight 1/n_A, world-model
 samples with r_tilde and lambda/n_W, anchors again with r_tilde and -lambda/n_A), advantages per set. The
 two anchor rows of a trajectory share log-probs, and with one policy update per batch (ratio 1, inside
 the clip range) the surrogate's gradient is linear in the advantage, so they are merged exactly into one

@@ -1,4 +1,4 @@
-"""Anchor routing: which groups of a step are executed for real (DESIGN.md §3, "Anchor stream").
+"""Anchor routing: which groups of a step are executed for real (docs/architecture.md, "Anchor stream").
 
 All routers share one interface, :class:`Router`::
 

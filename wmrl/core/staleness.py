@@ -6,7 +6,7 @@ the calibrator and the anchor window (:meth:`wmrl.core.recipe.Recipe.learn_late`
 mode of the simulation, its samples enter that step's loss. The staleness of a group is (consuming step -
 routing step). The bound k: at step s + k the trainer waits for whatever of the group is still running, so no
 group is ever consumed later than s + k (k = 0 is the synchronous stream: every group is waited for at its own
-step, the behaviour before issue 15). Waiting is counted (stage ``anchor_wait`` of the ledger); with k larger
+step). Waiting is counted (stage ``anchor_wait`` of the ledger); with k larger
 than the latency in steps there is none.
 
 Importance correction of a late group in the gradient (simulation, ``late="gradient"``): its samples were
@@ -111,7 +111,7 @@ def check_staleness(k: int) -> int:
 
 #: What happens to an anchor group still running when its staleness reaches the bound k
 #: (``wmrl.over_bound_anchors``): ``wait`` (the trainer blocks until it is done and consumes it at s + k, the
-#: behaviour before issue 15's item 3 was closed), ``calibration`` (not waited for: it keeps running, and when it
+#: behaviour of earlier versions), ``calibration`` (not waited for: it keeps running, and when it
 #: arrives, later than s + k, its pairs feed only the calibrator and the fusion window, no gradient: beyond the
 #: bound the importance ratio is not trusted) or ``drop`` (not waited for, and its results are discarded when
 #: they arrive). With ``calibration`` and ``drop`` generation never waits on executions.

@@ -2,7 +2,7 @@
 
 Predictor. p(s, instruction) in [0, 1] = sigmoid(MLP(concat(s_norm, e))), with its own instruction
 embedding (it shares no weight with the policy: a world model that shares weights the policy trains is
-exploited, FIELD-NOTES). It is fitted by binary cross-entropy on soft labels:
+exploited, docs/models.md). It is fitted by binary cross-entropy on soft labels:
 
 - every state s_t of a successful episode of length L (expert demonstrations and warm-up roll-outs of the
   SFT policy) is labelled t / L (time-based progress, 1 at the success state);

@@ -1,4 +1,4 @@
-"""wmrl.episodes: multi-turn research episodes (issue 16).
+"""wmrl.episodes: multi-turn research episodes (docs/multiturn.md).
 
 An agent writes a program, sees what running it says and revises it. This package holds what a turn
 shows the agent: :class:`~wmrl.episodes.observation.Observation` (a validation score on a harness-made

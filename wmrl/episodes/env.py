@@ -1,4 +1,4 @@
-"""A Gymnasium environment over wmrl's tasks, executor and world model, for users' own agents (issue 16).
+"""A Gymnasium environment over wmrl's tasks, executor and world model, for users' own agents.
 
 An external agent loop (an LLM agent, a scripted search, an RL learner) drives one research episode on one
 task: it reads the task, tries programs on a harness-made validation split (``validate``), and submits one as
@@ -171,7 +171,7 @@ class ResearchEnv(gym.Env):
             scaffold, a world-model backend without a world model, a calibrator that is neither callable nor
             has ``transform``, or a bad number (``max_turns < 1``, ``validation_fraction`` outside (0, 1),
             negative ``error_chars``, ``max_code_chars < 1``), an unknown ``render_mode``.
-        SandboxUnavailable: the default executor cannot sandbox on this machine (bubblewrap missing).
+        SandboxUnavailable: the default executor cannot sandbox on the local machine (bubblewrap missing).
 
     Attributes:
         executions: real executions over the environment's lifetime (failed ones included).

@@ -1,4 +1,4 @@
-"""How faithful the world model's feedback is, measured on anchors (issue 16; docs/multiturn.md).
+"""How faithful the world model's feedback is, measured on anchors (docs/multiturn.md).
 
 Every executed anchor turn has two observations of the same program: the real one (the sandbox's run on the
 validation view) and the one the world model would have shown (:func:`wmrl.episodes.observation.observation_from_prediction`

@@ -1,4 +1,4 @@
-"""Multi-turn research episodes: sample, get feedback, revise, up to K turns (issue 16; docs/multiturn.md).
+"""Multi-turn research episodes: sample, get feedback, revise, up to K turns (docs/multiturn.md).
 
 One episode (MLE-Dojo's interactive loop, the paper's up-to-4-turn trajectories)::
 

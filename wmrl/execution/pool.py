@@ -1,4 +1,4 @@
-"""A local executor pool: sandboxed executions on this machine, graded in this process.
+"""A local executor pool: sandboxed executions on the local machine, graded in this process.
 
 :class:`LocalExecutor` implements :class:`wmrl.interfaces.Executor`. Jobs queue up and run on at most
 ``max_workers`` threads, each of which drives one sandbox process tree (the heavy work is in the
@@ -186,7 +186,7 @@ def recheck_infra_error(request: ExecutionRequest, first: ExecutionResult, secon
 
 
 class LocalExecutor(_FutureExecutor):
-    """Run sandboxed executions on this machine, at most ``max_workers`` at a time.
+    """Run sandboxed executions on the local machine, at most ``max_workers`` at a time.
 
     Args:
         max_workers: concurrency limit (default ``os.cpu_count()``).

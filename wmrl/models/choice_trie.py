@@ -18,7 +18,7 @@ Building the trie for 3,000 sentences takes about 0.1 s; it is cached per scaffo
 
 For decoding loops, :meth:`ChoiceTrie.tables` gives the trie as tensors (:class:`TrieTables`): the
 masks, transitions and forced-token runs of a whole batch are then computed with a few tensor ops and
-no per-row Python (issue 18; :class:`TrieMatcher` and :func:`allowed_mask`, one row at a time, remain
+no per-row Python (:class:`TrieMatcher` and :func:`allowed_mask`, one row at a time, remain
 for the ``generate`` engine that is kept as the measured baseline).
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@
 * ``wmrl wm eval``: metrics and predictions/s of a saved world model (either kind) on an execution log.
 * ``wmrl wm bench``: sampling tokens/s, world-model predictions/s and real execution time of the
   same trajectories, side by side, with the world-model-to-execution cost ratio.
-* ``wmrl models bench``: the LM's tokens/s (sampling, scoring, update) before and after issue 18's
+* ``wmrl models bench``: the LM's tokens/s (sampling, scoring, update) with and without
   shared prompts, next to the FLOP bound measured in the same run (:mod:`wmrl.bench.lm`).
 
 Why one file of about 520 lines: the package's commands share their option declarations and helpers;
@@ -465,7 +465,7 @@ def bench_cmd(
     res["ratio_wm_to_execution_wall"] = res["world_model"]["wall_s_per_trajectory"] / max(res["execution"]["wall_s_per_trajectory"], 1e-9)
     res["ratio_wm_to_execution_cpu"] = res["world_model"]["cpu_s_per_trajectory"] / max(res["execution"]["cpu_s_per_trajectory"], 1e-9)
 
-    t = Table(title=f"Throughput on this machine: {n} trajectories ({model}, scaffold {sc.name}, "
+    t = Table(title=f"Throughput on the local machine: {n} trajectories ({model}, scaffold {sc.name}, "
                     f"{len(task_list)} tasks x {samples})")
     for c in ("stage", "wall s (batch)", "per trajectory (wall s)", "per trajectory (CPU s)", "throughput"):
         t.add_column(c)
@@ -500,7 +500,7 @@ def models_bench_cmd(
                                        help="Completion budget of the sampling measurements."),
     micro_batch: int = typer.Option(4, "--micro-batch", min=1,
                                     help="Rows per forward/backward in the update (the quickstart's)."),
-    before: bool = typer.Option(True, "--before/--no-before", help="Also measure the implementation before issue 18."),
+    before: bool = typer.Option(True, "--before/--no-before", help="Also measure the per-row implementation without shared prompts (the baseline)."),
     variants: bool = typer.Option(False, "--variants", help="Also time eager attention and bf16 autocast."),
     seed: SeedOpt = 0,
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write every figure to this JSON file."),

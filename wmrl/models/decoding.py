@@ -1,4 +1,4 @@
-"""The policy's LM passes with shared prompts: sampling and the completion log-probs (issue 18).
+"""The policy's LM passes with shared prompts: sampling and the completion log-probs.
 
 On a CPU the LM is what a training step waits for, and most of its tokens were the prompt: every
 sample of a GRPO group has the same 190-320-token prompt, and each completion only 9-64 tokens.

@@ -19,9 +19,9 @@ Top-p: the sampled distribution is truncated to the top-p nucleus, but the store
 log-probs are those of the full temperature-scaled (grammar-masked) distribution, as in TRL's GRPO;
 with ``top_p=1`` (default) both are exactly the sampling distribution.
 
-Shared prompts (issue 18): by default sampling prefills each group's prompt once and the log-probs
-run each group's prompt once with gradients (:mod:`wmrl.models.decoding`); the implementations
-before it stay reachable (``sample(engine="generate")``, ``logprobs(mode="per_sample")``) as the
+Shared prompts: by default sampling prefills each group's prompt once and the log-probs
+run each group's prompt once with gradients (:mod:`wmrl.models.decoding`); the per-row
+implementations stay reachable (``sample(engine="generate")``, ``logprobs(mode="per_sample")``) as the
 reference of the equality tests and the baseline of ``wmrl models bench``.
 
 Why one long file (about 710 lines): sampling and the log-prob recomputation must apply exactly the
@@ -296,7 +296,7 @@ class Policy:
                 :func:`wmrl.models.decoding.sample_shared`, each group's
                 prompt prefilled once, batched grammar masks, forced runs appended in one pass;
                 ``"generate"``: transformers' ``generate`` with a per-row logits processor (every row
-                prefills its own prompt; the implementation before issue 18, kept as the measured
+                prefills its own prompt; the earlier implementation, kept as the measured
                 baseline of ``wmrl models bench``). Both sample the same distribution, not the same draws.
             prompts: M prompt texts, one per task, instead of ``scaffold.prompt(task)`` (a later turn of a
                 multi-turn episode: the task and its history, :func:`wmrl.episodes.prompt.episode_prompt`); the
@@ -645,7 +645,7 @@ class Policy:
                 completions attend to its KV cache; the LM head runs only where more than one token
                 was allowed (:func:`wmrl.models.decoding.completion_logprobs`). ``"separate"``: the
                 same without prompt sharing. ``"per_sample"``: every row's whole sequence and the LM
-                head at every completion position (the implementation before issue 18; tested equal
+                head at every completion position (the earlier implementation; tested equal
                 in value and gradient, and the baseline of ``wmrl models bench``).
 
         Returns:

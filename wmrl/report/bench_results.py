@@ -173,7 +173,7 @@ def world_model_quality(run: Any) -> dict[str, float | int]:
       (:func:`wmrl.world_model.metrics.world_model_metrics`; 0.5 = no better than chance). GRPO's
       advantages only use the order and spread inside a group, so the pairwise accuracy is what the
       policy gradient feels.
-    - ``debias_sq_err_ratio``: out-of-sample effect of the isotonic debiasing (DESIGN.md §3): over the
+    - ``debias_sq_err_ratio``: out-of-sample effect of the isotonic debiasing: over the
       steps whose map was fitted (``calibration.jsonl``, mode not ``identity``), sum (f_hat(r_hat) - r)^2
       / sum (r_hat - r)^2 on that step's anchors, which the map had not seen (fitted on earlier steps
       only). < 1: the debiasing brought the world model closer to the truth. NaN without debiasing.

@@ -1,4 +1,4 @@
-"""wmrl.sim: the convergence study of issue 4 (``wmrl simulate``).
+"""wmrl.sim: the convergence study (``wmrl simulate``; docs/simulation.md).
 
 :mod:`~wmrl.sim.bandit` (the seeded problem and world-model error shapes),
 :mod:`~wmrl.sim.engine` (the vectorised training loop on the real ``wmrl.core`` functions),

@@ -4,14 +4,14 @@ Tasks c = 0..C-1 (the "prompts"), K arms per task (the "programs"). Every (task,
 feature vector phi(c, a) in R^d (i.i.d. standard normal). The simulated policy (see
 :mod:`wmrl.sim.engine`) has a part shared across tasks, phi(c, a) . theta, as an LM shares its
 weights across prompts (so the anchor stream and the world-model stream estimate the gradient of the
-same parameters, which is what fusing them presumes, DESIGN.md §3), plus a per-task table.
+same parameters, which is what fusing them presumes), plus a per-task table.
 
 True reward (exactly known): r(c, a) = Phi_N((phi(c, a) . w* + idio * eps(c, a)) / sqrt(1 + idio^2))
 in [0, 1], with a unit vector w*, idiosyncratic eps ~ N(0, 1) and ``idio = 1`` by default, so r is
 marginally uniform. The policy's true expected reward J(theta) = mean_c sum_a pi(a|c) r(c, a) is
 computed exactly (no evaluation noise).
 
-The world model follows DESIGN.md §2, r_hat = r + b(tau) + xi, with three shapes of bias b of
+The world model follows the WMRL paper's error model (docs/architecture.md), r_hat = r + b(tau) + xi, with three shapes of bias b of
 magnitude B and fresh Gaussian noise xi ~ N(0, sigma^2) at every query:
 
 - ``monotone``: r_hat = (1 - B) r + B (1 - (1 - r)^4) + xi. A strictly increasing distortion

@@ -92,7 +92,7 @@ def async_command(
     horizon: list[int] = typer.Option([200, 1600, 3200], "--horizon", help=(
         "Training steps per run; the learning rate is scaled so that lr x steps is the 200-step study's.")),
     mean_latency_steps: float = typer.Option(10.0, "--mean-latency-steps", min=0.01, help=(
-        "Mean execution latency in steps (PAPER_LATENCY's shape scaled; >= 10 is issue 15's regime).")),
+        "Mean execution latency in steps (PAPER_LATENCY's shape scaled; >= 10 is the long-latency regime of docs/scaling.md).")),
 ) -> None:
     """The chosen asynchronous setting against the synchronous stream where an execution lasts >= 10 steps: k = the
     latency's cap in steps, over-bound groups to the calibration, steps without anchors skipped (and updated, for

@@ -24,7 +24,7 @@ method: its calibrator has no strictly increasing tie-break (``tie_break=0``), s
 fall in one flat isotonic block get equal rewards and zero advantage between them; the others use the
 study's ``tie_break=1e-3``.
 
-Before the recipe redesign (issue 14) the simulation had method names of its own; the committed study
+Earlier versions of the simulation had method names of their own; the committed study
 (docs/simulation/) uses them: ``anchor_only`` = ``anchor-only``, ``debias`` = ``wmrl-no-denoise``,
 ``denoise`` = ``wmrl-no-debias``, ``wmrl_ba`` = ``wmrl-bias-aware``, ``ppi`` = ``wmrl-ppi``,
 ``wmrl_flat`` = ``wmrl-flat``.

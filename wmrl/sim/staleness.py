@@ -1,4 +1,4 @@
-"""The staleness axis of the simulation (issue 15): does an asynchronous anchor stream lose reward, and should a
+"""The staleness axis of the simulation: does an asynchronous anchor stream lose reward, and should a
 late anchor group enter the gradient (importance-corrected) or only the calibration?
 
 Every run is the registered recipe on the contextual bandit (:mod:`wmrl.sim.engine`) with anchor groups that
@@ -15,7 +15,7 @@ compared on every gradient row with ratio <= 2.
 
 ``wmrl simulate-staleness`` runs it and writes ``staleness.csv`` and ``staleness.md``.
 
-:func:`run_regime_study` (``wmrl simulate-async``) is the question of issue 15 itself: the chosen setting (late
+:func:`run_regime_study` (``wmrl simulate-async``) is the long-latency study: the chosen setting (late
 groups in the gradient, ratio <= 2, ``over_bound_anchors: calibration``, k = the latency's cap in steps, steps
 without anchors skipped) against the synchronous stream where one execution lasts 10 steps on average
 (:func:`regime_latency`: at least 10x the per-step LM time when a step is the LM's time), at the study's
@@ -34,7 +34,7 @@ from wmrl.core.staleness import AT_BOUND_MODES, PAPER_LATENCY, UNANCHORED_MODES,
 from wmrl.sim.bandit import WorldModelSpec
 from wmrl.sim.engine import LATE_MODES, RunSpec, SimConfig, simulate
 
-#: The world models of the axis: a monotone distortion, a group offset, an exploitable error (DESIGN.md §2).
+#: The world models of the axis: a monotone distortion, a group offset, an exploitable error (r_hat = r + b + xi).
 WORLD_MODELS = (WorldModelSpec("monotone", 0.5, 0.1), WorldModelSpec("offset", 0.5, 0.1),
                 WorldModelSpec("exploit", 0.5, 0.1))
 
@@ -152,7 +152,7 @@ def run_staleness_study(out: Path, ks: tuple[int, ...] = (0, 1, 3, 9), seeds: in
 
 
 # ------------------------------------------------------------------------------------------------ the regime
-#: Mean latency of one execution in the regime of issue 15's criterion, in steps (>= 10x the per-step LM time).
+#: Mean latency of one execution in the long-latency regime, in steps (>= 10x the per-step LM time).
 REGIME_MEAN_STEPS = 10.0
 
 #: The horizons of the regime study (steps): the study of record's, and longer ones (the paper trains 3,200 steps).
@@ -252,7 +252,7 @@ def run_regime_study(out: Path, seeds: int = 24, shapes: tuple[str, ...] = ("exp
     summary = pd.concat(rows, ignore_index=True)
     lat = regime_latency(mean_steps)
     mo = lat.moments()
-    lines = [f"Regime of issue 15: one execution lasts {mo['mean_s']:.1f} steps on average (PAPER_LATENCY's shape "
+    lines = [f"Long-latency regime: one execution lasts {mo['mean_s']:.1f} steps on average (PAPER_LATENCY's shape "
              f"scaled: median {lat.median_s:.2f}, cap {lat.cap_s:.1f} steps, a group of 8 takes "
              f"{mo['group_max_s']:.1f} steps on average); k = {int(math.ceil(lat.cap_s))} (the cap in steps), "
              f"over_bound_anchors calibration, late groups in the gradient (ratio <= 2); {seeds} seeds; "

@@ -4,7 +4,7 @@ Presets:
 
 - ``default``: C=20 tasks x G=8 samples, K=32 arms, d=8, 200 Adam steps, 3 seeds. Sweep A: every
   world-model error (shape x B x sigma, plus the unbiased B=0 row) at anchor fraction rho=0.1 for
-  all methods. Sweep B: the ``exploit`` grid at rho=1/3 (the question of issue 4 (iii)). Sweep C:
+  all methods. Sweep B: the ``exploit`` grid at rho=1/3 (claim (iii) of docs/simulation.md). Sweep C:
   rho in {0.05, 0.1, 0.2, 1/3} for a few errors.
 - ``small``: the same code on a reduced grid (a handful of settings, 2 seeds, 150 steps); used by
   the test and for a quick look.

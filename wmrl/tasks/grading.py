@@ -105,7 +105,7 @@ class Grade:
     Attributes:
         score: the raw metric value (e.g. ROC AUC, RMSE in target units).
         reward: by ``task.reward_kind``: the leaderboard percentile in [0, 1] = MLE-Dojo position score
-            averaged over the boards present (DESIGN.md §5), or DSBench's RPG (``rpg``); NaN when the
+            averaged over the boards present (docs/tasks.md), or DSBench's RPG (``rpg``); NaN when the
             task has no reward source (``task.has_reward`` is False).
         medal: ``"gold"``, ``"silver"``, ``"bronze"`` or ``None`` (Kaggle thresholds, MLE-bench), on the
             last board (the private one when there are two); always None when ``task.awards_medals`` is False.

@@ -4,7 +4,7 @@ A leaderboard is a list of scores sorted best-first (``rank,score`` CSV, or any 
 ``score`` column in best-first order, such as MLE-bench's ``leaderboard.csv``). The metric's direction
 is read off the order: a board whose first score is below its last is lower-is-better.
 
-Formulas (DESIGN.md §5):
+Formulas (MLE-Dojo, MLE-bench, DSBench; docs/tasks.md):
 
 Scores within a relative 1e-9 (:data:`TIE_RTOL`) of a board entry count as ties.
 

@@ -1,4 +1,4 @@
-"""wmrl.training: the end-to-end WMRL loop (issue 6), in the order a step runs.
+"""wmrl.training: the end-to-end WMRL loop, in the order a step runs.
 
 Modules: :mod:`~wmrl.training.config` (typed config on pydantic, YAML, ``--set`` overrides, validation),
 :mod:`~wmrl.training.components` (the parts, typed by :mod:`wmrl.interfaces`; the seeded task and sampling

@@ -1,5 +1,5 @@
 """The trainer's anchor stream: submitting a step's anchor programs and consuming their results, synchronously
-(staleness bound k = 0, the behaviour before issue 15) or asynchronously (k > 0; :mod:`wmrl.core.staleness`).
+(staleness bound k = 0, the default) or asynchronously (k > 0; :mod:`wmrl.core.staleness`).
 
 k = 0: the step's executions are submitted, the world model scores the step meanwhile, then every execution of
 the step is waited for (stage ``execute``: from submission to the last one done).

@@ -183,7 +183,7 @@ class RolloutConfig(_Section):
     top_p: Float = Field(1.0, ge=1e-6, le=1.0, description="Nucleus sampling threshold.")
     engine: Literal["shared", "generate"] = Field("shared", description=(
         "Sampling implementation: 'shared' (each group's prompt prefilled once, batched grammar masks; docs/models.md) "
-        "or 'generate' (transformers' generate, one prefill per row: the implementation before issue 18). Both "
+        "or 'generate' (transformers' generate, one prefill per row: the earlier implementation). Both "
         "sample the same distribution, not the same draws."))
 
     @model_validator(mode="after")
@@ -345,7 +345,7 @@ class OptimConfig(_Section):
 class ExecutorConfig(_Section):
     """Where real executions run."""
 
-    kind: Literal["local", "ray"] = Field("local", description="'local' (process pool on this machine) or 'ray'.")
+    kind: Literal["local", "ray"] = Field("local", description="'local' (process pool on the local machine) or 'ray'.")
     workers: Int = Field(2, ge=1, description="Concurrent executions.")
     address: OptStr = Field(None, description="Ray address (kind=ray); null = start a local Ray instance.")
     sandbox: bool = Field(True, description=(
@@ -375,10 +375,10 @@ class EvalConfig(_Section):
 
 
 class EpisodeConfig(_Section):
-    """Multi-turn research episodes (docs/multiturn.md): the agent sees feedback and revises (issue 16)."""
+    """Multi-turn research episodes (docs/multiturn.md): the agent sees feedback and revises."""
 
     max_turns: Int = Field(1, ge=1, le=16, description=(
-        "K: turns per episode (1 = single-turn trajectories, the behaviour before issue 16). Turn i's prompt holds the "
+        "K: turns per episode (1 = single-turn trajectories, the default). Turn i's prompt holds the "
         "task and each earlier solution with its feedback; the episode's reward is the grade of its final submission. "
         "The paper runs up to 4."))
     validation_fraction: Float = Field(0.2, gt=0.0, lt=1.0, description=(

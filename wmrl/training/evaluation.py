@@ -3,7 +3,7 @@
 The aggregate (:func:`summarize_eval`) is a pure function of the execution results; its keys are
 the ``eval.jsonl`` keys of docs/run-directory.md:
 
-- ``mean_percentile``: mean leaderboard percentile (MLE-Dojo position score, DESIGN.md §5) over all
+- ``mean_percentile``: mean leaderboard percentile (MLE-Dojo position score, docs/tasks.md) over all
   samples; program failures count with the task's failure reward; infrastructure failures are
   left out (and counted in ``n_infra_errors``); ``infra_alarm`` says when they are more than the executor's
   background rate explains (:mod:`wmrl.core.infra`), i.e. when the means may be censored.

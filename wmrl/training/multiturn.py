@@ -1,4 +1,4 @@
-"""The trainer's multi-turn episodes (``episode.max_turns`` K > 1; issue 16, docs/multiturn.md).
+"""The trainer's multi-turn episodes (``episode.max_turns`` K > 1; docs/multiturn.md).
 
 One step with K > 1 replaces the single-turn stages generate / execute || wm_predict by the episode rollout of
 :func:`wmrl.episodes.rollout.run_episodes`, whose feedback function is :class:`StepFeedback`:

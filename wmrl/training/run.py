@@ -1,5 +1,5 @@
 """Starting and resuming a training run: the run directory, the parts, the step loop with its progress bar,
-checkpoints, the final evaluation and the summary (DESIGN.md §3; docs/run-directory.md)."""
+checkpoints, the final evaluation and the summary (docs/run-directory.md)."""
 
 from __future__ import annotations
 

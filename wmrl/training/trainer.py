@@ -1,4 +1,4 @@
-"""The WMRL training loop: a short linear pipeline of timed stages (issue 6; DESIGN.md §3).
+"""The WMRL training loop: a short linear pipeline of timed stages (docs/architecture.md, "One step").
 
 One step ``t`` (M groups of G trajectories)::
 

@@ -1,5 +1,5 @@
 """The GRPO update of one step: micro-batched log-probs, the fused loss of :func:`wmrl.core.losses.grpo_loss`
-with the recipe's advantages and per-sample weights, one optimiser step (DESIGN.md §4)."""
+with the recipe's advantages and per-sample weights, one optimiser step."""
 from __future__ import annotations
 
 import math

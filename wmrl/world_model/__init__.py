@@ -1,5 +1,5 @@
 """wmrl.world_model: the world model, an LM with the agent's backbone that predicts a program's reward
-without running it (DESIGN.md §2), and the warm-up corpus it is first fitted on.
+without running it, and the warm-up corpus it is first fitted on.
 
 Modules: :mod:`~wmrl.world_model.base` (``BackboneWorldModel``: the adapter on the shared backbone, encoding,
 the shared-prompt pass, persistence), :mod:`~wmrl.world_model.data` (records to examples, the split by

@@ -3,7 +3,7 @@
 The world model reads the same input text as the regression variant (prompt, a separator, the
 completion; :meth:`BackboneWorldModel.input_text`, left-truncated to ``max_length``), followed by a
 fixed score cue (:data:`SCORE_CUE`) and the answer ``0.DD``: the reward (leaderboard percentile,
-DESIGN.md §5) clipped to [0, 0.99] and rounded to two decimals (:func:`score_digits`), so 1.0 is
+docs/tasks.md) clipped to [0, 0.99] and rounded to two decimals (:func:`score_digits`), so 1.0 is
 written ``0.99``. Its LoRA adapter is fine-tuned with next-token cross-entropy (full vocabulary,
 teacher forcing) on the two answer digits only; the cue and ``0.`` are given, not learned.
 

@@ -83,7 +83,7 @@ def world_model_metrics(pred: Sequence[float], true: Sequence[float], group_ids:
     Returns:
         dict with ``n``, ``mae``, ``rmse``, ``bias`` (mean pred - true), ``spearman`` and
         ``pearson`` (NaN when either side is constant), ``pairwise_accuracy`` and ``n_pairs``
-        (within groups), ``residual_std`` (std of true - pred: the noise sigma_xi of DESIGN.md §3
+        (within groups), ``residual_std`` (std of true - pred: the noise sigma_xi of docs/architecture.md
         before debiasing), and ``bias_by_decile`` (list of dicts, see :func:`bias_by_decile`).
 
     Raises:

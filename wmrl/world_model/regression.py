@@ -5,7 +5,7 @@ final-layer hidden state (after the final norm) of the last token of the world m
 (prompt, a separator, completion) and ``h_mean`` the mean over its tokens; ``mu``/``sd`` standardise
 the features with training-split statistics. With ``program_features=P > 0`` the P hashed 0/1
 program-choice features of :mod:`wmrl.world_model.program_features` follow (not standardised). The target is the executed reward (leaderboard
-percentile, DESIGN.md §5); the loss is the mean squared error (unclipped output). Fitting first
+percentile, docs/tasks.md); the loss is the mean squared error (unclipped output). Fitting first
 solves the head in closed form (ridge regression, penalty chosen by group K-fold), then, with an
 adapter, fine-tunes LoRA and head jointly by AdamW. The backbone is the same base model object as
 the policy's: the world model adds a second named LoRA adapter (``"world_model"``) to the shared
