@@ -46,3 +46,18 @@ def test_the_world_model_table_counts_exploitation_alarms():
     md = world_model_table(res).to_markdown()
     assert "3 (2 of 3 runs, first at steps 12, 30)" in md and "| wm |" not in md
     assert "| - |" in world_model_table(res.assign(exploit_alarms=float("nan"))).to_markdown()
+
+
+def test_train_task_paired_notes_resolve_a_clear_difference():
+    import pandas as pd
+
+    from wmrl.report.bench_stats import train_paired_notes
+
+    res = pd.DataFrame({"method": ["wmrl"] * 3 + ["wm"] * 3 + ["wmrl-raw"],
+                        "seed": [0, 1, 2] * 2 + [0],
+                        "train_percentile": [0.8, 0.7, 0.75, 0.3, 0.4, 0.35, 0.8]})
+    notes = train_paired_notes(res, "wmrl", ["wm", "wmrl-raw", "wmrl-ppi"])
+    assert notes[0].startswith("wm vs wmrl: train-task percentile, paired difference -0.400 ± 0.058 over 3 seed(s)")
+    assert "more than 2 SE below wmrl" in notes[0]
+    assert notes[1].endswith("one seed, SE undefined.") and len(notes) == 2
+    assert train_paired_notes(res.assign(train_percentile=float("nan")), "wmrl", ["wm"]) == []

@@ -37,6 +37,7 @@ from wmrl.report.bench_stats import (
     initial_row,
     learning_notes,
     overlap_notes,
+    train_paired_notes,
 )
 from wmrl.report.machine import machine_line
 from wmrl.report.stats import MeanSE, mean_se
@@ -376,13 +377,16 @@ def _corpus_text(corpus: dict[str, Any] | None) -> str:
 
 
 def bench_notes(results: pd.DataFrame, rows: Sequence[MethodRow]) -> list[str]:
-    """The page's notes on standard errors: each method vs the reference, the ablations vs ``wmrl``, and
-    each method vs the initial policy."""
+    """The page's notes on standard errors: each method vs the reference and the ablations vs ``wmrl`` (held-out
+    percentile, then the paired train-task percentile), and each method vs the initial policy."""
     notes = overlap_notes(rows)
+    notes += train_paired_notes(results, REFERENCE, [r.method for r in rows])
     if any(r.method == "wmrl" for r in rows):
-        ablations = [m for m in ("wm", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi") if m in set(results["method"])]
+        ablations = [m for m in ("wm", "wmrl-raw", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi", "wmrl-bias-aware")
+                     if m in set(results["method"])]
         if ablations:
             notes += overlap_notes(aggregate(results, reference="wmrl"), reference="wmrl", methods=ablations)
+            notes += train_paired_notes(results, "wmrl", ablations)
     return notes + learning_notes(results)
 
 

@@ -141,6 +141,35 @@ def overlap_notes(rows: Sequence[MethodRow], reference: str = REFERENCE,
     return notes
 
 
+def train_paired_notes(results: pd.DataFrame, reference: str, methods: Sequence[str]) -> list[str]:
+    """The train-task comparison of each of ``methods`` with ``reference``: the paired difference over seeds of
+    the final train-task percentile (method - reference, same seed) and whether it is more than two paired SEs
+    from zero, in which direction. Empty without train-task evaluations or a ``reference`` run."""
+    if "train_percentile" not in results or results["train_percentile"].isna().all():
+        return []
+    ref = results[results["method"] == reference]
+    if ref.empty:
+        return []
+    base = dict(zip(ref["seed"], ref["train_percentile"]))
+    notes = []
+    for m in methods:
+        g = results[results["method"] == m]
+        if g.empty or m == reference:
+            continue
+        d = paired_difference(dict(zip(g["seed"], g["train_percentile"])), base)
+        if d.n == 0:
+            continue
+        if d.n >= 2 and math.isfinite(d.se):
+            resolved = d.se == 0 and d.mean != 0 or d.se > 0 and abs(d.mean / d.se) > 2
+            verdict = (f"more than 2 SE {'above' if d.mean > 0 else 'below'} {reference}" if resolved
+                       else "within 2 SE of zero: not separated")
+        else:
+            verdict = "one seed, SE undefined"
+        notes.append(f"{m} vs {reference}: train-task percentile, paired difference {d.fmt(3)} over {d.n} seed(s), "
+                     f"{verdict}.")
+    return notes
+
+
 def gains_vs_initial(results: pd.DataFrame, final: str, initial: str) -> dict[str, MeanSE]:
     """Per method, the paired difference over seeds of (column ``final`` - the seed's ``initial``
     percentile; the step-0 evaluation is made once per seed and shared by its methods), as
