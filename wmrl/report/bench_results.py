@@ -158,7 +158,8 @@ def _unit_costs(run: Any) -> dict[str, float | int | None]:
     }
 
 
-WM_QUALITY_COLUMNS = ("wm_anchor_pairs", "wm_spearman", "wm_pairwise_accuracy", "debias_sq_err_ratio", "alpha_mean")
+WM_QUALITY_COLUMNS = ("wm_anchor_pairs", "wm_spearman", "wm_pairwise_accuracy", "debias_sq_err_ratio", "alpha_mean",
+                      "exploit_alarms", "exploit_first_alarm")
 
 
 def world_model_quality(run: Any) -> dict[str, float | int]:
