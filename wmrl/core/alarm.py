@@ -30,7 +30,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AlarmCheck", "ExploitationMonitor", "kendall_tau_a", "tau_null_sd"]
+__all__ = ["AlarmCheck", "ExploitationMonitor", "kendall_tau_a", "raised_anchor_fraction", "tau_null_sd"]
+
+
+def raised_anchor_fraction(fraction: float, ceiling: float) -> float:
+    """The ``raise_anchors`` response: the anchor fraction doubled, at most ``ceiling`` (both in [0, 1])."""
+    return min(float(ceiling), 2.0 * float(fraction))
 
 
 def kendall_tau_a(x: np.ndarray, y: np.ndarray) -> tuple[float, int]:

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from wmrl.core.alarm import ExploitationMonitor
+from wmrl.core.alarm import ExploitationMonitor, raised_anchor_fraction
 from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe, recipe_names
 from wmrl.core.routing import FractionRouter
 from wmrl.core.staleness import (UNANCHORED_MODES, LatencyModel, UnanchoredSteps, arrival_steps, check_at_bound,
@@ -285,7 +285,7 @@ class _RunState:
             sel = a & valid
             if self.monitor.update(t, gid[sel], rt[sel], out.reward_wm_calibrated[sel], rw[sel]).fired \
                     and spec.alarm_response == "raise_anchors":
-                self.router.fraction = min(self.cfg.alarm_max_rho, 2.0 * self.router.fraction)
+                self.router.fraction = raised_anchor_fraction(self.router.fraction, self.cfg.alarm_max_rho)
         d = (out.calibration or {}).get("diagnostics", {})
         if self.recipe.debias and "mae_before" in d:
             self.mae_log.append((d["mae_before"], d["mae_after"]))

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from wmrl.core.alarm import ExploitationMonitor
+from wmrl.core.alarm import ExploitationMonitor, raised_anchor_fraction
 from wmrl.training.components import RunDirError
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ class ExploitationWatch:
         action = "no action (wmrl.exploit_alarm: warn)"
         if self.response == "raise_anchors":
             old = float(router.fraction)
-            router.fraction = min(self.max_anchor_fraction, 2.0 * old)
+            router.fraction = raised_anchor_fraction(old, self.max_anchor_fraction)
             action = f"anchor fraction {old:g} -> {router.fraction:g}"
         elif self.response == "refit":
             if refit is not None:
