@@ -208,3 +208,34 @@ def test_refit_uses_an_external_warmup_corpus_plus_the_runs_anchors(tmp_path):
     assert wm.streams == ["anchor"] * 3 + ["warmup"] * 5
     cfg = load_config(None, [])  # warm-up collected in the run: only its own log
     assert refit_world_model(cfg, rd, wm)["n_records"] == 3
+
+
+def test_wmrl_trains_world_model_samples_of_executed_programs_on_their_measured_reward(tmp_path):
+    """Recall (wmrl.training.recall): a world-model sample whose program an earlier anchor executed trains on
+    the anchor's measured reward; the step's own anchors and wmrl-no-recall recall nothing."""
+    from _training_fakes import true_reward
+
+    for method in ("wmrl", "wmrl-no-recall"):
+        cfg = cfg_for(tmp_path, method, 8, "eval.every_k=0", "eval.at_end=false", "optim.lr=0.3",
+                      "wmrl.anchor_fraction=0.5")
+        c = comps(method)
+        ex = c.executor
+        c.executed_records = lambda ex=ex: [{"trajectory": q.trajectory, "reward": true_reward(q.program)}
+                                            for q in ex.requests]
+        run_training(cfg, components=c)
+        rd = RunDir(cfg.run_dir)
+        m, samples = read_jsonl(rd.metrics), read_jsonl(rd.samples)
+        seen: dict[tuple[str, str], float] = {}
+        n = 0
+        for step in range(1, 9):
+            rows = [s for s in samples if s["step"] == step]
+            for s in rows:
+                key = (s["task_id"], s["completion"])
+                if s["stream"] == "wm" and key in seen and method == "wmrl":
+                    assert s["reward_used"] == pytest.approx(seen[key]), s
+                    n += 1
+                elif s["stream"] == "wm":
+                    assert s["reward_used"] == pytest.approx(s["reward_wm_calibrated"])
+            seen.update({(s["task_id"], s["completion"]): s["reward_true"] for s in rows if s["stream"] == "anchor"})
+        assert sum(r["n_recalled"] for r in m) == n
+        assert (n > 0) == (method == "wmrl")

@@ -16,6 +16,10 @@ The step (Recipe.step), with a = valid anchor samples, w = valid world-model sam
     window      the pairs (r, r_tilde) of this step's anchors join the window (out of sample: f_hat
                 did not see them when it mapped them)
     rewards     reward_used = r on anchors, r_tilde on world-model samples, NaN on invalid samples
+    recalled    a world-model sample whose program's reward was measured before (StepInputs.reward_recalled)
+                is trained on that measured reward instead of r_tilde; it stays in the world-model stream
+                (its group, weight and the fusion statistics), and the calibration and the window see only
+                this step's anchors
     advantages  GRPO group-relative, inside each group (groups never mix streams)
     weights     equal 1/n; IVW alpha/n_A and (1-alpha)/n_W with alpha from the window
                 (wmrl.core.fusion.estimate_fusion, the inverse-variance alpha*); or PPI++
@@ -32,20 +36,23 @@ advantages and weights to tensors once.
 
 The registered recipes (:func:`recipe_names`):
 
-==================  =========  ==============================  =================================
-name                executed   reward of world-model samples   weights
-==================  =========  ==============================  =================================
-grpo                all        (none)                          1/n
-wm                  none       raw r_hat                       1/n
-wmrl-raw            rho        raw r_hat                       1/n (pooled: the raw mixture)
-anchor-only         rho        (none: weight 0)                1/n_A on anchors
-wmrl-no-denoise     rho        f_hat(r_hat)                    1/n (pooled)
-wmrl-no-debias      rho        raw r_hat                       IVW alpha from r - r_hat
-wmrl                rho        f_hat(r_hat)                    IVW alpha from r - f_hat(r_hat)
-wmrl-bias-aware     rho        f_hat(r_hat)                    bias-aware alpha (B^2 = persistent part)
-wmrl-ppi            rho        f_hat(r_hat)                    PPI++ 1/n_A, lambda/n_W (merged)
-wmrl-flat           rho        f_hat(r_hat), no tie-break      IVW (a diagnostic of the simulation)
-==================  =========  ==============================  =================================
+Recalled: a world-model sample whose program was executed before trains on its measured reward.
+
+==================  =========  ==============================  ========  =================================
+name                executed   reward of world-model samples   recalled  weights
+==================  =========  ==============================  ========  =================================
+grpo                all        (none)                                    1/n
+wm                  none       raw r_hat                       no        1/n
+wmrl-raw            rho        raw r_hat                       no        1/n (pooled: the raw mixture)
+anchor-only         rho        (none: weight 0)                          1/n_A on anchors
+wmrl-no-denoise     rho        f_hat(r_hat)                    yes       1/n (pooled)
+wmrl-no-debias      rho        raw r_hat                       yes       IVW alpha from r - r_hat
+wmrl-no-recall      rho        f_hat(r_hat)                    no        IVW alpha from r - f_hat(r_hat)
+wmrl                rho        f_hat(r_hat)                    yes       IVW alpha from r - f_hat(r_hat)
+wmrl-bias-aware     rho        f_hat(r_hat)                    yes       bias-aware alpha (B^2 = persistent part)
+wmrl-ppi            rho        f_hat(r_hat)                    yes       PPI++ 1/n_A, lambda/n_W (merged)
+wmrl-flat           rho        f_hat(r_hat), no tie-break      yes       IVW (a diagnostic of the simulation)
+==================  =========  ==============================  ========  =================================
 """
 from __future__ import annotations
 
@@ -109,6 +116,9 @@ class StepInputs:
         reward_wm: [B] float64 raw world-model score r_hat (NaN where the world model is not asked).
         reward_wm_repeat: [B] float64 a second, independent world-model query of the same samples, or
             None; it gives the repeat-query noise variance that ``wmrl-bias-aware`` subtracts.
+        reward_recalled: [B] float64 the measured reward of a world-model sample whose program was executed
+            before (the warm-up corpus or an earlier anchor of the same task), NaN elsewhere; or None. Such a
+            sample is trained on its measured reward instead of r_tilde (``recalled`` in the module docstring).
 
     Raises:
         ValueError: an array of the wrong shape or dtype (the message names it).
@@ -121,6 +131,7 @@ class StepInputs:
     reward_true: np.ndarray
     reward_wm: np.ndarray
     reward_wm_repeat: np.ndarray | None = None
+    reward_recalled: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         gid = np.asarray(self.group_ids)
@@ -129,7 +140,8 @@ class StepInputs:
         B = gid.size
         object.__setattr__(self, "group_ids", gid.astype(np.int64))
         for name, dtype in (("is_anchor", bool), ("valid", bool), ("reward_true", np.float64),
-                            ("reward_wm", np.float64), ("reward_wm_repeat", np.float64)):
+                            ("reward_wm", np.float64), ("reward_wm_repeat", np.float64),
+                            ("reward_recalled", np.float64)):
             val = getattr(self, name)
             if val is None:
                 continue
@@ -154,7 +166,7 @@ class StepOutputs:
         advantages: group-relative advantages (PPI++: anchors carry A_r - lambda * A_f).
         weights: per-sample loss weights (0 on invalid samples and on samples outside the loss).
         stats: the step's metrics (``alpha``, ``var_anchor``, ``var_wm``, ``residual_var``, ``ppi_lambda``,
-            ``weight_anchor``, ``weight_wm``, ``n_anchor_samples``, ``n_wm_samples``, ``fusion_mode``,
+            ``weight_anchor``, ``weight_wm``, ``n_anchor_samples``, ``n_wm_samples``, ``n_recalled``, ``fusion_mode``,
             ``calibrator_mode``, ``calibrator_n_anchors``).
         calibration: the calibration before this step's update (``mode``, ``n_window``, ``map_y`` on
             :data:`CALIBRATION_GRID`, ``diagnostics`` on this step's anchors), or None without a world model.
@@ -204,6 +216,8 @@ class Recipe:
         fusion: ``equal`` (1/n), ``ivw``, ``bias-aware``, ``ppi`` or ``anchor-only`` (world-model samples
             out of the loss).
         tie_break: the calibrator's tie-break for this recipe (None: the settings' value).
+        recall: world-model samples whose program was executed before train on the measured reward
+            (:attr:`StepInputs.reward_recalled`; the trainer supplies it, :mod:`wmrl.training.recall`).
     """
 
     name: str
@@ -212,6 +226,7 @@ class Recipe:
     debias: bool = False
     fusion: Fusion = "equal"
     tie_break: float | None = None
+    recall: bool = False
 
     @property
     def uses_world_model(self) -> bool:
@@ -291,12 +306,16 @@ class Recipe:
         r_tilde, rep, cal_rec = self._calibrate(x, state, a_ok)
         if self.fuses:
             state.window.add(x.step, gid[a_ok], rt[a_ok], r_tilde[a_ok], None if rep is None else rep[a_ok])
+        measured = x.reward_recalled if self.recall and x.reward_recalled is not None else np.full(x.B, np.nan)
+        recalled = ~anc & np.isfinite(measured)
+        r_wm = np.where(recalled, measured, r_tilde)
         val_loss = a_ok if self.fusion == "anchor-only" else val
-        used = np.where(val_loss, np.where(anc, rt, r_tilde), np.nan)
+        used = np.where(val_loss, np.where(anc, rt, r_wm), np.nan)
         adv = self._advantages(used, gid, val_loss, settings)
         if self.fusion == "anchor-only":
             w_ok = np.zeros_like(w_ok)
-        stats, weights = self._weights(x, state, settings, r_tilde, adv, a_ok, w_ok)
+        stats, weights = self._weights(x, state, settings, r_tilde, r_wm, adv, a_ok, w_ok)
+        stats["n_recalled"] = int((recalled & w_ok).sum())
         stats["calibrator_mode"] = None if cal_rec is None else cal_rec["mode"]
         stats["calibrator_n_anchors"] = None if state.calibrator is None else state.calibrator.n_anchors
         return StepOutputs(r_tilde, used, adv, weights, stats, cal_rec)
@@ -352,9 +371,10 @@ class Recipe:
             cal.update(rw, rt, step)
         return r_tilde
 
-    def _weights(self, x: StepInputs, state: RecipeState, s: RecipeSettings, r_tilde: np.ndarray, adv: np.ndarray,
-                 a_ok: np.ndarray, w_ok: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
-        """Fill ``adv`` (PPI++ merges in place) and return (stats, weights [B])."""
+    def _weights(self, x: StepInputs, state: RecipeState, s: RecipeSettings, r_tilde: np.ndarray, r_wm: np.ndarray,
+                 adv: np.ndarray, a_ok: np.ndarray, w_ok: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
+        """Fill ``adv`` (PPI++ merges in place) and return (stats, weights [B]); ``r_wm`` is the world-model
+        samples' reward (r_tilde, or the recalled measurement)."""
         B = x.B
         n_a, n_w = int(a_ok.sum()), int(w_ok.sum())
         weights = np.zeros(B)
@@ -380,7 +400,7 @@ class Recipe:
             stats["fusion_mode"] = "equal"
         elif self.fusion == "ppi":
             lam = ppi_lambda(win.true, win.calibrated, n_a, n_w, group_ids=win.clusters()) if len(win) >= 2 else 0.0
-            alpha = self._ppi(x, s, r_tilde, adv, weights, a_ok, w_ok, float(lam))
+            alpha = self._ppi(x, s, r_tilde, r_wm, adv, weights, a_ok, w_ok, float(lam))
             stats["ppi_lambda"] = float(lam)
             stats["fusion_mode"] = "ppi"
         else:
@@ -393,12 +413,13 @@ class Recipe:
         return stats, weights
 
     @staticmethod
-    def _ppi(x: StepInputs, s: RecipeSettings, r_tilde: np.ndarray, adv: np.ndarray, weights: np.ndarray,
-             a_ok: np.ndarray, w_ok: np.ndarray, lam: float) -> float:
+    def _ppi(x: StepInputs, s: RecipeSettings, r_tilde: np.ndarray, r_wm: np.ndarray, adv: np.ndarray,
+             weights: np.ndarray, a_ok: np.ndarray, w_ok: np.ndarray, lam: float) -> float:
         """PPI++ with the two anchor rows merged (module docstring); fills ``adv`` and ``weights`` in place
-        and returns the equivalent alpha = 1 / (1 + lambda)."""
+        and returns the equivalent alpha = 1 / (1 + lambda). The rectifier's anchor rows use r_tilde; the
+        world-model rows ``r_wm``."""
         gid, n_a, n_w = x.group_ids, int(a_ok.sum()), int(w_ok.sum())
-        ps = ppi_samples(x.reward_true[a_ok], r_tilde[a_ok], r_tilde[w_ok], lam)
+        ps = ppi_samples(x.reward_true[a_ok], r_tilde[a_ok], r_wm[w_ok], lam)
         a_idx, w_idx = np.flatnonzero(a_ok), np.flatnonzero(w_ok)
         wa = np.zeros(x.B)  # sum over the three sets of weight * advantage, per trajectory
         for stream, idx in ((0, a_idx), (1, w_idx), (2, a_idx)):
@@ -474,21 +495,23 @@ def recipe_names() -> list[str]:
 for _r in (
     Recipe("grpo", "GRPO with every group executed for real (the baseline)", "all"),
     Recipe("wm", "pure world model: every reward predicted, no anchors, no correction", "none"),
-    Recipe("wmrl", "WMRL: anchor executions + isotonic debiasing + inverse-variance fusion", "fraction",
-           debias=True, fusion="ivw"),
+    Recipe("wmrl", "WMRL: anchor executions + isotonic debiasing + inverse-variance fusion + recalled executions",
+           "fraction", debias=True, fusion="ivw", recall=True),
     Recipe("wmrl-raw", "the raw mixture: anchors mixed in with raw world-model rewards, no correction", "fraction",
            fusion="equal"),
+    Recipe("wmrl-no-recall", "WMRL without recalled executions (the paper's WMRL: every world-model sample "
+           "predicted)", "fraction", debias=True, fusion="ivw"),
     Recipe("wmrl-no-debias", "WMRL without the isotonic debiasing (raw world-model rewards)", "fraction",
-           fusion="ivw"),
+           fusion="ivw", recall=True),
     Recipe("wmrl-no-denoise", "WMRL without inverse-variance fusion (every sample weighted equally)", "fraction",
-           debias=True, fusion="equal"),
+           debias=True, fusion="equal", recall=True),
     Recipe("wmrl-ppi", "WMRL with the PPI++ rectified estimator instead of inverse-variance fusion", "fraction",
-           debias=True, fusion="ppi"),
+           debias=True, fusion="ppi", recall=True),
     Recipe("wmrl-bias-aware", "WMRL with a bias-aware alpha (a persistent bias B^2 counted as variance)",
-           "fraction", debias=True, fusion="bias-aware"),
+           "fraction", debias=True, fusion="bias-aware", recall=True),
     Recipe("anchor-only", "GRPO on the anchor groups only (rho of the groups executed, the rest dropped)",
            "fraction", fusion="anchor-only"),
     Recipe("wmrl-flat", "WMRL with a calibrator without tie-break (a diagnostic of the simulation)", "fraction",
-           debias=True, fusion="ivw", tie_break=0.0),
+           debias=True, fusion="ivw", tie_break=0.0, recall=True),
 ):
     register_recipe(_r)

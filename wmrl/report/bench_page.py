@@ -382,8 +382,8 @@ def bench_notes(results: pd.DataFrame, rows: Sequence[MethodRow]) -> list[str]:
     notes = overlap_notes(rows)
     notes += train_paired_notes(results, REFERENCE, [r.method for r in rows])
     if any(r.method == "wmrl" for r in rows):
-        ablations = [m for m in ("wm", "wmrl-raw", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi", "wmrl-bias-aware")
-                     if m in set(results["method"])]
+        present = set(results["method"])  # every other method that uses a world model, in registry order
+        ablations = [m for m in METHODS if m in present and m != "wmrl" and get_recipe(m).uses_world_model]
         if ablations:
             notes += overlap_notes(aggregate(results, reference="wmrl"), reference="wmrl", methods=ablations)
             notes += train_paired_notes(results, "wmrl", ablations)

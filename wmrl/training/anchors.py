@@ -284,8 +284,10 @@ class AnchorStream:
 LATE_MODES = ("gradient", "calibration")
 
 
-def recipe_inputs(sb: Any, late: LatePairs | None, late_mode: str) -> Any:
+def recipe_inputs(sb: Any, late: LatePairs | None, late_mode: str, recalled: np.ndarray | None = None) -> Any:
     """The recipe's :class:`~wmrl.core.recipe.StepInputs` at step t ([B + N]; N = late samples in the gradient).
+    ``recalled`` [B] is the measured reward of the step's samples whose programs were executed before (NaN
+    elsewhere), or None; late rows have none.
 
     The step's B samples come first. ``late_mode="gradient"``: the step's own anchor groups still in flight are
     left out of this step's loss (``valid`` False for the recipe, so weight 0; they enter at their arrival step),
@@ -307,7 +309,10 @@ def recipe_inputs(sb: Any, late: LatePairs | None, late_mode: str) -> Any:
             gid = np.concatenate([gid, sb.M + j.reshape(-1)])
             anc, valid = np.concatenate([anc, np.ones(n, bool)]), np.concatenate([valid, np.ones(n, bool)])
             rt, rw = np.concatenate([rt, late.reward_true]), np.concatenate([rw, late.reward_wm])
-    return StepInputs(step=sb.step, group_ids=gid, is_anchor=anc, valid=valid, reward_true=rt, reward_wm=rw)
+    if recalled is not None and gid.size > sb.B:
+        recalled = np.concatenate([recalled, np.full(gid.size - sb.B, np.nan)])
+    return StepInputs(step=sb.step, group_ids=gid, is_anchor=anc, valid=valid, reward_true=rt, reward_wm=rw,
+                      reward_recalled=recalled)
 
 
 def late_update_parts(late: LatePairs | None, adv: np.ndarray, weights: np.ndarray) -> list[tuple[Any, Any, Any]]:

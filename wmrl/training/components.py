@@ -35,6 +35,8 @@ class Components:
         close: called when training ends (stops executors, ...).
         refit_world_model: optional ``f(step) -> dict`` that refits the world model on the warm-up corpus
             plus anchors so far (``world_model.refresh_every_k``).
+        executed_records: optional ``f() -> list`` of the run's executions so far (warm-up corpus and anchors, as
+            execution-log records), read by recipes with ``recall`` (:mod:`wmrl.training.recall`).
         info: what the builder reports about the parts (model name, corpus size, ...), for the run's log.
     """
 
@@ -46,6 +48,7 @@ class Components:
     world_model: WorldModel | None = None
     close: Callable[[], None] | None = None
     refit_world_model: Callable[[int], dict[str, Any]] | None = None
+    executed_records: Callable[[], list[dict[str, Any]]] | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
 

@@ -243,6 +243,7 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
             raise
         # every K steps (world_model.refresh_every_k), and when the exploitation alarm asks for a refit
         comps.refit_world_model = lambda step: refit_world_model(cfg, rd, comps.world_model)
+        comps.executed_records = lambda: executed_records(cfg, rd)
     return comps
 
 
@@ -416,15 +417,21 @@ def corpus_records(path: str | Path) -> list[dict[str, Any]]:
     return [r for r in ExecutionLog(src).records() if r["trajectory"] is not None]
 
 
-def refit_world_model(cfg: TrainConfig, rd: RunDir, wm: Any) -> dict[str, Any]:
-    """Refit ``wm`` on the warm-up corpus plus every anchor execution so far: the warm-up and anchor
-    executions in the run's execution log, and the records of ``world_model.warmup_corpus`` when the
-    warm-up was read from an external log (those are not copied into the run's log)."""
+def executed_records(cfg: TrainConfig, rd: RunDir) -> list[dict[str, Any]]:
+    """The run's executions so far as execution-log records: the warm-up and anchor executions in the run's
+    execution log, after the records of ``world_model.warmup_corpus`` when the warm-up was read from an
+    external log (those are not copied into the run's log)."""
     from wmrl.execution.log import ExecutionLog
 
     recs = [r for r in ExecutionLog(rd.executions).records()
             if r["trajectory"] is not None and r["trajectory"].stream in ("warmup", "anchor")]
     if cfg.world_model.warmup_corpus:
         recs = corpus_records(cfg.world_model.warmup_corpus) + recs
+    return recs
+
+
+def refit_world_model(cfg: TrainConfig, rd: RunDir, wm: Any) -> dict[str, Any]:
+    """Refit ``wm`` on the warm-up corpus plus every anchor execution so far (:func:`executed_records`)."""
+    recs = executed_records(cfg, rd)
     stats = _fit(wm, recs, cfg)
     return {"n_records": len(recs), **{k: v for k, v in stats.items() if not isinstance(v, list)}}

@@ -400,7 +400,8 @@ class Trainer:
         weights (:meth:`wmrl.core.recipe.Recipe.step`) and learns this step's anchors; ``sb.cal_rec`` is the
         calibration.jsonl line (None without a world model)."""
         late, mode, B = sb.late, self.cfg.wmrl.late_anchors, sb.B
-        full = self.recipe.step(recipe_inputs(sb, late, mode), self.recipe_state, self.settings)
+        recalled = self._recalled(sb)
+        full = self.recipe.step(recipe_inputs(sb, late, mode, recalled), self.recipe_state, self.settings)
         parts = (full.reward_wm_calibrated, full.reward_used, full.advantages, full.weights)
         sb.out = out = StepOutputs(*(a[:B] for a in parts), full.stats, full.calibration)
         sb.late_out = tuple(a[B:] for a in parts)  # late anchor rows in this step's loss (gradient mode)
@@ -431,6 +432,20 @@ class Trainer:
             if g.size:
                 self.recipe.learn_late(self.recipe_state, sb.step, np.full(g.size, sb.step), g, rt, rw)
                 sb.cal_rec.update(earlier_turns_wm=rw.tolist(), earlier_turns_true=rt.tolist())
+
+    def _recalled(self, sb: StepBatch) -> np.ndarray | None:
+        """[B] the measured rewards of the step's programs executed before step t (a recipe with ``recall``,
+        :mod:`wmrl.training.recall`: the warm-up corpus and the anchors of earlier steps in the execution log), NaN
+        elsewhere. None for a recipe without recall or without a world model, and for multi-turn episodes (whose
+        final program depends on the feedback of earlier turns)."""
+        if not (self.recipe.recall and self._predicts and self.cfg.episode.max_turns == 1
+                and self.c.executed_records is not None):
+            return None
+        from wmrl.training.recall import MeasuredRewards
+
+        measured = MeasuredRewards()
+        measured.add_records(r for r in self.c.executed_records() if r["trajectory"].step < sb.step)
+        return measured.lookup(sb.batch.task_ids, sb.batch.completions)
 
     def _refit_now(self, step: int) -> None:
         """Refit the world model at once (the exploitation alarm's ``refit`` response, timed within stage
