@@ -3,7 +3,7 @@ when run time correlates with quality?
 
     python docs/scaling/latency_quality.py [--seeds 8] [--steps 200] [--out docs/scaling/latency_quality.md]
 
-The bandit of docs/simulation.md with the ``wmrl`` recipe and an asynchronous anchor stream (staleness bound k,
+The bandit of docs/simulation.md with the ``wmrl`` recipe (without recalled executions: the paper's) and an asynchronous anchor stream (staleness bound k,
 late groups in the gradient, docs/scaling.md), each execution's latency multiplied by exp(slope * (r - mean r)) (the
 step's mean) so that with slope > 0 the better programs of a step take longer. For each over-bound mode (``wait``, ``calibration``,
 ``drop``) and slope: the final true reward J and the calibration bias on the world-model samples (mean of
@@ -35,11 +35,11 @@ def main() -> None:
     runs, keys = [], []
     for name, wm in wms.items():
         for s in range(a.seeds):
-            runs.append(RunSpec("wmrl", wm, 0.1, seed=s))
+            runs.append(RunSpec("wmrl", wm, 0.1, seed=s, recall=False))
             keys.append((name, "synchronous", 0.0))
             for slope in (0.0, 4.0):
                 for mode in ("wait", "calibration", "drop"):
-                    runs.append(RunSpec("wmrl", wm, 0.1, seed=s, staleness=a.k, late="gradient", at_bound=mode,
+                    runs.append(RunSpec("wmrl", wm, 0.1, seed=s, recall=False, staleness=a.k, late="gradient", at_bound=mode,
                                         latency_steps=a.latency_steps, latency_reward_slope=slope))
                     keys.append((name, mode, slope))
     t0 = time.perf_counter()

@@ -3,7 +3,7 @@
 
     python docs/simulation/alarm_study.py [--seeds 8] [--steps 300] [--out docs/simulation/alarm]
 
-Runs the ``wmrl`` recipe at rho = 0.1 (20 tasks, 2 anchor groups a step) against world models that can be
+Runs the ``wmrl`` recipe without recalled executions (the paper's recipe) at rho = 0.1 (20 tasks, 2 anchor groups a step) against world models that can be
 exploited (``exploit``: 10% of each task's arms over-rated by B) and world models that cannot (``monotone``
 distortion, pure noise, a group offset), for each CUSUM threshold h, with the alarm only recorded (response
 ``none``) and with ``raise_anchors``. Onset of exploitation: the first step at which the policy puts twice its
@@ -42,7 +42,7 @@ def main() -> None:
     t0 = time.perf_counter()
     for h in [float(x) for x in a.thresholds.split(",")]:
         cfg = SimConfig(steps=a.steps, alarm_threshold=h)
-        runs = [RunSpec("wmrl", wm, 0.1, seed=s, alarm_response=resp)
+        runs = [RunSpec("wmrl", wm, 0.1, seed=s, recall=False, alarm_response=resp)
                 for s in range(a.seeds) for wm in WORLD_MODELS.values() for resp in ("none", "raise_anchors")]
         _, finals = simulate(runs, cfg)
         labels = {v.label: k for k, v in WORLD_MODELS.items()}

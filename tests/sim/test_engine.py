@@ -47,10 +47,12 @@ def test_one_adam_per_run_reproduces_the_stacked_adam():
     """The engine gave each run its own Adam (so that a run can skip a step); a run that never skips must follow
     the curve of the one Adam over the stacked parameters: J at steps 0, 4, 8, 12 recorded on commit 86795ee."""
     wm = WorldModelSpec("exploit", 0.5, 0.1)
-    runs = [RunSpec("grpo", seed=0), RunSpec("wmrl", wm, 0.3, seed=1), RunSpec("wmrl-ppi", wm, 0.3, seed=2),
-            RunSpec("wmrl", wm, 0.3, seed=3, staleness=2, late="gradient", latency_steps=1.5,
-                    steps_without_anchors="update"),  # what the engine of then did
-            RunSpec("wmrl", wm, 0.3, seed=4, staleness=3, late="calibration", latency_steps=3.0, at_bound="calibration")]
+    runs = [RunSpec("grpo", seed=0), RunSpec("wmrl", wm, 0.3, seed=1, recall=False),
+            RunSpec("wmrl-ppi", wm, 0.3, seed=2, recall=False),
+            RunSpec("wmrl", wm, 0.3, seed=3, recall=False, staleness=2, late="gradient", latency_steps=1.5,
+                    steps_without_anchors="update"),  # what the engine of then did (no recalled executions either)
+            RunSpec("wmrl", wm, 0.3, seed=4, recall=False, staleness=3, late="calibration", latency_steps=3.0,
+                    at_bound="calibration")]
     recorded = [[0.5336550833820859, 0.6649285457601423, 0.7608491172808974, 0.8132282314907164],
                 [0.5700249145247133, 0.6744783951443053, 0.7598322035135215, 0.8259290034540877],
                 [0.4835403832132928, 0.5729292896518839, 0.6494425701790622, 0.7082587881671389],
@@ -60,3 +62,15 @@ def test_one_adam_per_run_reproduces_the_stacked_adam():
     got = curves.sort_values(["run", "step"]).groupby("run")["J"].apply(list).tolist()
     np.testing.assert_allclose(got, recorded, rtol=0, atol=1e-12)  # bitwise on the machine it was recorded on
     assert finals["updates_skipped"].tolist() == [0] * 5
+
+
+def test_recalled_executions_stop_the_policy_climbing_an_exploitable_world_model():
+    """With an exploitable world model (10% of arms over-rated by B = 1), the paper's recipe follows the world model
+    while recall, which trains on the anchors' measurements of the arms the policy revisits, follows the truth."""
+    wm = WorldModelSpec("exploit", 1.0, 0.1)
+    runs = [RunSpec("wmrl", wm, 0.1, seed=s, recall=r) for s in (0, 1) for r in (False, True)]
+    _, finals = simulate(runs, SimConfig(log_every=50))  # the study's size: 20 tasks of 32 arms, 200 steps
+    assert finals["recall"].tolist() == [False, True, False, True]
+    j = finals.groupby("recall")["J_final"].mean()
+    mass = finals.assign(last=[m[-1] for m in finals["exploit_mass"]]).groupby("recall")["last"].mean()
+    assert j[True] > j[False] + 0.1 and mass[True] < mass[False]

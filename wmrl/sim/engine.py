@@ -119,6 +119,10 @@ class RunSpec:
             score higher).
         alarm_response: what the run's exploitation alarm does when it fires: ``none`` (only recorded) or
             ``raise_anchors`` (the anchor fraction doubles, up to ``SimConfig.alarm_max_rho``).
+        recall: a recipe with recall (``wmrl``, its single-correction ablations) trains a world-model sample of an
+            arm that an anchor measured before on that arm's true reward, as the trainer does with programs it
+            executed before (docs/training.md, "Recalled executions"); False: every world-model sample is
+            predicted, as in the paper's recipes (the studies of record, which isolate the paper's corrections).
     """
 
     method: str
@@ -136,6 +140,7 @@ class RunSpec:
     steps_without_anchors: str = "skip"
     alarm_response: str = "none"
     latency_reward_slope: float = 0.0
+    recall: bool = True
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -190,6 +195,7 @@ class _RunState:
         self.state = self.recipe.init_state(self.settings)
         self.latency = spec.latency_model
         self.rng_latency = np.random.default_rng([spec.seed, 3])
+        self.measured = np.full(problem.rewards.shape, np.nan)  # [C, K] rewards the anchors measured (recall)
         self.pending: list[dict] = []  # anchor groups in flight: arrival step, routed step, arms, rewards, log-probs
         self.staleness_log: list[int] = []
         self.n_async_groups = 0  # anchor groups routed with k > 0
@@ -267,8 +273,9 @@ class _RunState:
             a, valid = np.concatenate([a, np.ones(n * G, bool)]), np.concatenate([valid, np.ones(n * G, bool)])
             rt, rw, rw2 = np.concatenate([rt, cat("r")]), np.concatenate([rw, cat("r_hat")]), np.concatenate([rw2, cat("r_hat2")])
         x = StepInputs(step=t, group_ids=gid, is_anchor=a, valid=valid, reward_true=rt, reward_wm=rw,
-                       reward_wm_repeat=rw2)
+                       reward_wm_repeat=rw2, reward_recalled=self.measured[task, arm] if self.spec.recall else None)
         out = self.recipe.step(x, self.state, self.settings)
+        self.measured[task[a & valid], arm[a & valid]] = rt[a & valid]  # known from the next step on
         if due and spec.late == "calibration":
             cat = lambda key: np.concatenate([p[key] for p in due])  # noqa: E731
             self.recipe.learn_late(self.state, t, np.repeat([p["origin"] for p in due], G),
@@ -409,7 +416,7 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
             dict(run=i, method=s.method, shape=s.wm.shape, bias=s.wm.bias, sigma=s.wm.sigma,
                  rho=s.effective_rho, seed=s.seed, J_star=st.problem.optimum, J_uniform=st.problem.uniform_value,
                  staleness=s.staleness, late=s.late, late_ratio_max=s.late_ratio_max, at_bound=s.at_bound,
-                 steps_without_anchors=s.steps_without_anchors)
+                 steps_without_anchors=s.steps_without_anchors, recall=s.recall and get_recipe(s.method).recall)
             for i, (s, st) in enumerate(zip(runs, states))
         ]
     )

@@ -47,6 +47,7 @@ class Preset:
     rho_sweep_errors: tuple[WorldModelSpec, ...] = ()
     flat_shapes: tuple[str, ...] = ()
     dr_errors: tuple[WorldModelSpec, ...] = ()
+    recall: bool = False  # the paper's recipes: recalled executions are studied on their own (docs/simulation.md)
 
 
 PRESETS: dict[str, Preset] = {
@@ -95,7 +96,7 @@ def build_runs(preset: Preset) -> dict[bool, list[RunSpec]]:
         key = (method, wm, round(rho, 6), seed, std)
         if key not in seen:
             seen.add(key)
-            out[std].append(RunSpec(method, wm, rho, seed))
+            out[std].append(RunSpec(method, wm, rho, seed, recall=preset.recall))
 
     errors = [WorldModelSpec("monotone", 0.0, s) for s in preset.sigmas]
     for shape, bs in preset.biases.items():
