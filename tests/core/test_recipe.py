@@ -36,7 +36,7 @@ def _for(name, step=1, seed=0):
 
 def test_registry_lists_every_method_and_each_runs_on_the_same_arrays():
     names = recipe_names()
-    assert names == ["grpo", "wm", "wmrl", "wmrl-raw", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi", "wmrl-bias-aware",
+    assert names == ["grpo", "wm", "wmrl", "wmrl-raw", "wmrl-no-recall", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi", "wmrl-bias-aware",
                      "anchor-only", "wmrl-flat"]
     outs = {}
     for name in names:

@@ -211,7 +211,7 @@ def test_refit_uses_an_external_warmup_corpus_plus_the_runs_anchors(tmp_path):
 
 
 def test_wmrl_trains_world_model_samples_of_executed_programs_on_their_measured_reward(tmp_path):
-    """Recall (wmrl.training.recall): a world-model sample whose program an earlier anchor executed trains on
+    """Recall (wmrl.core.recall): a world-model sample whose program an earlier anchor executed trains on
     the anchor's measured reward; the step's own anchors and wmrl-no-recall recall nothing."""
     from _training_fakes import true_reward
 

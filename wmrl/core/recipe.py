@@ -217,7 +217,7 @@ class Recipe:
             out of the loss).
         tie_break: the calibrator's tie-break for this recipe (None: the settings' value).
         recall: world-model samples whose program was executed before train on the measured reward
-            (:attr:`StepInputs.reward_recalled`; the trainer supplies it, :mod:`wmrl.training.recall`).
+            (:attr:`StepInputs.reward_recalled`; the trainer supplies it, :mod:`wmrl.core.recall`).
     """
 
     name: str

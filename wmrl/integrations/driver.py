@@ -31,6 +31,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from wmrl.core.recall import MeasuredRewards
 from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepInputs, StepOutputs, get_recipe
 from wmrl.core.routing import FractionRouter
 
@@ -119,6 +120,9 @@ class WMRLDriver:
         self.router = FractionRouter(fraction=rho, min_every=min_anchor_every if 0.0 < rho < 1.0 else None, seed=seed)
         self.time_limit_s, self.run = time_limit_s, run
         self.history: list[StepRecord] = []
+        #: measured rewards of the anchors so far, recalled for world-model samples by recipes with ``recall``
+        #: (add a warm-up corpus with ``measured.add_records``)
+        self.measured = MeasuredRewards()
 
     # ------------------------------------------------------------------ stages
     def route(self, group_task_ids: Sequence[str], step: int) -> np.ndarray:
@@ -218,7 +222,11 @@ class WMRLDriver:
         anchor_groups = self.route([group_task[int(g)] for g in groups], step)
         is_anchor = anchor_groups[np.searchsorted(groups, gid)]
         rt, rw, valid, statuses, wall, results = self.measure(step, task_ids, prompts, completions, gid, is_anchor)
-        x = StepInputs(step=int(step), group_ids=gid, is_anchor=is_anchor, valid=valid, reward_true=rt, reward_wm=rw)
+        recalled = self.measured.lookup(task_ids, completions) if self.recipe.recall else None
+        x = StepInputs(step=int(step), group_ids=gid, is_anchor=is_anchor, valid=valid, reward_true=rt, reward_wm=rw,
+                       reward_recalled=recalled)
+        ok = np.flatnonzero(is_anchor & valid)
+        self.measured.add([task_ids[i] for i in ok], [completions[i] for i in ok], rt[ok])
         rec = StepRecord(x, self.recipe.step(x, self.state, self.settings), [str(t) for t in task_ids], statuses,
                          wall, results)
         self.history.append(rec)

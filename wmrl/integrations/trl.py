@@ -130,9 +130,15 @@ class WMRLRewardFunction:
         is_anchor = d.route([all_tasks[g * self.num_generations] for g in groups], step)[gid]
         sl = slice(lo, lo + n)
         rt, rw, valid, statuses, wall, _ = d.measure(step, all_tasks[sl], wm_prompts, comp, gid[sl], is_anchor[sl])
-        rows = list(gather_object([(float(a), float(b), bool(c), s) for a, b, c, s in zip(rt, rw, valid, statuses)]))
+        # recall: each process looks its own slice up in the store of the anchors it executed itself
+        rc = d.measured.lookup(all_tasks[sl], comp) if d.recipe.recall else np.full(n, np.nan)
+        ok = np.flatnonzero(is_anchor[sl] & valid)
+        d.measured.add([all_tasks[lo + i] for i in ok], [comp[i] for i in ok], rt[ok])
+        rows = list(gather_object([(float(a), float(b), bool(c), s, float(e))
+                                   for a, b, c, s, e in zip(rt, rw, valid, statuses, rc)]))
         x = StepInputs(step=step, group_ids=gid, is_anchor=is_anchor, valid=np.array([r[2] for r in rows]),
-                       reward_true=np.array([r[0] for r in rows]), reward_wm=np.array([r[1] for r in rows]))
+                       reward_true=np.array([r[0] for r in rows]), reward_wm=np.array([r[1] for r in rows]),
+                       reward_recalled=np.array([r[4] for r in rows]))
         rec = Rec(x, d.recipe.step(x, d.state, d.settings), all_tasks, [r[3] for r in rows], wall)
         d.history.append(rec)
         return rec

@@ -98,7 +98,8 @@ def compute_wmrl_advantage(token_level_rewards: Any, response_mask: Any, index: 
         config: verl's ``AlgoConfig`` (``norm_adv_by_std_in_grpo`` is honoured when present).
         non_tensor_batch: verl's ``DataProto.non_tensor_batch`` with the reward manager's ``wmrl_is_anchor``,
             ``wmrl_reward_true``, ``wmrl_reward_wm`` ([bs] each; the world model scores anchors too: the
-            calibrator learns from their (r_hat, r) pairs).
+            calibrator learns from their (r_hat, r) pairs) and ``wmrl_reward_recalled`` ([bs], the measured reward of
+            a world-model sample whose program the reward manager executed before, NaN elsewhere; optional).
         settings: :class:`RecipeSettings` (default: the defaults, with ``config``'s std normalisation).
 
     Returns:
@@ -140,8 +141,10 @@ def compute_wmrl_advantage(token_level_rewards: Any, response_mask: Any, index: 
     if method not in st.states:
         st.states[method] = recipe.init_state(settings)
     st.steps[method] = step = st.steps.get(method, 0) + 1
+    rec = non_tensor_batch.get("wmrl_reward_recalled")  # absent from reward managers before recall
     x = StepInputs(step=step, group_ids=gid.astype(np.int64), is_anchor=is_anchor, valid=valid,
-                   reward_true=np.where(is_anchor & valid, r_true, np.nan), reward_wm=r_wm)
+                   reward_true=np.where(is_anchor & valid, r_true, np.nan), reward_wm=r_wm,
+                   reward_recalled=None if rec is None else np.asarray(rec).astype(np.float64))
     out = recipe.step(x, st.states[method], settings)
     st.last[method] = (x, out)
     adv = torch.as_tensor(loss_advantages(out), dtype=token_level_rewards.dtype,
@@ -241,6 +244,9 @@ def register_verl() -> dict[str, Any]:
             super().__init__(config, tokenizer, compute_score)
             self.parts = parts if parts is not None else build_parts_from_env()
             self.env = settings_from_env()
+            from wmrl.core.recall import MeasuredRewards
+
+            self.measured = MeasuredRewards()  # this process's anchors, recalled by recipes with ``recall``
 
         async def run_single(self, data: Any) -> dict[str, Any]:
             import asyncio
@@ -269,10 +275,13 @@ def register_verl() -> dict[str, Any]:
                 res = await asyncio.get_running_loop().run_in_executor(None, result_or_infra, fut, req)
                 if res.reward is not None and getattr(res.status, "value", res.status) != "infra_error":
                     r_true = score = float(res.reward)
+                    self.measured.add([task.id], [response], [r_true])
             else:  # anchor-only has no world model: its world-model samples are out of the loss (weight 0)
                 score = r_wm if self.parts["world_model"] is not None else 0.0
+            r_rec = float("nan") if anchor else float(self.measured.lookup([task.id], [response])[0])
             return {"reward_score": score, "reward_extra_info": {
-                "wmrl_is_anchor": anchor, "wmrl_reward_true": r_true, "wmrl_reward_wm": r_wm}}
+                "wmrl_is_anchor": anchor, "wmrl_reward_true": r_true, "wmrl_reward_wm": r_wm,
+                "wmrl_reward_recalled": r_rec}}
 
     register("wmrl")(WMRLRewardManager)
     return {"reward_manager": WMRLRewardManager, "adv_estimator": compute_wmrl_advantage}

@@ -36,7 +36,7 @@ class Components:
         refit_world_model: optional ``f(step) -> dict`` that refits the world model on the warm-up corpus
             plus anchors so far (``world_model.refresh_every_k``).
         executed_records: optional ``f() -> list`` of the run's executions so far (warm-up corpus and anchors, as
-            execution-log records), read by recipes with ``recall`` (:mod:`wmrl.training.recall`).
+            execution-log records), read by recipes with ``recall`` (:mod:`wmrl.core.recall`).
         info: what the builder reports about the parts (model name, corpus size, ...), for the run's log.
     """
 

@@ -435,13 +435,13 @@ class Trainer:
 
     def _recalled(self, sb: StepBatch) -> np.ndarray | None:
         """[B] the measured rewards of the step's programs executed before step t (a recipe with ``recall``,
-        :mod:`wmrl.training.recall`: the warm-up corpus and the anchors of earlier steps in the execution log), NaN
+        :mod:`wmrl.core.recall`: the warm-up corpus and the anchors of earlier steps in the execution log), NaN
         elsewhere. None for a recipe without recall or without a world model, and for multi-turn episodes (whose
         final program depends on the feedback of earlier turns)."""
         if not (self.recipe.recall and self._predicts and self.cfg.episode.max_turns == 1
                 and self.c.executed_records is not None):
             return None
-        from wmrl.training.recall import MeasuredRewards
+        from wmrl.core.recall import MeasuredRewards
 
         measured = MeasuredRewards()
         measured.add_records(r for r in self.c.executed_records() if r["trajectory"].step < sb.step)

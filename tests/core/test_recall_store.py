@@ -1,10 +1,10 @@
-"""The store of measured rewards (wmrl.training.recall)."""
+"""The store of measured rewards (wmrl.core.recall)."""
 import math
 
 import numpy as np
 import pytest
 
-from wmrl.training.recall import MeasuredRewards
+from wmrl.core.recall import MeasuredRewards
 from wmrl.trajectory import Trajectory
 
 

@@ -1,15 +1,16 @@
 """Measured rewards of executed programs, recalled for world-model samples (recipes with ``recall``: ``wmrl``).
 
-A program the run has already executed on a task (the warm-up corpus, or an anchor of an earlier step) has a
-measured reward; when the policy writes it again in a world-model group, predicting it throws the measurement
-away. For a recipe with ``recall``, the trainer looks each world-model sample up here and passes the measured reward to
-the recipe (:attr:`wmrl.core.recipe.StepInputs.reward_recalled`), which trains the sample on it instead of
-r_tilde. The store is rebuilt from the run's execution log when a run starts or resumes (the log is cut back to
-the checkpoint first), so it needs no checkpoint state.
+A program already executed on a task (the warm-up corpus, or an anchor of an earlier step) has a measured
+reward; when the policy writes it again in a world-model group, predicting it throws the measurement away. For a
+recipe with ``recall`` its caller looks each world-model sample up in a :class:`MeasuredRewards` and passes the
+measured reward to the recipe (:attr:`wmrl.core.recipe.StepInputs.reward_recalled`), which trains the sample on
+it instead of r_tilde. The trainer rebuilds its store from the run's execution log each step (the log is cut back
+to the checkpoint on a resume, so no checkpoint state is needed); :class:`wmrl.integrations.driver.WMRLDriver`
+fills one from its own anchors.
 
 A program is keyed by its task id and its completion (the policy's text, from which the scaffold renders the
-program deterministically). Executions of one program on one task give one reward in this project's sandbox (its
-seeds are fixed); where several differ, the store keeps their mean.
+program deterministically). Executions of one program on one task give one reward in wmrl's sandbox (its seeds
+are fixed); where several differ, the store keeps their mean.
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ class MeasuredRewards:
             self._n[k] = self._n.get(k, 0) + 1
 
     def add_records(self, records: Iterable[dict[str, Any]]) -> None:
-        """Record execution-log records (:meth:`wmrl.execution.log.ExecutionLog.records`) that hold a trajectory."""
+        """Record execution-log records (dicts as ``wmrl.execution.log.ExecutionLog.records`` returns them: a
+        ``trajectory`` with ``task_id`` and ``completion``, and a ``reward``); records without a trajectory are skipped."""
         recs = [r for r in records if r.get("trajectory") is not None]
         self.add([r["trajectory"].task_id for r in recs], [r["trajectory"].completion for r in recs],
                  [r.get("reward") for r in recs])
