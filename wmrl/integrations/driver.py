@@ -195,6 +195,15 @@ class WMRLDriver:
                 reward_true[i] = float(r.reward)
         return reward_true, reward_wm, valid, statuses, wall, results
 
+    def recall(self, task_ids: Sequence[str], completions: Sequence[str], measured: np.ndarray,
+               reward_true: np.ndarray) -> np.ndarray | None:
+        """[N] the rewards :attr:`measured` holds for N samples (NaN where none; None for a recipe without recall),
+        looked up before the samples where ``measured`` ([N] bool) is True join the store with ``reward_true`` [N]."""
+        out = self.measured.lookup(task_ids, completions) if self.recipe.recall else None
+        ok = np.flatnonzero(measured)
+        self.measured.add([task_ids[i] for i in ok], [completions[i] for i in ok], reward_true[ok])
+        return out
+
     def step(self, step: int, task_ids: Sequence[str], prompts: Sequence[str], completions: Sequence[str],
              group_ids: Sequence[int]) -> StepRecord:
         """One step end to end (route, execute || wm_predict, recipe) on B samples in M groups.
@@ -222,11 +231,8 @@ class WMRLDriver:
         anchor_groups = self.route([group_task[int(g)] for g in groups], step)
         is_anchor = anchor_groups[np.searchsorted(groups, gid)]
         rt, rw, valid, statuses, wall, results = self.measure(step, task_ids, prompts, completions, gid, is_anchor)
-        recalled = self.measured.lookup(task_ids, completions) if self.recipe.recall else None
         x = StepInputs(step=int(step), group_ids=gid, is_anchor=is_anchor, valid=valid, reward_true=rt, reward_wm=rw,
-                       reward_recalled=recalled)
-        ok = np.flatnonzero(is_anchor & valid)
-        self.measured.add([task_ids[i] for i in ok], [completions[i] for i in ok], rt[ok])
+                       reward_recalled=self.recall(task_ids, completions, is_anchor & valid, rt))
         rec = StepRecord(x, self.recipe.step(x, self.state, self.settings), [str(t) for t in task_ids], statuses,
                          wall, results)
         self.history.append(rec)

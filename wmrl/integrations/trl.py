@@ -131,9 +131,8 @@ class WMRLRewardFunction:
         sl = slice(lo, lo + n)
         rt, rw, valid, statuses, wall, _ = d.measure(step, all_tasks[sl], wm_prompts, comp, gid[sl], is_anchor[sl])
         # recall: each process looks its own slice up in the store of the anchors it executed itself
-        rc = d.measured.lookup(all_tasks[sl], comp) if d.recipe.recall else np.full(n, np.nan)
-        ok = np.flatnonzero(is_anchor[sl] & valid)
-        d.measured.add([all_tasks[lo + i] for i in ok], [comp[i] for i in ok], rt[ok])
+        rc = d.recall(all_tasks[sl], comp, is_anchor[sl] & valid, rt)
+        rc = np.full(n, np.nan) if rc is None else rc
         rows = list(gather_object([(float(a), float(b), bool(c), s, float(e))
                                    for a, b, c, s, e in zip(rt, rw, valid, statuses, rc)]))
         x = StepInputs(step=step, group_ids=gid, is_anchor=is_anchor, valid=np.array([r[2] for r in rows]),
