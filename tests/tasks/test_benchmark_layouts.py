@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from wmrl.tasks.benchcode import recognise_metric, run_metric_code
-from wmrl.tasks.checks import probe_submission
 from wmrl.tasks.fixtures import build_benchmark_fixtures
-from wmrl.tasks.grading import grade_submission, score_submission
+from wmrl.tasks.grading import grade_submission, read_answers, score_submission
+from wmrl.tasks.probes import probe_submissions
 from wmrl.tasks.leaderboard import read_leaderboard
 from wmrl.tasks.loader import TaskFormatError, TaskSuite, discover
 from wmrl.tasks.splits import SplitError, heldout_ids
@@ -92,11 +92,12 @@ def test_metric_code_runs_in_a_child_and_agrees_with_wmrl(bench, tmp_path):
     suite = TaskSuite(bench)
     for tid in ("dojo-titanicp", "mleb-attrition", "dsb-concrete"):
         t = suite.get(tid)
-        sub = probe_submission(t, seed=3)
+        sub = probe_submissions(t, read_answers(t), seed=3)["good"]
         path = tmp_path / f"{tid}.csv"
         sub.to_csv(path, index=False)
         theirs = run_metric_code(t.layout, t.metric_code, t.answers_path, path)
-        assert theirs.score == pytest.approx(score_submission(t, sub), rel=1e-9)
+        want = theirs.score if t.score_decimals is None else round(theirs.score, t.score_decimals)  # MLE-bench: 5
+        assert score_submission(t, sub) == pytest.approx(want, rel=1e-9)
     assert recognise_metric(suite.get("dsb-concrete").metric_code) == "rmse"
 
 
@@ -111,10 +112,14 @@ def test_rewards_by_each_benchmarks_rules(bench):
     n1, n2 = len(pub), len(priv)
     p1 = next(i for i, s in enumerate(pub, 1) if value >= s - 1e-9)
     assert g.reward == pytest.approx(((n1 - p1 + 1) / n1 + (n2 - 4 + 1) / n2) / 2)
-    # MLE-bench with awards_medals: false: the best entry's score earns no medal.
+    # MLE-bench with awards_medals: false: its grading code awards the medal anyway (the default), and the
+    # documented alternative honours the flag.
     mb = suite.get("mleb-seattle-weather")
     top = grade_submission(mb, _answers(mb))
-    assert top.reward == 1.0 and top.medal is None
+    assert top.reward == 1.0 and top.medal == "gold"
+    import dataclasses
+
+    assert grade_submission(dataclasses.replace(mb, medals="awards_medals"), _answers(mb)).medal is None
     assert grade_submission(suite.get("mleb-attrition"), _answers_proba(suite.get("mleb-attrition"))).medal == "gold"
     # DSBench: RPG = max(0, (p - b) / (g - b)) against save_performance's baseline and GT.
     ds = suite.get("dsb-concrete")

@@ -11,10 +11,17 @@ Three conventions, one per benchmark (read from their public repositories, not c
   ``OUT/N/result.txt``.
 
 The code is **never imported into the driver**: :func:`run_metric_code` runs it in a fresh interpreter
-(``python -I``) with an address-space limit (:data:`METRIC_MEMORY_BYTES`), a CPU-time limit and a
-wall-clock timeout (:data:`METRIC_TIMEOUT_S`). When the benchmark's own package is not installed, a
-minimal stand-in for the base classes it imports (``mledojo.metrics.base``, ``mlebench.grade_helpers``)
-is put at the end of ``sys.path``, so an installed package always wins.
+(``python -I -B``: no user site, no bytecode written next to the code) in an empty temporary working
+folder, with an address-space limit (:data:`METRIC_MEMORY_BYTES`), a CPU-time limit and a wall-clock
+timeout (:data:`METRIC_TIMEOUT_S`), and nothing written into the benchmark's checkout. The benchmark's
+own helpers are importable: when the code lies in a checkout (``.../mlebench/competitions/<id>/grade.py``,
+``.../mledojo/competitions/<id>/utils/metric.py``), the checkout's root goes first on ``sys.path`` and the code
+is imported by its module name there (``mlebench.competitions.<id>.grade``, as MLE-bench imports it, so its
+relative imports resolve), so ``mlebench.competitions.utils`` or ``mledojo.metrics.base`` are the benchmark's
+own; an installed package
+comes next; only when neither exists does a minimal stand-in for the two base modules that every metric
+file imports (``mledojo.metrics.base``, ``mlebench.grade_helpers``) come last. A module the code needs
+that none of these provide fails the run with its name (:class:`MetricCodeError`).
 
 :func:`recognise_metric` reads the code without running it (``ast``) and names the wmrl metric it
 computes, or ``None`` when it cannot tell; wmrl never guesses beyond that.
@@ -40,6 +47,7 @@ METRIC_TIMEOUT_S = 120.0
 _SKLEARN_NAMES = {
     "roc_auc_score": "roc_auc", "log_loss": "log_loss", "accuracy_score": "accuracy",
     "mean_absolute_error": "mae", "r2_score": "r2", "root_mean_squared_error": "rmse",
+    "root_mean_squared_log_error": "rmsle",
 }
 
 
@@ -67,7 +75,11 @@ def recognise_metric(path: Path) -> str | None:
     Recognised: scikit-learn's ``roc_auc_score`` (``multi_class=`` -> ``roc_auc_ovr``), ``log_loss``,
     ``accuracy_score``, ``f1_score(average="macro")``, ``mean_absolute_error``, ``r2_score``,
     ``root_mean_squared_error`` or ``mean_squared_error`` with ``squared=False`` or a square root
-    (``rmse``), and an element-wise comparison followed by ``.mean()`` (accuracy, DSBench's style).
+    (``rmse``), ``root_mean_squared_log_error`` or ``mean_squared_log_error`` with a square root
+    (``rmsle``), ``cohen_kappa_score(weights="quadratic")`` (``qwk``), and an element-wise comparison
+    followed by ``.mean()`` (accuracy, DSBench's style). Recognition only chooses the fast path: the
+    grader uses wmrl's metric for a task only where it agrees with the code on probe submissions
+    (:func:`wmrl.tasks.grading.fast_path`).
 
     Raises:
         OSError: the file cannot be read. SyntaxError: it is not Python.
@@ -76,6 +88,7 @@ def recognise_metric(path: Path) -> str | None:
     found: set[str] = set()
     has_sqrt = False
     mse = False
+    msle = False
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             fn = node.func
@@ -95,6 +108,11 @@ def recognise_metric(path: Path) -> str | None:
                     found.add("rmse")
                 else:
                     mse = True
+            elif name == "mean_squared_log_error":
+                msle = True
+            elif name == "cohen_kappa_score":
+                w = kw.get("weights")
+                found.add("qwk" if isinstance(w, ast.Constant) and w.value == "quadratic" else "kappa_other")
             elif name == "sqrt":
                 has_sqrt = True
             elif name == "mean" and isinstance(fn, ast.Attribute):
@@ -103,11 +121,42 @@ def recognise_metric(path: Path) -> str | None:
                     found.add("accuracy")
     if mse:
         found.add("rmse" if has_sqrt else "mse")
-    known = {"roc_auc", "roc_auc_ovr", "log_loss", "accuracy", "macro_f1", "rmse", "mae", "r2"}
+    if msle:
+        found.add("rmsle" if has_sqrt else "msle")
+    known = {"roc_auc", "roc_auc_ovr", "log_loss", "accuracy", "macro_f1", "rmse", "mae", "r2", "rmsle", "qwk"}
     names = found & known
     if len(names) != 1 or found - known:
         return None
     return names.pop()
+
+
+def declared_higher_is_better(path: Path) -> bool | None:
+    """The default of ``higher_is_better`` in the ``__init__`` of an MLE-Dojo metric class at ``path``, read
+    with ``ast`` (the code is not run); ``None`` when the file declares none or several.
+
+    Raises:
+        OSError: the file cannot be read. SyntaxError: it is not Python.
+    """
+    tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+    found: set[bool] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+            args = node.args.args[len(node.args.args) - len(node.args.defaults):]
+            for a, d in zip(args, node.args.defaults):
+                if a.arg == "higher_is_better" and isinstance(d, ast.Constant) and isinstance(d.value, bool):
+                    found.add(d.value)
+    return found.pop() if len(found) == 1 else None
+
+
+def checkout_root(code: Path) -> Path | None:
+    """The root of the benchmark checkout that holds ``code`` (the folder above its ``mlebench`` or
+    ``mledojo`` package), or ``None`` when the code does not lie in one."""
+    code = Path(code).resolve()
+    for parent in code.parents:
+        if parent.name in ("mlebench", "mledojo") and (parent / "__init__.py").is_file() \
+                and (parent / "competitions").is_dir():
+            return parent.parent
+    return None
 
 
 _SHIM_FILES = {
@@ -126,10 +175,16 @@ _SHIM_FILES = {
 # The child's program: argv = kind, code, answers, submission. Prints one JSON line.
 _RUNNER = r'''
 import importlib.util, inspect, json, sys
-kind, code, answers, submission, shim = sys.argv[1:6]
+kind, code, answers, submission, shim, checkout = sys.argv[1:7]
+if checkout:
+    sys.path.insert(0, checkout)
 sys.path.append(shim)
 import pandas as pd
 def load(path, name):
+    if checkout:  # as the benchmark imports it, so that its relative imports resolve
+        import os
+        rel = os.path.relpath(os.path.splitext(path)[0], checkout)
+        return importlib.import_module(".".join(rel.split(os.sep)))
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -199,13 +254,15 @@ def run_metric_code(kind: str, code: Path, answers: Path, submission: Path, *,
     with tempfile.TemporaryDirectory(prefix="wmrl-metric-") as td:
         tmp = Path(td)
         if kind == "dsbench":
-            cmd = [sys.executable, "-I", str(code), "--answer_file", str(answers), "--predict_file", str(submission),
-                   "--path", str(tmp / "out"), "--name", "task"]
+            cmd = [sys.executable, "-I", "-B", str(code), "--answer_file", str(answers), "--predict_file",
+                   str(submission), "--path", str(tmp / "out"), "--name", "task"]
             (tmp / "out" / "task").mkdir(parents=True)
         else:
-            cmd = [sys.executable, "-I", "-c", _RUNNER, kind, str(code), str(answers), str(submission),
-                   str(_shim_dir(tmp))]
+            root = checkout_root(code)
+            cmd = [sys.executable, "-I", "-B", "-c", _RUNNER, kind, str(code), str(answers), str(submission),
+                   str(_shim_dir(tmp)), "" if root is None else str(root)]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), "OMP_NUM_THREADS": "1",
+               "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "LC_ALL": "C.UTF-8"}
         try:
             proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout_s,
@@ -214,6 +271,9 @@ def run_metric_code(kind: str, code: Path, answers: Path, submission: Path, *,
             raise MetricCodeError(f"metric code {code} ran longer than {timeout_s:g} s; it was stopped") from None
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            if "ModuleNotFoundError" in last:
+                raise MetricCodeError(f"metric code {code} needs a module that is not installed ({last[:200]}); "
+                                      "install it (for the benchmark's own package: pip install -e its checkout)")
             raise MetricCodeError(f"metric code {code} failed: {last[:300]}")
         if kind == "dsbench":
             out = tmp / "out" / "task" / "result.txt"

@@ -20,6 +20,7 @@ Regression targets match within a relative 1e-4; labels match as normalised stri
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from wmrl.tasks import leaderboard as lb
-from wmrl.tasks.metrics import metric_info
+from wmrl.tasks.metrics import CODE_METRICS, metric_info
 from wmrl.tasks.spec import Task
 
 #: Share of matching values from which a public column counts as the answers.
@@ -43,6 +44,7 @@ MAX_READ_BYTES = 1024**3
 METRIC_RANGES: dict[str, tuple[float, float]] = {
     "accuracy": (0.0, 1.0), "macro_f1": (0.0, 1.0), "roc_auc": (0.0, 1.0), "roc_auc_ovr": (0.0, 1.0),
     "log_loss": (0.0, math.inf), "rmse": (0.0, math.inf), "mae": (0.0, math.inf), "r2": (-math.inf, 1.0),
+    "qwk": (-1.0, 1.0), "rmsle": (0.0, math.inf),
 }
 
 
@@ -159,6 +161,8 @@ def metric_problems(task: Task) -> list[TaskProblem]:
         info = metric_info(task.metric)
     except ValueError as e:
         return [TaskProblem(task.id, "metric_direction", str(e))]
+    if task.metric in CODE_METRICS:  # the direction is the benchmark's, read off its code or board by the loader
+        info = dataclasses.replace(info, lower_is_better=task.lower_is_better)
     word = {True: "lower is better", False: "higher is better"}
     if task.lower_is_better != info.lower_is_better:
         out.append(TaskProblem(task.id, "metric_direction",
@@ -218,104 +222,38 @@ def require_sound_tasks(tasks: list[Task], key: str = "tasks") -> None:
         raise UnsoundTask(f"{key}: task(s) refused before training: {lines}")
 
 
-#: Relative tolerance between wmrl's metric and the benchmark's metric code on the same submission.
-CODE_RTOL = 1e-6
-
-
-def probe_submission(task: Task, seed: int = 0) -> pd.DataFrame:
-    """A valid, imperfect submission made from the answers (trusted process only), for cross-checks:
-    regression values plus noise of half the targets' spread; labels with a quarter replaced; probabilities
-    mixing the true class with uniform noise. Seeded; never shown to a solution program."""
-    from wmrl.tasks.grading import read_answers
-    from wmrl.tasks.metrics import prediction_kind, submission_columns
-
-    ans = read_answers(task)
-    rng = np.random.default_rng(seed)
-    y = ans[task.target]
-    kind = prediction_kind(task.type, task.metric)
-    cols = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes)
-    out = pd.DataFrame({task.id_column: ans[task.id_column]})
-    if kind == "value":
-        v = y.to_numpy(dtype=np.float64)
-        out[task.target] = v + rng.normal(scale=0.5 * (float(np.std(v)) or 1.0), size=len(v))
-    elif kind == "label":
-        lab = y.to_numpy(dtype=object).copy()
-        swap = rng.random(len(lab)) < 0.25
-        lab[swap] = rng.choice(np.asarray(task.classes, dtype=object), size=int(swap.sum()))
-        out[task.target] = lab
-    else:
-        onehot = np.stack([(y.astype(str) == str(c)).to_numpy(dtype=np.float64) for c in task.classes], axis=1)
-        p = 0.5 * onehot + 0.5 * rng.random(onehot.shape)
-        p = p / p.sum(axis=1, keepdims=True)
-        if task.type == "binary":
-            out[task.target] = p[:, 1]
-        else:
-            for i, c in enumerate(task.classes):
-                out[str(c)] = p[:, i]
-    return out[cols]
-
-
-def _cache_path(task: Task) -> Path | None:
-    try:
-        from wmrl.paths import wmrl_home
-
-        h = hashlib.sha256()
-        for p in (task.metric_code, task.answers_path):
-            h.update(_sha256(Path(p)).encode())
-        h.update(f"{task.metric}|{task.type}|{task.classes}|{task.target}|{task.id_column}|v1".encode())
-        d = wmrl_home() / "cache" / "metric-checks"
-        d.mkdir(parents=True, exist_ok=True)
-        return d / f"{h.hexdigest()[:32]}.json"
-    except OSError:
-        return None
-
-
 def code_problems(task: Task) -> list[TaskProblem]:
-    """Cross-check wmrl's metric against the benchmark's own metric code (run in a child process, see
-    :func:`wmrl.tasks.benchcode.run_metric_code`) on :func:`probe_submission`: the two scores must agree
-    within :data:`CODE_RTOL`, and the direction the code declares must be the metric's. Results are
-    cached per code file, answers file and metric under ``$WMRL_HOME/cache/metric-checks``."""
-    import json
+    """What stops the benchmark's own grading code from grading ``task``: it cannot run here (a module it
+    imports is missing; the message names it), it cannot score the task's valid probe submissions
+    (:mod:`wmrl.tasks.probes`), or it declares a direction (MLE-Dojo's ``higher_is_better``) that is not the
+    task's. Whether wmrl's metric may stand in for the code is decided by
+    :func:`wmrl.tasks.grading.fast_path` (not a problem either way)."""
     import tempfile
 
     from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
-    from wmrl.tasks.grading import score_submission
+    from wmrl.tasks.grading import MetricCodeUnavailable, fast_path, read_answers
+    from wmrl.tasks.probes import probe_submissions
 
     if task.metric_code is None:
         return []
-    cache = _cache_path(task)
-    if cache is not None and cache.is_file():
-        try:
-            return [TaskProblem(**p) for p in json.loads(cache.read_text())]
-        except (ValueError, TypeError):
-            pass
     out: list[TaskProblem] = []
-    sub = probe_submission(task)
-    mine = score_submission(task, sub)
+    name = Path(task.metric_code).name
     with tempfile.TemporaryDirectory(prefix="wmrl-probe-") as td:
         path = Path(td) / "submission.csv"
-        sub.to_csv(path, index=False)
+        probe_submissions(task, read_answers(task))["good"].to_csv(path, index=False)
         try:
             theirs = run_metric_code(task.layout, task.metric_code, task.answers_path, path)
         except MetricCodeError as e:
-            out.append(TaskProblem(task.id, "metric_code", f"task {task.id!r}: its metric code could not score a valid "
-                                   f"submission ({e}); fix the code or the task's metric"))
-            theirs = None
-    if theirs is not None:
-        if not math.isclose(theirs.score, mine, rel_tol=CODE_RTOL, abs_tol=1e-9):
-            out.append(TaskProblem(task.id, "metric_code", f"task {task.id!r}: field 'metric': {task.metric} gives "
-                                   f"{mine:.6g} on a probe submission but the benchmark's metric code "
-                                   f"{Path(task.metric_code).name} gives {theirs.score:.6g}; set the metric the code "
-                                   "computes"))
-        if theirs.higher_is_better is not None and theirs.higher_is_better == task.lower_is_better:
-            out.append(TaskProblem(task.id, "metric_direction", f"task {task.id!r}: field 'lower_is_better': the metric "
-                                   f"code declares higher_is_better={theirs.higher_is_better}, but {task.metric} is "
-                                   f"{'lower' if task.lower_is_better else 'higher'} is better"))
-    if cache is not None:
-        try:
-            cache.write_text(json.dumps([p.__dict__ for p in out]))
-        except OSError:
-            pass
+            return [TaskProblem(task.id, "metric_code", f"task {task.id!r}: its grading code {name} could not score "
+                                f"a valid submission ({e}); fix the code or install what it needs")]
+    if theirs.higher_is_better is not None and theirs.higher_is_better == task.lower_is_better:
+        out.append(TaskProblem(task.id, "metric_direction", f"task {task.id!r}: field 'lower_is_better': its grading "
+                               f"code declares higher_is_better={theirs.higher_is_better}, but the task says "
+                               f"{'lower' if task.lower_is_better else 'higher'} is better"))
+    try:
+        fast_path(task)
+    except MetricCodeUnavailable as e:
+        out.append(TaskProblem(task.id, "metric_code", f"task {task.id!r}: {e}"))
     return out
 
 

@@ -12,6 +12,7 @@ task's classes.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -438,7 +439,9 @@ def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.n
                                 f"test.csv has {len(answers)}")
     if len(df) != len(answers):  # unreachable after the id checks, kept as a guard
         raise InvalidSubmission(f"the submission has {len(df)} rows but test.csv has {len(answers)}")
-    df = df.assign(**{task.id_column: ids}).set_index(task.id_column).loc[want]
+    df = df.assign(**{task.id_column: ids}).set_index(task.id_column)
+    if task.row_match == "id" or task.validation is not None:
+        df = df.loc[want]
     kind = prediction_kind(task.type, task.metric)
     value_cols = expected[1:]
     y_true = answers[task.target].to_numpy()
@@ -516,9 +519,197 @@ def _metric_value(task: Task, y_true: np.ndarray, y_pred: np.ndarray) -> float:
 
 
 def score_submission(task: Task, submission: Path | str | pd.DataFrame, name: str | None = None) -> float:
-    """Raw metric value of a valid submission (no leaderboard needed). Raises ``InvalidSubmission``."""
+    """Raw score of a valid submission (no leaderboard needed): wmrl's metric or the benchmark's own code
+    (:func:`fast_path`), rounded as the benchmark rounds (``task.score_decimals``).
+
+    Raises:
+        InvalidSubmission: the submission cannot be graded. MetricCodeUnavailable: the benchmark's code
+            cannot run here (a module it needs is missing).
+    """
     y_true, y_pred = validate_submission(task, submission, name)
-    return _metric_value(task, y_true, y_pred)
+    return _rounded(task, _score_value(task, submission, y_true, y_pred))
+
+
+def _rounded(task: Task, value: float) -> float:
+    """``value`` rounded to ``task.score_decimals`` (MLE-bench rounds to 5 before ranking), else unchanged."""
+    return float(value) if task.score_decimals is None else round(float(value), int(task.score_decimals))
+
+
+def _score_value(task: Task, submission: Path | str | pd.DataFrame, y_true: np.ndarray, y_pred: np.ndarray,
+                 part: str = "test") -> float:
+    """The raw score of a validated submission's ``part`` (``test``; ``val`` on a validation view): wmrl's
+    metric where :func:`fast_path` allows it, else the benchmark's own code."""
+    if task.metric_code is None or fast_path(task):
+        return _metric_value(task, y_true, y_pred)
+    return code_score(task, submission, part)
+
+
+class MetricCodeUnavailable(RuntimeError):
+    """The benchmark's grading code cannot run here (a module it imports is not installed): not the
+    submission's fault; the message names the module."""
+
+
+def _code_inputs(task: Task, submission: Path | str | pd.DataFrame, part: str, tmp: Path) -> tuple[Path, Path]:
+    """``(answers, submission)`` CSV files for the benchmark's code: the task's own files for an ordinary
+    task given a path; on a validation view the ``part`` rows, under the original ids for the test part."""
+    if task.validation is None and not isinstance(submission, pd.DataFrame):
+        return Path(task.answers_path), Path(submission)
+    df = load_submission(submission, task.id_column)
+    answers = Path(task.answers_path)
+    if task.validation is not None:
+        idmap = pd.read_csv(task.validation.idmap_path, dtype=str, keep_default_na=False)
+        idmap["view_id"] = normalise_ids(idmap["view_id"])
+        rows = idmap[idmap["part"] == part]
+        ids = normalise_ids(df[task.id_column])
+        df = df[ids.isin(set(rows["view_id"]))].copy()
+        if part == "test":
+            df[task.id_column] = normalise_ids(df[task.id_column]).map(
+                dict(zip(rows["view_id"], normalise_ids(rows["original_id"]))))
+        else:
+            answers = tmp / "answers.csv"
+            pd.read_csv(task.validation.val_answers_path, dtype={task.id_column: str}).to_csv(answers, index=False)
+    path = tmp / "submission.csv"
+    df.to_csv(path, index=False)
+    return answers, path
+
+
+def code_score(task: Task, submission: Path | str | pd.DataFrame, part: str = "test") -> float:
+    """Score a submission that passed wmrl's checks with the benchmark's own grading code
+    (:func:`wmrl.tasks.benchcode.run_metric_code`: a child process with time and memory limits), unrounded.
+
+    Args:
+        task: a task with ``metric_code``.
+        submission: the submission file (given to the code as written) or DataFrame.
+        part: ``test``, or ``val`` for the held-out rows of a validation view.
+
+    Raises:
+        UnreadableSubmission: the code failed on this submission or returned no finite number (the executor
+            then checks that the code grades the task's reference submission before it blames the program).
+        MetricCodeUnavailable: the code imports a module that is not installed.
+        ValueError: the task has no metric code.
+    """
+    import tempfile
+
+    from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
+
+    if task.metric_code is None:
+        raise ValueError(f"task {task.id!r} has no benchmark grading code")
+    with tempfile.TemporaryDirectory(prefix="wmrl-grade-") as td:
+        answers, path = _code_inputs(task, submission, part, Path(td))
+        try:
+            value = run_metric_code(task.layout, task.metric_code, answers, path).score
+        except MetricCodeError as exc:
+            if "needs a module" in str(exc):
+                raise MetricCodeUnavailable(str(exc)) from None
+            raise UnreadableSubmission(cap_message(f"the benchmark's grading code refused the submission: {exc}")) \
+                from None
+    if not math.isfinite(value):
+        raise UnreadableSubmission(f"the benchmark's grading code gave a score that is not finite ({value})")
+    return float(value)
+
+
+#: Largest difference between wmrl's metric and the benchmark's code on a probe for wmrl's to stand in.
+FAST_PATH_ATOL = 1e-9
+
+
+@functools.lru_cache(maxsize=256)
+def _fast_path_cached(key: tuple) -> bool:
+    return _fast_path_decide(_FAST_PATH_TASKS[key])
+
+
+_FAST_PATH_TASKS: dict[tuple, Task] = {}
+
+
+def _file_key(p: Path | None) -> tuple:
+    if p is None or not Path(p).is_file():
+        return (str(p), 0, 0)
+    st = Path(p).stat()
+    return (str(p), st.st_mtime_ns, st.st_size)
+
+
+def fast_path(task: Task) -> bool:
+    """True when wmrl's own metric computes ``task``'s raw score in-process; False when the benchmark's own
+    grading code must (a child process per grading).
+
+    wmrl's metric stands in for the code only where it equals the code's score within
+    :data:`FAST_PATH_ATOL` (after the benchmark's rounding) on every valid probe submission of
+    :mod:`wmrl.tasks.probes` (perfect, good, median, bad, constant); a task whose metric only its code
+    computes (``code_*``) never takes it; a task without code (wmrl's own) always does. The decision is made
+    once per code, answers and metric and kept under ``$WMRL_HOME/cache/metric-checks`` (file name: a hash
+    of the three).
+
+    Raises:
+        MetricCodeUnavailable: the code imports a module that is not installed.
+    """
+    if task.metric_code is None:
+        return True
+    from wmrl.tasks.metrics import CODE_METRICS
+
+    if task.metric in CODE_METRICS:
+        return False
+    key = (task.id, task.metric, task.type, task.classes, task.target, task.id_column, task.score_decimals,
+           task.row_match, _file_key(task.metric_code), _file_key(task.answers_path))
+    _FAST_PATH_TASKS[key] = dataclasses.replace(task, validation=None)
+    return _fast_path_cached(key)
+
+
+def _fast_path_cache_file(task: Task) -> Path | None:
+    import hashlib
+
+    try:
+        from wmrl.paths import wmrl_home
+
+        h = hashlib.sha256()
+        for p in (task.metric_code, task.answers_path):
+            h.update(Path(p).read_bytes())
+        h.update(f"{task.metric}|{task.type}|{task.classes}|{task.target}|{task.id_column}|{task.score_decimals}|"
+                 f"{task.row_match}|fast-path-v1".encode())
+        d = wmrl_home() / "cache" / "metric-checks"
+        d.mkdir(parents=True, exist_ok=True)
+        return d / f"fast-path-{h.hexdigest()[:32]}.json"
+    except OSError:
+        return None
+
+
+def _fast_path_decide(task: Task) -> bool:
+    import json
+    import os
+    import tempfile
+
+    from wmrl.tasks.probes import VALID_PROBES, probe_submissions
+
+    cache = _fast_path_cache_file(task)
+    if cache is not None and cache.is_file():
+        try:
+            return bool(json.loads(cache.read_text())["fast_path"])
+        except (ValueError, KeyError, TypeError, OSError):
+            pass
+    probes = probe_submissions(task, read_answers(task))
+    agree, diffs = True, {}
+    with tempfile.TemporaryDirectory(prefix="wmrl-probe-") as td:
+        for kind in VALID_PROBES:
+            path = Path(td) / f"{kind}.csv"
+            probes[kind].to_csv(path, index=False)
+            try:
+                y_true, y_pred = validate_submission(task, path)
+                mine = _rounded(task, _metric_value(task, y_true, y_pred))
+            except InvalidSubmission:
+                mine = None
+            try:
+                theirs = _rounded(task, code_score(task, path))
+            except UnreadableSubmission:
+                theirs = None
+            diffs[kind] = [mine, theirs]
+            if mine is None or theirs is None or not abs(mine - theirs) <= FAST_PATH_ATOL:
+                agree = agree and mine is None and theirs is None
+    if cache is not None:
+        try:
+            tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"task": task.id, "fast_path": agree, "scores": diffs}))
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+    return agree
 
 
 def load_boards(task: Task) -> list[np.ndarray]:
@@ -563,7 +754,7 @@ def grade_score(task: Task, value: float, boards: list[np.ndarray] | None = None
     return Grade(
         score=float(value),
         reward=float(np.mean(rewards)),
-        medal=lb.medal(value, last, lower) if task.awards_medals else None,
+        medal=lb.medal(value, last, lower) if task.awards_medals or task.medals == "always" else None,
         above_median=lb.above_median(value, last, lower),
         rpg=rpg,
         board_rewards=tuple(float(r) for r in rewards),
@@ -605,13 +796,14 @@ def grade_submission(task: Task, submission: Path | pd.DataFrame, name: str | No
     if is_val is not None:
         # on all rows first: a value too large to score is refused wherever it sits, so whether a submission is
         # refused never tells a program which rows are the held-out ones (one bit a turn otherwise)
-        _metric_value(task, y_true, y_pred)
+        if task.metric_code is None or fast_path(task):
+            _metric_value(task, y_true, y_pred)
         v_true, v_pred = y_true[is_val], y_pred[is_val]
         y_true, y_pred = y_true[~is_val], y_pred[~is_val]
-    value = _metric_value(task, y_true, y_pred)
+    value = _rounded(task, _score_value(task, submission, y_true, y_pred))
     if is_val is not None:
         try:
-            val_score = float(_metric_value(task, v_true, v_pred))
+            val_score = float(_score_value(task, submission, v_true, v_pred, part="val"))
         except InvalidSubmission:  # the metric is undefined on the held-out rows alone: no validation score
             val_score = None
     if not task.has_reward:

@@ -43,8 +43,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from wmrl.tasks.metrics import METRICS, metric_info
-from wmrl.tasks.spec import Split, Task
+from wmrl.tasks.metrics import CODE_METRICS, METRICS, metric_info
+from wmrl.tasks.spec import SAMPLE_SUBMISSION_NAMES, Split, Task
 
 #: Default execution wall-clock limit (seconds) for foreign tasks that do not give one.
 DEFAULT_TIME_LIMIT_S = 600.0
@@ -60,6 +60,8 @@ GRADER_ALIASES: dict[str, str] = {
     "rmse": "rmse", "root_mean_squared_error": "rmse",
     "mae": "mae", "mean_absolute_error": "mae",
     "r2": "r2", "r2_score": "r2", "r_squared": "r2",
+    "qwk": "qwk", "quadratic_weighted_kappa": "qwk", "quadratic_kappa": "qwk",
+    "rmsle": "rmsle", "root_mean_squared_log_error": "rmsle", "root_mean_squared_logarithmic_error": "rmsle",
 }
 
 
@@ -148,6 +150,13 @@ def _make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_pa
         raise TaskFormatError(f"task folder {root}: type must be binary, multiclass or regression, not {task_type!r}")
     metric = _metric_name(meta["metric"])
     info = metric_info(metric)
+    if metric in CODE_METRICS and metric_code is None:
+        raise TaskFormatError(f"task folder {root}: metric {metric!r} is computed by a benchmark's own grading code, "
+                              "but the task has none; name a metric wmrl computes")
+    if metric in CODE_METRICS and "lower_is_better" not in meta:
+        raise TaskFormatError(f"task folder {root}: its metric is computed only by the benchmark's own code, and "
+                              "neither the code, a leaderboard nor a baseline and gold score says whether lower is "
+                              "better; set 'lower_is_better' in the task's hints file")
     if task_type not in info.task_types:
         raise TaskFormatError(f"task folder {root}: metric {metric!r} does not apply to {task_type} tasks")
     classes = tuple(str(c) for c in (meta.get("classes") or ()))
@@ -196,9 +205,71 @@ def _make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_pa
         title=str(meta.get("title", meta.get("name", meta["id"]))),
         reward_kind=str(meta.get("reward_kind", reward_kind)),  # type: ignore[arg-type]
         awards_medals=bool(meta.get("awards_medals", True)),
+        medals=_choice(root, meta, "medals", ("awards_medals", "always"), "awards_medals"),  # type: ignore[arg-type]
+        score_decimals=None if meta.get("score_decimals") is None else int(meta["score_decimals"]),
+        row_match=_choice(root, meta, "row_match", ("id", "position"), "id"),  # type: ignore[arg-type]
         metric_code=metric_code,
         metric_source=str(meta.get("metric_source", "task.yaml metric" if layout == "wmrl" else "")),
     )
+
+
+def _sample_submission(public_dir: Path) -> Path | None:
+    """The sample submission of a public folder (:data:`~wmrl.tasks.spec.SAMPLE_SUBMISSION_NAMES`, then any
+    ``*sample*ubmission*.csv``), or None."""
+    return _first_existing(*(public_dir / n for n in SAMPLE_SUBMISSION_NAMES),
+                           *sorted(public_dir.glob("*sample*ubmission*.csv")))
+
+
+def _choice(root: Path, meta: dict[str, Any], key: str, allowed: tuple[str, ...], default: str) -> str:
+    v = str(meta.get(key, default))
+    if v not in allowed:
+        raise TaskFormatError(f"task folder {root}: {key} must be one of {', '.join(allowed)}, not {v!r}")
+    return v
+
+
+#: Placeholder metric while a task's metric is known to come from its benchmark's code only; replaced by
+#: ``code_proba``, ``code_label`` or ``code_value`` once the submission format is read (:func:`_code_metric`).
+_BY_CODE = "by-code"
+
+
+def _code_metric(meta: dict[str, Any], public_dir: Path, code: Path, layout: str,
+                 leaderboards: Sequence[Path] = ()) -> dict[str, Any]:
+    """For a task whose metric only its benchmark's code computes: the ``code_*`` metric of the submission's
+    prediction kind (one column per class: probabilities; a regression: values; otherwise the sample
+    submission's values: fractions in [0, 1] are probabilities, anything else labels), and the metric's
+    direction: the hints, else what the code declares (MLE-Dojo's ``higher_is_better``), else the
+    leaderboard's order (MLE-bench's rule: first < last means lower is better), else gold against baseline
+    (DSBench's rule)."""
+    from wmrl.tasks.benchcode import declared_higher_is_better
+    from wmrl.tasks.leaderboard import read_leaderboard
+
+    cols = [meta["id_column"], meta["target"]]
+    sample = _sample_submission(public_dir)
+    if sample is not None:
+        cols = _header(sample)
+    if meta["type"] == "regression":
+        kind = "value"
+    elif len(cols) > 2:
+        kind = "proba"
+    else:
+        kind = "label"
+        if sample is not None and len(cols) == 2:
+            v = pd.read_csv(sample, usecols=[cols[1]], nrows=1000)[cols[1]]
+            if pd.api.types.is_float_dtype(v) and v.between(0, 1).all() and not (v == v.round()).all():
+                kind = "proba"
+    meta["metric"] = f"code_{kind}"
+    if "lower_is_better" not in meta:
+        hib = declared_higher_is_better(code) if layout == "mledojo" else None
+        if hib is not None:
+            meta["lower_is_better"] = not hib
+        elif leaderboards:
+            b = read_leaderboard(Path(leaderboards[-1]))
+            if len(b) >= 2 and b[0] != b[-1]:
+                meta["lower_is_better"] = bool(b[0] < b[-1])
+        elif meta.get("baseline_score") is not None and meta.get("gold_score") is not None \
+                and meta["baseline_score"] != meta["gold_score"]:
+            meta["lower_is_better"] = bool(float(meta["gold_score"]) < float(meta["baseline_score"]))
+    return meta
 
 
 def _load_wmrl(root: Path) -> Task:
@@ -219,8 +290,7 @@ def _load_wmrl(root: Path) -> Task:
 
 def _infer_meta(meta: dict[str, Any], public_dir: Path, answers_path: Path) -> dict[str, Any]:
     """Fill id column, target, type, classes and metric from the files (see the module docstring)."""
-    sample = _first_existing(public_dir / "sample_submission.csv", public_dir / "sampleSubmission.csv",
-                             *sorted(public_dir.glob("*sample*ubmission*.csv")))
+    sample = _sample_submission(public_dir)
     if sample is None and not all(k in meta for k in ("id_column", "target")):
         raise TaskFormatError(f"{public_dir}: no sample_submission.csv to infer the submission format from")
     cols = _header(sample) if sample else [meta["id_column"], meta["target"]]
@@ -375,17 +445,22 @@ def _load_mlebench(root: Path, extra: Sequence[Path] = ()) -> Task:
             _metric_name(grader)
             claims.append(("config.yaml grader.name", str(grader)))
         except TaskFormatError:
-            if code is None or not _code_claim(task_id, code, "grade.py"):
+            if code is None:
                 raise TaskFormatError(f"task {task_id!r}: field 'metric': config.yaml grader.name {grader!r} is not a "
-                                      "metric wmrl computes, and no grade.py it can read names one; refused rather "
-                                      "than guessed (set 'metric' in wmrl.yaml; grade.py then cross-checks it)") from None
+                                      "metric wmrl computes, and the competition has no grade.py to score with; refused "
+                                      f"rather than guessed (set 'metric' in {root / 'wmrl.yaml'})") from None
     claims += _code_claim(task_id, code, "grade.py") if not claims else []
     if "metric" in hints:
         claims.append(("wmrl.yaml metric", str(hints.pop("metric"))))
-    meta["metric"], meta["metric_source"] = resolve_metric(task_id, claims)
+    by_code = not claims and code is not None
+    meta["metric"], meta["metric_source"] = (_BY_CODE, "grade.py") if by_code else resolve_metric(task_id, claims)
     meta.update(hints)
+    meta.setdefault("medals", "always")  # MLE-bench's grading code never reads awards_medals
+    meta.setdefault("score_decimals", 5)  # MLE-bench's Grader.__call__ rounds every score to 5 decimals
     meta = _infer_meta(meta, public_dir, answers)
     leaderboards = tuple(p for p in (meta_dir / "leaderboard.csv",) if p.is_file())
+    if by_code:
+        meta = _code_metric(meta, public_dir, code, "mlebench", leaderboards)
     description = _foreign_description(meta_dir / Path(str(config.get("description", "description.md"))).name,
                                        meta_dir / "description.md", public_dir / "description.md")
     meta.setdefault("awards_medals", bool(config.get("awards_medals", True)))
@@ -409,14 +484,12 @@ def _load_mledojo(root: Path, extra: Sequence[Path] = ()) -> Task:
         _package_competition_dir("mledojo", root.name, _search_dirs(root, extra))
     code = pkg / "utils" / "metric.py" if pkg is not None and (pkg / "utils" / "metric.py").is_file() else None
     claims = _code_claim(task_id, code, "utils/metric.py")
-    if code is not None and not claims and "metric" not in hints:
-        raise TaskFormatError(f"task {task_id!r}: field 'metric': its metric code {code} computes no metric wmrl "
-                              "recognises; refused rather than guessed (set 'metric' in wmrl.yaml; the code then "
-                              "cross-checks it)")
     if "metric" in hints:
         claims.append(("wmrl.yaml metric", str(hints.pop("metric"))))
+    by_code = not claims and code is not None
     meta: dict[str, Any] = {"id": task_id}
-    meta["metric"], meta["metric_source"] = resolve_metric(task_id, claims)
+    meta["metric"], meta["metric_source"] = (_BY_CODE, "utils/metric.py") if by_code else \
+        resolve_metric(task_id, claims)
     meta.update({k: v for k, v in hints.items() if k != "id"})
     meta = _infer_meta(meta, public_dir, answers)
     leaderboards = []
@@ -425,6 +498,8 @@ def _load_mledojo(root: Path, extra: Sequence[Path] = ()) -> Task:
                             *((pkg / "info" / name,) if pkg is not None else ()))
         if p:
             leaderboards.append(p)
+    if by_code:
+        meta = _code_metric(meta, public_dir, code, "mledojo", leaderboards)
     description = _foreign_description(public_dir / "description.txt", public_dir / "description.md",
                                        root / "description.md", root / "description.txt",
                                        *((pkg / "info" / "description.txt",) if pkg is not None else ()))
@@ -465,13 +540,12 @@ def _load_dsbench(resplit_dir: Path) -> Task:
     code = home / "evaluation" / f"{task_id}_eval.py"
     code = code if code.is_file() else None
     claims = _code_claim(task_id, code, f"evaluation/{task_id}_eval.py")
-    if code is not None and not claims and "metric" not in hints:
-        raise TaskFormatError(f"task {task_id!r}: field 'metric': its evaluation script {code} computes no metric "
-                              "wmrl recognises; refused rather than guessed")
     if "metric" in hints:
         claims.append(("wmrl metric hint", str(hints.pop("metric"))))
-    meta: dict[str, Any] = {"id": task_id}
-    meta["metric"], meta["metric_source"] = resolve_metric(task_id, claims)
+    by_code = not claims and code is not None
+    meta: dict[str, Any] = {"id": task_id, "row_match": "position"}  # DSBench's scripts match rows by position
+    meta["metric"], meta["metric_source"] = (_BY_CODE, f"evaluation/{task_id}_eval.py") if by_code else \
+        resolve_metric(task_id, claims)
     perf = home / "save_performance"
     baseline = _read_result(perf / "baseline" / task_id / "result.txt")
     gold = _read_result(perf / "GT" / task_id / "result.txt")
@@ -483,6 +557,8 @@ def _load_dsbench(resplit_dir: Path) -> Task:
         meta["gold_score"] = gold
     meta.update(hints)
     meta = _infer_meta(meta, resplit_dir, answers)
+    if by_code:
+        meta = _code_metric(meta, resplit_dir, code, "dsbench")
     description = _foreign_description(home / "data" / "task" / f"{task_id}.txt")
     task = _make_task(meta, root=resplit_dir, public_dir=resplit_dir, answers_path=answers, leaderboards=(),
                       description=description, layout="dsbench", metric_code=code, reward_kind="rpg")

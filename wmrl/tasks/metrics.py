@@ -1,6 +1,8 @@
 """Metrics of the task suite: names, directions, what a submission must contain, and scoring.
 
-Every metric is computed with :mod:`sklearn.metrics`. A metric name maps to
+Every metric is computed with :mod:`sklearn.metrics`, the library the benchmarks' own grading code calls, with
+its defaults (log loss clips probabilities at the float64 machine epsilon as scikit-learn does; ROC AUC sees the
+probabilities unclipped). A metric name maps to
 
 * a direction (``lower_is_better``),
 * a prediction kind: ``"proba"`` (probabilities), ``"label"`` (class labels) or ``"value"``
@@ -56,15 +58,30 @@ METRICS: dict[str, MetricInfo] = {
         MetricInfo("roc_auc_ovr", False, "proba", ("multiclass",),
                    "Macro-averaged one-vs-rest area under the ROC curve of the per-class probabilities (higher is better)."),
         MetricInfo("log_loss", True, "proba", ("binary", "multiclass"),
-                   "Log loss (cross-entropy) of the predicted probabilities, clipped to [1e-15, 1 - 1e-15] (lower is better)."),
+                   "Log loss (cross-entropy) of the predicted probabilities, clipped to [eps, 1 - eps] with eps the float64 "
+                   "machine epsilon, as scikit-learn clips (lower is better)."),
+        MetricInfo("qwk", False, "label", ("binary", "multiclass"),
+                   "Quadratic weighted kappa (Cohen's kappa with quadratic weights) between predicted and true ordinal "
+                   "labels (higher is better; 1 is perfect agreement, 0 is chance)."),
         MetricInfo("rmse", True, "value", ("regression",),
                    "Root mean squared error, in the target's units (lower is better)."),
         MetricInfo("mae", True, "value", ("regression",),
                    "Mean absolute error, in the target's units (lower is better)."),
         MetricInfo("r2", False, "value", ("regression",),
                    "Coefficient of determination R^2 (higher is better; 1 is perfect, 0 is the mean predictor)."),
+        MetricInfo("rmsle", True, "value", ("regression",),
+                   "Root mean squared logarithmic error, sqrt(mean((log1p(y) - log1p(y_hat))^2)); needs values > -1 "
+                   "(lower is better)."),
+        *(MetricInfo(f"code_{k}", False, k, ("binary", "multiclass", "regression") if k != "proba" else
+                     ("binary", "multiclass"),
+                     f"Computed only by the benchmark's own grading code (the submission holds {what}); its direction "
+                     "comes from the benchmark.")
+          for k, what in (("proba", "probabilities"), ("label", "labels"), ("value", "values"))),
     )
 }
+
+#: The metrics no wmrl code computes: a task with one of them is scored by its benchmark's own grading code.
+CODE_METRICS = ("code_proba", "code_label", "code_value")
 
 
 def metric_info(name: str) -> MetricInfo:
@@ -97,11 +114,13 @@ def submission_columns(task_type: str, metric: str, id_column: str, target: str,
 
 
 def _clip_proba(p: np.ndarray) -> np.ndarray:
-    return np.clip(p, 1e-15, 1 - 1e-15)
+    """Probabilities clipped to [eps, 1 - eps], eps the float64 machine epsilon (scikit-learn's log loss clip)."""
+    eps = np.finfo(np.float64).eps
+    return np.clip(p, eps, 1 - eps)
 
 
 def _normalise_rows(p: np.ndarray) -> np.ndarray:
-    p = _clip_proba(np.asarray(p, dtype=np.float64))
+    p = np.asarray(p, dtype=np.float64)
     return p / p.sum(axis=1, keepdims=True)
 
 
@@ -135,6 +154,7 @@ def score(metric: str, y_true: np.ndarray, y_pred: np.ndarray, classes: Sequence
             "rmse": lambda: float(np.sqrt(skm.mean_squared_error(yt, yp))),
             "mae": lambda: float(skm.mean_absolute_error(yt, yp)),
             "r2": lambda: float(skm.r2_score(yt, yp)),
+            "rmsle": lambda: float(np.sqrt(skm.mean_squared_log_error(yt, yp))),
         }
         return fns[metric]()
     labels = [str(c) for c in classes]
@@ -143,6 +163,8 @@ def score(metric: str, y_true: np.ndarray, y_pred: np.ndarray, classes: Sequence
         yp = y_pred.astype(str)
         if metric == "accuracy":
             return float(skm.accuracy_score(yt, yp))
+        if metric == "qwk":
+            return float(skm.cohen_kappa_score(yt, yp, labels=labels or None, weights="quadratic"))
         return float(skm.f1_score(yt, yp, labels=labels or None, average="macro", zero_division=0))
     # probabilities
     if not labels:
@@ -150,17 +172,18 @@ def score(metric: str, y_true: np.ndarray, y_pred: np.ndarray, classes: Sequence
     if y_pred.ndim == 1:  # binary: P(positive = classes[1])
         if len(labels) != 2:
             raise ValueError(f"a 1-D probability vector needs exactly 2 classes, got {len(labels)}")
-        p1 = _clip_proba(y_pred.astype(np.float64))
+        p1 = y_pred.astype(np.float64)
         if metric == "roc_auc":
             return float(skm.roc_auc_score((yt == labels[1]).astype(int), p1))
         if metric == "log_loss":
+            p1 = _clip_proba(p1)
             return float(skm.log_loss(yt, np.column_stack([1 - p1, p1]), labels=labels))
     else:
         if y_pred.shape[1] != len(labels):
             raise ValueError(f"probability matrix has {y_pred.shape[1]} columns but there are {len(labels)} classes")
         p = _normalise_rows(y_pred)
         if metric == "log_loss":
-            return float(skm.log_loss(yt, p, labels=labels))
+            return float(skm.log_loss(yt, _clip_proba(p), labels=labels))
         if metric == "roc_auc_ovr":
             present = [i for i, c in enumerate(labels) if np.any(yt == c)]
             if len(present) < 2:

@@ -21,6 +21,10 @@ Layout = Literal["wmrl", "mlebench", "mledojo", "dsbench"]
 #: which is MLE-bench's percentile on a single board) or ``rpg`` (DSBench relative performance gap).
 RewardKind = Literal["percentile", "rpg"]
 
+#: File names of a sample submission, in the order they are looked for: wmrl, MLE-bench and MLE-Dojo write the
+#: first, some Kaggle competitions the second, DSBench the third.
+SAMPLE_SUBMISSION_NAMES = ("sample_submission.csv", "sampleSubmission.csv", "sample_solution.csv")
+
 
 class InvalidSubmission(ValueError):
     """A submission that cannot be graded; the message says what is wrong and how to fix it."""
@@ -87,7 +91,15 @@ class Task:
         reward_kind: ``percentile`` (leaderboard position score, the default) or ``rpg`` (DSBench relative
             performance gap ``max(0, (p - b) / (g - b))``, for tasks without a leaderboard).
         awards_medals: False when the benchmark says the competition awards no medals (MLE-bench's
-            ``awards_medals: false``): grading then gives ``medal = None``.
+            ``awards_medals: false``).
+        medals: ``awards_medals`` (grading gives ``medal = None`` when ``awards_medals`` is False; wmrl's own
+            rule and the option) or ``always`` (medals on every competition, as MLE-bench's grading code
+            does: it never reads ``awards_medals``; the default for MLE-bench folders).
+        score_decimals: the raw score is rounded to this many decimals before it is placed on a board
+            (MLE-bench's ``Grader.__call__`` rounds to 5); ``None``: no rounding.
+        row_match: how submission rows meet the answers: ``id`` (by the id column) or ``position`` (row i of
+            the submission against row i of the answers, as DSBench's evaluation scripts do; the ids must
+            still be the test ids).
         metric_code: the benchmark's own metric code (MLE-Dojo ``utils/metric.py``, MLE-bench ``grade.py``,
             DSBench ``evaluation/<id>_eval.py``), run only in a child process with time and memory limits
             (:mod:`wmrl.tasks.benchcode`); ``None`` for wmrl's own tasks.
@@ -126,6 +138,9 @@ class Task:
     title: str = ""
     reward_kind: RewardKind = "percentile"
     awards_medals: bool = True
+    medals: Literal["awards_medals", "always"] = "awards_medals"
+    score_decimals: int | None = None
+    row_match: Literal["id", "position"] = "id"
     metric_code: Path | None = None
     metric_source: str = ""
     validation: ValidationSplit | None = None
@@ -164,5 +179,9 @@ class Task:
 
     @property
     def sample_submission_path(self) -> Path:
-        """``public/sample_submission.csv`` (the submission format)."""
-        return self.public_dir / "sample_submission.csv"
+        """The sample submission in ``public/`` (the submission format): the first of
+        :data:`SAMPLE_SUBMISSION_NAMES` that exists (``sample_submission.csv`` when none does)."""
+        for name in SAMPLE_SUBMISSION_NAMES:
+            if (self.public_dir / name).is_file():
+                return self.public_dir / name
+        return self.public_dir / SAMPLE_SUBMISSION_NAMES[0]

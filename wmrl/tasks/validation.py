@@ -76,7 +76,8 @@ def view_folder(task: Task, fraction: float = DEFAULT_FRACTION, seed: int = 0,
         FileNotFoundError: a public file of the task is missing.
     """
     pub = Path(task.public_dir)
-    key = {"files": [_stat_key(pub / n) for n in _CORE_FILES], "fraction": float(fraction), "seed": int(seed),
+    key = {"files": [_stat_key(pub / "train.csv"), _stat_key(pub / "test.csv"), _stat_key(task.sample_submission_path)],
+           "fraction": float(fraction), "seed": int(seed),
            "id": task.id_column, "target": task.target, "format": VIEW_FORMAT,
            "secret": hashlib.sha256(view_secret()).hexdigest()[:16]}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
@@ -264,7 +265,7 @@ def _write_view(task: Task, fraction: float, seed: int, out: Path) -> None:
     idc, target = task.id_column, task.target
     train = _read_text_csv(src / "train.csv")
     test = _read_text_csv(src / "test.csv")
-    sample = _read_text_csv(src / "sample_submission.csv")
+    sample = _read_text_csv(task.sample_submission_path)
     for name, df, need in (("train.csv", train, (idc, target)), ("test.csv", test, (idc,))):
         missing = [c for c in need if c not in df.columns]
         if missing:
@@ -314,7 +315,7 @@ def _write_view(task: Task, fraction: float, seed: int, out: Path) -> None:
                 sub[c] = sample[c].iloc[0] if len(sample) else ""
     sub.to_csv(pub / "sample_submission.csv", index=False)
     for entry in src.iterdir():
-        if entry.name in _CORE_FILES:
+        if entry.name in _CORE_FILES or entry.name == task.sample_submission_path.name:
             continue
         if entry.is_dir():
             shutil.copytree(entry, pub / entry.name, copy_function=_link_or_copy)
