@@ -1,4 +1,4 @@
-"""Commands of ``wmrl.tasks``: ``wmrl tasks build | list | show | grade | stats | check``.
+"""Commands of ``wmrl.tasks``: ``wmrl tasks build | list | show | grade | stats | check | fixtures | coverage``.
 
 Imports of heavy libraries stay inside the commands.
 """
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import NoReturn, Optional
 
@@ -358,6 +359,64 @@ def fixtures_cmd(
     made = build_benchmark_fixtures(out, tuple(benchmark) if benchmark else ("mledojo", "mlebench", "dsbench"))
     for tid, path in made.items():
         typer.echo(f"{tid}: {path}")
+
+
+@tasks_app.command("coverage")
+def coverage_cmd(
+    path: Path = typer.Argument(..., help="an MLE-bench, MLE-Dojo or DSBench checkout (detected from its layout)"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write every competition's row as JSON to "
+                                            "FILE ('-': print the JSON instead of the tables)"),
+) -> None:
+    """Which competitions of a benchmark checkout wmrl can grade with the benchmark's own grading code,
+    and why each other one is refused. Reads the code (never runs it); also says whether wmrl's own
+    metric recognition reads the metric. Exits 2 when PATH is not a checkout of the three."""
+    from wmrl.tasks.coverage import REASONS, CoverageError, benchmark_coverage
+
+    try:
+        results = benchmark_coverage(path)
+    except CoverageError as exc:
+        _fail(str(exc))
+    doc = {"path": str(Path(path).expanduser().resolve()), "python": sys.executable,
+           "benchmarks": [b.as_dict() for b in results]}
+    text = json.dumps(doc, indent=1)
+    if json_out is not None and str(json_out) == "-":
+        typer.echo(text)
+        return
+    if json_out is not None:
+        try:
+            json_out.expanduser().write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            _fail(f"cannot write {json_out}: {exc.strerror or exc}")
+    from rich.table import Table
+
+    from wmrl.console import make_console
+
+    console = make_console()
+    table = Table(title=f"grading by the benchmark's own code ({path})")
+    for col in ("benchmark", "competitions", "gradable", "refused", "recognise_metric"):
+        table.add_column(col, justify="left" if col == "benchmark" else "right", no_wrap=True)
+    for b in results:
+        s = b.summary()
+        table.add_row(b.name, str(s["competitions"]), str(s["gradable"]), str(s["refused"]), str(s["recognised"]))
+    console.print(table)
+    reasons = Table(title="refused, by reason (the first that applies)")
+    reasons.add_column("reason", no_wrap=True)
+    for b in results:
+        reasons.add_column(b.name, justify="right", no_wrap=True)
+    reasons.add_column("meaning")
+    for key, meaning in REASONS.items():
+        reasons.add_row(key, *(str(b.refused_by_reason()[key]) for b in results), meaning)
+    console.print(reasons)
+    mods = [(b.name, m, c) for b in results for m, c in b.missing_module_counts().items()]
+    if mods:
+        mt = Table(title="modules not installed (needed by: competitions importing it; alone: those it alone blocks)")
+        for col in ("module", "benchmark", "needed by", "alone"):
+            mt.add_column(col, justify="right" if col in ("needed by", "alone") else "left", no_wrap=True)
+        for name, m, c in mods:
+            mt.add_row(m, name, str(c["needed_by"]), str(c["only_blocker"]))
+        console.print(mt)
+    if json_out is not None:
+        console.print(f"per-competition rows: {json_out}")
 
 
 def register(app: typer.Typer) -> None:
