@@ -165,7 +165,9 @@ class ScriptScaffold(_FreeFormScaffold):
             sub = f"columns {task.id_column},{task.target} (probability of class {task.classes[-1] if task.classes else 1})"
         else:
             sub = f"column {task.id_column} then one probability column per class"
-        if task.metric in ("accuracy", "macro_f1"):
+        from wmrl.tasks.metrics import prediction_kind
+
+        if prediction_kind(task.type, task.metric) == "label":
             sub = f"columns {task.id_column},{task.target} (predicted label)"
         return (
             f"{task_header(task)}\n"
