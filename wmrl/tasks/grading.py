@@ -7,7 +7,7 @@ Submission checks, each raising :class:`~wmrl.tasks.spec.InvalidSubmission` with
 what is wrong and how to fix it: file present and readable, not empty, exactly the expected columns
 (:func:`wmrl.tasks.metrics.submission_columns`), ids unique, no missing and no extra ids, the row
 count, numeric dtypes for probabilities and values (booleans are not numbers), no NaN or inf,
-probabilities in [0, 1], a finite metric (values too large to score are rejected), labels among the
+probabilities in [0, 1], values above -1 for RMSLE, a finite metric (values too large to score are rejected), labels among the
 task's classes.
 """
 from __future__ import annotations
@@ -473,6 +473,9 @@ def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.n
     n_inf = int(np.isinf(arr).sum())
     if n_inf:
         raise InvalidSubmission(f"{n_inf} infinite value(s) in column(s) {value_cols}; every value must be finite")
+    if task.metric == "rmsle" and (arr <= -1).any():
+        raise InvalidSubmission(f"RMSLE takes log(1 + value): every value must be greater than -1; found "
+                                f"{int((arr <= -1).sum())} value(s) <= -1 (the smallest {arr.min():.4g})")
     if kind == "proba":
         if (arr < 0).any() or (arr > 1).any():
             raise InvalidSubmission(f"probabilities must lie in [0, 1]; found values from {arr.min():.4g} to {arr.max():.4g}")
