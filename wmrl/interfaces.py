@@ -126,7 +126,13 @@ class WorldModel(Protocol):
     (``wmrl.world_model.regression.RegressionWorldModel``, ``wmrl.world_model.generative.GenerativeWorldModel``)."""
 
     def predict(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
-        """Predicted rewards r_hat, float64 array of shape [N]; batched internally."""
+        """Predicted rewards r_hat, float64 array of shape [N]; batched internally (``predict_outcome(...).reward``)."""
+        ...
+
+    def predict_outcome(self, prompts: Sequence[str], completions: Sequence[str]) -> Any:
+        """A :class:`wmrl.world_model.outcome.OutcomePrediction`: reward [N], status distribution [N, 4] over the
+        outcome classes, predictive reward std [N]; gated completions (no code, a compile error) are certain
+        syntax errors."""
         ...
 
     def fit(self, records: Sequence[Any], **kwargs: Any) -> dict[str, Any]:

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from wmrl.world_model.generative import SCORE_CUE, GenerativeWorldModel, digit_token_ids, score_digits, score_text
+from wmrl.world_model.generative import (OUTCOME_CUE, QUALITY_BUCKETS, QUALITY_POSITIONS, GenerativeWorldModel,
+                                         answer_text, answer_tokens, quality_bucket)
+from wmrl.world_model.outcome import LADDERS
 from wmrl.models.types import LoraSettings
 from wmrl.world_model.factory import WORLD_MODEL_KINDS, load_world_model, new_world_model, saved_world_model_kind
 from wmrl.world_model.data import fit_split
@@ -25,14 +27,16 @@ COMPS = {  # completion -> reward
 }
 
 
-def _records(n_groups: int = 8, g: int = 4, reward: float | None = None, seed: int = 0) -> list[dict]:
-    """Execution-log-style rows: ``n_groups`` groups of ``g`` over 2 prompts (constant ``reward`` if given)."""
+def _records(n_groups: int = 8, g: int = 4, seed: int = 0, failing: bool = False) -> list[dict]:
+    """Execution-log-style rows: ``n_groups`` groups of ``g`` over 2 prompts; with ``failing`` the last family
+    crashes (reward 0)."""
     rng = np.random.default_rng(seed)
     out = []
     for grp in range(n_groups):
         for _ in range(g):
             c = list(COMPS)[rng.integers(len(COMPS))]
-            out.append({"status": "ok", "reward": COMPS[c] if reward is None else reward,
+            crash = failing and c == list(COMPS)[3]
+            out.append({"status": "runtime_error" if crash else "ok", "reward": 0.0 if crash else COMPS[c],
                         "meta": {"prompt": f"Task: task-{grp % 2}. Predict churn.", "completion": c, "group_id": grp,
                                  "task_id": f"task-{grp % 2}", "step": 0}})
     return out
@@ -74,88 +78,103 @@ PROMPTS = ["Task: a. Predict y."] * 3 + ["Task: b. Predict z."] * 2 + ["Task: c.
 COMPLETIONS = [list(COMPS)[0], list(COMPS)[2], "x", list(COMPS)[1], "", list(COMPS)[3]]
 
 
-def test_digit_tokens_and_answer_format(tiny):
+def test_answer_format_and_buckets(tiny):
     _, tok = tiny
-    ids = digit_token_ids(tok)
-    assert ids == [32, 33, 34, 35, 36, 37, 38, 39, 40, 41]  # SmolLM2: '0'..'9' are consecutive single tokens
-    assert [tok.decode([i]) for i in ids] == list("0123456789")
-    assert tok("0.73", add_special_tokens=False)["input_ids"] == [32, 30, 39, 35]  # '0' '.' '7' '3'
-    assert score_digits(0.734) == (7, 3) and score_digits(0.46) == (4, 6) and score_digits(0.05) == (0, 5)
-    assert score_digits(1.0) == (9, 9) and score_digits(-0.2) == (0, 0)  # clipped to [0, 0.99]
-    assert score_text(0.999) == "0.99" and score_text(0.3) == "0.30"
-    for bad in (float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="finite"):
-            score_digits(bad)
+    t = answer_tokens(tok)
+    assert answer_text("valid", "high") == '{"status": "valid", "quality": "high"}'
+    assert answer_text("runtime_error") == '{"status": "runtime_error"}'
+    assert tok.decode(t.status_prefix) == OUTCOME_CUE + '{"status": "'
+    assert [tok.decode([i]) for i in t.status_ids] == ["runtime", "no", "valid"]  # SmolLM2's first tokens
+    assert [tok.decode([i]) for i in t.quality_ids] == list(QUALITY_BUCKETS)
+    assert tok.decode(t.quality_prefix) == 'valid", "quality": "'
+    assert tok.decode(t.answers[("valid", "mid")]) == 'valid", "quality": "mid"}'
+    assert [quality_bucket(p) for p in (0.0, 0.099, 0.1, 0.29, 0.3, 0.59, 0.6, 1.0)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    with pytest.raises(ValueError, match="finite"):
+        quality_bucket(float("nan"))
+    with pytest.raises(ValueError, match="a valid program has a quality"):
+        answer_text("valid")
+    with pytest.raises(ValueError, match="writes a status among"):
+        answer_text("syntax_error")
 
 
-def test_a_tokenizer_that_splits_a_digit_is_refused_by_name(tiny):
+def test_a_tokenizer_that_merges_the_status_words_is_refused_by_name(tiny):
     from wmrl.models.backbone import tiny_backbone
 
     _, tok = tiny
 
-    class SplitsSeven:
-        name_or_path = "fake-splitting-tokenizer"
+    class SameFirstToken:
+        name_or_path = "fake-merging-tokenizer"
         pad_token_id = tok.pad_token_id
 
         def __call__(self, text, add_special_tokens=False):
-            return {"input_ids": [39, 39] if text == "7" else tok(text, add_special_tokens=False)["input_ids"]}
+            ids = tok(text.replace("no_submission", "runtime_submission"), add_special_tokens=False)["input_ids"]
+            return {"input_ids": ids}
 
         def decode(self, ids):
             return tok.decode(ids)
 
-    with pytest.raises(ValueError, match=r"fake-splitting-tokenizer.*digit '7'.*2 tokens"):
-        digit_token_ids(SplitsSeven())
+    with pytest.raises(ValueError, match=r"fake-merging-tokenizer.*three distinct tokens"):
+        answer_tokens(SameFirstToken())
     model, _ = tiny_backbone(seed=0)
-    with pytest.raises(ValueError, match="fake-splitting-tokenizer"):
-        GenerativeWorldModel(model, SplitsSeven(), lora=LORA)
+    with pytest.raises(ValueError, match="fake-merging-tokenizer"):
+        GenerativeWorldModel(model, SameFirstToken(), lora=LORA)
     assert not hasattr(model, "peft_config")  # refused before the adapter was attached
 
 
-def test_predict_shape_dtype_range_and_determinism():
+def test_predict_outcome_shape_gate_determinism_and_shared_prompts():
     wm = _wm(seed=1)
+    out = wm.predict_outcome(PROMPTS, COMPLETIONS)
+    assert len(out) == 6 and out.status_probs.shape == (6, 4)
+    # "x" compiles (a bare name), "" does not: the gate answers it without the model
+    assert out.status[4] == "syntax_error" and out.reward[4] == 0.0 and out.reward_std[4] == 0.0
+    assert (out.status_probs[[0, 1, 2, 3, 5], 0] == 0).all()
+    assert np.all((out.reward >= 0.0) & (out.reward <= QUALITY_POSITIONS[-1])) and np.ptp(out.reward) > 0
     pred = wm.predict(PROMPTS, COMPLETIONS)
-    assert pred.shape == (6,) and pred.dtype == np.float64
-    assert np.all((pred >= 0.0) & (pred <= 0.99)) and np.ptp(pred) > 0  # distinct inputs, distinct predictions
-    assert np.array_equal(pred, wm.predict(PROMPTS, COMPLETIONS))  # no sampling: bit-identical
+    assert np.array_equal(pred, out.reward) and np.array_equal(pred, wm.predict(PROMPTS, COMPLETIONS))  # no sampling
     # the shared-prompt path (prompt run once, KV cache) equals separate passes
     assert np.allclose(pred, wm.predict(PROMPTS, COMPLETIONS, share_prompts=False), atol=1e-6)
-    p1, p2 = wm.digit_distributions(PROMPTS, COMPLETIONS)
-    assert p1.shape == p2.shape == (6, 10) and np.allclose(p1.sum(1), 1) and np.allclose(p2.sum(1), 1)
-    assert np.allclose(pred, 0.1 * p1 @ np.arange(10) + 0.01 * p2 @ np.arange(10))
+    ps, pq = wm.outcome_distributions(PROMPTS, COMPLETIONS)
+    assert ps.shape == (6, 3) and pq.shape == (6, 4) and np.allclose(ps.sum(1), 1) and np.allclose(pq.sum(1), 1)
     assert wm.predict([], []).shape == (0,)
 
 
-def test_expected_value_decoding_by_hand_from_the_logits():
-    """r_hat = 0.1 E[d1] + 0.01 E[d2 | argmax d1], from the full model's logits on hand-built token ids,
-    for a single input (plain path) and for each member of a group (shared-prompt path)."""
+def test_outcome_decoding_by_hand_from_the_logits():
+    """P(status) over the three status tokens after the prefix, P(quality | valid) after the valid prefix,
+    the expected ladder reward and its std, from the full model's logits on hand-built token ids, for a single
+    input (plain path) and for each member of a group (shared-prompt path), under both ladders."""
     wm = _wm(seed=2)
     tok = wm.tokenizer
-    assert SCORE_CUE == "\n### Score\n"
-    digits = [tok(str(d), add_special_tokens=False)["input_ids"][0] for d in range(10)]
+    t = wm.tokens
 
     def enc(s):
         return tok(s, add_special_tokens=False)["input_ids"]
 
-    def by_hand(prompt, completion):
-        ids = enc(f"{prompt}\n### Solution\n") + enc(completion) + enc("\n### Score\n") + enc("0.")
+    def by_hand(prompt, completion, ladder):
+        ids = enc(f"{prompt}\n### Solution\n") + enc(completion) + t.status_prefix
         with torch.no_grad():
-            logits = wm.peft_model(input_ids=torch.tensor([ids])).logits[0, -1]  # adapter 'world_model' active
-            p1 = torch.softmax(logits[digits].double(), 0)
-            d1 = int(p1.argmax())
-            logits2 = wm.peft_model(input_ids=torch.tensor([ids + [digits[d1]]])).logits[0, -1]
-            p2 = torch.softmax(logits2[digits].double(), 0)
-        k = torch.arange(10, dtype=torch.float64)
-        return float(0.1 * (p1 * k).sum() + 0.01 * (p2 * k).sum()), p1.numpy(), p2.numpy()
+            ps = torch.softmax(wm.peft_model(input_ids=torch.tensor([ids])).logits[0, -1][t.status_ids].double(), 0)
+            lq = wm.peft_model(input_ids=torch.tensor([ids + t.quality_prefix])).logits[0, -1]
+            pq = torch.softmax(lq[t.quality_ids].double(), 0)
+        ps, pq = ps.numpy(), pq.numpy()
+        lad = LADDERS[ladder]
+        vals = np.array([lad.runtime_error, lad.no_submission, *lad.valid_reward(np.array(QUALITY_POSITIONS))])
+        p = np.array([ps[0], ps[1], *(ps[2] * pq)])
+        mean = float(p @ vals)
+        return mean, float(np.sqrt(p @ vals ** 2 - mean ** 2)), ps, pq
 
-    expected, p1, p2 = by_hand("Task: c.", list(COMPS)[3])
-    assert wm.predict(["Task: c."], [list(COMPS)[3]])[0] == pytest.approx(expected, abs=1e-6)
-    q1, q2 = wm.digit_distributions(["Task: c."], [list(COMPS)[3]])
-    assert np.allclose(q1[0], p1, atol=1e-6) and np.allclose(q2[0], p2, atol=1e-6)
+    mean, std, ps, pq = by_hand("Task: c.", list(COMPS)[3], "percentile")
+    out = wm.predict_outcome(["Task: c."], [list(COMPS)[3]])
+    assert out.reward[0] == pytest.approx(mean, abs=1e-6) and out.reward_std[0] == pytest.approx(std, abs=1e-6)
+    assert np.allclose(out.status_probs[0], [0.0, *ps], atol=1e-6)
+    qs, qq = wm.outcome_distributions(["Task: c."], [list(COMPS)[3]])
+    assert np.allclose(qs[0], ps, atol=1e-6) and np.allclose(qq[0], pq, atol=1e-6)
     group = PROMPTS[:3], COMPLETIONS[:3]  # one prompt, completions of different lengths
-    assert np.allclose(wm.predict(*group), [by_hand(p, c)[0] for p, c in zip(*group)], atol=1e-6)
+    assert np.allclose(wm.predict(*group), [by_hand(p, c, "percentile")[0] for p, c in zip(*group)], atol=1e-6)
+    wm.ladder = LADDERS["paper"]
+    assert np.allclose(wm.predict(*group), [by_hand(p, c, "paper")[0] for p, c in zip(*group)], atol=1e-6)
 
 
-def test_fit_lowers_the_loss_and_changes_only_the_adapter():
+def test_fit_learns_statuses_and_buckets_and_changes_only_the_adapter():
     from wmrl.models.backbone import tiny_backbone
     from wmrl.models.policy import Policy
 
@@ -167,22 +186,26 @@ def test_fit_lowers_the_loss_and_changes_only_the_adapter():
     base = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
     policy_before = [p.detach().clone() for p in pol.trainable_parameters()]
     wm_before = [p.detach().clone() for p in wm.trainable_parameters()]
-    records = _records(reward=0.83)  # every trajectory scored 0.83: the answer to learn is '0.83'
+    records = _records(seed=0, failing=True)
     train, _, _ = fit_split(records, 0.25, seed=0)
-    args = ([e["prompt"] for e in train], [e["completion"] for e in train], [e["reward"] for e in train])
+    args = ([e["prompt"] for e in train], [e["completion"] for e in train], [e["reward"] for e in train],
+            [e["status"] for e in train])
     with torch.no_grad():
         loss0 = float(wm.loss(*args))
-    assert loss0 == pytest.approx(math.log(len(tok)), abs=0.5)  # untrained tiny model: about uniform
-    res = wm.fit(records, epochs=2, lr=3e-3, batch_size=8, heldout_fraction=0.25, seed=0)
+    assert loss0 < 2.0  # a softmax over 3 or 4 candidates, not the vocabulary
+    res = wm.fit(records, epochs=10, lr=1e-2, batch_size=8, heldout_fraction=0.25, seed=0)
     with torch.no_grad():
         loss1 = float(wm.loss(*args))
-    assert loss1 < loss0 - 0.5, (loss0, loss1)
-    assert res["n_train"] == 24 and res["n_heldout"] == 8 and res["steps"] == 6
+    assert loss1 < loss0 - 0.3, (loss0, loss1)
+    assert res["n_train"] == 24 and res["n_heldout"] == 8 and res["n_judged"] == 24 and res["steps"] == 30
     assert math.isfinite(res["train_loss"]) and res["predictions_per_s"] > 0
-    assert res["heldout"]["n"] == 8 and len(res["heldout_pred"]) == 8
-    # the learnt answer is the most likely one: first decimal 8, then second decimal 3
-    p1, p2 = wm.digit_distributions(args[0][:4], args[1][:4])
-    assert (p1.argmax(1) == 8).all() and (p2.argmax(1) == 3).all()
+    # the learnt outcomes: the crashing family is a runtime error, the good family valid and 'high'
+    comps = list(COMPS)
+    out = wm.predict_outcome(["Task: task-0. Predict churn."] * 4, comps)
+    assert out.status[3] == "runtime_error" and out.status[0] == "valid"
+    assert out.reward[0] > out.reward[2] > out.reward[3]
+    _, pq = wm.outcome_distributions(["Task: task-0. Predict churn."], [comps[0]])
+    assert QUALITY_BUCKETS[int(pq[0].argmax())] == "high"
     # only the world model's adapter changed
     assert all(torch.equal(p, base[n]) for n, p in model.named_parameters() if "lora_" not in n)
     assert all(torch.equal(a, b.detach()) for a, b in zip(policy_before, pol.trainable_parameters()))
@@ -197,7 +220,7 @@ def test_save_load_round_trip_through_the_factory(tmp_path):
     pred = wm.predict(PROMPTS, COMPLETIONS)
     wm.save(tmp_path / "gen")
     cfg = json.loads((tmp_path / "gen" / "world_model.json").read_text())
-    assert cfg["kind"] == "generative" and cfg["answer"]["digit_token_ids"] == wm.digit_ids
+    assert cfg["kind"] == "generative" and cfg["answer"]["status_token_ids"] == wm.tokens.status_ids
     assert saved_world_model_kind(tmp_path / "gen") == "generative"
     sd = wm.state_dict()
     assert set(sd) == {"config", "adapter"} and len(sd["adapter"]) > 0
@@ -237,9 +260,13 @@ def test_bad_inputs_are_clear_errors():
     with pytest.raises(ValueError, match="2 prompts but 1 completions"):
         wm.predict(["a", "b"], ["x"])
     with pytest.raises(ValueError, match="finite"):
-        wm.loss(["a"], ["x"], [float("nan")])
+        wm.loss(["a"], ["x"], [float("nan")], ["valid"])
     with pytest.raises(ValueError, match="1 prompts but 2 rewards"):
-        wm.loss(["a"], ["x"], [0.1, 0.2])
+        wm.loss(["a"], ["x"], [0.1, 0.2], ["valid"])
+    with pytest.raises(ValueError, match="not one the judge writes"):
+        wm.loss(["a"], ["x"], [0.1], ["syntax_error"])
+    with pytest.raises(ValueError, match="unknown reward ladder"):
+        GenerativeWorldModel(*tiny_backbone(seed=5), lora=LORA, ladder="steep")
     with pytest.raises(ValueError, match="warmup"):
         wm.fit([{"status": "infra_error", "reward": None, "meta": {}}])
     with pytest.raises(ValueError, match="lr > 0"):
@@ -293,7 +320,7 @@ def test_trainer_runs_with_a_generative_world_model(small_suite, tmp_path):
     assert fit["n_train"] == 8 and fit["steps"] == 1 and math.isfinite(fit["train_loss"])
     m = read_jsonl(run / "metrics.jsonl")
     assert [r["step"] for r in m] == [1, 2]
-    assert all(0.0 <= r["reward_wm_mean"] <= 0.99 and r["n_anchor_groups"] == 0 for r in m)
+    assert all(0.0 <= r["reward_wm_mean"] <= QUALITY_POSITIONS[-1] and r["n_anchor_groups"] == 0 for r in m)
     led = json.loads((run / "ledger.json").read_text())
     assert led["phases"]["wm_fit"]["wall_s"] > 0 and led["executions"]["anchor"]["count"] == 0
 

@@ -218,3 +218,66 @@ def test_program_features_tell_apart_one_choice_and_survive_save_load(tiny, tmp_
     assert back.program_features == 512 and np.allclose(back.predict(prompts, comps), r)
     with pytest.raises(ValueError, match=">= 0"):
         RegressionWorldModel(model, tok, lora=None, program_features=-1)
+
+
+def _failing_records(n_groups=16, g=4, seed=0):
+    """Programs of three outcomes: one family always crashes, one never writes a submission, two are valid."""
+    rng = np.random.default_rng(seed)
+    outcomes = {
+        "make_pipeline(LogisticRegression(penalty='l1', solver='lbfgs'))": ("runtime_error", 0.0),
+        "make_pipeline(NearestCentroid())": ("invalid_submission", 0.0),
+        "make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=200, max_depth=8, min_samples_leaf=1))": ("ok", 0.85),
+        "make_pipeline(GaussianNB())": ("ok", 0.3),
+    }
+    comps = list(outcomes)
+    recs = []
+    for grp in range(n_groups):
+        for _ in range(g):
+            c = comps[rng.integers(len(comps))]
+            status, r = outcomes[c]
+            recs.append({"status": status, "reward": r, "meta": {"prompt": "Task: t. Predict churn.", "completion": c,
+                                                                  "group_id": grp, "task_id": "t", "step": 0}})
+    return recs, outcomes
+
+
+def test_regression_kind_predicts_status_and_uncertainty_and_keeps_them_on_save(tiny, tmp_path):
+    from wmrl.models.backbone import tiny_backbone
+    from wmrl.world_model.outcome import STATUS_CLASSES
+
+    model, tok = tiny_backbone(seed=0)
+    wm = RegressionWorldModel(model, tok, lora=None)
+    comps = ["make_pipeline(LogisticRegression(penalty='l1', solver='lbfgs'))", "make_pipeline(NearestCentroid())",
+             "make_pipeline(GaussianNB())", "make_pipeline(GaussianNB("]
+    before = wm.predict_outcome(["Task: t. Predict churn."] * 4, comps)
+    assert np.allclose(before.status_probs[:3, 1:], 1 / 3) and (before.reward_std == 0).all()  # unfitted: uniform
+    recs, outcomes = _failing_records()
+    wm.fit(recs, heldout_fraction=0.0, seed=0)
+    out = wm.predict_outcome(["Task: t. Predict churn."] * 4, comps)
+    assert out.status == ["runtime_error", "no_submission", "valid", "syntax_error"]
+    assert out.status_probs[3].tolist() == [1.0, 0.0, 0.0, 0.0] and out.reward[3] == 0.0  # the gate, no model
+    assert (out.status_probs[:3, 0] == 0).all()  # past the gate, never a syntax error
+    assert (out.reward_std[:3] > 0).all() and out.reward_std[3] == 0
+    assert np.array_equal(wm.predict(["Task: t. Predict churn."] * 4, comps), out.reward)
+    # a program far from every training row is less certain than one the model has seen many times
+    far = wm.predict_outcome(["Task: a table of images. Predict species."], ["make_pipeline(SVC(kernel='poly'))"])
+    assert far.reward_std[0] > out.reward_std[2]
+    wm.save(tmp_path / "wm")
+    model2, tok2 = tiny_backbone(seed=0)
+    wm2 = RegressionWorldModel.load(tmp_path / "wm", model2, tok2)
+    out2 = wm2.predict_outcome(["Task: t. Predict churn."] * 4, comps)
+    assert np.allclose(out2.status_probs, out.status_probs, atol=1e-5)
+    assert np.allclose(out2.reward_std, out.reward_std, atol=1e-5)
+    assert len(STATUS_CLASSES) == out.status_probs.shape[1]
+
+
+def test_one_seen_status_gets_add_one_smoothing(tiny):
+    from wmrl.models.backbone import tiny_backbone
+
+    model, tok = tiny_backbone(seed=0)
+    wm = RegressionWorldModel(model, tok, lora=None)
+    recs = _records()
+    wm.fit(recs, heldout_fraction=0.0, seed=0)  # every row valid
+    out = wm.predict_outcome(["Task: task-0. Predict churn."], [list(_FAMILIES)[0]])
+    n = sum(1 for r in recs if r["status"] == "ok")
+    assert out.status_probs[0, 3] == pytest.approx((n + 1) / (n + 3), abs=1e-5)
+    assert out.status_probs[0, 1] == pytest.approx(1 / (n + 3), abs=1e-5)

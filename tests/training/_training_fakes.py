@@ -145,6 +145,13 @@ class FakeWorldModel:
             out.append(0.5 * true_reward(c) + 0.3 + 0.1 * (h - 0.5))
         return np.asarray(out)
 
+    def predict_outcome(self, prompts, completions):
+        """``predict`` as the reward, every program valid, a constant std of 0.1."""
+        from wmrl.world_model.outcome import OutcomePrediction
+
+        r = self.predict(prompts, completions)
+        return OutcomePrediction(r, np.tile([0.0, 0.0, 0.0, 1.0], (len(r), 1)), np.full(len(r), 0.1))
+
     def state_dict(self):
         return {"offset": getattr(self, "offset", 0.0)}
 

@@ -275,12 +275,18 @@ class WmrlConfig(_Section):
 
 class WorldModelConfig(_Section):
     """The world model that scores trajectories without running them (the policy's backbone, shared,
-    plus its own LoRA adapter and a regression head, or an adapter that writes the score as text)."""
+    plus its own LoRA adapter and a regression head, or an adapter that writes the outcome as the World Model RL
+    paper's judge does)."""
 
     kind: Literal["regression", "generative"] = Field("regression", description=(
-        "World model: 'regression' (adapter + scalar head on pooled hidden states, fitted by MSE) or 'generative' "
-        "(adapter fine-tuned to write the score as text '0.DD'; predicts the expected value of the digit "
-        "distributions; needs adapter: true). A saved world model (world_model.path) must be of this kind."))
+        "World model: 'regression' (adapter + scalar head and a status classifier on pooled hidden states, fitted "
+        "by MSE) or 'generative' (the World Model RL paper's judge: adapter fine-tuned to write the outcome as "
+        "JSON, a status and for a valid program a quality bucket; predicts the expected reward of that "
+        "distribution; needs adapter: true). A saved world model (world_model.path) must be of this kind."))
+    ladder: Literal["percentile", "paper"] = Field("percentile", description=(
+        "Generative kind: the reward of each predicted outcome. 'percentile': failures 0, a valid program the "
+        "position its quality bucket stands for (the scale of the executed reward); 'paper': the World Model RL "
+        "paper's ladder (runtime error 0.1, no submission 0.2, valid 0.5 + 0.5 x position)."))
     path: OptStr = Field(None, description=(
         "A pre-fitted world model folder (`wmrl wm fit`); null = fit one on a warm-up corpus at the start of the run "
         "(its cost goes into the ledger)."))

@@ -13,10 +13,12 @@ import numpy as np
 
 from wmrl.trajectory import trajectory_of
 from wmrl.world_model.metrics import world_model_metrics
+from wmrl.world_model.outcome import outcome_class
 
 
 class WorldModelExample(dict):
-    """One training example: ``prompt``, ``completion``, ``reward`` (float), ``group`` (hashable)."""
+    """One training example: ``prompt``, ``completion``, ``reward`` (float), ``group`` (hashable), and ``status``:
+    its outcome class (:data:`wmrl.world_model.outcome.STATUS_CLASSES`), or None where it is not known."""
 
 
 def _field(rec: Any, key: str, default: Any = None) -> Any:
@@ -32,7 +34,8 @@ def examples_from_records(records: Sequence[Any]) -> tuple[list[WorldModelExampl
     Rows with status ``infra_error``, a missing or non-finite reward (e.g. a task without a
     leaderboard), or no trajectory (:func:`wmrl.trajectory.trajectory_of`: no prompt or completion) are
     skipped (counted in the returned dict: ``used``, ``skipped_infra``, ``skipped_no_reward``,
-    ``skipped_no_text``). The group of a row is the trajectory's ``(run, step, task id, group_id)``.
+    ``skipped_no_text``). The group of a row is the trajectory's ``(run, step, task id, group_id)``; its
+    ``status`` the outcome class of :func:`wmrl.world_model.outcome.outcome_class`.
     """
     out: list[WorldModelExample] = []
     counts = {"used": 0, "skipped_infra": 0, "skipped_no_reward": 0, "skipped_no_text": 0}
@@ -52,7 +55,8 @@ def examples_from_records(records: Sequence[Any]) -> tuple[list[WorldModelExampl
             continue
         task_id = traj.task_id or _field(r, "task_id", "")
         out.append(WorldModelExample(prompt=str(traj.prompt), completion=str(traj.completion), reward=float(reward),
-                                     group=(traj.run, traj.step, task_id, traj.group_id), task_id=task_id))
+                                     group=(traj.run, traj.step, task_id, traj.group_id), task_id=task_id,
+                                     status=outcome_class(str(traj.completion), status)))
         counts["used"] += 1
     return out, counts
 

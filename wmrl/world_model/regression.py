@@ -39,8 +39,9 @@ from wmrl.models import adapters
 from wmrl.models.types import LoraSettings
 from wmrl.world_model.base import BackboneWorldModel
 from wmrl.world_model.data import check_fit_settings, fit_metrics, fit_split
+from wmrl.world_model.outcome import STATUS_CLASSES, OutcomePrediction, gated
 
-__all__ = ["RegressionWorldModel", "RewardHead", "ridge_fit"]
+__all__ = ["OutcomeHead", "RegressionWorldModel", "RewardHead", "ridge_fit"]
 
 _LORA_DEFAULT = LoraSettings(r=8, alpha=16)
 
@@ -72,7 +73,7 @@ class RewardHead(torch.nn.Module):
 
 
 def ridge_fit(Z: np.ndarray, y: np.ndarray, groups: Sequence[Hashable], alphas: Sequence[float] = (1.0, 10.0, 100.0, 1000.0),
-              seed: int = 0) -> tuple[np.ndarray, float, float]:
+              seed: int = 0) -> tuple[np.ndarray, float, float, float]:
     """Closed-form ridge regression of ``y`` on standardised features ``Z``, alpha by group K-fold.
 
     Args:
@@ -81,7 +82,8 @@ def ridge_fit(Z: np.ndarray, y: np.ndarray, groups: Sequence[Hashable], alphas: 
         alphas: candidate L2 penalties (sklearn ``Ridge`` convention: ``||y - Zw - b||^2 + alpha ||w||^2``).
 
     Returns:
-        ``(w [D], b, alpha)``.
+        ``(w [D], b, alpha, cv_mse)``: ``cv_mse`` is the group K-fold mean squared error of the chosen alpha
+        (NaN with fewer than 3 groups or one candidate: no folds were run).
     """
     from sklearn.linear_model import Ridge
     from sklearn.model_selection import GroupKFold
@@ -100,7 +102,77 @@ def ridge_fit(Z: np.ndarray, y: np.ndarray, groups: Sequence[Hashable], alphas: 
                 best = (err, a)
     alpha = best[1]
     r = Ridge(alpha=alpha).fit(Z, y)
-    return np.asarray(r.coef_, dtype=np.float64), float(r.intercept_), float(alpha)
+    cv_mse = best[0] / len(y) if np.isfinite(best[0]) else float("nan")
+    return np.asarray(r.coef_, dtype=np.float64), float(r.intercept_), float(alpha), float(cv_mse)
+
+
+_MODEL_CLASSES = ("runtime_error", "no_submission", "valid")  # the outcome classes past the gate
+
+
+class OutcomeHead(torch.nn.Module):
+    """The regression kind's outcome status and reward uncertainty, on the reward head's standardised features.
+
+    Status: a multinomial logistic regression over the classes past the deterministic gate (runtime error, no
+    submission, valid), with the reward head's ridge penalty (``C = 1 / (2 alpha)``: sklearn's
+    ``C * sum(log loss) + ||w||^2 / 2`` against ridge's ``alpha ||w||^2``), mixed with the uniform distribution at weight ``eps = 3 / (N + 3)`` (add-one smoothing:
+    a class never seen in N training rows keeps a small probability); with one class seen, that class at
+    ``(N + 1) / (N + 3)``. Reward uncertainty: the predictive standard deviation of ridge regression read as a
+    Bayesian linear model (Bishop 2006, "Pattern Recognition and Machine Learning", eq. 3.59),
+    ``std(z) = sigma * sqrt(1 + (z - z_bar)' (Zc' Zc + alpha I)^-1 (z - z_bar))`` with ``Zc`` the centred
+    training features and ``sigma^2`` the ridge fit's group K-fold mean squared error (the training error where
+    no folds ran). Buffers: ``status_w`` [3, D], ``status_b`` [3], ``eps`` [], ``cov`` [D, D], ``z_bar`` [D],
+    ``sigma2`` [] (float32), ``fitted`` [] (0 until :meth:`fit`).
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.register_buffer("status_w", torch.zeros(len(_MODEL_CLASSES), dim))
+        self.register_buffer("status_b", torch.zeros(len(_MODEL_CLASSES)))
+        self.register_buffer("eps", torch.tensor(1.0))
+        self.register_buffer("cov", torch.zeros(dim, dim))
+        self.register_buffer("z_bar", torch.zeros(dim))
+        self.register_buffer("sigma2", torch.tensor(0.0))
+        self.register_buffer("fitted", torch.tensor(0.0))
+
+    def fit(self, Z: np.ndarray, statuses: Sequence[str | None], alpha: float, sigma2: float, seed: int = 0) -> None:
+        """Fit both parts on standardised features ``Z`` [N, D] (float64) and outcome classes (None: unknown,
+        left out of the status fit; gated rows, ``syntax_error``, too)."""
+        from sklearn.linear_model import LogisticRegression
+
+        d = Z.shape[1]
+        Zc = Z - Z.mean(0)
+        cov = np.linalg.inv(Zc.T @ Zc + alpha * np.eye(d))
+        rows = [i for i, c in enumerate(statuses) if c in _MODEL_CLASSES]
+        w = np.zeros((len(_MODEL_CLASSES), d))
+        b = np.zeros(len(_MODEL_CLASSES))
+        seen = sorted({statuses[i] for i in rows}, key=_MODEL_CLASSES.index)
+        if len(seen) >= 2:
+            y = [statuses[i] for i in rows]
+            clf = LogisticRegression(C=0.5 / max(alpha, 1e-6), max_iter=2000, random_state=seed)
+            clf.fit(Z[rows], y)
+            coef = clf.coef_ if len(seen) > 2 else np.vstack([-clf.coef_[0] / 2, clf.coef_[0] / 2])
+            icpt = clf.intercept_ if len(seen) > 2 else np.array([-clf.intercept_[0] / 2, clf.intercept_[0] / 2])
+            for k, cls in enumerate(clf.classes_):
+                w[_MODEL_CLASSES.index(cls)], b[_MODEL_CLASSES.index(cls)] = coef[k], icpt[k]
+        absent = [k for k, c in enumerate(_MODEL_CLASSES) if c not in seen]
+        b[absent] = -1e4  # never the argmax of the logistic part; the smoothing gives them their share
+        with torch.no_grad():
+            self.status_w.copy_(torch.as_tensor(w, dtype=torch.float32))
+            self.status_b.copy_(torch.as_tensor(b, dtype=torch.float32))
+            self.eps.fill_(len(_MODEL_CLASSES) / (len(rows) + len(_MODEL_CLASSES)))
+            self.cov.copy_(torch.as_tensor(cov, dtype=torch.float32))
+            self.z_bar.copy_(torch.as_tensor(Z.mean(0), dtype=torch.float32))
+            self.sigma2.fill_(float(sigma2))
+            self.fitted.fill_(1.0)
+
+    def forward(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Standardised features [B, D] -> (status probabilities [B, 3] over runtime error, no submission, valid;
+        predictive reward std [B]), float32."""
+        p = torch.softmax(Z @ self.status_w.T + self.status_b, dim=-1)
+        p = (1.0 - self.eps) * p + self.eps / len(_MODEL_CLASSES)
+        zc = Z - self.z_bar
+        lev = ((zc @ self.cov) * zc).sum(-1).clamp(min=0.0)
+        return p, torch.sqrt(self.sigma2 * (1.0 + lev))
 
 class RegressionWorldModel(BackboneWorldModel):
     """Predicts the reward of a (prompt, completion) trajectory without executing it.
@@ -143,6 +215,7 @@ class RegressionWorldModel(BackboneWorldModel):
         self.program_features = int(program_features)
         self.n_backbone_features = 2 * hidden
         self.head = RewardHead(2 * hidden + self.program_features).to(self.device)
+        self.outcome_head = OutcomeHead(2 * hidden + self.program_features).to(self.device)
 
     def _with_program_features(self, feats: torch.Tensor, prompts: Sequence[str],
                                completions: Sequence[str]) -> torch.Tensor:
@@ -217,20 +290,40 @@ class RegressionWorldModel(BackboneWorldModel):
         return self._with_program_features(out, prompts, completions)
 
     @torch.no_grad()
-    def predict(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
-        """Predicted rewards for N trajectories, float64 array [N] clipped to [0, 1]; batched, no grad.
+    def predict_outcome(self, prompts: Sequence[str], completions: Sequence[str]) -> OutcomePrediction:
+        """The outcome of N trajectories: reward clipped to [0, 1], status distribution, predictive reward std.
 
-        Trajectories sharing a prompt run it once (see :meth:`features`).
+        Completions the deterministic gate (:func:`wmrl.world_model.outcome.gate_status`) refuses get a certain
+        syntax error and reward 0 without a forward pass; the others the reward head and the
+        :class:`OutcomeHead` on one shared feature pass (trajectories sharing a prompt run it once, see
+        :meth:`features`). Before the first :meth:`fit` the status is uniform over the three classes past the
+        gate and the std 0.
 
         Raises:
             TypeError: ``prompts`` / ``completions`` are not sequences of strings.
             ValueError: ``prompts`` and ``completions`` differ in length.
         """
         self._check_inputs(prompts, completions)
-        if len(prompts) == 0:
-            return np.zeros(0, dtype=np.float64)
-        r = self.head(self.features(list(prompts), list(completions)))
-        return np.clip(r.detach().cpu().double().numpy(), 0.0, 1.0)
+        prompts, completions = list(prompts), list(completions)
+
+        def model(idx: list[int]) -> OutcomePrediction:
+            X = self.features([prompts[i] for i in idx], [completions[i] for i in idx])
+            r = np.clip(self.head(X).detach().cpu().double().numpy(), 0.0, 1.0)
+            p3, std = self.outcome_head(self.head.standardise(X))
+            probs = np.zeros((len(idx), len(STATUS_CLASSES)))
+            probs[:, 1:] = p3.detach().cpu().double().numpy()
+            probs /= probs.sum(1, keepdims=True)
+            return OutcomePrediction(r, probs, std.detach().cpu().double().numpy())
+
+        return gated(completions, model)
+
+    def predict(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
+        """Predicted rewards for N trajectories, float64 array [N] in [0, 1]: ``predict_outcome(...).reward``.
+
+        Raises:
+            TypeError / ValueError: as :meth:`predict_outcome`.
+        """
+        return self.predict_outcome(prompts, completions).reward
 
     # ---------------------------------------------------------------- training
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
@@ -243,7 +336,8 @@ class RegressionWorldModel(BackboneWorldModel):
 
     def _solve_head(self, train: list[dict[str, Any]], rewards: np.ndarray, seed: int, *,
                     set_standardisation: bool) -> tuple[float, float]:
-        """Set the head to the closed-form ridge solution on the current backbone's features.
+        """Set the head to the closed-form ridge solution on the current backbone's features, and fit the
+        :class:`OutcomeHead` on the same features.
 
         With ``set_standardisation`` the feature mean and population std (correction=0: finite even
         for one training example) are first taken from ``train``. Returns ``(ridge alpha, train MSE)``.
@@ -258,11 +352,14 @@ class RegressionWorldModel(BackboneWorldModel):
                 self.head.mu[self.n_backbone_features:] = 0.0  # program features stay 0/1 (module docstring)
                 self.head.sd[self.n_backbone_features:] = 1.0
         Z = self.head.standardise(X).cpu().double().numpy()
-        w, b, alpha = ridge_fit(Z, rewards, [e["group"] for e in train], seed=seed)
+        w, b, alpha, cv_mse = ridge_fit(Z, rewards, [e["group"] for e in train], seed=seed)
         with torch.no_grad():
             self.head.linear.weight.copy_(torch.as_tensor(w, dtype=torch.float32).view(1, -1))
             self.head.linear.bias.fill_(b)
-        return alpha, float(((Z @ w + b - rewards) ** 2).mean())
+        train_mse = float(((Z @ w + b - rewards) ** 2).mean())
+        self.outcome_head.fit(Z, [e.get("status") for e in train], alpha,
+                              cv_mse if np.isfinite(cv_mse) else train_mse, seed=seed)
+        return alpha, train_mse
 
     def fit(
         self,
@@ -377,9 +474,15 @@ class RegressionWorldModel(BackboneWorldModel):
         return result
 
     # ---------------------------------------------------------------- persistence
+    def _head_tensors(self) -> dict[str, torch.Tensor]:
+        """The reward head's tensors and the outcome head's (keys prefixed ``outcome.``), on CPU."""
+        out = {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}
+        out.update({f"outcome.{k}": v.detach().cpu().contiguous() for k, v in self.outcome_head.state_dict().items()})
+        return out
+
     def state_dict(self) -> dict[str, Any]:
-        """``{"config": ..., "head": head state, "adapter": LoRA tensors (or {})}`` (tensors on CPU)."""
-        return {"config": self.config(), "head": {k: v.detach().cpu() for k, v in self.head.state_dict().items()},
+        """``{"config": ..., "head": reward and outcome head tensors, "adapter": LoRA tensors (or {})}`` (on CPU)."""
+        return {"config": self.config(), "head": self._head_tensors(),
                 "adapter": self._adapter_state()}
 
     def save(self, directory: str | Path) -> Path:
@@ -389,7 +492,7 @@ class RegressionWorldModel(BackboneWorldModel):
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         (d / "world_model.json").write_text(json.dumps(self.config(), indent=2))
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, str(d / "head.safetensors"))
+        save_file(self._head_tensors(), str(d / "head.safetensors"))
         if self.lora is not None:
             adapters.save_adapter(self.peft_model, self.adapter_name, d, self.lora)
         return d
@@ -409,7 +512,11 @@ class RegressionWorldModel(BackboneWorldModel):
         if not (d / "head.safetensors").is_file():
             raise FileNotFoundError(f"{d / 'head.safetensors'} is missing: save the world model there first")
         try:
-            self.head.load_state_dict({k: v.to(self.device) for k, v in load_file(str(d / "head.safetensors")).items()})
+            saved = {k: v.to(self.device) for k, v in load_file(str(d / "head.safetensors")).items()}
+            self.head.load_state_dict({k: v for k, v in saved.items() if not k.startswith("outcome.")})
+            outcome = {k[len("outcome."):]: v for k, v in saved.items() if k.startswith("outcome.")}
+            if outcome:  # folders saved before the outcome head keep it unfitted (uniform status, std 0)
+                self.outcome_head.load_state_dict(outcome)
         except RuntimeError as e:
             raise ValueError(f"the world model head in {d} does not fit this backbone: {e}") from e
         if self.lora is not None:
