@@ -15,6 +15,10 @@ def test_gate_catches_no_code_and_compile_errors_only():
     assert gate_status("Here it is:\n```python\ndef f(:\n```") == "syntax_error"
     assert gate_status("```\n\n```") == "syntax_error"
     assert gate_status("x = 1\x00") == "syntax_error"
+    # a function body (the function scaffold) compiles as one; a broken body does not
+    assert gate_status("return make_pipeline(StandardScaler(), Ridge(alpha=1.0))") is None
+    assert gate_status("model = Ridge()\n    return model") == "syntax_error"
+    assert gate_status("model = Ridge()\nreturn model") is None
     # compiling runs nothing
     assert gate_status("raise SystemExit(3)") is None
 

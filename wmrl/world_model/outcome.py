@@ -74,18 +74,22 @@ def gate_status(completion: str) -> str | None:
     """The paper's deterministic gate on a policy completion: ``"syntax_error"`` or None (no verdict).
 
     The code is the first fenced code block of ``completion`` when it has one, else the whole completion (the
-    grammar and function scaffolds write bare code). Empty code, or code that Python cannot compile, is a syntax
-    error for certain; anything else goes to the model. Compiling runs nothing.
+    grammar and function scaffolds write bare code). Empty code, or code that Python can compile neither as a
+    module nor as the body of a function (the function scaffold's completions are bodies), is a syntax error for
+    certain; anything else goes to the model. Compiling runs nothing.
     """
     m = _FENCE.search(completion)
     code = m.group(1) if m else completion
     if not code.strip():
         return "syntax_error"
-    try:
-        compile(code, "<completion>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):  # ValueError: a NUL byte in the source
-        return "syntax_error"
-    return None
+    # as a module, or as a function's body (the function scaffold's completions are bodies: ``return ...``)
+    for source in (code, "def _body():\n" + "".join(f"    {line}\n" for line in code.splitlines())):
+        try:
+            compile(source, "<completion>", "exec", dont_inherit=True)
+            return None
+        except (SyntaxError, ValueError):  # ValueError: a NUL byte in the source
+            continue
+    return "syntax_error"
 
 
 def outcome_class(completion: str, status: str | None) -> str | None:
