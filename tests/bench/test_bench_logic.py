@@ -197,6 +197,13 @@ def test_world_model_quality_on_anchors_by_hand(tmp_path):
     (rd / "metrics.jsonl").write_text("\n".join(json.dumps({"step": s, "alpha": a}) for s, a in ((1, 0.2), (2, 0.6))) + "\n")
 
     q = bench_results.world_model_quality(load_run(rd))
+    assert all(q[f"wm_{k}"] != q[f"wm_{k}"] for k in bench_results.FIDELITY_COLUMNS)  # no fidelity.json: NaN
+    card = {"figures": {"status_acc1": {"value": 0.75, "lo": 0.5, "hi": 1.0}, "failure_auc": {"value": None},
+                        "ece": {"value": 0.04}, "mae": {"value": 0.12}}}
+    (rd / "fidelity.json").write_text(json.dumps(card))
+    q = bench_results.world_model_quality(load_run(rd))
+    assert (q["wm_status_acc1"], q["wm_ece"], q["wm_mae"]) == (0.75, 0.04, 0.12)
+    assert q["wm_failure_auc"] != q["wm_failure_auc"]  # undefined in the card (one class only): NaN, shown n/a
     assert q["wm_anchor_pairs"] == 5
     assert q["wm_pairwise_accuracy"] == pytest.approx(3 / 4)
     # ranks of r_hat [0.2, 0.4, 0.3, 0.1, 0.6] = [2, 4, 3, 1, 5]; of r [0.1, 0.5, 0.9, 0.2, 0.6] = [1, 3, 5, 2, 4]

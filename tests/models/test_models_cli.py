@@ -35,6 +35,32 @@ def _write_log(path, make_task, n_groups=8, g=4):
     log.close()
 
 
+def _write_mixed_log(path, make_task):
+    """3 groups of 2 programs, each outcome class once or twice, and one infrastructure error."""
+    from wmrl.execution.log import ExecutionLog
+    from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus
+
+    task = make_task(path.parent / "task-mixed", "binary")
+    rows = [  # (group, completion, program, status, reward)
+        (0, "make_pipeline(GaussianNB())", "print(1)", ExecutionStatus.OK, 0.3),
+        (0, "make_pipeline(RandomForestClassifier(n_estimators=50))", "print(2)", ExecutionStatus.OK, 0.7),
+        (1, "make_pipeline(GaussianNB())", "import sys; sys.exit(1)", ExecutionStatus.RUNTIME_ERROR, 0.0),
+        (1, "make_pipeline(GaussianNB(", "make_pipeline(GaussianNB(", ExecutionStatus.RUNTIME_ERROR, 0.0),
+        (2, "make_pipeline(KNeighborsClassifier())", "print(3)", ExecutionStatus.TIMEOUT, 0.0),
+        (2, "make_pipeline(DecisionTreeClassifier())", "print(4)", ExecutionStatus.INVALID_SUBMISSION, 0.0),
+        (2, "make_pipeline(DecisionTreeClassifier())", "print(4)", ExecutionStatus.INFRA_ERROR, None),
+    ]
+    log = ExecutionLog(path)
+    for i, (grp, comp, prog, status, reward) in enumerate(rows):
+        req = ExecutionRequest(task=task, program=prog, request_id=f"m{i}",
+                               meta={"prompt": "Task: synthetic.", "completion": comp, "group_id": grp, "step": 1,
+                                     "task_id": task.id, "stream": "anchor"})
+        log.append(req, ExecutionResult(request_id=req.request_id, task_id=task.id, status=status, score=None,
+                                        reward=reward, wall_s=1.0, cpu_s=1.0, peak_rss_bytes=0, stdout="", stderr="",
+                                        program_sha256="x"))
+    log.close()
+
+
 def test_wm_fit_and_eval_on_a_log(tmp_path, task_factory):
     logp = tmp_path / "ex.sqlite"
     _write_log(logp, task_factory)
@@ -48,7 +74,27 @@ def test_wm_fit_and_eval_on_a_log(tmp_path, task_factory):
     assert metrics["n_heldout"] == 8 and metrics["heldout"]["spearman"] > 0.3
     r = runner.invoke(app, ["wm", "eval", "--wm", str(out), "--log", str(logp), "--model", "tiny"])
     assert r.exit_code == 0, r.output
-    assert "MAE" in r.output
+    assert "MAE" in r.output and "fidelity card: 32 programs in 8 groups" in " ".join(r.output.split())
+    # the fidelity card on a log with failures: the true class comes from each record's status and program
+    mixed = tmp_path / "mixed.sqlite"
+    _write_mixed_log(mixed, task_factory)
+    card_json = tmp_path / "card.json"
+    r = runner.invoke(app, ["wm", "eval", "--wm", str(out), "--log", str(mixed), "--model", "tiny", "--json",
+                            str(card_json), "--boot", "50"])
+    assert r.exit_code == 0, r.output
+    card = json.loads(card_json.read_text())
+    assert (card["n"], card["n_groups"], card["n_boot"]) == (6, 3, 50)
+    assert card["truth_mix"] == {"syntax_error": 1 / 6, "runtime_error": 2 / 6, "no_submission": 1 / 6,
+                                 "valid": 2 / 6}
+    assert "infra_error" not in json.dumps(card) and "skipped_infra" in r.output  # the infrastructure error is left out
+    from wmrl.world_model.regression import RegressionWorldModel
+
+    # a kind with status probabilities gets the status figures, one without gets the reward figures only
+    assert card["status_available"] == hasattr(RegressionWorldModel, "predict_outcome")
+    assert (card["figures"]["status_acc1"]["value"] is not None) == card["status_available"]
+    assert card["n_pairs"] == 1  # group 0 only: the failures of groups 1 and 2 share their reward
+    for f in ("mae", "ece", "spearman", "pairwise_acc"):
+        assert card["figures"][f]["value"] is not None, f
 
 
 def test_wm_fit_missing_log_is_a_clear_error(tmp_path):

@@ -103,3 +103,29 @@ def test_runs_table_and_markdown(tmp_path):
     assert md.splitlines()[0].startswith("| run | method |")
     with pytest.raises(ValueError, match="at least one run"):
         render_report([])
+
+
+def test_report_shows_each_runs_fidelity_card(tmp_path):
+    import json
+
+    import numpy as np
+
+    from wmrl.report.report import fidelity_table
+    from wmrl.report.runs import load_runs
+    from wmrl.world_model.fidelity import fidelity_card, format_figure
+    from wmrl.world_model.outcome import OutcomePrediction
+
+    w, g = write_fake_run(tmp_path / "wmrl", "wmrl"), write_fake_run(tmp_path / "grpo", "grpo")
+    probs = np.array([[0.1, 0.1, 0.1, 0.7], [0.1, 0.6, 0.1, 0.2], [0.2, 0.2, 0.2, 0.4], [0.1, 0.1, 0.1, 0.7]])
+    card = fidelity_card(OutcomePrediction(np.array([0.6, 0.1, 0.3, 0.5]), probs, np.zeros(4)), [0.7, 0.0, 0.0, 0.4],
+                         ["valid", "runtime_error", "runtime_error", "valid"], [(1, 0), (1, 0), (2, 0), (2, 0)],
+                         n_boot=50)
+    (w / "fidelity.json").write_text(json.dumps(card.to_dict()))
+    table = fidelity_table(load_runs([w, g]))
+    assert list(table["run"]) == ["wmrl"]  # grpo has no world model, so no card
+    row = table.iloc[0]
+    assert row["programs"] == 4 and row["status accuracy @1"] == format_figure(card.status_acc1) == "0.750 [0.500, 1.000]"
+    assert row["failure AUC"] == format_figure(card.failure_auc) and row["true / predicted valid share"] == "0.50 / 0.50"
+    page = write_report([w, g], tmp_path / "r.html").read_text()
+    assert "<h2>World-model fidelity on the anchors</h2>" in page and format_figure(card.ece) in page
+    assert "World-model fidelity" not in write_report([g], tmp_path / "g.html").read_text()

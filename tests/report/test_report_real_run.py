@@ -36,6 +36,9 @@ def test_report_from_real_runs(real_runs, tmp_path):
     assert "method <b>grpo</b>" in page and "method <b>wmrl</b>" in page and "full config" in page
     assert len(re.findall(r"data:image/png;base64,", page)) >= 4
     assert "<h2>Compute ledger</h2>" in page and "sandbox: anchors" in page
+    # the world model's fidelity card on the wmrl run's anchors (grpo has no world model, so no card)
+    assert runs[0].fidelity is None and runs[1].fidelity["n"] == int(runs[1].metrics["n_anchor_samples"].sum()) > 0
+    assert runs[1].fidelity["n_boot"] == 1000 and "<h2>World-model fidelity on the anchors</h2>" in page
 
 
 def test_report_cli_rejects_non_run_dir(tmp_path):

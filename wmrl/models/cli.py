@@ -4,13 +4,14 @@
 * ``wmrl wm warmup``: sample the base policy on train tasks, execute everything, log it.
 * ``wmrl wm fit``: fit a world model (``--kind regression`` or ``generative``) on an execution log;
   held-out metrics, predictions/s, PNG.
-* ``wmrl wm eval``: metrics and predictions/s of a saved world model (either kind) on an execution log.
+* ``wmrl wm eval``: metrics, the fidelity card (:mod:`wmrl.world_model.fidelity`) and predictions/s of a saved
+  world model (either kind) on an execution log.
 * ``wmrl wm bench``: sampling tokens/s, world-model predictions/s and real execution time of the
   same trajectories, side by side, with the world-model-to-execution cost ratio.
 * ``wmrl models bench``: the LM's tokens/s (sampling, scoring, update) with and without
   shared prompts, next to the FLOP bound measured in the same run (:mod:`wmrl.bench.lm`).
 
-Why one file of about 520 lines: the package's commands share their option declarations and helpers;
+Why one file of about 570 lines: the package's commands share their option declarations and helpers;
 the measurements themselves live in their modules.
 """
 from __future__ import annotations
@@ -347,15 +348,41 @@ def fit_cmd(
     console.print(f"world model saved to {out}")
 
 
+def _examples_with_classes(records: list[dict[str, Any]]) -> tuple[list[Any], list[str | None], dict[str, int]]:
+    """The world-model examples of execution-log ``records`` (:func:`wmrl.world_model.data.examples_from_records`),
+    the true outcome class of each (:func:`wmrl.world_model.outcome.outcome_class` of the executed program and the
+    status: a program that cannot compile is a syntax error, whatever the scaffold) and the skip counts."""
+    from wmrl.world_model.data import examples_from_records
+    from wmrl.world_model.outcome import outcome_class
+
+    examples: list[Any] = []
+    classes: list[str | None] = []
+    counts: dict[str, int] = {}
+    for rec in records:  # one at a time, so that each example keeps its record's status
+        ex, c = examples_from_records([rec])
+        for k, v in c.items():
+            counts[k] = counts.get(k, 0) + v
+        if ex:
+            examples.append(ex[0])
+            classes.append(outcome_class(rec.get("program") or ex[0]["completion"], rec.get("status")))
+    return examples, classes, counts
+
+
 @wm_app.command("eval")
 def eval_cmd(
     wm_dir: Path = typer.Option(..., "--wm", help="A world model folder written by 'wmrl wm fit'."),
     log: Path = typer.Option(..., "--log", help="Execution log with executed trajectories."),
     model: ModelOpt = "smollm2-135m",
     png: Optional[Path] = typer.Option(None, "--png", help="Write a calibration plot here."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the fidelity card (every figure with its "
+                                            "95% interval, counts, status mixes) here as JSON."),
+    n_boot: int = typer.Option(1000, "--boot", min=0, help="Bootstrap resamples (whole groups) of the fidelity "
+                               "card's intervals; 0 = point values only."),
+    seed: SeedOpt = 0,
     threads: ThreadsOpt = 1,
 ) -> None:
-    """Metrics and prediction speed of a saved world model (either kind) on every usable trajectory of a log."""
+    """Metrics, fidelity card and prediction speed of a saved world model (either kind) on every usable trajectory
+    of a log (docs/models.md, "The fidelity card")."""
     console = _start(threads)
     import time
 
@@ -363,12 +390,12 @@ def eval_cmd(
 
     from wmrl.execution.log import ExecutionLog
     from wmrl.world_model.factory import load_world_model
-    from wmrl.world_model.data import examples_from_records
+    from wmrl.world_model.fidelity import fidelity_card, format_card
     from wmrl.world_model.metrics import calibration_plot, world_model_metrics
 
     if not log.is_file():
         raise typer.BadParameter(f"{log} does not exist", param_hint="--log")
-    examples, counts = examples_from_records(ExecutionLog(log).records())
+    examples, classes, counts = _examples_with_classes(ExecutionLog(log).records())
     if not examples:
         raise typer.BadParameter(f"no usable trajectory in {log} ({counts})", param_hint="--log")
     m, tok = _backbone(model)
@@ -376,12 +403,25 @@ def eval_cmd(
         wm = load_world_model(wm_dir, m, tok)
     except FileNotFoundError as e:
         raise typer.BadParameter(str(e), param_hint="--wm") from None
+    prompts, completions = [e["prompt"] for e in examples], [e["completion"] for e in examples]
     t0 = time.perf_counter()
-    pred = wm.predict([e["prompt"] for e in examples], [e["completion"] for e in examples])
+    # a world model without status probabilities (no predict_outcome) gets the reward figures only
+    outcome = wm.predict_outcome(prompts, completions) if hasattr(wm, "predict_outcome") else None
+    pred = outcome.reward if outcome is not None else np.asarray(wm.predict(prompts, completions), dtype=np.float64)
     dt = time.perf_counter() - t0
     true = np.array([e["reward"] for e in examples])
+    groups = [e["group"] for e in examples]
     console.print(f"{wm.kind} world model: {len(examples)} predictions in {dt:.1f} s ({len(examples) / dt:.2f} predictions/s)")
-    _print_metrics(console, f"world model {wm_dir} on {log}", world_model_metrics(pred, true, [e["group"] for e in examples]))
+    skipped = {k: v for k, v in counts.items() if k != "used" and v}
+    if skipped:
+        console.print(f"log rows left out: {skipped}")
+    _print_metrics(console, f"world model {wm_dir} on {log}", world_model_metrics(pred, true, groups))
+    card = fidelity_card(outcome if outcome is not None else pred, true, classes, groups, n_boot=n_boot, seed=seed)
+    console.print(format_card(card), markup=False, highlight=False)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(card.to_dict(), indent=2))
+        console.print(f"fidelity card: {json_out}")
     if png:
         console.print(f"calibration plot: {calibration_plot(pred, true, png)}")
 

@@ -61,6 +61,10 @@ COLUMNS_HELP = (
 WM_TABLE_HELP = (
     "The world model on the training anchors (programs both scored and executed), per run, then mean ± SE "
     "over seeds. Spearman and pairwise accuracy (within groups, chance = 0.5) use the raw prediction r_hat. "
+    "Status accuracy, failure AUC, reward ECE and MAE come from the run's fidelity card (fidelity.json; "
+    "docs/models.md, 'The fidelity card'): the most likely predicted outcome class against the executed one, the "
+    "ROC AUC of the predicted failure probability, the reward's calibration error over 10 equal-mass bins of r_hat, "
+    "and its mean absolute error (n/a: no status probabilities, one outcome class only, or no card). "
     "Debiased / raw squared error: on each step's anchors, with the isotonic map fitted on earlier steps only "
     "(out of sample); < 1 means the debiasing helped (n/a without debiasing). Mean alpha: the fused weight "
     "of the anchor gradient. `wm` has no anchors, so it has no row."
@@ -149,6 +153,10 @@ def world_model_table(results: pd.DataFrame) -> Table:
             "anchor pairs": Cell(float(pd.to_numeric(g["wm_anchor_pairs"]).mean()), fmt=".0f"),
             "Spearman(r_hat, r)": Cell.mean_se(mean_se(list(g["wm_spearman"])), 2),
             "pairwise accuracy in groups": Cell.mean_se(mean_se(list(g["wm_pairwise_accuracy"])), 2),
+            "status accuracy": Cell.mean_se(mean_se(list(g["wm_status_acc1"])), 2),
+            "failure AUC": Cell.mean_se(mean_se(list(g["wm_failure_auc"])), 2),
+            "reward ECE": Cell.mean_se(mean_se(list(g["wm_ece"])), 3),
+            "reward MAE": Cell.mean_se(mean_se(list(g["wm_mae"])), 3),
             "debiased / raw squared error": Cell.mean_se(mean_se(list(g["debias_sq_err_ratio"])), 2),
             "mean alpha": Cell.mean_se(mean_se(list(g["alpha_mean"])), 2),
             "exploitation alarms (runs alarmed)": Cell(_alarm_text(g)),

@@ -158,8 +158,10 @@ def _unit_costs(run: Any) -> dict[str, float | int | None]:
     }
 
 
+#: The fidelity card's figures in the bench's results (column ``wm_<figure>``; ``fidelity.json`` of each run).
+FIDELITY_COLUMNS = ("status_acc1", "failure_auc", "ece", "mae")
 WM_QUALITY_COLUMNS = ("wm_anchor_pairs", "wm_spearman", "wm_pairwise_accuracy", "debias_sq_err_ratio", "alpha_mean",
-                      "exploit_alarms", "exploit_first_alarm")
+                      "exploit_alarms", "exploit_first_alarm", *(f"wm_{k}" for k in FIDELITY_COLUMNS))
 
 
 def world_model_quality(run: Any) -> dict[str, float | int]:
@@ -181,17 +183,27 @@ def world_model_quality(run: Any) -> dict[str, float | int]:
     - ``alpha_mean``: mean over steps of the fused weight of the anchor gradient (``metrics.jsonl``).
     - ``exploit_alarms``: times the exploitation alarm fired (``exploit_alarms_total`` of the last step;
       docs/training.md), and ``exploit_first_alarm`` the step of the first (NaN: never, or no alarm logged).
+    - ``wm_status_acc1``, ``wm_failure_auc``, ``wm_ece``, ``wm_mae``: the point values of the run's fidelity card
+      on its anchors (``fidelity.json``, :mod:`wmrl.world_model.fidelity`): status accuracy at 1, ROC AUC of
+      P(fail), the reward's calibration error over equal-mass bins, mean absolute error. NaN without a card (no
+      anchor scored by a world model, a run from before the card) or where the card has no value (a world model
+      without status probabilities, one outcome class only).
     """
     nan = math.nan
     out: dict[str, float | int] = {"wm_anchor_pairs": 0, "wm_spearman": nan, "wm_pairwise_accuracy": nan,
                                    "debias_sq_err_ratio": nan, "alpha_mean": nan, "exploit_alarms": nan,
-                                   "exploit_first_alarm": nan}
+                                   "exploit_first_alarm": nan, **{f"wm_{k}": nan for k in FIDELITY_COLUMNS}}
     pairs = [r for r in read_jsonl(Path(run.path) / "samples.jsonl", skip_bad=True)
              if r.get("stream") == "anchor" and _finite_num(r.get("reward_true")) and _finite_num(r.get("reward_wm"))]
     if pairs:
         q = world_model_metrics([r["reward_wm"] for r in pairs], [r["reward_true"] for r in pairs],
                                 [(r["step"], r["group"]) for r in pairs])
         out.update(wm_anchor_pairs=len(pairs), wm_spearman=q["spearman"], wm_pairwise_accuracy=q["pairwise_accuracy"])
+    figures = (run.fidelity or {}).get("figures") or {}
+    for k in FIDELITY_COLUMNS:
+        v = (figures.get(k) or {}).get("value")
+        if _finite_num(v):
+            out[f"wm_{k}"] = float(v)
     raw = cal = 0.0
     for rec in run.calibration:
         if rec.get("mode") in (None, "identity") or not rec.get("anchor_true"):

@@ -2,8 +2,9 @@
 
 The page names each run's method and config and shows: a runs table, where each run converged (its
 ``convergence.json``, when the bench wrote one), true and world-model reward against steps and against
-compute, held-out leaderboard percentile, the calibration map before and after debiasing, alpha and the
-noise variance over time, and the compute ledger breakdown.
+compute, held-out leaderboard percentile, the calibration map before and after debiasing, the world model's
+fidelity card on the anchors (``fidelity.json``), alpha and the noise variance over time, and the compute ledger
+breakdown.
 """
 from __future__ import annotations
 
@@ -79,6 +80,24 @@ def ledger_table(runs: Sequence[RunData]) -> pd.DataFrame:
         rows.append({"run": r.name, **{k: round(v, 1) for k, v in b.items()},
                      "total (ledger)": r.totals().get("train_compute_cpu_s")})
     return pd.DataFrame(rows).fillna(0.0)
+
+
+def fidelity_table(runs: Sequence[RunData]) -> pd.DataFrame:
+    """The world model's fidelity card on each run's anchors (``fidelity.json``; :mod:`wmrl.world_model.fidelity`):
+    one row per run that has one, each figure as ``value [95% interval]`` (``n/a`` where undefined); empty when no
+    run has a card."""
+    from wmrl.world_model.fidelity import FIGURES, LABELS, FidelityCard, format_figure
+
+    rows = []
+    for r in runs:
+        if r.fidelity is None:
+            continue
+        card = FidelityCard.from_dict(r.fidelity)
+        rows.append({"run": r.name, "programs": card.n, "groups": card.n_groups,
+                     **{LABELS[f]: format_figure(card.figure(f)) for f in FIGURES},
+                     "true / predicted valid share": (f"{card.truth_mix['valid']:.2f} / "
+                                                      + (f"{card.pred_mix['valid']:.2f}" if card.pred_mix else "n/a"))})
+    return pd.DataFrame(rows)
 
 
 def infra_alarm_text(run: RunData) -> str:
@@ -180,6 +199,17 @@ def render_report(runs: Sequence[RunData], title: str | None = None, command: st
                     "dots should gather around the diagonal.", "note"),
         *(cal_parts or [H.paragraph("No run has anchor trajectories scored by a world model.", "note")]),
     ))
+    fid = fidelity_table(runs)
+    if not fid.empty:
+        out.append(H.section(
+            "World-model fidelity on the anchors",
+            H.paragraph("The world model's prediction for every anchor program (executed for real at its own step) "
+                        "against its execution: the outcome class (syntax error, runtime error, no submission, valid) "
+                        "at 1 and 2 guesses, the ROC AUC of the predicted failure probability, the reward's "
+                        "calibration error over 10 equal-mass bins of the raw prediction, its MAE, Spearman, and "
+                        "the pairwise accuracy within groups. In brackets: 95% cluster-bootstrap intervals over "
+                        "groups (docs/models.md, 'The fidelity card').", "note"),
+            H.table_html(fid)))
     add_fig("Alpha and noise variance over time", P.fig_alpha_noise(runs),
             "alpha = (n_A/V_A) / (n_A/V_A + n_W/V_W) with V_W = V_A + sigma_xi^2 (inverse-variance fusion).")
     led = P.fig_ledger(runs)

@@ -99,6 +99,9 @@ class RunData:
         calibration: one record per step (``calibration.jsonl``), lists kept as lists.
         ledger: ``ledger.json`` (``{}`` when absent).
         summary: ``summary.json`` or ``None`` while the run has not finished.
+        fidelity: ``fidelity.json`` (the world model's fidelity card on the anchors,
+            :meth:`wmrl.world_model.fidelity.FidelityCard.to_dict`), or ``None``: no anchor scored by a world
+            model, the run not finished, or a run from before the card.
     """
 
     path: Path
@@ -110,6 +113,7 @@ class RunData:
     calibration: list[dict[str, Any]] = field(default_factory=list)
     ledger: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] | None = None
+    fidelity: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -199,6 +203,7 @@ def load_run(run_dir: str | Path, name: str | None = None) -> RunData:
         calibration=read_jsonl(p / "calibration.jsonl"),
         ledger=_read_json(p / "ledger.json") or {},
         summary=summary,
+        fidelity=_read_json(p / "fidelity.json"),
     )
 
 

@@ -21,6 +21,9 @@ from wmrl.training.rundir import RunDir, read_jsonl, seed_everything, write_json
 from wmrl.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
+#: Bootstrap resamples of the fidelity card written when a run ends (``fidelity.json``; the steps log point values).
+FIDELITY_BOOT = 1000
+
 
 def _open_tb(rd: RunDir, purge_step: int | None) -> Any:
     try:
@@ -160,8 +163,9 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
         if resume:
             # Only now that the parts are built does a resume touch the run: a resume that fails before
             # (a bad edited config, a missing model) leaves a finished run as it was.
-            if rd.summary.is_file():
-                rd.summary.unlink()
+            for done_file in (rd.summary, rd.fidelity):  # both are rewritten when the resumed run ends
+                if done_file.is_file():
+                    done_file.unlink()
             save_config(cfg, rd.config)
             rd.save_config_hash()
     except BaseException:
@@ -370,6 +374,9 @@ def _finish(trainer: Trainer) -> RunSummary:
         ledger=led, final_eval=final_eval, last_metrics=metrics[-1] if metrics else {},
         anchor_fraction=led["groups"]["anchor_fraction"], reward_true_mean_last=float(np.mean(rt)) if rt else None,
         started_at=trainer.started_at, finished_at=now_iso(), initial_eval=initial_eval)
+    card = trainer.fidelity.card(n_boot=FIDELITY_BOOT, seed=trainer.cfg.seed)  # None: no anchor scored by a world model
+    if card is not None:
+        write_json_atomic(rd.fidelity, card.to_dict())
     write_json_atomic(rd.ledger, led)
     write_json_atomic(rd.summary, summary.to_dict())
     rd.log_line(f"{now_iso()} finished: {trainer.step} steps, wall {L.wall_s():.1f}s")

@@ -183,6 +183,11 @@ class RunDir:
         return self.root / "summary.json"
 
     @property
+    def fidelity(self) -> Path:
+        """The world model's fidelity card on the run's anchors (written when the run ends)."""
+        return self.root / "fidelity.json"
+
+    @property
     def executions(self) -> Path:
         return self.root / "executions.sqlite"
 

@@ -31,7 +31,7 @@ injected by tests.
 The run's lifecycle (start, resume, the loop, the summary) is :mod:`wmrl.training.run`; the GRPO update is
 :mod:`wmrl.training.update`; the method (calibration, advantages, fusion weights) is the registered recipe of
 :mod:`wmrl.core.recipe`, called in stage ``recipe``; what a run prints is :mod:`wmrl.training.console`.
-This file is the step pipeline and the state a checkpoint holds (about 600 lines: the stages share the
+This file is the step pipeline and the state a checkpoint holds (about 680 lines: the stages share the
 Trainer's state).
 """
 from __future__ import annotations
@@ -62,6 +62,8 @@ from wmrl.training.console import _fmt, _step_line
 from wmrl.training.multiturn import WallTimes, add_turns, earlier_anchor_pairs, episode_metrics, rollout_step, \
     update_parts
 from wmrl.training.update import grpo_update
+from wmrl.world_model.fidelity import FidelityRows
+from wmrl.world_model.outcome import OutcomePrediction, outcome_class
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,9 @@ class StepBatch:
       status or None), ``error`` (the execution's error message, or None), ``valid`` (False:
       infrastructure failure or no reward; dropped everywhere); with asynchronous anchors ``is_anchor``
       loses the groups still in flight and ``late`` holds the pairs of earlier steps consumed now.
-    - wm_predict: ``reward_wm`` (raw prediction r_hat; NaN when the world model is not used).
+    - wm_predict: ``reward_wm`` (raw prediction r_hat; NaN when the world model is not used), ``outcome_wm``
+      (the world model's :class:`~wmrl.world_model.outcome.OutcomePrediction` of the B programs; None when it
+      is not used or has no ``predict_outcome``).
     - recipe: ``out`` (:class:`~wmrl.core.recipe.StepOutputs`: calibrated world-model reward, reward used,
       advantages, weights, statistics), ``cal_rec`` (the calibration.jsonl line, or None), ``skip_update``
       (asynchronous anchors: the step's own anchor groups are in flight and nothing else arrived, so the update
@@ -98,6 +102,7 @@ class StepBatch:
     anchor_groups: np.ndarray = field(init=False)
     is_anchor: np.ndarray = field(init=False)
     reward_wm: np.ndarray = field(init=False)
+    outcome_wm: OutcomePrediction | None = None
     reward_true: np.ndarray = field(init=False)
     status: list[str | None] = field(init=False)
     error: list[str | None] = field(init=False)
@@ -183,6 +188,7 @@ class Trainer:
                                          w.exploit_alarm_max_anchor_fraction, self.recipe.fuses)
         self.started_at = now_iso()
         self.wm_refreshed = False
+        self.fidelity = FidelityRows()  # the world model's predictions and the true outcomes of the anchors so far
         self.tb = None
         self._last_eval: dict[str, dict[str, Any]] = {}
         self._live: dict[str, Any] = {}
@@ -205,6 +211,7 @@ class Trainer:
             "last_eval": self._last_eval,
             "wall_times": self.wall_times.state_dict(),
             "world_model_in_checkpoint": self.wm_refreshed,
+            "fidelity": self.fidelity.state_dict(),
             "time": time.time(),
         }
 
@@ -258,6 +265,7 @@ class Trainer:
         self._last_eval = st.get("last_eval", {})
         self.wall_times.load_state_dict(st.get("wall_times", {}))
         self.wm_refreshed = wm_in_ckpt
+        self.fidelity.load_state_dict(st.get("fidelity"))  # absent from runs saved before the fidelity card
         dropped = self.rd.truncate_logs(self.step, st.get("line_counts"))
         dropped["executions"] = truncate_execution_log(self.rd, self.step)
         set_rng_state(rng)
@@ -325,6 +333,7 @@ class Trainer:
             with self.ledger.stage("wm_predict"):
                 sb.reward_wm = self._predict(sb)
         self._collect_anchors(sb, runs)
+        self._track_fidelity(sb)
 
     def _submit_anchors(self, sb: StepBatch) -> AnchorRuns:
         """Submit every anchor trajectory's program to the executor (:class:`AnchorStream`); returns the runs."""
@@ -333,8 +342,7 @@ class Trainer:
 
         cfg, c, batch, gid, step = self.cfg, self.c, sb.batch, sb.gid, sb.step
         by_id = {t.id: t for t in sb.tasks}
-        programs = list(batch.programs) if len(getattr(batch, "programs", []) or []) == sb.B else [
-            c.scaffold.render(by_id[t], comp) for t, comp in zip(batch.task_ids, batch.completions)]
+        programs = self._programs(sb)
         reqs = []
         for i in sb.anchor_idx:
             req = ExecutionRequest(
@@ -347,27 +355,59 @@ class Trainer:
             reqs.append((int(i), req))
         return self.anchors.submit(sb, reqs)
 
+    def _programs(self, sb: StepBatch) -> list[str]:
+        """The step's B programs (the batch's, else the scaffold's rendering of each completion)."""
+        batch = sb.batch
+        if len(getattr(batch, "programs", []) or []) == sb.B:
+            return list(batch.programs)
+        by_id = {t.id: t for t in sb.tasks}
+        return [self.c.scaffold.render(by_id[t], comp) for t, comp in zip(batch.task_ids, batch.completions)]
+
     def _predict(self, sb: StepBatch) -> np.ndarray:
-        """The world model's raw predictions r_hat [B] of the step's trajectories."""
-        return self.predict_programs(sb.batch.prompts, sb.batch.completions)
+        """The world model's raw predictions r_hat [B] of the step's trajectories (and ``sb.outcome_wm``)."""
+        r_hat, sb.outcome_wm = self.predict_outcomes(sb.batch.prompts, sb.batch.completions)
+        return r_hat
 
     def predict_programs(self, prompts: list[str], completions: list[str]) -> np.ndarray:
-        """The world model's raw predictions r_hat [N] float64 of N (prompt, completion) pairs.
+        """The world model's raw predictions r_hat [N] float64 of N (prompt, completion) pairs
+        (:meth:`predict_outcomes`' rewards)."""
+        return self.predict_outcomes(prompts, completions)[0]
+
+    def predict_outcomes(self, prompts: list[str], completions: list[str]
+                         ) -> tuple[np.ndarray, OutcomePrediction | None]:
+        """r_hat [N] float64 and the world model's :class:`OutcomePrediction` of N (prompt, completion) pairs, from
+        one ``predict_outcome`` call (r_hat = its ``reward``); a world model without ``predict_outcome`` gives
+        ``predict``'s r_hat and None.
 
         Raises:
             RuntimeError: a prediction of the wrong shape, or a non-finite one.
         """
         import torch
 
-        B = len(completions)
+        B, wm = len(completions), self.c.world_model
         with torch.no_grad():
-            r_hat = np.asarray(self.c.world_model.predict(prompts, completions), dtype=np.float64)
+            outcome = wm.predict_outcome(prompts, completions) if hasattr(wm, "predict_outcome") else None
+            r_hat = np.asarray(outcome.reward if outcome is not None else wm.predict(prompts, completions),
+                               dtype=np.float64)
         if r_hat.shape != (B,):
             raise RuntimeError(f"world model returned shape {r_hat.shape}, expected ({B},)")
         if not np.all(np.isfinite(r_hat)):
             raise RuntimeError(f"world model returned {int((~np.isfinite(r_hat)).sum())} non-finite "
                                f"predictions of {B}: was it fitted on rewards (see world_model_fit.json)?")
-        return r_hat
+        return r_hat, outcome
+
+    def _track_fidelity(self, sb: StepBatch) -> None:
+        """The step's anchors consumed now join :attr:`fidelity`: the world model's prediction, the true reward, the
+        true class (:func:`outcome_class` of the executed program, so a program that cannot compile is a syntax
+        error whatever the scaffold; None for an infrastructure error or a missing reward), groups
+        ``(step, group)``. Late anchors of earlier steps (``wmrl.anchor_staleness`` > 0) are not added."""
+        idx = [int(i) for i in sb.anchor_idx if sb.status[i] is not None]
+        if not (self._predicts and idx):
+            return
+        programs = self._programs(sb)
+        cls = [outcome_class(programs[i], sb.status[i]) if sb.valid[i] else None for i in idx]
+        pred = sb.outcome_wm.take(idx) if sb.outcome_wm is not None else sb.reward_wm[idx]
+        self.fidelity.add(pred, sb.reward_true[idx], cls, [(sb.step, int(sb.gid[i])) for i in idx])
 
     def _episodes(self, sb: StepBatch) -> None:
         """Stages generate / execute || wm_predict of turns 2..K of multi-turn episodes (turn 1 was sampled in
@@ -501,6 +541,10 @@ class Trainer:
         rec.update(sb.update)
         if sb.refresh is not None:
             rec["wm_refresh_records"] = sb.refresh.get("n_records")
+        card = self.fidelity.card() if len(self.fidelity) else None  # cumulative, point values only
+        if card is not None:
+            rec.update({f"wm_fidelity.{k}": v for k, v in card.point_values().items()},
+                       **{"wm_fidelity.n": card.n, "wm_fidelity.n_groups": card.n_groups})
         return rec
 
     def _infra_alarm(self, sb: StepBatch) -> dict[str, Any]:

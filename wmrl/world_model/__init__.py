@@ -8,7 +8,8 @@ head on the backbone's features, optionally with a LoRA adapter), :mod:`~wmrl.wo
 (``GenerativeWorldModel``: the paper's judge, the same backbone writing the outcome), :mod:`~wmrl.world_model.outcome`
 (``OutcomePrediction``, the gate, the reward ladders), :mod:`~wmrl.world_model.factory`
 (build or load one from a config), :mod:`~wmrl.world_model.metrics` (pairwise accuracy, Spearman, calibration
-on anchors), :mod:`~wmrl.world_model.corpus` (sample programs from the base policy and execute them: the
-warm-up corpus). Depends on ``models`` (backbones, adapters), ``execution`` and ``tasks``; nothing below
+on anchors), :mod:`~wmrl.world_model.fidelity` (the fidelity card: outcome-class accuracy, failure AUC, reward
+calibration and ranking on real executions, with cluster-bootstrap intervals), :mod:`~wmrl.world_model.corpus`
+(sample programs from the base policy and execute them: the warm-up corpus). Depends on ``models`` (backbones, adapters), ``execution`` and ``tasks``; nothing below
 imports it.
 """
