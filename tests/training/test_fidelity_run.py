@@ -49,6 +49,28 @@ class CrashingExecutor(FakeExecutor):
                                1000, "", "Traceback", program_hash(req.program), error="crashed")
 
 
+class RewardOnlyWorldModel:
+    """A world model with ``predict`` only (as a user's or the simulation's): FakeWorldModel without outcomes."""
+
+    def __init__(self):
+        self._wm = FakeWorldModel()
+
+    def predict(self, prompts, completions):
+        return self._wm.predict(prompts, completions)
+
+    def fit(self, records, **kwargs):
+        return self._wm.fit(records, **kwargs)
+
+    def state_dict(self):
+        return self._wm.state_dict()
+
+    def save(self, d):
+        return self._wm.save(d)
+
+    def load(self, d):
+        return self._wm.load(d)
+
+
 class OutcomeWorldModel(FakeWorldModel):
     """FakeWorldModel with an outcome distribution that puts 0.7 on the completion's true outcome class."""
 
@@ -109,11 +131,11 @@ def test_a_run_logs_its_anchors_fidelity_and_writes_the_card(tmp_path):
 
 def test_a_world_model_without_outcomes_gets_the_reward_figures_and_a_resume_keeps_the_rows(tmp_path):
     full = _cfg(tmp_path, "full", 5)
-    run_training(full, components=_comps(FakeWorldModel()))
+    run_training(full, components=_comps(RewardOnlyWorldModel()))
     part = _cfg(tmp_path, "part", 5)
-    run_training(part, components=_comps(FakeWorldModel()), stop_after_step=2)
+    run_training(part, components=_comps(RewardOnlyWorldModel()), stop_after_step=2)
     assert not RunDir(part.run_dir).fidelity.exists()  # written when the run ends
-    resume_training(part.run_dir, components=_comps(FakeWorldModel()))
+    resume_training(part.run_dir, components=_comps(RewardOnlyWorldModel()))
     a, b = (json.loads(RunDir(c.run_dir).fidelity.read_text()) for c in (full, part))
     assert a == b and a["n"] == len(_anchor_rows(RunDir(full.run_dir)))
     assert not a["status_available"] and a["figures"]["status_acc1"]["value"] is None
