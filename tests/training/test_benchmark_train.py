@@ -43,3 +43,26 @@ def test_train_on_mledojo_evaluate_on_dsbench_reports_rpg(tmp_path):
     assert held["mean_rpg"] is not None and held["mean_percentile"] is None
     assert all(v["reward_kind"] == "percentile" and "mean_percentile" in v for v in train["per_task"].values())
     assert train["mean_percentile"] is not None and train["mean_rpg"] is None
+    # DSBench's RPG: for the DSBench tasks (baseline and GT scores) it is their reward, averaged over tasks; the
+    # MLE-Dojo tasks have neither score, so their RPG is n/a with the reason, in the record and in both summaries
+    assert held["n_infra_errors"] == 0 and held["rpg_n_tasks"] == 2 and held["rpg_missing"] == {}
+    assert held["mean_rpg_tasks"] == pytest.approx(held["mean_rpg"])
+    assert train["mean_rpg_tasks"] is None
+    assert train["rpg_missing"] == {"dojo-houseprices": "no baseline and no gold score",
+                                    "dojo-titanicp": "no baseline and no gold score"}
+    out = " ".join(r.stdout.split())
+    assert f"heldout (step 1): RPG (DSBench) │ {held['mean_rpg_tasks']:.3f} │" in out, out[-3000:]
+    assert "train (step 1): RPG (DSBench) │ n/a (no task has both a baseline and a gold score (dojo-houseprices: " \
+           "no baseline and no gold score; dojo-titanicp: no baseline and no gold score))" in out, out[-3000:]
+    from typer.testing import CliRunner
+
+    from wmrl.cli import app
+
+    e = CliRunner().invoke(app, ["eval", str(run)], env={"WMRL_HOME": str(tmp_path / "home")})
+    assert e.exit_code == 0, e.output
+    recs = read_jsonl(run / "eval_cli.jsonl")
+    assert [x["split"] for x in recs] == ["heldout", "train"]
+    text = " ".join(e.output.split())
+    assert f"│ {recs[0]['mean_rpg_tasks']:.3f} │" in text
+    assert ("RPG (train): n/a: no task has both a baseline and a gold score (dojo-houseprices: no baseline and no "
+            "gold score; dojo-titanicp: no baseline and no gold score)") in text

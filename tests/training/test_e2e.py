@@ -166,7 +166,11 @@ def test_wmrl_eval_reproduces_the_trainers_evaluations_and_rebuilds_the_initial_
     p0, p1 = trainer_evals[(0, "train")]["mean_percentile"], trainer_evals[(2, "train")]["mean_percentile"]
     text = buf.getvalue()
     assert "train: mean percentile, step 0 -> step 2" in text and f"{p0:.3f} -> {p1:.3f} ({p1 - p0:+.3f})" in text
-    keys = ("n_samples", "mean_percentile", "valid_rate", "per_task")
+    # the built-in tasks give a baseline and a gold score, so DSBench's RPG is printed beside the percentile
+    r0, r1 = trainer_evals[(0, "train")]["mean_rpg_tasks"], trainer_evals[(2, "train")]["mean_rpg_tasks"]
+    assert r0 is not None and r1 is not None and trainer_evals[(2, "train")]["rpg_missing"] == {}
+    assert "train: RPG (DSBench), step 0 -> step 2" in text and f"{r0:.3f} -> {r1:.3f} ({r1 - r0:+.3f})" in text
+    keys = ("n_samples", "mean_percentile", "mean_rpg_tasks", "valid_rate", "per_task")
     recs = evaluate_run(run, checkpoint="initial", train_tasks=True)  # the train tasks only
     recs += evaluate_run(run, checkpoint="latest")  # held-out, then train (tiny.yaml: eval.train_tasks)
     assert [(r["split"], r["step"]) for r in recs] == [("train", 0), ("heldout", 2), ("train", 2)]

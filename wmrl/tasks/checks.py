@@ -153,6 +153,17 @@ def answers_in_public(task: Task) -> list[str]:
     return out
 
 
+def _board_metric_fix(task: Task) -> str:
+    """How to fix a metric that does not match its board: where the metric came from, and the hints file the
+    loader reads (:attr:`~wmrl.tasks.spec.Task.hints_file`)."""
+    hints = Path(task.hints_file)
+    sources = [src for src in task.metric_source.split(" + ") if src]
+    if task.layout == "wmrl" or not sources or all(hints.name in src for src in sources):
+        return f"set the board's metric in {hints}"
+    return (f"the metric comes from {task.metric_source}: correct it or the board (a 'metric' in the hints file "
+            f"{hints} must agree with the benchmark's)")
+
+
 def metric_problems(task: Task) -> list[TaskProblem]:
     """The task's metric against its leaderboards: the declared direction and every board's order must
     agree with the metric's own direction, and the boards' scores must lie in the metric's range."""
@@ -167,7 +178,7 @@ def metric_problems(task: Task) -> list[TaskProblem]:
     if task.lower_is_better != info.lower_is_better:
         out.append(TaskProblem(task.id, "metric_direction",
                                f"task {task.id!r} says {word[task.lower_is_better]}, but its metric {task.metric} is "
-                               f"{word[info.lower_is_better]}: fix lower_is_better or the metric in its task file"))
+                               f"{word[info.lower_is_better]}: fix lower_is_better or the metric in {task.hints_file}"))
     lo, hi = METRIC_RANGES.get(task.metric, (-math.inf, math.inf))
     for path in task.leaderboard_paths:
         try:
@@ -183,14 +194,14 @@ def metric_problems(task: Task) -> list[TaskProblem]:
                     f"leaderboard {Path(path).name} of task {task.id!r} is ordered best-first as if "
                     f"{word[order]} (first {board[0]:.4g}, last {board[-1]:.4g}), but its metric {task.metric} is "
                     f"{word[info.lower_is_better]}: the metric does not match the board (e.g. r2 on an RMSE "
-                    f"board), so bad scores would earn medals; set the board's metric in the task file"))
+                    f"board), so bad scores would earn medals; {_board_metric_fix(task)}"))
         outside = board[(board < lo) | (board > hi)]
         if outside.size:
             out.append(TaskProblem(
                 task.id, "score_range",
                 f"leaderboard {Path(path).name} of task {task.id!r} holds {outside.size} score(s) outside the range "
                 f"[{lo:g}, {hi:g}] of its metric {task.metric} (e.g. {outside[0]:.4g}): the metric does not match "
-                f"the board; set the board's metric in the task file"))
+                f"the board; {_board_metric_fix(task)}"))
     return out
 
 

@@ -300,18 +300,29 @@ def check_cmd(
                                                    "folders (repeatable; implies --copies)"),
     mask: bool = typer.Option(False, "--mask", help="with --copies: list each copy found in the task folder's "
                               "sandbox-masks.txt, so that the sandbox masks it from then on"),
+    allow_refused: bool = typer.Option(False, "--allow-refused", help="without task ids: exit 0 although some "
+                                       "tasks under the roots were refused (cannot be graded), when every task "
+                                       "that loaded passes; the refusals are still listed"),
 ) -> None:
     """Check tasks as the trainer does before training: answers in public/, a metric that disagrees
     with its leaderboards; with --copies, copies of the test rows the sandbox leaves readable (with
-    --mask, also masked from then on). Prints one line per problem; exits 1 when any task has one."""
+    --mask, also masked from then on). Prints one line per problem; without task ids, also every task
+    under the roots that was refused and why, and what was skipped. Exits 1 when any task has a problem
+    or (unless --allow-refused) a task under the roots was refused."""
     from wmrl.tasks.checks import check_task
     from wmrl.tasks.loader import SuiteNotBuilt, TaskFormatError, TaskSuite
 
+    disc = None
     if tasks:
+        if allow_refused:
+            _fail("--allow-refused goes with checking every task under the roots (no task ids); a task named "
+                  "here that was refused is an error either way")
         chosen = [_resolve_task(t, dir_) for t in tasks]
     else:
         try:
-            chosen = list(TaskSuite(_roots(dir_)))
+            suite = TaskSuite(_roots(dir_))
+            chosen = list(suite)
+            disc = suite.discovery
         except (SuiteNotBuilt, TaskFormatError) as exc:
             _fail(str(exc))
     found: dict[str, list] = {}
@@ -339,8 +350,20 @@ def check_cmd(
             typer.echo(f"{task.id}: {p.kind}: {p.message}")
         if not problems:
             typer.echo(f"{task.id}: ok")
+    refused = disc.refused if disc is not None else []
+    if disc is not None and (refused or disc.skipped):
+        typer.echo(disc.summary())
     if bad:
         typer.secho(f"{bad} of {len(chosen)} task(s) would be refused for training", fg="red", err=True)
+    if refused:
+        where = " ".join(f"--root {r}" for r in disc.roots)
+        ids = ", ".join(tid for tid, _, _ in refused)
+        typer.secho(f"{len(refused)} task(s) under the roots were refused (cannot be graded): {ids}; each "
+                    f"'refused <id>: <reason>' line above says why ('wmrl tasks list {where}' lists them too)"
+                    + ("; --allow-refused: not counted as a failure" if allow_refused else
+                       "; pass --allow-refused to exit 0 when only refusals remain"),
+                    fg="yellow" if allow_refused else "red", err=True)
+    if bad or (refused and not allow_refused):
         raise typer.Exit(1)
 
 

@@ -25,10 +25,10 @@ Layouts (detected from the files present):
 For the two foreign layouts whatever the files do not say is inferred: the id column is the first
 column of the sample submission; the target its second column (or, with one column per class, a
 multiclass probability task); the task type from the answers (numeric with many values ->
-regression); classes from the training targets and the answers. An optional ``wmrl.yaml`` in the
-folder (same keys as ``task.yaml``) overrides any of it.
+regression); classes from the training targets and the answers. An optional hints file (same keys as
+``task.yaml``; where it is read: :func:`wmrl.tasks.spec.hints_file`) overrides any of it.
 
-Why one long file (about 730 lines): one loader per benchmark layout plus discovery, sharing the
+Why one long file (about 890 lines): one loader per benchmark layout plus discovery, sharing the
 Task construction and the metric resolution.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ import pandas as pd
 import yaml
 
 from wmrl.tasks.metrics import CODE_METRICS, METRICS, metric_info
-from wmrl.tasks.spec import SAMPLE_SUBMISSION_NAMES, Split, Task
+from wmrl.tasks.spec import SAMPLE_SUBMISSION_NAMES, Split, Task, hints_file
 
 #: Default execution wall-clock limit (seconds) for foreign tasks that do not give one.
 DEFAULT_TIME_LIMIT_S = 600.0
@@ -128,14 +128,16 @@ def _sort_classes(labels) -> tuple[str, ...]:
         return tuple(sorted(labels))
 
 
-def _metric_name(raw: str) -> str:
+def _metric_name(raw: str, where: str) -> str:
+    """The wmrl metric of a metric or grader name; ``where`` names the task's hints file in the error
+    (``"the hints file <path>"``)."""
     key = str(raw).strip().lower().replace("-", "_").replace(" ", "_")
     if key in METRICS:
         return key
     if key in GRADER_ALIASES:
         return GRADER_ALIASES[key]
     raise TaskFormatError(f"unknown metric or grader {raw!r}; known: {', '.join(sorted(METRICS))} "
-                          f"(aliases: {', '.join(sorted(GRADER_ALIASES))}); set 'metric' in wmrl.yaml")
+                          f"(aliases: {', '.join(sorted(GRADER_ALIASES))}); set 'metric' in {where}")
 
 
 def _make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_path: Path,
@@ -148,15 +150,16 @@ def _make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_pa
     task_type = str(meta["type"])
     if task_type not in ("binary", "multiclass", "regression"):
         raise TaskFormatError(f"task folder {root}: type must be binary, multiclass or regression, not {task_type!r}")
-    metric = _metric_name(meta["metric"])
+    hints = hints_file(layout, root)
+    metric = _metric_name(meta["metric"], f"the hints file {hints}")
     info = metric_info(metric)
     if metric in CODE_METRICS and metric_code is None:
         raise TaskFormatError(f"task folder {root}: metric {metric!r} is computed by a benchmark's own grading code, "
-                              "but the task has none; name a metric wmrl computes")
+                              f"but the task has none; name a metric wmrl computes in the hints file {hints}")
     if metric in CODE_METRICS and "lower_is_better" not in meta:
         raise TaskFormatError(f"task folder {root}: its metric is computed only by the benchmark's own code, and "
                               "neither the code, a leaderboard nor a baseline and gold score says whether lower is "
-                              "better; set 'lower_is_better' in the task's hints file")
+                              f"better; set 'lower_is_better' in the hints file {hints}")
     if task_type not in info.task_types:
         raise TaskFormatError(f"task folder {root}: metric {metric!r} does not apply to {task_type} tasks")
     classes = tuple(str(c) for c in (meta.get("classes") or ()))
@@ -330,9 +333,36 @@ def _foreign_description(*candidates: Path) -> str:
 
 
 #: Folders never searched for tasks (version control, caches, the raw downloads of MLE-Dojo).
-_PRUNE = {".git", "__pycache__", "node_modules", ".venv", "raw", ".ipynb_checkpoints"}
+_PRUNE = {".git", "__pycache__", "node_modules", ".venv", "raw", ".ipynb_checkpoints", ".mypy_cache",
+          ".pytest_cache", ".tox"}
 #: How deep discovery descends below each root.
 MAX_DEPTH = 8
+#: Benchmark data folders that lie inside a hidden folder by the benchmark's own default, searched although
+#: discovery enters no other hidden folder below a root: MLE-bench's ``<user cache>/mle-bench/data``
+#: (``appdirs.user_cache_dir()``, ``~/.cache`` on Linux), where ``mlebench prepare`` writes without ``--data-dir``.
+HIDDEN_DATA_DIRS: tuple[tuple[str, ...], ...] = (("mle-bench", "data"),)
+#: How many subfolders of a skipped hidden folder are looked at to tell whether it holds task folders.
+_HIDDEN_PROBE = 200
+
+
+def mlebench_default_data_dir() -> Path:
+    """MLE-bench's default data folder: ``$XDG_CACHE_HOME/mle-bench/data``, else ``~/.cache/mle-bench/data``
+    (``mlebench.registry.DEFAULT_DATA_DIR``, ``appdirs.user_cache_dir()`` on Linux), read from the environment,
+    never by importing ``mlebench``."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "mle-bench" / "data"
+
+
+def _task_folders_in(hidden: Path) -> list[Path]:
+    """The task folders (any layout) that a hidden folder is, or holds one level down (the first
+    :data:`_HIDDEN_PROBE` subfolders looked at); empty when it holds none or cannot be read."""
+    if detect_layout(hidden) is not None or is_dsbench_home(hidden):
+        return [hidden]
+    try:
+        subs = [c for _, c in zip(range(_HIDDEN_PROBE), (c for c in hidden.iterdir() if c.is_dir()))]
+    except OSError:
+        return []
+    return [c for c in subs if detect_layout(c) is not None or is_dsbench_home(c)]
 
 
 def _installed_package_dir(name: str) -> Path | None:
@@ -368,13 +398,15 @@ def _search_dirs(root: Path, extra: Sequence[Path]) -> list[Path]:
     return [*[Path(e) for e in extra], *list(root.parents)[:MAX_DEPTH]]
 
 
-def resolve_metric(task_id: str, claims: Sequence[tuple[str, str]]) -> tuple[str, str]:
+def resolve_metric(task_id: str, claims: Sequence[tuple[str, str]], *, hints: Path | None = None) -> tuple[str, str]:
     """The one metric that every source names, and where it came from.
 
     Args:
         task_id: for messages.
         claims: ``(source, raw name)`` pairs, e.g. ``("config.yaml grader.name", "auc-roc")``,
             ``("utils/metric.py", "roc_auc")``, ``("wmrl.yaml metric", "r2")``.
+        hints: the task's hints file (:func:`wmrl.tasks.spec.hints_file`), named in the errors as the
+            place to set or fix ``metric``.
 
     Returns:
         ``(metric, source)``: the wmrl metric name and the sources that named it.
@@ -383,21 +415,22 @@ def resolve_metric(task_id: str, claims: Sequence[tuple[str, str]]) -> tuple[str
         TaskFormatError: no source names a metric (wmrl does not guess), a name is unknown, or two
             sources disagree (the message names the task, the field and both sources).
     """
+    where = f"the hints file {hints}" if hints is not None else \
+        "the task's hints file (wmrl.yaml beside its data; DSBench: data_modeling/data/wmrl/<id>.yaml)"
     names: list[tuple[str, str]] = []
     for src, raw in claims:
         try:
-            names.append((src, _metric_name(raw)))
+            names.append((src, _metric_name(raw, where)))
         except TaskFormatError as e:
             raise TaskFormatError(f"task {task_id!r}: field 'metric' ({src}): {e}") from None
     if not names:
         raise TaskFormatError(f"task {task_id!r}: no metric found (no grader name in its config, no metric code "
-                              "wmrl can read); refused rather than guessed: set 'metric' in a wmrl.yaml in the task "
-                              "folder")
+                              f"wmrl can read); refused rather than guessed: set 'metric' in {where}")
     distinct = {n for _, n in names}
     if len(distinct) > 1:
         said = "; ".join(f"{src} says {n}" for src, n in names)
         raise TaskFormatError(f"task {task_id!r}: conflicting field 'metric': {said}; make them agree (fix or "
-                              "remove 'metric' in wmrl.yaml)")
+                              f"remove 'metric' in {where})")
     return names[0][1], " + ".join(src for src, _ in names)
 
 
@@ -427,7 +460,8 @@ def _load_mlebench(root: Path, extra: Sequence[Path] = ()) -> Task:
                               "parents, and in the installed mlebench package); add the mle-bench checkout as a "
                               "task root")
     config = _yaml(meta_dir / "config.yaml")
-    hints = _yaml(root / "wmrl.yaml") if (root / "wmrl.yaml").is_file() else {}
+    hints_path = hints_file("mlebench", root)
+    hints = _yaml(hints_path) if hints_path.is_file() else {}
     public_dir = root / "prepared" / "public"
     answers_name = Path(str((config.get("dataset") or {}).get("answers", "test.csv"))).name
     answers = _first_existing(root / "prepared" / "private" / answers_name,
@@ -442,18 +476,19 @@ def _load_mlebench(root: Path, extra: Sequence[Path] = ()) -> Task:
     code = meta_dir / "grade.py" if (meta_dir / "grade.py").is_file() else None
     if grader and str(grader).lower() not in ("auto", "custom"):
         try:
-            _metric_name(grader)
+            _metric_name(grader, f"the hints file {hints_path}")
             claims.append(("config.yaml grader.name", str(grader)))
         except TaskFormatError:
-            if code is None:
+            if code is None and "metric" not in hints:  # the hints file's metric stands in for the unknown grader
                 raise TaskFormatError(f"task {task_id!r}: field 'metric': config.yaml grader.name {grader!r} is not a "
                                       "metric wmrl computes, and the competition has no grade.py to score with; refused "
-                                      f"rather than guessed (set 'metric' in {root / 'wmrl.yaml'})") from None
+                                      f"rather than guessed (set 'metric' in the hints file {hints_path})") from None
     claims += _code_claim(task_id, code, "grade.py") if not claims else []
     if "metric" in hints:
         claims.append(("wmrl.yaml metric", str(hints.pop("metric"))))
     by_code = not claims and code is not None
-    meta["metric"], meta["metric_source"] = (_BY_CODE, "grade.py") if by_code else resolve_metric(task_id, claims)
+    meta["metric"], meta["metric_source"] = (_BY_CODE, "grade.py") if by_code else \
+        resolve_metric(task_id, claims, hints=hints_path)
     meta.update(hints)
     meta.setdefault("medals", "always")  # MLE-bench's grading code never reads awards_medals
     meta.setdefault("score_decimals", 5)  # MLE-bench's Grader.__call__ rounds every score to 5 decimals
@@ -472,7 +507,8 @@ def _load_mledojo(root: Path, extra: Sequence[Path] = ()) -> Task:
     """A prepared MLE-Dojo competition ``<data-dir>/<id>/data/{public,private}``: answers
     ``data/private/test_answer.csv``, both leaderboards in ``data/private/`` (where ``prepare/mle.py`` copies
     them) or the package's ``info/``; the metric from the package's ``utils/metric.py``."""
-    hints: dict[str, Any] = _yaml(root / "wmrl.yaml") if (root / "wmrl.yaml").is_file() else {}
+    hints_path = hints_file("mledojo", root)
+    hints: dict[str, Any] = _yaml(hints_path) if hints_path.is_file() else {}
     public_dir = root / "data" / "public"
     answers = _first_existing(root / "data" / "private" / "test_answer.csv",
                               *sorted(p for p in (root / "data" / "private").glob("*.csv")
@@ -489,7 +525,7 @@ def _load_mledojo(root: Path, extra: Sequence[Path] = ()) -> Task:
     by_code = not claims and code is not None
     meta: dict[str, Any] = {"id": task_id}
     meta["metric"], meta["metric_source"] = (_BY_CODE, "utils/metric.py") if by_code else \
-        resolve_metric(task_id, claims)
+        resolve_metric(task_id, claims, hints=hints_path)
     meta.update({k: v for k, v in hints.items() if k != "id"})
     meta = _infer_meta(meta, public_dir, answers)
     leaderboards = []
@@ -535,17 +571,17 @@ def _load_dsbench(resplit_dir: Path) -> Task:
     answers = home / "data" / "answers" / task_id / "test_answer.csv"
     if not answers.is_file():
         raise TaskFormatError(f"DSBench task {task_id!r}: no answers at {answers}")
-    hints = _yaml(resplit_dir.parent.parent / "wmrl" / f"{task_id}.yaml") \
-        if (resplit_dir.parent.parent / "wmrl" / f"{task_id}.yaml").is_file() else {}
+    hints_path = hints_file("dsbench", resplit_dir)
+    hints = _yaml(hints_path) if hints_path.is_file() else {}
     code = home / "evaluation" / f"{task_id}_eval.py"
     code = code if code.is_file() else None
     claims = _code_claim(task_id, code, f"evaluation/{task_id}_eval.py")
     if "metric" in hints:
-        claims.append(("wmrl metric hint", str(hints.pop("metric"))))
+        claims.append((f"wmrl/{task_id}.yaml metric", str(hints.pop("metric"))))
     by_code = not claims and code is not None
     meta: dict[str, Any] = {"id": task_id, "row_match": "position"}  # DSBench's scripts match rows by position
     meta["metric"], meta["metric_source"] = (_BY_CODE, f"evaluation/{task_id}_eval.py") if by_code else \
-        resolve_metric(task_id, claims)
+        resolve_metric(task_id, claims, hints=hints_path)
     perf = home / "save_performance"
     baseline = _read_result(perf / "baseline" / task_id / "result.txt")
     gold = _read_result(perf / "GT" / task_id / "result.txt")
@@ -657,10 +693,15 @@ def split_roots(roots: Path | str | Sequence[Path | str] | None) -> list[Path]:
 def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) -> Discovery:
     """Search ``roots`` recursively (up to :data:`MAX_DEPTH` levels) for tasks of every layout.
 
-    A task folder is not searched further; hidden folders, ``raw/`` and caches are skipped. Benchmark
-    package folders (``mlebench/competitions``, ``mledojo/competitions``) are metadata: a competition found
-    there without prepared data is reported as skipped. With ``check``, every benchmark task (not wmrl's own)
-    passes :func:`wmrl.tasks.checks.load_problems` or is refused by name with the reason.
+    A task folder is not searched further. Below a root, hidden folders, ``raw/`` and caches are skipped,
+    except the benchmark data folders of :data:`HIDDEN_DATA_DIRS` (MLE-bench's ``~/.cache/mle-bench/data``
+    under a root holding ``.cache``); a root itself is searched whatever its name (``--root ~/.cache`` works).
+    A skipped hidden folder that is, or holds, task folders is reported as skipped, by name, with the fix
+    (give it as a root). Benchmark package folders (``mlebench/competitions``, ``mledojo/competitions``) are
+    metadata: a competition found there without prepared data is reported as skipped, saying where its data
+    lies when it lies in a skipped hidden folder or in MLE-bench's default data folder outside the roots.
+    Overlapping roots find each folder once. With ``check``, every benchmark task (not wmrl's own) passes
+    :func:`wmrl.tasks.checks.load_problems` or is refused by name with the reason.
 
     Raises:
         SuiteNotBuilt: a root does not exist or is a file.
@@ -671,6 +712,8 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
     candidates: list[tuple[str, Path]] = []
     meta_ids: dict[str, dict[str, Path]] = {"mlebench": {}, "mledojo": {}}
     packages: list[Path] = []  # folders holding a benchmark package found under the roots
+    seen: set[Path] = set()  # folders already searched (overlapping roots)
+    hidden_tasks: dict[str, Path] = {}  # task folder name -> the skipped hidden folder holding it
     for root in paths:
         if root.exists() and not root.is_dir():
             raise SuiteNotBuilt(f"task root {root} is not a folder (it is a file); give folders that hold tasks")
@@ -680,6 +723,9 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
         stack = [(root.resolve(), 0)]
         while stack:
             d, depth = stack.pop()
+            if d in seen:
+                continue
+            seen.add(d)
             if d.name in ("mlebench", "mledojo") and (d / "competitions").is_dir():
                 packages.append(d.parent)
                 for c in sorted((d / "competitions").iterdir()):
@@ -702,9 +748,28 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
             except OSError as e:
                 disc.skipped.append((d, f"unreadable ({e.strerror or e})"))
                 continue
-            stack += [(c, depth + 1) for c in children if c.name not in _PRUNE and not c.name.startswith(".")]
+            for c in children:
+                if c.name in _PRUNE:
+                    continue
+                if not c.name.startswith("."):
+                    stack.append((c, depth + 1))
+                    continue
+                known = [(c.joinpath(*rel), depth + 1 + len(rel)) for rel in HIDDEN_DATA_DIRS
+                         if c.joinpath(*rel).is_dir()]
+                if known:
+                    stack += known
+                    continue
+                inside = _task_folders_in(c)
+                if inside:
+                    for t in inside:
+                        hidden_tasks.setdefault(t.name, c)
+                    names = ", ".join(t.name for t in inside[:3]) + (", ..." if len(inside) > 3 else "")
+                    disc.skipped.append((c, f"hidden folder {c} holds task folders ({names}) but is not searched: "
+                                            "discovery enters no hidden folder below a root; give it as a root "
+                                            f"(--root {c}, or in tasks.root)"))
     search = [*packages, *[r.resolve() for r in paths]]
     by_id: dict[str, Task] = {}
+    candidates = list(dict.fromkeys(candidates))  # a folder under two roots is one candidate
     loaded_names = {(layout, d.name) for layout, d in candidates}
     for layout, d in candidates:
         try:
@@ -723,13 +788,30 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
                 disc.refused.append((t.id, d, "; ".join(p.message for p in problems)))
                 continue
         by_id[t.id] = t
+    default_data = mlebench_default_data_dir()
     for bench, ids in meta_ids.items():
-        prep = "mlebench prepare -c <id>" if bench == "mlebench" else "prepare/mle.py --competitions <id>"
         for cid, c in ids.items():
             if (bench, cid) not in loaded_names:
-                disc.skipped.append((c, f"{bench} package metadata without prepared data (run {prep})"))
+                disc.skipped.append((c, _no_data_reason(bench, cid, hidden_tasks, default_data)))
     disc.tasks = dict(sorted(by_id.items()))
     return disc
+
+
+def _no_data_reason(bench: str, cid: str, hidden_tasks: dict[str, Path], default_data: Path) -> str:
+    """Why a competition of a benchmark package was skipped: its prepared data lies in a skipped hidden folder,
+    in MLE-bench's default data folder outside the roots, or was not found (then: how to prepare it)."""
+    if cid in hidden_tasks:
+        h = hidden_tasks[cid]
+        return (f"{bench} package metadata whose prepared data lies in the hidden folder {h}, which discovery skips "
+                f"(it enters no hidden folder below a root); give {h} as a root")
+    if bench == "mlebench" and (default_data / cid / "prepared").is_dir():
+        return (f"mlebench package metadata whose prepared data lies in MLE-bench's default data folder "
+                f"{default_data}, which is not under the task roots; add {default_data} as a root")
+    if bench == "mlebench":
+        return (f"mlebench package metadata without prepared data under the task roots (run mlebench prepare -c "
+                f"<id>, which writes to {default_data} unless given --data-dir, and give that folder as a root)")
+    return ("mledojo package metadata without prepared data under the task roots (run prepare/mle.py "
+            "--competitions <id> --data-dir DIR and give DIR as a root)")
 
 
 class TaskSuite:

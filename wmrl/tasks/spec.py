@@ -26,6 +26,27 @@ RewardKind = Literal["percentile", "rpg"]
 SAMPLE_SUBMISSION_NAMES = ("sample_submission.csv", "sampleSubmission.csv", "sample_solution.csv")
 
 
+def hints_file(layout: str, folder: Path | str) -> Path:
+    """The file whose keys the loader reads on top of what a task folder's files say (the *hints file*).
+
+    Args:
+        layout: ``wmrl``, ``mlebench``, ``mledojo`` or ``dsbench``.
+        folder: the task folder the loader reads (MLE-bench and MLE-Dojo: ``<data-dir>/<id>``; DSBench:
+            ``data_modeling/data/data_resplit/<id>``; wmrl: ``<id>``).
+
+    Returns:
+        wmrl: ``<id>/task.yaml`` itself; MLE-bench and MLE-Dojo: ``<data-dir>/<id>/wmrl.yaml`` (beside
+        ``prepared/`` or ``data/``, not in the benchmark package's ``competitions/<id>/``); DSBench:
+        ``data_modeling/data/wmrl/<id>.yaml`` (DSBench's task folders hold only its data files).
+    """
+    folder = Path(folder)
+    if layout == "wmrl":
+        return folder / "task.yaml"
+    if layout == "dsbench":
+        return folder.parent.parent / "wmrl" / f"{folder.name}.yaml"
+    return folder / "wmrl.yaml"
+
+
 class InvalidSubmission(ValueError):
     """A submission that cannot be graded; the message says what is wrong and how to fix it."""
 
@@ -149,6 +170,11 @@ class Task:
     def adapter(self) -> str:
         """The adapter (layout reader) that loaded the task: ``wmrl``, ``mlebench``, ``mledojo`` or ``dsbench``."""
         return self.layout
+
+    @property
+    def hints_file(self) -> Path:
+        """Where the loader reads this task's hints (:func:`hints_file` of its layout and folder)."""
+        return hints_file(self.layout, self.root)
 
     @property
     def has_reward(self) -> bool:

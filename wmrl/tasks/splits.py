@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -23,12 +23,18 @@ class SplitError(ValueError):
     """A split spec that cannot be used; the message says what was wrong and how to write it."""
 
 
-def heldout_ids(tasks: Sequence[Any], spec: str, seed: int = 0) -> list[str]:
+def heldout_ids(tasks: Sequence[Any], spec: str, seed: int = 0,
+                refused: Mapping[str, str] | None = None) -> list[str]:
     """The ids that ``spec`` holds out of ``tasks`` (objects with ``id`` and ``adapter``), sorted.
 
+    Args:
+        tasks: the tasks to split. spec: ``benchmark:NAME``, ``list:FILE`` or ``fraction:F``. seed: for
+            ``fraction``. refused: ``{task id: reason}`` of tasks the loader refused, so that a list naming
+            one says why it is not among ``tasks``.
+
     Raises:
-        SplitError: an unknown spec kind, an unknown adapter, a missing list file or unknown ids in it,
-            a fraction outside (0, 1), or a split that leaves no task to train on or none held out.
+        SplitError: an unknown spec kind, an unknown adapter, a missing list file or unknown (or refused)
+            ids in it, a fraction outside (0, 1), or a split that leaves no task to train on or none held out.
     """
     kind, _, arg = str(spec).partition(":")
     kind, arg = kind.strip().lower(), arg.strip()
@@ -47,6 +53,10 @@ def heldout_ids(tasks: Sequence[Any], spec: str, seed: int = 0) -> list[str]:
                              "one task id per line")
         listed = [ln.split("#", 1)[0].strip() for ln in path.read_text(encoding="utf-8").splitlines()]
         listed = [x for x in listed if x]
+        bad = [f"{x} ({refused[x]})" for x in listed if x in (refused or {}) and x not in ids]
+        if bad:
+            raise SplitError(f"tasks.heldout_split {spec!r}: {path} names task(s) that were refused (cannot be "
+                             f"graded): {'; '.join(bad)}; fix them or leave them out of the list")
         unknown = [x for x in listed if x not in ids]
         if unknown:
             raise SplitError(f"tasks.heldout_split {spec!r}: unknown task id(s) {unknown[:5]} in {path}; known: "

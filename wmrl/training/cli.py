@@ -80,8 +80,8 @@ def evaluate(
     samples: Optional[int] = typer.Option(None, "--samples", help="Samples per task (default: the run's eval config)."),
     json_out: bool = typer.Option(False, "--json", help="Print the records as JSON lines."),
 ) -> None:
-    """Evaluate a checkpoint of a run with real execution: mean leaderboard percentile, valid-submission
-    rate, medals. Appends the records to RUN_DIR/eval_cli.jsonl."""
+    """Evaluate a checkpoint of a run with real execution: mean leaderboard percentile, DSBench RPG (tasks with
+    a baseline and a gold score), valid-submission rate, medals. Appends the records to RUN_DIR/eval_cli.jsonl."""
     import json
 
     from wmrl.console import make_console
@@ -101,19 +101,28 @@ def evaluate(
         for r in recs:
             typer.echo(json.dumps(r))
         return
+    from rich.markup import escape
     from rich.table import Table
 
+    from wmrl.training.console import rpg_note
+
     t = Table(title=f"wmrl eval {run_dir} ({checkpoint})")
-    for col in ("split", "step", "tasks", "samples", "mean percentile", "best/task", "valid rate", "gold", "silver",
-                "bronze", "infra"):
+    for col in ("split", "step", "tasks", "samples", "mean percentile", "RPG", "best/task", "valid rate", "gold",
+                "silver", "bronze", "infra"):
         t.add_column(col, justify="right")
     for r in recs:
         m = r["medals"]
         f = (lambda x: "-" if x is None else f"{x:.3f}")
         t.add_row(r["split"], str(r["step"]), str(r["n_tasks"]), str(r["n_samples"]), f(r["mean_percentile"]),
-                  f(r["best_percentile_mean"]), f(r["valid_rate"]), str(m["gold"]), str(m["silver"]),
-                  str(m["bronze"]), str(r["n_infra_errors"]))
-    make_console().print(t)
+                  "n/a" if r.get("mean_rpg_tasks") is None else f(r["mean_rpg_tasks"]), f(r["best_percentile_mean"]),
+                  f(r["valid_rate"]), str(m["gold"]), str(m["silver"]), str(m["bronze"]), str(r["n_infra_errors"]))
+    out = make_console()
+    out.print(t)
+    for r in recs:  # why RPG is n/a, or which tasks it leaves out
+        note = rpg_note(r)
+        if note:
+            out.print(escape(f"RPG ({r['split']}): {'n/a: ' if r.get('mean_rpg_tasks') is None else ''}{note}"),
+                      highlight=False)
 
 
 def show(

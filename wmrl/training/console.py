@@ -17,6 +17,38 @@ def _weight_text(rec: dict[str, Any]) -> str:
     return f"alpha {_fmt(rec.get('alpha'))}"
 
 
+def rpg_note(rec: dict[str, Any]) -> str:
+    """Why an evaluation record's RPG (``mean_rpg_tasks``) is n/a or covers only some of its tasks ('' when it
+    covers them all): the tasks without a baseline or gold score, at most three named, with the reason."""
+    if "mean_rpg_tasks" not in rec:
+        return "not recorded in this evaluation record (made before RPG was recorded for every task)"
+    missing = rec.get("rpg_missing") or {}
+    if not missing:
+        return ""
+    items = list(missing.items())
+    named = "; ".join(f"{tid}: {why}" for tid, why in items[:3])
+    named += f"; {len(items) - 3} more" if len(items) > 3 else ""
+    if rec.get("mean_rpg_tasks") is None:
+        return f"no task has both a baseline and a gold score ({named})"
+    n = rec.get("rpg_n_tasks", 0)
+    return f"over {n} of {n + len(items)} tasks ({named})"
+
+
+def rpg_text(rec: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+    """An evaluation record's DSBench RPG for a summary: ``0.412``, with ``before`` (the step-0 record)
+    ``0.100 -> 0.412 (+0.312)``; ``n/a (why)`` when no task has a baseline and a gold score; the coverage in
+    brackets when only some have (:func:`rpg_note`)."""
+    v = rec.get("mean_rpg_tasks")
+    note = rpg_note(rec)
+    if v is None:
+        return f"n/a ({note})"
+    text = _fmt(v)
+    if before is not None and before.get("mean_rpg_tasks") is not None:
+        v0 = before["mean_rpg_tasks"]
+        text = f"{_fmt(v0)} -> {text} ({v - v0:+.3f})"
+    return f"{text} ({note})" if note else text
+
+
 def _step_line(rec: dict[str, Any]) -> str:
     return (f"{now_iso()} step {rec['step']}: anchors {rec['n_anchor_groups']}/{rec['n_groups']} "
             f"reward_true {_fmt(rec.get('reward_true_mean'))} reward_wm {_fmt(rec.get('reward_wm_mean'))} "
@@ -70,8 +102,10 @@ def print_summary(summary: RunSummary, console: Any = None) -> None:
             change = f" ({p1 - p0:+.3f})" if p0 is not None and p1 is not None else ""
             t.add_row(f"{split}: mean percentile, step 0 -> step {r.get('step')}",
                       f"{_fmt(p0)} -> {_fmt(p1)}{change}")
+            t.add_row(f"{split}: RPG (DSBench), step 0 -> step {r.get('step')}", rpg_text(r, r0))
         else:
             t.add_row(f"{split} (step {r.get('step')}): mean percentile", _fmt(r.get("mean_percentile")))
+            t.add_row(f"{split} (step {r.get('step')}): RPG (DSBench)", rpg_text(r))
         t.add_row(f"{split}: valid-submission rate", _fmt(r.get("valid_rate")))
         t.add_row(f"{split}: medals", " ".join(f"{k} {v}" for k, v in (r.get("medals") or {}).items()))
     console.print(t)

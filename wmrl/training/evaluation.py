@@ -14,6 +14,11 @@ the ``eval.jsonl`` keys of docs/run-directory.md:
 - ``mean_rpg``: mean DSBench relative performance gap over the samples of tasks rewarded by RPG
   (tasks without a leaderboard); ``mean_percentile`` then covers only the percentile tasks, and
   ``mean_reward`` all samples. Each ``per_task`` entry names its ``reward_kind`` and ``mean_reward``.
+- ``mean_rpg_tasks``: DSBench's RPG ``max(0, (p - b) / (g - b))`` (``b`` the task's baseline score, ``g`` its
+  gold score; :func:`wmrl.tasks.leaderboard.relative_performance_gap`) of every task that has both, whatever
+  its reward kind: each task's mean over its samples (a failed program scores 0), averaged over the tasks as
+  DSBench averages it; ``rpg_n_tasks`` says over how many, ``rpg_missing`` names each other task and why RPG
+  is undefined there; ``per_task`` entries get ``rpg``. None when no task has both scores.
 """
 from __future__ import annotations
 
@@ -37,8 +42,28 @@ def _status(r: Any) -> str:
     return str(getattr(r.status, "value", r.status))
 
 
+def _rpg_undefined(baseline: float | None, gold: float | None) -> str:
+    """Why RPG is undefined for a task with these scores ('' when it is defined)."""
+    if baseline is None and gold is None:
+        return "no baseline and no gold score"
+    if baseline is None:
+        return "no baseline score"
+    if gold is None:
+        return "no gold score"
+    if baseline == gold:
+        return "its baseline and gold scores are equal"
+    return ""
+
+
+def rpg_bounds(tasks: Sequence[Any]) -> dict[str, tuple[float | None, float | None]]:
+    """``{task id: (baseline_score, gold_score)}`` of ``tasks`` (None where a task gives none), for
+    :func:`summarize_eval`."""
+    return {t.id: (getattr(t, "baseline_score", None), getattr(t, "gold_score", None)) for t in tasks}
+
+
 def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int, split: str,
                    checkpoint: str | None = None, reward_kinds: dict[str, str] | None = None,
+                   rpg_scores: dict[str, tuple[float | None, float | None]] | None = None,
                    infra_background_rate: float = DEFAULT_BACKGROUND_RATE,
                    infra_alpha: float = DEFAULT_ALPHA) -> dict[str, Any]:
     """Aggregate execution results of one evaluation into an ``eval.jsonl`` record.
@@ -51,6 +76,8 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
         split: ``heldout`` or ``train``.
         checkpoint: checkpoint folder name, or None for the live policy.
         reward_kinds: ``{task id: "percentile" | "rpg"}`` (default: every task ``percentile``).
+        rpg_scores: ``{task id: (baseline score, gold score)}`` (:func:`rpg_bounds`), raw metric values;
+            a task missing here, or with either None, has no RPG (default: no task has one).
         infra_background_rate, infra_alpha: the infra alarm's background rate and false-alarm probability
             (:func:`wmrl.core.infra.check_infra`).
 
@@ -89,17 +116,34 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
             medals[medal] += 1
         medal_any.append(medal in medals)
         above.append(bool(r.above_median) if ok and r.above_median is not None else False)
-        t = per_task.setdefault(tid, {"rewards": [], "valid": [], "medals": {m: 0 for m in MEDALS}})
+        t = per_task.setdefault(tid, {"rewards": [], "valid": [], "scores": [], "medals": {m: 0 for m in MEDALS}})
         t["rewards"].append(rew)
         t["valid"].append(ok)
+        t["scores"].append(float(r.score) if ok and r.score is not None else float("nan"))  # NaN: RPG 0
         if medal in medals:
             t["medals"][medal] += 1
 
     def _mean(x: list[float] | list[bool]) -> float | None:
         return float(np.mean(x)) if len(x) else None
 
+    from wmrl.tasks.leaderboard import relative_performance_gap
+
+    bounds = rpg_scores or {}
+    rpg_task: dict[str, float] = {}
+    rpg_missing: dict[str, str] = {}
+    for tid in sorted(set(task_ids)):
+        b, g = bounds.get(tid, (None, None))
+        why = _rpg_undefined(b, g)
+        if not why and tid not in per_task:
+            why = "no graded sample (infrastructure errors only)"
+        if why:
+            rpg_missing[tid] = why
+            continue
+        n = len(per_task[tid]["scores"])
+        rpg_task[tid] = relative_performance_gap(per_task[tid]["scores"], [b] * n, [g] * n)
     pt = {
         tid: {"reward_kind": kinds.get(tid, "percentile"), "mean_reward": _mean(v["rewards"]),
+              **({"rpg": rpg_task[tid]} if tid in rpg_task else {}),
               **({"mean_rpg": _mean(v["rewards"])} if kinds.get(tid) == "rpg" else
                  {"mean_percentile": _mean(v["rewards"])}),
               "best_percentile": float(max(v["rewards"])),
@@ -115,6 +159,9 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
         "mean_percentile": _mean(pct),
         "mean_rpg": _mean(rpg),
         "mean_reward": _mean(rewards),
+        "mean_rpg_tasks": _mean(list(rpg_task.values())),
+        "rpg_n_tasks": len(rpg_task),
+        "rpg_missing": rpg_missing,
         "best_percentile_mean": _mean([v["best_percentile"] for v in pt.values()]),
         "valid_rate": _mean(valid),
         "medals": medals,
@@ -181,7 +228,8 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
     ]
     results = executor.run_batch(reqs)
     rec = summarize_eval(batch.task_ids, results, step=step, split=split, checkpoint=checkpoint,
-                         reward_kinds={t.id: getattr(t, "reward_kind", "percentile") for t in tasks})
+                         reward_kinds={t.id: getattr(t, "reward_kind", "percentile") for t in tasks},
+                         rpg_scores=rpg_bounds(tasks))
     rec["wall_s"] = time.perf_counter() - t0
     rec["time"] = time.time()
     return rec, results
@@ -259,7 +307,8 @@ def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor
     finals = [ep.final(e).result for e in range(ep.B)]
     task_ids = [ep.tasks[i].id for i in ep.task_index]
     rec = summarize_eval(task_ids, finals, step=step, split=split, checkpoint=checkpoint,
-                         reward_kinds={t.id: getattr(t, "reward_kind", "percentile") for t in tasks})
+                         reward_kinds={t.id: getattr(t, "reward_kind", "percentile") for t in tasks},
+                         rpg_scores=rpg_bounds(tasks))
     after = reward_after_turn(ep.turn_array("reward_true"), ep.final_turn)[ep.valid]
 
     turn_means = [finite_mean(after[:, j]) for j in range(max_turns)]

@@ -11,6 +11,7 @@ import logging
 import math
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +23,38 @@ from wmrl.training.rundir import RunDir, write_json_atomic
 log = logging.getLogger(__name__)
 
 
-def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
+def refusal_warnings(refused: list[tuple[str, Any, str]]) -> list[str]:
+    """One line per task the discovery of the task roots refused (``Discovery.refused``): its id and why."""
+    return [f"tasks.root: task {tid} refused and left out: {why}" for tid, _, why in refused]
+
+
+def resolve_tasks(cfg: TrainConfig, warn: Callable[[str], None] | None = None) -> tuple[list[Any], list[Any]]:
     """The train and held-out tasks of the config.
+
+    When the tasks are drawn from the roots (``tasks.train`` or ``tasks.heldout`` null, or
+    ``tasks.heldout_split``), every task under the roots that was refused (cannot be graded) is named with
+    its reason, one line each (:func:`refusal_warnings`), through ``warn`` (default: this module's logger,
+    level WARNING); a task named in ``tasks.train`` or ``tasks.heldout`` that was refused is an error.
+
+    Args:
+        cfg: the training config. warn: ``warn(line)`` for each refused task (None: ``log.warning``).
 
     Raises:
         SuiteNotBuilt: no suite (message says to run ``wmrl tasks build``).
-        ConfigError: an unknown task id (message lists the known ones), no train task, a task
-            without a leaderboard, or one that fails :func:`wmrl.tasks.checks.check_task` (answers in
-            ``public/``, a metric that disagrees with its leaderboard).
+        ConfigError: an unknown or refused task id (message lists the known ones or says why it was
+            refused), no gradable train task left, a task without a leaderboard, or one that fails
+            :func:`wmrl.tasks.checks.check_task` (answers in ``public/``, a metric that disagrees with
+            its leaderboard).
     """
     from wmrl.tasks.loader import TaskSuite, default_suite
 
     suite = TaskSuite(cfg.tasks.root) if cfg.tasks.root else default_suite()
+    disc = getattr(suite, "discovery", None)
+    refused = list(disc.refused) if disc is not None else []
+    from_roots = cfg.tasks.train is None or cfg.tasks.heldout is None or bool(getattr(cfg.tasks, "heldout_split", None))
+    if refused and from_roots:
+        for line in refusal_warnings(refused):
+            (warn or log.warning)(line)
 
     def _get(ids: list[str], key: str) -> list[Any]:
         out = []
@@ -51,7 +72,7 @@ def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
         if cfg.tasks.heldout is not None:
             raise ConfigError("give either tasks.heldout (ids) or tasks.heldout_split, not both")
         try:
-            held_ids = heldout_ids(suite.tasks(), split_spec, cfg.seed)
+            held_ids = heldout_ids(suite.tasks(), split_spec, cfg.seed, refused={tid: why for tid, _, why in refused})
         except SplitError as e:
             raise ConfigError(str(e)) from None
         heldout = [suite.get(i) for i in held_ids]
@@ -61,10 +82,12 @@ def resolve_tasks(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
         train = _get(cfg.tasks.train, "tasks.train") if cfg.tasks.train is not None else suite.tasks("train")
         heldout = _get(cfg.tasks.heldout, "tasks.heldout") if cfg.tasks.heldout is not None else suite.tasks("heldout")
     if not train:
-        disc = getattr(suite, "discovery", None)
         found = disc.summary() if disc is not None else f"no task of the 'train' split in {suite.root}"
-        raise ConfigError(f"no train tasks under tasks.root ({found}); point tasks.root at the folders that hold "
-                          "the tasks, or list ids in tasks.train")
+        why = (f"{len(refused)} task(s) under the roots were refused (cannot be graded), each named with its reason: "
+               if refused else "")
+        fix = "fix the refused tasks (see `wmrl tasks check`), " if refused else ""
+        raise ConfigError(f"no gradable train task under tasks.root: {why}{found}; {fix}point tasks.root at the "
+                          "folders that hold the tasks, or list ids in tasks.train")
     overlap = {t.id for t in train} & {t.id for t in heldout}
     if overlap:
         raise ConfigError(f"tasks {sorted(overlap)} are both train and held-out tasks; held-out tasks must be unseen")
@@ -215,9 +238,13 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     """
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.training.components import Components
+    from wmrl.training.components import Components, now_iso
 
-    train, heldout = resolve_tasks(cfg)
+    def warn(line: str) -> None:  # a refused task: on stderr and in train.log
+        log.warning("%s", line)
+        rd.log_line(f"{now_iso()} {line}")
+
+    train, heldout = resolve_tasks(cfg, warn=warn)
     record_tasks(rd, cfg, train, heldout)
     scaffold = get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD)
     check_isolation(getattr(scaffold, "name", str(cfg.scaffold.name)), sandbox_config(cfg), train + heldout)
