@@ -78,10 +78,20 @@ def evaluate(
     train_tasks: bool = typer.Option(False, "--train-tasks", help="Evaluate on the run's train tasks only "
                                      "(split 'train', in distribution)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Samples per task (default: the run's eval config)."),
+    protocol: str = typer.Option("default", "--protocol", help="Evaluation protocol: 'default' (the run's tasks and "
+                                 "eval settings), 'paper' (the paper's MLE-Dojo test table: 14 competitions, avg@8, "
+                                 "4 turns, temperature 0.8, per-category means), a registered name, or a YAML file "
+                                 "(docs/training.md, Evaluation protocols)."),
+    root: Optional[list[str]] = typer.Option(None, "--root", help="Task root holding the protocol's competitions "
+                                             "(repeatable; default: the run's tasks.root)."),
+    allow_missing: bool = typer.Option(False, "--allow-missing", help="Evaluate the competitions of the protocol's "
+                                       "split that are found when some are missing (the numbers are then not "
+                                       "comparable with the protocol's)."),
     json_out: bool = typer.Option(False, "--json", help="Print the records as JSON lines."),
 ) -> None:
     """Evaluate a checkpoint of a run with real execution: mean leaderboard percentile, DSBench RPG (tasks with
-    a baseline and a gold score), valid-submission rate, medals. Appends the records to RUN_DIR/eval_cli.jsonl."""
+    a baseline and a gold score), valid-submission rate, medals; under a protocol also avg@k per task,
+    per-category means and the overall mean. Appends the records to RUN_DIR/eval_cli.jsonl."""
     import json
 
     from wmrl.console import make_console
@@ -93,36 +103,81 @@ def evaluate(
     ids = [t for item in (tasks or []) for t in item.split(",") if t.strip()]
     try:
         recs = evaluate_run(run_dir, checkpoint=checkpoint, task_ids=ids or None, train_tasks=train_tasks,
-                            samples_per_task=samples)
+                            samples_per_task=samples, protocol=protocol, roots=root or None,
+                            allow_missing=allow_missing)
     except (ConfigError, FileNotFoundError, KeyError) as e:
         _print_error(err, e)
         raise typer.Exit(2)
+    for r in recs:
+        for reason in (r.get("protocol_result") or {}).get("not_comparable", []):
+            err.print(f"[yellow]not comparable with protocol {r['protocol']['name']!r}:[/yellow] "
+                      f"{_escape(reason)}", highlight=False)
     if json_out:
         for r in recs:
             typer.echo(json.dumps(r))
         return
-    from rich.markup import escape
     from rich.table import Table
 
     from wmrl.training.console import rpg_note
 
+    out = make_console()
     t = Table(title=f"wmrl eval {run_dir} ({checkpoint})")
     for col in ("split", "step", "tasks", "samples", "mean percentile", "RPG", "best/task", "valid rate", "gold",
                 "silver", "bronze", "infra"):
         t.add_column(col, justify="right")
     for r in recs:
         m = r["medals"]
-        f = (lambda x: "-" if x is None else f"{x:.3f}")
-        t.add_row(r["split"], str(r["step"]), str(r["n_tasks"]), str(r["n_samples"]), f(r["mean_percentile"]),
-                  "n/a" if r.get("mean_rpg_tasks") is None else f(r["mean_rpg_tasks"]), f(r["best_percentile_mean"]),
-                  f(r["valid_rate"]), str(m["gold"]), str(m["silver"]), str(m["bronze"]), str(r["n_infra_errors"]))
-    out = make_console()
+        t.add_row(r["split"], str(r["step"]), str(r["n_tasks"]), str(r["n_samples"]), _f3(r["mean_percentile"]),
+                  "n/a" if r.get("mean_rpg_tasks") is None else _f3(r["mean_rpg_tasks"]), _f3(r["best_percentile_mean"]),
+                  _f3(r["valid_rate"]), str(m["gold"]), str(m["silver"]), str(m["bronze"]), str(r["n_infra_errors"]))
     out.print(t)
     for r in recs:  # why RPG is n/a, or which tasks it leaves out
         note = rpg_note(r)
         if note:
-            out.print(escape(f"RPG ({r['split']}): {'n/a: ' if r.get('mean_rpg_tasks') is None else ''}{note}"),
+            out.print(_escape(f"RPG ({r['split']}): {'n/a: ' if r.get('mean_rpg_tasks') is None else ''}{note}"),
                       highlight=False)
+    for r in recs:
+        if r.get("protocol_result"):
+            for table in protocol_tables(r["protocol_result"]):
+                out.print(table)
+
+
+def _f3(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def protocol_tables(res: dict) -> list:
+    """Two rich tables of a ``protocol_result`` (:func:`wmrl.training.protocol.aggregate`), scores in percent:
+    avg@k per task (with its failed and infrastructure-failed samples), then the category means and the
+    overall number."""
+    from rich.table import Table
+
+    k, name = res["k"], res["protocol"]
+    pt = Table(title=f"protocol {name}: avg@{k} per task (%)")
+    for col, just in (("task", "left"), ("category", "left"), (f"avg@{k}", "right"), ("failed", "right"),
+                      ("infra", "right")):
+        pt.add_column(col, justify=just)
+    for tid, v in res["per_task"].items():
+        pt.add_row(_escape(tid), _escape(v["category"]), f"{100 * v['avg_at_k']:.1f}", str(v["n_failed"]),
+                   str(v["n_infra"]))
+    for tid in res["missing"]:
+        pt.add_row(_escape(tid), "", "missing", "", "")
+    ct = Table(title=f"protocol {name}: category means (%)" + ("" if res["comparable"] else ", NOT COMPARABLE"))
+    for col, just in (("category", "left"), ("tasks", "right"), ("mean", "right")):
+        ct.add_column(col, justify=just)
+    for c, v in res["categories"].items():
+        ct.add_row(_escape(c), str(v["n_tasks"]), f"{100 * v['mean']:.1f}")
+    mark = {res["overall_kind"]: " = overall"}
+    ct.add_row("Avg (mean over categories)" + mark.get("category_mean", ""), str(res["n_tasks"]),
+               f"{100 * res['category_mean']:.1f}")
+    ct.add_row("mean over tasks" + mark.get("task_mean", ""), str(res["n_tasks"]), f"{100 * res['task_mean']:.1f}")
+    return [pt, ct]
 
 
 def show(

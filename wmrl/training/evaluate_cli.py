@@ -1,4 +1,5 @@
-"""``wmrl eval RUN_DIR``: real-execution evaluation of any checkpoint of a run."""
+"""``wmrl eval RUN_DIR``: real-execution evaluation of any checkpoint of a run, optionally under an evaluation
+protocol (:mod:`wmrl.training.protocol`)."""
 from __future__ import annotations
 
 import json
@@ -12,10 +13,34 @@ from wmrl.training.rundir import RunDir
 INITIAL = "initial"
 
 
+def find_split(suite: Any, ids: list[str]) -> tuple[list[Any], list[tuple[str, str]]]:
+    """The tasks of a protocol's split found in ``suite`` (split order) and, for every id not found, why.
+
+    Returns:
+        ``(tasks, missing)``: ``missing`` holds ``(id, reason)`` with the reason the loader gave (refused and why,
+        benchmark package metadata without prepared data) or "not found under <roots>".
+    """
+    found, missing = [], []
+    known = suite.discovery.tasks
+    refused = {tid: why for tid, _, why in suite.discovery.refused}
+    skipped = {Path(folder).name: why for folder, why in suite.discovery.skipped}
+    for tid in ids:
+        if tid in known:
+            found.append(known[tid])
+        elif tid in refused:
+            missing.append((tid, f"refused: {refused[tid]}"))
+        elif tid in skipped:
+            missing.append((tid, skipped[tid]))
+        else:
+            missing.append((tid, f"not found under {', '.join(map(str, suite.roots))}"))
+    return found, missing
+
+
 def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_ids: list[str] | None = None,
                  train_tasks: bool = False, samples_per_task: int | None = None,
-                 out_name: str = "eval_cli.jsonl") -> list[dict[str, Any]]:
-    """Evaluate the policy of one checkpoint with real execution.
+                 out_name: str = "eval_cli.jsonl", protocol: Any = None, roots: list[str | Path] | None = None,
+                 allow_missing: bool = False) -> list[dict[str, Any]]:
+    """Evaluate the policy of one checkpoint with real execution, optionally under an evaluation protocol.
 
     Args:
         run_dir: a run directory written by ``wmrl train``.
@@ -27,51 +52,126 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             ``eval.train_tasks`` is on, its train tasks.
         train_tasks: evaluate on the run's train tasks only (split ``train``): how well the policy does
             on the tasks it was trained on (in distribution).
-        samples_per_task: None = the run's ``eval.samples_per_task``.
+        samples_per_task: None = the run's ``eval.samples_per_task`` (or the protocol's).
         out_name: JSON-lines file in ``run_dir`` the records are appended to.
+        protocol: None or ``"default"``: the evaluation as without protocols. Else a registered name, a YAML
+            path or an :class:`~wmrl.training.protocol.EvalProtocol` (:func:`~wmrl.training.protocol.get_protocol`):
+            its settings replace the run's, its split (when it has one) is looked up under ``roots``, and each
+            record gets ``protocol`` (its fields) and ``protocol_result`` (:func:`~wmrl.training.protocol.aggregate`).
+        roots: task roots to look the protocol's split (or ``task_ids``) up in; None = the run's ``tasks.root``,
+            else the default suite.
+        allow_missing: evaluate the competitions of the split that are found when some are missing (the result
+            says it is not comparable); by default a missing competition is an error.
 
     Returns:
-        The ``eval.jsonl``-style records (one per split), with ``checkpoint`` set.
+        The ``eval.jsonl``-style records (one per split; one record, split ``protocol``, for a protocol with a
+        split), with ``checkpoint`` set.
 
     Raises:
         FileNotFoundError: not a run directory, or the checkpoint does not exist (message lists them).
-        ConfigError: an unknown task id, or a task without a leaderboard.
+        ConfigError: an unknown task id, a task without a leaderboard, an unknown or bad protocol, options that
+            contradict the protocol, or competitions of the split missing under the roots (listed, with why).
     """
     from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
     from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy
     from wmrl.training.parts import (load_policy_backbone, make_executor, policy_lora, require_leaderboards,
                                      require_sound, resolve_tasks)
+    from wmrl.training.protocol import aggregate, get_protocol
     from wmrl.training.rundir import to_json_line
     from wmrl.training.components import eval_sampling_seed
+    from wmrl.tasks.loader import TaskSuite, default_suite
 
     rd = RunDir(run_dir)
     if not rd.config.is_file():
         raise FileNotFoundError(f"{rd.root} does not exist: pass a run directory written by `wmrl train`"
                                 if not rd.root.exists() else f"{rd.root} has no config.yaml: not a run directory")
     cfg = load_config(rd.config)
+    proto = get_protocol(protocol) if protocol is not None else None
+    if proto is not None and proto.name == "default":
+        proto = None
     if str(checkpoint) == INITIAL:
         ck, step = None, 0
     else:
         ck = rd.checkpoint(int(checkpoint) if str(checkpoint).isdigit() else str(checkpoint))
         step = int(json.loads((ck / "trainer_state.json").read_text())["step"])
-    train, heldout = resolve_tasks(cfg)
     if task_ids and train_tasks:
         raise ConfigError("give either --tasks or --train-tasks, not both")
-    if train_tasks:
-        splits = [("train", train)]
-    elif task_ids:
-        from wmrl.tasks.loader import TaskSuite, default_suite
+    missing: list[tuple[str, str]] = []
 
-        suite = TaskSuite(cfg.tasks.root) if cfg.tasks.root else default_suite()
-        try:
-            splits = [("custom", [suite.get(t) for t in task_ids])]
-        except KeyError as e:
-            raise ConfigError(str(e.args[0])) from None
-        require_leaderboards(splits[0][1], "--tasks")
-        require_sound(splits[0][1], "--tasks")
+    def _suite() -> Any:
+        if roots:
+            return TaskSuite(list(roots))
+        return TaskSuite(cfg.tasks.root) if cfg.tasks.root else default_suite()
+
+    if proto is not None and proto.split is not None:
+        if task_ids or train_tasks:
+            raise ConfigError(f"protocol {proto.name!r} fixes the tasks (its split of {len(proto.split)}); do not "
+                              "pass --tasks or --train-tasks with it")
+        found, missing = find_split(_suite(), list(proto.split))
+        if missing:
+            listed = "\n".join(f"  {tid}: {why}" for tid, why in missing)
+            if not found:
+                raise ConfigError(f"none of the {len(proto.split)} competitions of protocol {proto.name!r} was "
+                                  f"found:\n"
+                                  f"{listed}\nprepare them (e.g. MLE-Dojo's prepare/mle.py) and pass their folder "
+                                  "with --root")
+            if not allow_missing:
+                raise ConfigError(f"{len(missing)} of the {len(proto.split)} competitions of protocol {proto.name!r} "
+                                  f"are missing:\n{listed}\nprepare them and pass their folder with --root, or "
+                                  "evaluate the rest with --allow-missing (the numbers are then not comparable "
+                                  "with the protocol's)")
+        require_leaderboards(found, f"protocol {proto.name!r}")
+        require_sound(found, f"protocol {proto.name!r}")
+        splits, has_heldout = [("protocol", found)], False
     else:
-        splits = ([("heldout", heldout)] if heldout else []) + ([("train", train)] if cfg.eval.train_tasks else [])
+        if allow_missing:
+            raise ConfigError("--allow-missing goes with a protocol that has a split of competitions (e.g. "
+                              "--protocol paper)")
+        if roots and not task_ids:
+            raise ConfigError("--root is for a protocol's split or --tasks; the run's own tasks come from its "
+                              "tasks.root")
+        train, heldout = resolve_tasks(cfg)
+        has_heldout = bool(heldout)
+        if train_tasks:
+            splits = [("train", train)]
+        elif task_ids:
+            suite = _suite()
+            try:
+                splits = [("custom", [suite.get(t) for t in task_ids])]
+            except KeyError as e:
+                raise ConfigError(str(e.args[0])) from None
+            require_leaderboards(splits[0][1], "--tasks")
+            require_sound(splits[0][1], "--tasks")
+        else:
+            splits = ([("heldout", heldout)] if heldout else []) + ([("train", train)] if cfg.eval.train_tasks else [])
+    if proto is not None:
+        if proto.samples_per_task is not None and samples_per_task is not None \
+                and samples_per_task != proto.samples_per_task:
+            raise ConfigError(f"--samples {samples_per_task} contradicts protocol {proto.name!r} "
+                              f"(samples_per_task: {proto.samples_per_task}); drop --samples, or write a protocol "
+                              "of your own")
+        if proto.score == "percentile":
+            rpg = [t.id for _, ts in splits for t in ts if getattr(t, "reward_kind", "percentile") != "percentile"]
+            if rpg:
+                raise ConfigError(f"protocol {proto.name!r} scores leaderboard percentiles, but {', '.join(rpg)} "
+                                  "have no leaderboard (rewarded by RPG); give them the benchmark's leaderboard "
+                                  "files, or use a protocol with score: reward")
+        for _, ts in splits:
+            for t in ts:
+                proto.category_of(t.id)
+    ep_kw = episode_eval_kwargs(cfg)
+    if proto is not None and proto.samples_per_task is not None:
+        k = proto.samples_per_task
+    else:
+        k = samples_per_task or cfg.eval.samples_per_task
+    temperature, top_p, max_new, time_limit = cfg.eval.temperature, cfg.rollout.top_p, cfg.rollout.max_new_tokens, None
+    if proto is not None:
+        ep_kw["max_turns"] = proto.max_turns if proto.max_turns is not None else ep_kw["max_turns"]
+        temperature = proto.temperature if proto.temperature is not None else temperature
+        top_p = proto.top_p if proto.top_p is not None else top_p
+        max_new = proto.max_new_tokens if proto.max_new_tokens is not None else max_new
+        time_limit = proto.time_limit_s
     if cfg.threads:
         import torch
 
@@ -87,12 +187,15 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     try:
         for split, tasks in splits:
             rec, _ = evaluate_policy(policy, scaffold, tasks, executor, step=step, split=split,
-                                     samples_per_task=samples_per_task or cfg.eval.samples_per_task,
-                                     max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.eval.temperature,
-                                     top_p=cfg.rollout.top_p, checkpoint=ck.name if ck is not None else INITIAL,
+                                     samples_per_task=k, max_new_tokens=max_new, temperature=temperature,
+                                     top_p=top_p, checkpoint=ck.name if ck is not None else INITIAL,
                                      run_name=cfg.name or cfg.method,
-                                     seed=eval_sampling_seed(cfg.seed, step, split, bool(heldout)),
-                                     **episode_eval_kwargs(cfg))
+                                     seed=eval_sampling_seed(cfg.seed, step, split, has_heldout),
+                                     time_limit_s=time_limit, **ep_kw)
+            if proto is not None:
+                rec["protocol"] = proto.model_dump()
+                rec["protocol_result"] = aggregate(proto, rec["sample_outcomes"], k,
+                                                   missing=[tid for tid, _ in missing])
             recs.append(rec)
             with open(rd.root / out_name, "a") as fh:
                 fh.write(to_json_line(rec) + "\n")

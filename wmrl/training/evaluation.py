@@ -19,6 +19,11 @@ the ``eval.jsonl`` keys of docs/run-directory.md:
   its reward kind: each task's mean over its samples (a failed program scores 0), averaged over the tasks as
   DSBench averages it; ``rpg_n_tasks`` says over how many, ``rpg_missing`` names each other task and why RPG
   is undefined there; ``per_task`` entries get ``rpg``. None when no task has both scores.
+- ``sample_outcomes``: ``{task id: {"status": [G], "reward": [G], "best_valid_reward": [G]}}``, every sample
+  of the task in sample order (infrastructure failures included, with ``reward`` None): the final submission's
+  execution status and reward, and the best reward over the sample's turns whose submission was graded
+  (status ``ok``; None when none was). Single-turn: ``best_valid_reward`` is the reward of a graded sample.
+  What an evaluation protocol (:mod:`wmrl.training.protocol`) aggregates.
 """
 from __future__ import annotations
 
@@ -174,11 +179,46 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
     }
 
 
+def sample_outcomes(task_ids: Sequence[str], statuses: Sequence[str], rewards: Sequence[float | None],
+                    best_valid: Sequence[float | None]) -> dict[str, dict[str, list[Any]]]:
+    """The ``sample_outcomes`` record key (module docstring): the per-sample lists grouped by task.
+
+    Args:
+        task_ids: [N] task id of each sample (sample order).
+        statuses: [N] execution status of each sample's final submission (``ok``, ``runtime_error``, ...,
+            ``infra_error``).
+        rewards: [N] reward of each final submission (None or NaN: not graded, an infrastructure failure).
+        best_valid: [N] best reward over the sample's graded (status ``ok``) turns, None when there is none.
+
+    Returns:
+        ``{task id: {"status": [...], "reward": [...], "best_valid_reward": [...]}}``, tasks sorted, samples in
+        their order; NaN rewards are stored as None.
+
+    Raises:
+        ValueError: the four sequences differ in length.
+    """
+    n = len(task_ids)
+    if not len(statuses) == len(rewards) == len(best_valid) == n:
+        raise ValueError(f"task_ids, statuses, rewards and best_valid must have one entry per sample; got {n}, "
+                         f"{len(statuses)}, {len(rewards)}, {len(best_valid)}")
+
+    def _num(x: float | None) -> float | None:
+        return None if x is None or not np.isfinite(float(x)) else float(x)
+
+    out: dict[str, dict[str, list[Any]]] = {}
+    for tid, st, r, b in zip(task_ids, statuses, rewards, best_valid):
+        t = out.setdefault(tid, {"status": [], "reward": [], "best_valid_reward": []})
+        t["status"].append(str(st))
+        t["reward"].append(_num(r))
+        t["best_valid_reward"].append(_num(b))
+    return dict(sorted(out.items()))
+
+
 def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: Any, *, step: int, split: str,
                     samples_per_task: int, max_new_tokens: int, temperature: float, top_p: float = 1.0,
                     checkpoint: str | None = None, run_name: str = "",
                     seed: int | None = None, max_turns: int = 1, validation_fraction: float = 0.2,
-                    error_chars: int = 400) -> tuple[dict[str, Any], list[Any]]:
+                    error_chars: int = 400, time_limit_s: float | None = None) -> tuple[dict[str, Any], list[Any]]:
     """Sample ``samples_per_task`` programs per task from ``policy`` and execute them all for real.
 
     With ``max_turns`` K > 1 each sample is a multi-turn episode (:func:`evaluate_episodes`): every turn is
@@ -194,10 +234,11 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
         run_name: stored in each execution request's ``meta``.
         seed: sampling seed (None = the policy's default RNG).
         max_turns, validation_fraction, error_chars: multi-turn episodes (the config's ``episode`` section).
+        time_limit_s: wall-clock limit of every execution, seconds (None: each task's own ``time_limit_s``).
 
     Returns:
-        (record, results): the :func:`summarize_eval` record (plus ``wall_s`` and ``time``) and the raw
-        execution results in sample order (multi-turn: every turn's execution).
+        (record, results): the :func:`summarize_eval` record (plus ``sample_outcomes``, ``wall_s`` and ``time``) and
+        the raw execution results in sample order (multi-turn: every turn's execution).
     """
     from wmrl.execution.types import ExecutionRequest
     from wmrl.trajectory import Trajectory
@@ -210,7 +251,7 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
                                  samples_per_task=samples_per_task, max_new_tokens=max_new_tokens,
                                  temperature=temperature, top_p=top_p, checkpoint=checkpoint, run_name=run_name,
                                  seed=seed, max_turns=max_turns, validation_fraction=validation_fraction,
-                                 error_chars=error_chars)
+                                 error_chars=error_chars, time_limit_s=time_limit_s)
     import torch
 
     with torch.no_grad():
@@ -220,6 +261,7 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
     programs = _programs(batch, scaffold, by_id)
     reqs = [
         ExecutionRequest(task=by_id[tid], program=prog, request_id=f"eval-{split}-s{step}-{i}",
+                         time_limit_s=time_limit_s,
                          trajectory=Trajectory(stream="eval", run=run_name, step=step, group_id=int(g), sample=i,
                                                task_id=tid, prompt=p, completion=c, scaffold=scaffold.name,
                                                split=split, extra={"checkpoint": checkpoint}))
@@ -230,6 +272,10 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
     rec = summarize_eval(batch.task_ids, results, step=step, split=split, checkpoint=checkpoint,
                          reward_kinds={t.id: getattr(t, "reward_kind", "percentile") for t in tasks},
                          rpg_scores=rpg_bounds(tasks))
+    statuses = [_status(r) for r in results]
+    rec["sample_outcomes"] = sample_outcomes(
+        batch.task_ids, statuses, [r.reward for r in results],
+        [r.reward if st == "ok" else None for r, st in zip(results, statuses)])
     rec["wall_s"] = time.perf_counter() - t0
     rec["time"] = time.time()
     return rec, results
@@ -254,13 +300,14 @@ def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor
                       samples_per_task: int, max_new_tokens: int, temperature: float, top_p: float = 1.0,
                       checkpoint: str | None = None, run_name: str = "", seed: int | None = None,
                       max_turns: int = 2, validation_fraction: float = 0.2,
-                      error_chars: int = 400) -> tuple[dict[str, Any], list[Any]]:
+                      error_chars: int = 400, time_limit_s: float | None = None) -> tuple[dict[str, Any], list[Any]]:
     """Multi-turn evaluation: ``samples_per_task`` episodes of up to ``max_turns`` turns per task, every turn
     executed for real on the task's validation view (:func:`wmrl.tasks.validation.validation_view`), its
     observation (validation score, run time, error tail) shown to the next turn.
 
     Returns:
         (record, results): the :func:`summarize_eval` record of the final submissions, plus
+        ``sample_outcomes`` (one entry per episode: its final submission, and its best graded turn),
         ``mean_percentile_turn`` ([K] mean grade of each episode's current submission after each turn; a
         submission carries forward), ``turn_gain`` (turn K minus turn 1), ``best_turn_mean`` (mean over
         episodes of their best turn), ``episode_turns_mean``, ``submitted_rate``, ``exec_count_turn`` ([K]),
@@ -283,7 +330,7 @@ def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor
         by_id = {t.id: t for t in tasks}
         views = {tid: validation_view(by_id[tid], validation_fraction) for tid in set(batch.task_ids)}
         reqs = [ExecutionRequest(
-            task=views[tid], program=prog,
+            task=views[tid], program=prog, time_limit_s=time_limit_s,
             request_id=f"eval-{split}-s{step}-{e}-t{turn}",
             trajectory=Trajectory(stream="eval", run=run_name, step=step, group_id=int(g), sample=int(e), task_id=tid,
                                   prompt=scaffold.prompt(by_id[tid]), completion=c, scaffold=scaffold.name, split=split,
@@ -310,6 +357,12 @@ def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor
                          reward_kinds={t.id: getattr(t, "reward_kind", "percentile") for t in tasks},
                          rpg_scores=rpg_bounds(tasks))
     after = reward_after_turn(ep.turn_array("reward_true"), ep.final_turn)[ep.valid]
+    best_valid = []
+    for fbs in ep.feedback:
+        graded = [fb.reward_true for fb in fbs if fb is not None and fb.status == "ok" and np.isfinite(fb.reward_true)]
+        best_valid.append(max(graded) if graded else None)
+    rec["sample_outcomes"] = sample_outcomes(task_ids, [_status(r) for r in finals], [r.reward for r in finals],
+                                             best_valid)
 
     turn_means = [finite_mean(after[:, j]) for j in range(max_turns)]
     rec.update(
