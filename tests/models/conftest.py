@@ -15,12 +15,16 @@ import pytest
 from wmrl.tasks.spec import Task
 
 
-def make_task(root: Path, kind: str = "binary", n: int = 200, seed: int = 0) -> Task:
-    """A small synthetic task folder (wmrl layout) with train/test CSVs and answers."""
+def make_task(root: Path, kind: str = "binary", n: int = 200, seed: int = 0, extra_numeric: int = 0) -> Task:
+    """A small synthetic task folder (wmrl layout) with train/test CSVs and answers; ``extra_numeric`` more
+    standard-normal columns ``x0, x1, ...`` make a wide table."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 4))
     df = pd.DataFrame(X, columns=["age", "income", "score", "tenure"])
     df["region"] = rng.choice(["north", "south", "east"], size=n)
+    if extra_numeric:
+        df = pd.concat([df, pd.DataFrame(rng.normal(size=(n, extra_numeric)).round(3),
+                                         columns=[f"x{i}" for i in range(extra_numeric)])], axis=1)
     if kind == "regression":
         y = X[:, 0] * 2 + X[:, 1] + rng.normal(scale=0.1, size=n)
         metric, lower, classes = "rmse", True, ()
@@ -52,7 +56,7 @@ def make_task(root: Path, kind: str = "binary", n: int = 200, seed: int = 0) -> 
         split="train",
         description=f"# Synthetic {kind} task\nPredict the target from four numeric features and a region.",
         n_rows=n,
-        n_features=5,
+        n_features=5 + extra_numeric,
         classes=classes,
     )
 

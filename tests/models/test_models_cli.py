@@ -122,3 +122,44 @@ def test_warmup_and_scaffolds_commands(small_suite, tmp_path):
     res = json.loads(js.read_text())
     rates = {row["scaffold"]: row["valid_program_rate"] for row in res["rows"]}
     assert rates["grammar"] == 1.0 and rates["function"] == 0.0  # a random model writes no valid function
+
+
+def _flat(text: str) -> str:
+    """CLI output without rich's error box and line wrapping: the words only, single-spaced."""
+    return " ".join(text.replace("│", " ").replace("╭", " ").replace("╰", " ").split())
+
+
+def test_scaffolds_uniform_refuses_free_form_scaffolds(small_suite):
+    r = runner.invoke(app, ["scaffolds", "--root", str(small_suite), "--uniform", "--scaffold", "function"])
+    assert r.exit_code != 0 and "no grammar to draw from uniformly" in _flat(r.output), r.output
+    r = runner.invoke(app, ["scaffolds", "--root", str(small_suite), "--uniform", "--scaffold", "essay"])
+    assert r.exit_code != 0 and "unknown scaffold" in _flat(r.output), r.output
+
+
+@pytest.mark.slow
+def test_scaffolds_uniform_reports_status_shares(small_suite, tmp_path):
+    """Uniform draws from the grammar (no LM), executed for real; the shares are those of the logged statuses."""
+    import random
+
+    from wmrl.execution.log import ExecutionLog
+    from wmrl.models.fail_grammar import fail_grammar_sentences
+    from wmrl.tasks.datasets import SMALL_BINARY_TASK, SMALL_REGRESSION_TASK
+
+    js, logp = tmp_path / "u.json", tmp_path / "u.sqlite"
+    args = ["scaffolds", "--root", str(small_suite), "--uniform", "--scaffold", "grammar-fail", "--samples", "3",
+            "--seed", "4", "--json", str(js), "--log", str(logp)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    res = json.loads(js.read_text())
+    assert res["sampler"] == "uniform" and res["model"] is None and res["seed"] == 4
+    row = res["rows"][0]
+    rows = ExecutionLog(logp).records()
+    assert row["samples"] == len(rows) == 6 and row["gen_s_per_sample"] is None
+    for status, share in row["status_shares"].items():
+        assert share == pytest.approx(sum(x["status"] == status for x in rows) / 6)
+    assert sum(row["status_shares"].values()) == pytest.approx(1.0)  # no infra errors here
+    # seeded: task t draws from random.Random(f"{seed}-{t}"), whatever the other tasks
+    for tid, kind in ((SMALL_BINARY_TASK, "classifier"), (SMALL_REGRESSION_TASK, "regressor")):
+        drawn = [x["meta"]["completion"] for x in sorted(rows, key=lambda x: x["request_id"]) if x["task_id"] == tid]
+        assert drawn == random.Random(f"4-{tid}").choices(fail_grammar_sentences(kind), k=3)
+    assert {x["meta"]["extra"]["sampler"] for x in rows} == {"uniform"}

@@ -1,6 +1,7 @@
 """Commands of ``wmrl.models``. Imports of heavy libraries stay inside the commands.
 
-* ``wmrl scaffolds``: valid-program rate of each scaffold on the built-in train tasks.
+* ``wmrl scaffolds``: valid-program rate and status mix of each scaffold on the built-in train tasks
+  (``--uniform``: programs drawn uniformly from each grammar, no LM).
 * ``wmrl wm warmup``: sample the base policy on train tasks, execute everything, log it.
 * ``wmrl wm fit``: fit a world model (``--kind regression`` or ``generative``) on an execution log;
   held-out metrics, predictions/s, PNG.
@@ -11,7 +12,7 @@
 * ``wmrl models bench``: the LM's tokens/s (sampling, scoring, update) with and without
   shared prompts, next to the FLOP bound measured in the same run (:mod:`wmrl.bench.lm`).
 
-Why one file of about 570 lines: the package's commands share their option declarations and helpers;
+Why one file of about 630 lines: the package's commands share their option declarations and helpers;
 the measurements themselves live in their modules.
 """
 from __future__ import annotations
@@ -143,12 +144,35 @@ def _executor(workers: int, log_path: Optional[Path]) -> Any:
 # ------------------------------------------------------------------------------------------ scaffolds
 
 
+#: The program statuses whose shares ``wmrl scaffolds`` reports (an ``infra_error`` is counted apart: no share).
+PROGRAM_STATUSES = ("ok", "invalid_submission", "runtime_error", "timeout", "memory_exceeded")
+
+
+def status_shares(records: list[dict[str, Any]]) -> tuple[dict[str, float], int, int]:
+    """The share of each of :data:`PROGRAM_STATUSES` among ``records`` (execution-log records), leaving
+    ``infra_error`` out of the denominator.
+
+    Returns:
+        ``(shares, counted, infra)``: status -> share in [0, 1] (NaN when nothing was counted), the number
+        of records counted and the number of ``infra_error`` records left out.
+    """
+    infra = sum(r["status"] == "infra_error" for r in records)
+    counted = len(records) - infra
+    shares = {s: (sum(r["status"] == s for r in records) / counted if counted else float("nan"))
+              for s in PROGRAM_STATUSES}
+    return shares, counted, infra
+
+
 def scaffolds_cmd(
     samples: int = typer.Option(4, "--samples", "-n", help="Samples per train task and scaffold."),
     model: ModelOpt = "smollm2-135m",
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated task ids (default: all train tasks)."),
     tasks_dir: TasksDirOpt = None,
-    scaffold: Optional[list[str]] = typer.Option(None, "--scaffold", help="Scaffolds to measure (repeatable; default all)."),
+    scaffold: Optional[list[str]] = typer.Option(None, "--scaffold", help="Scaffolds to measure (repeatable; default "
+                                                 "all, or every grammar scaffold with --uniform)."),
+    uniform: bool = typer.Option(False, "--uniform", help="Draw the programs uniformly at random from each grammar "
+                                 "scaffold's sentences (seeded by --seed) instead of sampling the LM: no model is "
+                                 "loaded, and scaffolds without a grammar are refused."),
     max_new_tokens: MaxNewTokensOpt = None,
     temperature: TemperatureOpt = 1.0,
     workers: WorkersOpt = 2,
@@ -157,65 +181,103 @@ def scaffolds_cmd(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the measured rates as JSON here."),
     threads: ThreadsOpt = 1,
 ) -> None:
-    """Valid-program rate of each scaffold on the built-in train tasks (sampled, then executed)."""
+    """Valid-program rate and status mix of each scaffold on the built-in train tasks (sampled, then executed).
+
+    Each status's share (ok, invalid_submission, runtime_error, timeout, memory_exceeded) is over the
+    programs that ran (``infra_error`` left out and counted apart).
+    """
     console = _start(threads)
     from rich.table import Table
 
-    from wmrl.models.policy import Policy
     from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLD_NAMES, get_scaffold
-    from wmrl.world_model.corpus import collect_warmup
+    from wmrl.world_model.corpus import collect_uniform, collect_warmup
 
-    names = list(scaffold or SCAFFOLD_NAMES)
+    unknown = [n for n in scaffold or [] if n not in SCAFFOLD_NAMES]
+    if unknown:
+        raise typer.BadParameter(f"unknown scaffold(s) {unknown}; choose from {', '.join(SCAFFOLD_NAMES)}",
+                                 param_hint="--scaffold")
     task_list = _train_tasks(tasks, tasks_dir)
-    m, tok = _backbone(model, seed)
-    policy = Policy(m, tok)
+    policy = None
+    if uniform:
+        def has_grammar(n: str) -> bool:
+            return get_scaffold(n).grammar_key(task_list[0]) is not None
+
+        names = list(scaffold or [n for n in SCAFFOLD_NAMES if has_grammar(n)])
+        free = [n for n in names if not has_grammar(n)]
+        if free:
+            raise typer.BadParameter(f"{free} have no grammar to draw from uniformly; measure them without --uniform "
+                                     "(the LM samples them)", param_hint="--scaffold/--uniform")
+    else:
+        from wmrl.models.policy import Policy
+
+        names = list(scaffold or SCAFFOLD_NAMES)
+        m, tok = _backbone(model, seed)
+        policy = Policy(m, tok)
+    sampler = "uniform" if uniform else model
     rows = []
     executor = _executor(workers, log)
     try:
         for name in names:
             sc = get_scaffold(name)
-            console.print(f"[bold]{name}[/]: sampling {samples} x {len(task_list)} tasks ...")
-            recs, _ = collect_warmup(policy, sc, task_list, executor, samples_per_task=samples,
-                                     max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                                     run=f"scaffolds-{name}", progress=lambda s: console.print("  " + s))
+            verb = "drawing" if uniform else "sampling"
+            console.print(f"[bold]{name}[/]: {verb} {samples} x {len(task_list)} tasks ...")
+            say = lambda s: console.print("  " + s)  # noqa: E731
+            if uniform:
+                recs, _ = collect_uniform(sc, task_list, executor, samples_per_task=samples, seed=seed,
+                                          run=f"scaffolds-{name}-uniform", progress=say)
+            else:
+                recs, _ = collect_warmup(policy, sc, task_list, executor, samples_per_task=samples,
+                                         max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                                         run=f"scaffolds-{name}", progress=say)
             n = len(recs)
             ok = [r for r in recs if r["status"] == "ok"]
-            infra = sum(r["status"] == "infra_error" for r in recs)
-            counted = n - infra
+            shares, counted, infra = status_shares(recs)
             rewards = [r["reward"] for r in ok if r["reward"] is not None and math.isfinite(r["reward"])]
+            gen = [r["trajectory"].gen_seconds_per_sample for r in recs]
+            per_task: dict[str, dict[str, int]] = {}
+            for r in recs:
+                per_task.setdefault(r["task_id"], {}).setdefault(r["status"], 0)
+                per_task[r["task_id"]][r["status"]] += 1
             rows.append({
                 "scaffold": name,
                 "samples": n,
                 "well_formed": sum(bool(r["trajectory"].well_formed) for r in recs) / n if n else float("nan"),
-                "valid_program_rate": len(ok) / counted if counted else float("nan"),
+                "valid_program_rate": shares["ok"],
+                "status_shares": shares,
                 "infra_errors": infra,
                 # program failures get the failure reward (0); NaN when a task has no leaderboard
                 "mean_reward_valid": sum(rewards) / len(rewards) if rewards else float("nan"),
                 "mean_reward_all": _mean([r["reward"] for r in recs if r["status"] != "infra_error"]),
-                "gen_s_per_sample": sum(r["trajectory"].gen_seconds_per_sample for r in recs) / n if n else float("nan"),
+                # None for uniform draws (no LM)
+                "gen_s_per_sample": (sum(gen) / n if n and all(g is not None for g in gen) else
+                                     None if n else float("nan")),
                 "exec_s_per_sample": sum(r["wall_s"] for r in recs) / n if n else float("nan"),
                 "statuses": {s: sum(r["status"] == s for r in recs) for s in sorted({r["status"] for r in recs})},
+                "per_task": per_task,
             })
     finally:
         executor.close()
     best = max(rows, key=lambda r: (-1 if math.isnan(r["valid_program_rate"]) else r["valid_program_rate"]))
-    table = Table(title=f"Valid-program rate per scaffold ({model}, {len(task_list)} train tasks, {samples} samples each)")
-    for col in ("scaffold", "samples", "well-formed", "valid programs (executed ok)", "mean reward (all)",
-                "gen s/sample", "exec s/sample", "statuses"):
+    how = "drawn uniformly from each grammar" if uniform else f"{model}"
+    table = Table(title=f"Status mix per scaffold ({how}, {len(task_list)} train tasks, {samples} samples each; "
+                        "shares of the programs that ran)")
+    for col in ("scaffold", "samples", "well-formed", "ok (valid)", "invalid sub.", "runtime err.", "timeout",
+                "memory", "infra (count)", "mean reward (all)", "gen s/sample", "exec s/sample"):
         table.add_column(col)
     for r in rows:
         mark = " (default)" if r["scaffold"] == DEFAULT_SCAFFOLD else ""
-        table.add_row(r["scaffold"] + mark, str(r["samples"]), _fmt(r["well_formed"]), _fmt(r["valid_program_rate"]),
-                      _fmt(r["mean_reward_all"]), _fmt(r["gen_s_per_sample"], 2), _fmt(r["exec_s_per_sample"], 2),
-                      ", ".join(f"{k}={v}" for k, v in r["statuses"].items()))
+        table.add_row(r["scaffold"] + mark, str(r["samples"]), _fmt(r["well_formed"]),
+                      *(_fmt(r["status_shares"][s]) for s in PROGRAM_STATUSES), str(r["infra_errors"]),
+                      _fmt(r["mean_reward_all"]), _fmt(r["gen_s_per_sample"], 2), _fmt(r["exec_s_per_sample"], 2))
     console.print(table)
     console.print(f"Highest valid-program rate: [bold]{best['scaffold']}[/] ({_fmt(best['valid_program_rate'])}); "
                   f"DEFAULT_SCAFFOLD = {DEFAULT_SCAFFOLD!r}"
-                  + ("" if best["scaffold"] == DEFAULT_SCAFFOLD or len(rows) < len(SCAFFOLD_NAMES)
+                  + ("" if uniform or best["scaffold"] == DEFAULT_SCAFFOLD or len(rows) < len(SCAFFOLD_NAMES)
                      else "  [yellow](the measurement disagrees with the default for this model)[/]"))
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps({"model": model, "tasks": [t.id for t in task_list], "samples": samples,
+        json_out.write_text(json.dumps({"model": None if uniform else model, "sampler": sampler, "seed": seed,
+                                        "tasks": [t.id for t in task_list], "samples": samples,
                                         "default": DEFAULT_SCAFFOLD, "best": best["scaffold"], "rows": rows}, indent=2))
 
 

@@ -1,6 +1,6 @@
 """Scaffolds: how a policy completion becomes a runnable solution program for a task.
 
-Three scaffolds (the :class:`wmrl.interfaces.Scaffold` protocol, plus a few optional attributes the
+Four scaffolds (the :class:`wmrl.interfaces.Scaffold` protocol, plus a few optional attributes the
 policy reads):
 
 * ``script``: the model writes a whole Python program (data loading, features, model, submission).
@@ -14,6 +14,10 @@ policy reads):
   The completion is one ``make_pipeline(...)`` expression, rendered into ``build_model()`` and the
   same harness, so every sample that finishes the grammar is a valid program. The choices change
   both the score and the execution cost (``n_estimators``, ``max_iter``, depth, neighbours...).
+* ``grammar-fail``: the same decoding over :mod:`wmrl.models.fail_grammar`, whose choices can fail
+  for the reasons agents' programs fail (a solver that refuses a penalty, ``PCA`` wider than the table,
+  ``log1p`` of negative features, polynomial features too big for memory or time, decision scores
+  written as probabilities), mostly only on some tasks: the programs have statuses to predict.
 
 Optional scaffold attributes used by :class:`wmrl.models.policy.Policy`:
 ``response_prefix`` (text forced at the start of the assistant turn, part of the prompt tokens),
@@ -28,14 +32,15 @@ import ast
 import functools
 import re
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Literal
 
 from wmrl.interfaces import Scaffold
+from wmrl.models.fail_grammar import EXTRA_IMPORTS, fail_grammar_sentences
+from wmrl.models.grammar_lang import call, expand, hp
 from wmrl.tasks.spec import Task
 
-ScaffoldName = Literal["script", "function", "grammar"]
-SCAFFOLD_NAMES: tuple[str, ...] = ("script", "function", "grammar")
+ScaffoldName = Literal["script", "function", "grammar", "grammar-fail"]
+SCAFFOLD_NAMES: tuple[str, ...] = ("script", "function", "grammar", "grammar-fail")
 
 #: Chosen from the measured valid-program rate (``wmrl scaffolds``; numbers in docs/models.md):
 #: with SmolLM2-135M on the built-in train tasks only the grammar scaffold yields mostly valid
@@ -259,24 +264,10 @@ class FunctionScaffold(_FreeFormScaffold):
 # --------------------------------------------------------------------------------------------
 
 
-# The grammar is a finite language, written as nested Python values: a ``str`` is literal text, a
-# ``tuple`` is a sequence (its parts concatenated) and a ``list`` is a choice (one alternative).
-# :func:`grammar_sentences` expands it; the policy decodes the canonical tokenization of each sentence
+# The grammar is a finite language, written as nested Python values (:mod:`wmrl.models.grammar_lang`:
+# a ``str`` is literal text, a ``tuple`` a sequence, a ``list`` a choice). :func:`grammar_sentences`
+# expands it; the policy decodes the canonical tokenization of each sentence
 # (:mod:`wmrl.models.choice_trie`), so only the choices carry log-probability.
-GrammarNode = str | tuple | list
-
-
-def _hp(name: str, values: Sequence[str]) -> tuple:
-    return (f"{name}=", list(values))
-
-
-def _call(cls: str, *params: tuple) -> tuple:
-    parts: list = [f"{cls}("]
-    for i, p in enumerate(params):
-        parts.extend(([", "] if i else []) + list(p))
-    return (*parts, ")")
-
-
 _TREES = {
     "n_estimators": ("10", "50", "200", "400"),
     "max_depth": ("3", "8", "16", "None"),
@@ -285,30 +276,30 @@ _TREES = {
 
 
 def _tree_ensemble(cls: str) -> tuple:
-    return _call(cls, *(_hp(k, v) for k, v in _TREES.items()))
+    return call(cls, *(hp(k, v) for k, v in _TREES.items()))
 
 
 def _hgb(cls: str) -> tuple:
-    return _call(cls, _hp("max_iter", ("20", "100", "300")), _hp("learning_rate", ("0.03", "0.1", "0.3")),
-                 _hp("max_leaf_nodes", ("7", "31", "63")))
+    return call(cls, hp("max_iter", ("20", "100", "300")), hp("learning_rate", ("0.03", "0.1", "0.3")),
+                 hp("max_leaf_nodes", ("7", "31", "63")))
 
 
 def _gb(cls: str) -> tuple:
-    return _call(cls, _hp("n_estimators", ("30", "100", "300")), _hp("learning_rate", ("0.05", "0.1", "0.3")),
-                 _hp("max_depth", ("2", "3", "5")))
+    return call(cls, hp("n_estimators", ("30", "100", "300")), hp("learning_rate", ("0.05", "0.1", "0.3")),
+                 hp("max_depth", ("2", "3", "5")))
 
 
 def _knn(cls: str) -> tuple:
-    return _call(cls, _hp("n_neighbors", ("1", "5", "15", "50")), _hp("weights", ("'uniform'", "'distance'")))
+    return call(cls, hp("n_neighbors", ("1", "5", "15", "50")), hp("weights", ("'uniform'", "'distance'")))
 
 
 def _tree(cls: str) -> tuple:
-    return _call(cls, _hp("max_depth", ("2", "4", "8", "None")), _hp("min_samples_leaf", ("1", "5", "20")))
+    return call(cls, hp("max_depth", ("2", "4", "8", "None")), hp("min_samples_leaf", ("1", "5", "20")))
 
 
 _MODELS: dict[str, list] = {
     "classifier": [
-        _call("LogisticRegression", _hp("C", ("0.01", "0.1", "1.0", "10.0")), _hp("max_iter", ("100", "1000"))),
+        call("LogisticRegression", hp("C", ("0.01", "0.1", "1.0", "10.0")), hp("max_iter", ("100", "1000"))),
         _tree_ensemble("RandomForestClassifier"),
         _tree_ensemble("ExtraTreesClassifier"),
         _hgb("HistGradientBoostingClassifier"),
@@ -318,8 +309,8 @@ _MODELS: dict[str, list] = {
         "GaussianNB()",
     ],
     "regressor": [
-        _call("Ridge", _hp("alpha", ("0.1", "1.0", "10.0", "100.0"))),
-        _call("Lasso", _hp("alpha", ("0.001", "0.01", "0.1", "1.0")), _hp("max_iter", ("1000", "5000"))),
+        call("Ridge", hp("alpha", ("0.1", "1.0", "10.0", "100.0"))),
+        call("Lasso", hp("alpha", ("0.001", "0.01", "0.1", "1.0")), hp("max_iter", ("1000", "5000"))),
         _tree_ensemble("RandomForestRegressor"),
         _tree_ensemble("ExtraTreesRegressor"),
         _hgb("HistGradientBoostingRegressor"),
@@ -330,7 +321,7 @@ _MODELS: dict[str, list] = {
 }
 
 _SCALER = ["StandardScaler()", "MinMaxScaler()", "RobustScaler()", "QuantileTransformer(n_quantiles=100)"]
-_REDUCE = _call("PCA", _hp("n_components", ("0.8", "0.95", "0.99")))
+_REDUCE = call("PCA", hp("n_components", ("0.8", "0.95", "0.99")))
 _STEPS = ["", (_SCALER, ", "), (_SCALER, ", ", _REDUCE, ", ")]
 
 
@@ -346,17 +337,6 @@ def grammar(kind: str) -> tuple:
     return ("make_pipeline(", _STEPS, _MODELS[kind], ")")
 
 
-def _expand(node: GrammarNode) -> list[str]:
-    if isinstance(node, str):
-        return [node]
-    if isinstance(node, list):
-        return [s for alt in node for s in _expand(alt)]
-    out = [""]
-    for part in node:
-        out = [a + b for a in out for b in _expand(part)]
-    return out
-
-
 @functools.lru_cache(maxsize=8)
 def grammar_sentences(kind: str) -> tuple[str, ...]:
     """Every sentence of :func:`grammar` for ``kind``, in the grammar's order (no duplicates).
@@ -367,7 +347,7 @@ def grammar_sentences(kind: str) -> tuple[str, ...]:
     Raises:
         KeyError: an unknown ``kind``.
     """
-    return tuple(dict.fromkeys(_expand(grammar(kind))))
+    return tuple(dict.fromkeys(expand(grammar(kind))))
 
 
 @functools.lru_cache(maxsize=8)
@@ -434,11 +414,60 @@ class GrammarScaffold:
         return completion.strip() in _sentence_set(self.grammar_key(task))
 
 
-_SCAFFOLDS = {"script": ScriptScaffold, "function": FunctionScaffold, "grammar": GrammarScaffold}
+class FailGrammarScaffold(GrammarScaffold):
+    """Constrained decoding like :class:`GrammarScaffold`, over :func:`wmrl.models.fail_grammar.fail_grammar`:
+    pipelines that can fail for the reasons agents' programs fail (a parameter the solver refuses, a
+    transform that breaks on some tables, a model too slow or too big for the task, scores that are not
+    probabilities), so a world model has statuses to predict.
+
+    Programs render with the harness's ``output="as_is"`` (predictions written as the estimator gives
+    them); the statuses come from the real execution and the grader, nothing is special-cased.
+    """
+
+    name = "grammar-fail"
+    # The longest sentence is 54 (classifier) or 56 (regressor) SmolLM2 tokens with EOS, 40-42 on average.
+    default_max_new_tokens = 96
+
+    def prompt(self, task: Task) -> str:
+        """Task header plus the instruction to pick a pipeline; about 150 tokens."""
+        return (
+            f"{task_header(task)}\n"
+            f"Choose a scikit-learn pipeline ({_estimator_kind(task)}) for this task: optional scaler, "
+            f"optional feature step (PCA, log1p, polynomial features), then a model with its "
+            f"hyperparameters. Reply with one make_pipeline(...) expression."
+        )
+
+    def grammar_sentences(self, key: str) -> tuple[str, ...]:
+        """The sentences of :func:`wmrl.models.fail_grammar.fail_grammar_sentences` for ``key``."""
+        return fail_grammar_sentences(key)
+
+    def function_source(self, completion: str) -> str:
+        """The grammar's ``build_model()`` (every ``random_state`` set to 0) after the imports it needs
+        beyond the harness's (:data:`wmrl.models.fail_grammar.EXTRA_IMPORTS`)."""
+        return "\n".join(EXTRA_IMPORTS) + "\n\n\n" + super().function_source(completion)
+
+    def render(self, task: Task, completion: str) -> str:
+        """The harness program around :meth:`function_source`, predictions written as-is; never raises."""
+        from wmrl.tasks.harness import render_solution
+
+        return render_solution(task, self.function_source(completion), output="as_is")
+
+    def is_valid(self, task: Task, completion: str) -> bool:
+        """True when ``completion`` is a complete sentence of this task's grammar (it may fail when run)."""
+        return completion.strip() in _fail_sentence_set(self.grammar_key(task))
+
+
+@functools.lru_cache(maxsize=8)
+def _fail_sentence_set(kind: str) -> frozenset[str]:
+    return frozenset(fail_grammar_sentences(kind))
+
+
+_SCAFFOLDS = {"script": ScriptScaffold, "function": FunctionScaffold, "grammar": GrammarScaffold,
+              "grammar-fail": FailGrammarScaffold}
 
 
 def get_scaffold(name: ScaffoldName | str) -> Scaffold:
-    """A scaffold by name: ``"script"``, ``"function"`` or ``"grammar"``.
+    """A scaffold by name: ``"script"``, ``"function"``, ``"grammar"`` or ``"grammar-fail"``.
 
     Raises:
         ValueError: an unknown name (the message lists the known ones).

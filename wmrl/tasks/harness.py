@@ -22,7 +22,10 @@ What the rendered program does (working directory = the execution sandbox's work
 4. fits ``build_model()`` on the encoded training data and predicts what the task's metric needs:
    P(positive class) for binary probability metrics, one probability column per class for multiclass
    probability metrics, class labels for ``accuracy``/``macro_f1``, values for regression. Estimators
-   without ``predict_proba`` fall back to ``decision_function`` (sigmoid/softmax), then to one-hot labels;
+   without ``predict_proba`` fall back to ``decision_function`` (sigmoid/softmax), then to one-hot labels,
+   and non-finite values are replaced (``output="guarded"``, the default); with ``output="as_is"`` the
+   program writes what the estimator returns, unchanged, as an agent's own script would
+   (:func:`render_solution`);
 5. writes ``submission.csv`` in the format of ``input/sample_submission.csv``.
 """
 from __future__ import annotations
@@ -199,7 +202,7 @@ def _class_probabilities(model, X, n_classes):
     labels = np.asarray(model.predict(X)).astype(int)
     out[np.arange(len(labels)), labels] = 1.0
     return out
-
+{helpers}
 
 def main():
     train = pd.read_csv("input/train.csv")
@@ -211,8 +214,7 @@ def main():
         y = train[TARGET].astype(np.float64).to_numpy()
         model.fit(X, y)
         pred = np.asarray(model.predict(X_test), dtype=np.float64).reshape(-1)
-        pred = np.nan_to_num(pred, nan=float(np.mean(y)), posinf=float(np.max(y)), neginf=float(np.min(y)))
-        sub = pd.DataFrame({{ID_COLUMN: test[ID_COLUMN], TARGET: pred}})
+{regression_guard}        sub = pd.DataFrame({{ID_COLUMN: test[ID_COLUMN], TARGET: pred}})
     else:
         index = {{c: i for i, c in enumerate(CLASSES)}}
         y = train[TARGET].astype(str).map(index)
@@ -225,12 +227,7 @@ def main():
             codes = np.asarray(model.predict(X_test)).astype(int)
             sub = pd.DataFrame({{ID_COLUMN: test[ID_COLUMN], TARGET: [CLASSES[c] for c in codes]}})
         else:
-            p = _class_probabilities(model, X_test, len(CLASSES))
-            p = np.nan_to_num(p, nan=1.0 / len(CLASSES))
-            p = np.clip(p, 0.0, 1.0)
-            s = p.sum(axis=1, keepdims=True)
-            p = np.where(s > 0, p / np.where(s > 0, s, 1.0), 1.0 / len(CLASSES))
-            if TASK_TYPE == "binary":
+{probability_block}            if TASK_TYPE == "binary":
                 sub = pd.DataFrame({{ID_COLUMN: test[ID_COLUMN], TARGET: p[:, 1]}})
             else:
                 sub = pd.DataFrame(p, columns=list(CLASSES))
@@ -245,7 +242,52 @@ if __name__ == "__main__":
 '''
 
 
-def render_solution(task: Task, model_source: str) -> str:
+#: How the rendered program turns the fitted model's output into the submission (:func:`render_solution`).
+OUTPUT_MODES: tuple[str, ...] = ("guarded", "as_is")
+
+# The output steps of each mode, filled into the template. ``guarded`` is the program wmrl always wrote: NaN and
+# infinite values replaced, probabilities clipped to [0, 1] and renormalised, decision scores squashed.
+_GUARDED = {
+    "regression_guard": "        pred = np.nan_to_num(pred, nan=float(np.mean(y)), posinf=float(np.max(y)), "
+                        "neginf=float(np.min(y)))\n",
+    "probability_block": ("            p = _class_probabilities(model, X_test, len(CLASSES))\n"
+                          "            p = np.nan_to_num(p, nan=1.0 / len(CLASSES))\n"
+                          "            p = np.clip(p, 0.0, 1.0)\n"
+                          "            s = p.sum(axis=1, keepdims=True)\n"
+                          "            p = np.where(s > 0, p / np.where(s > 0, s, 1.0), 1.0 / len(CLASSES))\n"),
+    "helpers": "",
+}
+
+# ``as_is`` writes what the estimator returns, as an agent's own script does: ``predict_proba`` where the
+# estimator has it, else its raw ``decision_function`` scores, else one-hot labels; values unchanged.
+_AS_IS = {
+    "regression_guard": "",
+    "probability_block": "            p = _class_scores(model, X_test, len(CLASSES))\n",
+    "helpers": '''
+
+def _class_scores(model, X, n_classes):
+    """[n_rows, n_classes] in CLASSES order, as the estimator gives them: predict_proba, else the raw
+    decision_function scores (not probabilities), else one-hot labels. Nothing is clipped or replaced."""
+    fitted = np.asarray(getattr(model, "classes_", np.arange(n_classes)))
+    out = np.zeros((X.shape[0], n_classes), dtype=np.float64)
+    if hasattr(model, "predict_proba"):
+        p = np.asarray(model.predict_proba(X), dtype=np.float64)
+    elif hasattr(model, "decision_function"):
+        p = np.asarray(model.decision_function(X), dtype=np.float64)
+        if p.ndim == 1:
+            p = np.column_stack([-p, p])
+    else:
+        labels = np.asarray(model.predict(X)).astype(int)
+        out[np.arange(len(labels)), labels] = 1.0
+        return out
+    for j, c in enumerate(fitted):
+        out[:, int(c)] = p[:, j]
+    return out
+''',
+}
+
+
+def render_solution(task: Task, model_source: str, *, output: str = "guarded") -> str:
     """A complete standalone Python program solving ``task`` with the model of ``model_source``.
 
     Args:
@@ -254,6 +296,16 @@ def render_solution(task: Task, model_source: str) -> str:
             scikit-learn estimator or Pipeline. It may use the names of :data:`HARNESS_IMPORTS`
             without importing them. It is inserted verbatim (dedented); broken source is not
             rejected here: the program then fails when run, which is the policy's doing.
+        output: how predictions become the submission (one of :data:`OUTPUT_MODES`).
+            ``"guarded"`` (the default, what the reference pool and the ``function`` and ``grammar``
+            scaffolds use): non-finite regression values are replaced (NaN by the training mean, +-inf by
+            the training maximum / minimum); class probabilities come from ``predict_proba``, else from
+            ``decision_function`` through a sigmoid / softmax, else from one-hot labels, and are clipped to
+            [0, 1] and renormalised. ``"as_is"``: the program writes what the estimator returns, unchanged,
+            as an agent's own script does: regression values as predicted (NaN and infinities stay, and
+            the grader refuses them), ``predict_proba`` where the estimator has it, else the raw
+            ``decision_function`` scores (values outside [0, 1], which the grader refuses for a
+            probability metric), else one-hot labels. Label predictions are the same in both modes.
 
     Returns:
         The program text (UTF-8 Python source). It reads ``input/train.csv`` and ``input/test.csv``
@@ -261,8 +313,11 @@ def render_solution(task: Task, model_source: str) -> str:
         :func:`wmrl.tasks.metrics.submission_columns`.
 
     Raises:
-        ValueError: the task's metric does not apply to its type (a broken task, not a broken model).
+        ValueError: the task's metric does not apply to its type (a broken task, not a broken model),
+            or ``output`` is not one of :data:`OUTPUT_MODES`.
     """
+    if output not in OUTPUT_MODES:
+        raise ValueError(f"output={output!r} is not an output mode; choose one of {', '.join(OUTPUT_MODES)}")
     kind = prediction_kind(task.type, task.metric)
     columns = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes)
     classes = [str(c) for c in task.classes]
@@ -279,4 +334,5 @@ def render_solution(task: Task, model_source: str) -> str:
         classes=classes,
         columns=columns,
         model_source=textwrap.dedent(model_source).strip("\n"),
+        **(_GUARDED if output == "guarded" else _AS_IS),
     )

@@ -124,3 +124,74 @@ def collect_warmup(
         ok = sum(r["status"] == "ok" for r in records)
         progress(f"executed {len(records)} programs: {ok} ok ({time.perf_counter() - t0:.0f} s)")
     return records, results
+
+
+def collect_uniform(
+    scaffold: Any,
+    tasks: Sequence[Task],
+    executor: Any,
+    samples_per_task: int = 8,
+    *,
+    seed: int = 0,
+    run: str = "uniform",
+    progress: Callable[[str], None] | None = None,
+) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Draw ``samples_per_task`` sentences per task uniformly at random from ``scaffold``'s grammar
+    (no LM: every sentence equally likely, drawn with replacement) and execute all of them.
+
+    What a policy that knows nothing would write; ``wmrl scaffolds --uniform`` measures a grammar's status
+    mix with it. Records are shaped as :func:`collect_warmup`'s (``stream="warmup"``, ``step=-1``, one
+    group per task, ``extra={"sampler": "uniform"}``), so they can serve as a warm-up corpus too.
+
+    Args:
+        scaffold: a scaffold object or name with a grammar (``grammar_key`` not None on every task).
+        tasks: the tasks (train tasks, for a warm-up corpus).
+        executor: a :class:`wmrl.interfaces.Executor`.
+        samples_per_task: sentences per task (>= 1).
+        seed: the draw's seed; task ``t`` draws from ``random.Random(f"{seed}-{t.id}")``, so a task's
+            sentences do not depend on the other tasks.
+        run: stored as ``meta["run"]``.
+        progress: called with a one-line status after submitting and after executing.
+
+    Returns:
+        ``(records, results)`` as :func:`collect_warmup` returns them, in task order.
+
+    Raises:
+        ValueError: no tasks, ``samples_per_task < 1``, or a task the scaffold has no grammar for.
+    """
+    import random
+
+    from wmrl.execution.pool import result_or_infra
+    from wmrl.execution.types import ExecutionRequest
+    from wmrl.models.scaffolds import get_scaffold
+
+    if isinstance(scaffold, str):
+        scaffold = get_scaffold(scaffold)
+    if not tasks:
+        raise ValueError("collect_uniform needs at least one task")
+    if samples_per_task < 1:
+        raise ValueError(f"samples_per_task must be >= 1, got {samples_per_task}")
+    t0 = time.perf_counter()
+    pending: list[tuple[Any, ExecutionRequest]] = []
+    for gi, task in enumerate(tasks):
+        key = scaffold.grammar_key(task)
+        if key is None:
+            raise ValueError(f"scaffold {scaffold.name!r} has no grammar for task {task.id!r}: uniform draws need "
+                             "a grammar scaffold (grammar, grammar-fail)")
+        sentences = scaffold.grammar_sentences(key)
+        prompt = scaffold.prompt(task)
+        for i, completion in enumerate(random.Random(f"{seed}-{task.id}").choices(sentences, k=samples_per_task)):
+            traj = Trajectory(stream="warmup", run=run, step=-1, group_id=gi, sample=i, task_id=task.id,
+                              prompt=prompt, completion=completion, scaffold=scaffold.name, well_formed=True,
+                              extra={"sampler": "uniform"})
+            req = ExecutionRequest(task=task, program=scaffold.render(task, completion),
+                                   request_id=f"{run}-{gi}-{i}", trajectory=traj)
+            pending.append((executor.submit(req), req))
+    if progress:
+        progress(f"drew {len(pending)} programs uniformly from {len(tasks)} tasks' grammars")
+    results = [result_or_infra(f, r) for f, r in pending]
+    records = [result_record(res, req) for (_, req), res in zip(pending, results)]
+    if progress:
+        ok = sum(r["status"] == "ok" for r in records)
+        progress(f"executed {len(records)} programs: {ok} ok ({time.perf_counter() - t0:.0f} s)")
+    return records, results
