@@ -116,6 +116,11 @@ def collect_warmup(
         if progress:
             progress(f"sampled {start + len(chunk)}/{len(tasks)} tasks ({len(pending)} programs, "
                      f"{time.perf_counter() - t0:.0f} s)")
+    return _gather(pending, progress, t0)
+
+
+def _gather(pending: list, progress: Any, t0: float) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Wait for every submitted ``(future, request)``; their log records and results, in order."""
     from wmrl.execution.pool import result_or_infra
 
     results = [result_or_infra(f, r) for f, r in pending]
@@ -161,7 +166,6 @@ def collect_uniform(
     """
     import random
 
-    from wmrl.execution.pool import result_or_infra
     from wmrl.execution.types import ExecutionRequest
     from wmrl.models.scaffolds import get_scaffold
 
@@ -189,9 +193,4 @@ def collect_uniform(
             pending.append((executor.submit(req), req))
     if progress:
         progress(f"drew {len(pending)} programs uniformly from {len(tasks)} tasks' grammars")
-    results = [result_or_infra(f, r) for f, r in pending]
-    records = [result_record(res, req) for (_, req), res in zip(pending, results)]
-    if progress:
-        ok = sum(r["status"] == "ok" for r in records)
-        progress(f"executed {len(records)} programs: {ok} ok ({time.perf_counter() - t0:.0f} s)")
-    return records, results
+    return _gather(pending, progress, t0)
