@@ -42,7 +42,8 @@ def test_the_world_model_table_counts_exploitation_alarms():
     res = pd.DataFrame({"method": ["wmrl"] * 3 + ["wm"], "wm_anchor_pairs": [10, 12, 8, 0],
                         "wm_spearman": [0.5] * 4, "wm_pairwise_accuracy": [0.7] * 4, "debias_sq_err_ratio": [1.0] * 4,
                         "alpha_mean": [0.3] * 4, "exploit_alarms": [2, 0, 1, float("nan")],
-                        "exploit_first_alarm": [12, float("nan"), 30, float("nan")]})
+                        "exploit_first_alarm": [12, float("nan"), 30, float("nan")],
+                        **{c: [float("nan")] * 4 for c in ("wm_status_acc1", "wm_failure_auc", "wm_ece", "wm_mae")}})
     md = world_model_table(res).to_markdown()
     assert "3 (2 of 3 runs, first at steps 12, 30)" in md and "| wm |" not in md
     assert "| - |" in world_model_table(res.assign(exploit_alarms=float("nan"))).to_markdown()

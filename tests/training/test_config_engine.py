@@ -26,15 +26,27 @@ ROOT = Path(__file__).resolve().parents[2]
 #: the hashes of the line before; ``EPISODE_BLOCK`` is then stripped from those), and once when the infra alarm added
 #: ``executor.recheck_infra_errors``, ``executor.infra_background_rate`` and ``executor.infra_alarm_alpha`` (three
 #: lines, ``INFRA_LINES``: without them they hash to ``SAVED_BEFORE_INFRA``), and once when the exploitation alarm
-#: and the world model's program features added ``ALARM_LINES`` (without them: ``SAVED_BEFORE_ALARM``). A resumed run
+#: and the world model's program features added ``ALARM_LINES`` (without them: ``SAVED_BEFORE_ALARM``), and once when
+#: the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``). A resumed run
 #: compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by accident.
 SAVED = {
+    "defaults": "b00b06f5b9e91710df0ab6b6382a8bbe521e175688fafefda5ae35584db60f82",
+    "quickstart": "e491c2c8c01bf53e64bed73a2a9d8272433299f15d10881ea6a5caec8108a07e",
+    "tiny": "2637f4ad418e06afe9e3f9a108a34c62cb6239149963f9b58c6a882f0b124b9d",
+    "cpu-small/wmrl/0": "368f11d642647208da8bd746635d1c4e647cd38aa0297db6bf235fee85388bee",
+    "gpu-paper/grpo/1": "408d3ff3d7b53a5e910f24166a4709a114d2119201d8cef195d933d6241a2142",
+}
+#: before the generative kind's reward ladder (``LADDER_LINE``) and the quickstart's held-out tasks and evaluation
+#: size (``QUICKSTART_EDITS``, new text -> old text)
+SAVED_BEFORE_LADDER = {
     "defaults": "7b301b4d0cb85841250d7b3cbabc03d7bb66bf2892256294242dbcb1a71d42e8",
     "quickstart": "1e85ba0c803fede90794f38c9fa70d5646d6f31b77efe6ba29cc9f686d6705c5",
     "tiny": "cf7e4831920503608b52d7c7158719ce15c621783b1785bd5463606e78e4fdf2",
     "cpu-small/wmrl/0": "d2f4542a8506cf224db28fe9d8f03aa5bf03f4b8b4221fabb293b8a93a7c92d9",
     "gpu-paper/grpo/1": "2289b2b86f523dcef642810d62a9d86fcabec81161ad6bca868a2d591ac1ea53",
 }
+LADDER_LINE = "  ladder: percentile\n"
+QUICKSTART_EDITS = (("  - openintro-email\n", "  - vega-seattle_weather\n"), ("  samples_per_task: 8\n", "  samples_per_task: 4\n"))
 ALARM_LINES = ("  exploit_alarm: warn\n", "  exploit_alarm_threshold: 8.0\n", "  exploit_alarm_drift: 0.5\n",
                "  exploit_alarm_max_anchor_fraction: 0.5\n", "  program_features: 0\n")
 SAVED_BEFORE_ALARM = {
@@ -102,6 +114,13 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
                                                      method, seed=int(seed), run_dir=Path("/tmp/x"), overrides=over))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED
     for k, v in dumps.items():
+        assert v.count(LADDER_LINE) == 1, k
+        v = v.replace(LADDER_LINE, "")
+        if k == "quickstart":
+            for new, old in QUICKSTART_EDITS:
+                assert v.count(new) == 1
+                v = v.replace(new, old)
+        assert _sha(v) == SAVED_BEFORE_LADDER[k], k
         assert all(v.count(line) == 1 for line in ALARM_LINES), k
         for line in ALARM_LINES:
             v = v.replace(line, "")
