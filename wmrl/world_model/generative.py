@@ -40,6 +40,9 @@ The backbone is the same base model object as the policy's: the world model's ad
 on the shared peft wrapper (:mod:`wmrl.models.adapters`). The vocabulary projection is the backbone's own
 (``get_output_embeddings()``). The status words must start with three different tokens and the bucket words
 with four (:func:`answer_tokens`; true for SmolLM2's tokenizer).
+
+Why one file of about 500 lines: the answer format, its decoding and its training loss are one contract and
+change together.
 """
 from __future__ import annotations
 

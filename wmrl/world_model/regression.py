@@ -22,6 +22,9 @@ tokenisation and truncation, the shared-prompt KV-cache pass, batch planning, se
 persistence) is in :class:`wmrl.world_model.base.BackboneWorldModel`; the examples, the data split and the report
 metrics of a fit in :mod:`wmrl.world_model.data`. The generative variant
 (:mod:`wmrl.world_model.generative`) builds on them.
+
+Why one file of about 520 lines: the reward head, the outcome head and the fit that solves both on one feature pass
+belong together; the shared backbone machinery is in :mod:`wmrl.world_model.base`.
 """
 from __future__ import annotations
 
