@@ -19,6 +19,10 @@ def test_gate_catches_no_code_and_compile_errors_only():
     assert gate_status("return make_pipeline(StandardScaler(), Ridge(alpha=1.0))") is None
     assert gate_status("model = Ridge()\n    return model") == "syntax_error"
     assert gate_status("model = Ridge()\nreturn model") is None
+    # what the compiler itself cannot handle is a syntax error, not an exception out of the gate
+    assert gate_status("x = " + "+".join(["1"] * 200_000)) == "syntax_error"
+    assert gate_status("-" * 100_000 + "1") == "syntax_error"
+    assert gate_status("(" * 300 + ")" * 300) == "syntax_error"
     # compiling runs nothing
     assert gate_status("raise SystemExit(3)") is None
 

@@ -76,7 +76,8 @@ def gate_status(completion: str) -> str | None:
     The code is the first fenced code block of ``completion`` when it has one, else the whole completion (the
     grammar and function scaffolds write bare code). Empty code, or code that Python can compile neither as a
     module nor as the body of a function (the function scaffold's completions are bodies), is a syntax error for
-    certain; anything else goes to the model. Compiling runs nothing.
+    certain; anything else goes to the model. Compiling runs nothing; code too deeply nested for the compiler
+    (a RecursionError or MemoryError there) is a syntax error too, never an exception out of the gate.
     """
     m = _FENCE.search(completion)
     code = m.group(1) if m else completion
@@ -87,7 +88,9 @@ def gate_status(completion: str) -> str | None:
         try:
             compile(source, "<completion>", "exec", dont_inherit=True)
             return None
-        except (SyntaxError, ValueError):  # ValueError: a NUL byte in the source
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            # ValueError: a NUL byte; RecursionError / MemoryError: code too deeply nested for the compiler,
+            # which the sandbox could not run either
             continue
     return "syntax_error"
 
