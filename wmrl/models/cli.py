@@ -412,22 +412,11 @@ def fit_cmd(
 
 def _examples_with_classes(records: list[dict[str, Any]]) -> tuple[list[Any], list[str | None], dict[str, int]]:
     """The world-model examples of execution-log ``records`` (:func:`wmrl.world_model.data.examples_from_records`),
-    the true outcome class of each (:func:`wmrl.world_model.outcome.outcome_class` of the executed program and the
-    status: a program that cannot compile is a syntax error, whatever the scaffold) and the skip counts."""
+    the true outcome class of each (its ``status``) and the skip counts."""
     from wmrl.world_model.data import examples_from_records
-    from wmrl.world_model.outcome import outcome_class
 
-    examples: list[Any] = []
-    classes: list[str | None] = []
-    counts: dict[str, int] = {}
-    for rec in records:  # one at a time, so that each example keeps its record's status
-        ex, c = examples_from_records([rec])
-        for k, v in c.items():
-            counts[k] = counts.get(k, 0) + v
-        if ex:
-            examples.append(ex[0])
-            classes.append(outcome_class(rec.get("program") or ex[0]["completion"], rec.get("status")))
-    return examples, classes, counts
+    examples, counts = examples_from_records(records)
+    return examples, [e["status"] for e in examples], counts
 
 
 @wm_app.command("eval")

@@ -35,7 +35,9 @@ def examples_from_records(records: Sequence[Any]) -> tuple[list[WorldModelExampl
     leaderboard), or no trajectory (:func:`wmrl.trajectory.trajectory_of`: no prompt or completion) are
     skipped (counted in the returned dict: ``used``, ``skipped_infra``, ``skipped_no_reward``,
     ``skipped_no_text``). The group of a row is the trajectory's ``(run, step, task id, group_id)``; its
-    ``status`` the outcome class of :func:`wmrl.world_model.outcome.outcome_class`.
+    ``status`` the outcome class of :func:`wmrl.world_model.outcome.outcome_class` of the executed program (the
+    completion where the record has no ``program``): a program that cannot compile is a syntax error, whatever
+    the scaffold.
     """
     out: list[WorldModelExample] = []
     counts = {"used": 0, "skipped_infra": 0, "skipped_no_reward": 0, "skipped_no_text": 0}
@@ -56,7 +58,7 @@ def examples_from_records(records: Sequence[Any]) -> tuple[list[WorldModelExampl
         task_id = traj.task_id or _field(r, "task_id", "")
         out.append(WorldModelExample(prompt=str(traj.prompt), completion=str(traj.completion), reward=float(reward),
                                      group=(traj.run, traj.step, task_id, traj.group_id), task_id=task_id,
-                                     status=outcome_class(str(traj.completion), status)))
+                                     status=outcome_class(str(_field(r, "program") or traj.completion), status)))
         counts["used"] += 1
     return out, counts
 
