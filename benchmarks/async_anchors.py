@@ -111,7 +111,7 @@ def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") ->
     """One training run with staleness bound ``k`` and ``wmrl.over_bound_anchors=at_bound``; returns its row."""
     from wmrl.training.components import Components
     from wmrl.training.config import load_config
-    from wmrl.training.rundir import RunDir, read_jsonl
+    from wmrl.runs.rundir import RunDir, read_jsonl
     from wmrl.training.run import run_training
 
     pub = out / "task" / "public"

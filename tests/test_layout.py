@@ -164,6 +164,22 @@ def test_core_imports_nothing_else_of_wmrl():
     assert not offenders, offenders
 
 
+#: What the shared layers may not import: the step engine and the run kit sit under every trainer, and the
+#: embodied track is a trainer of its own on them (it reaches the text track's code through neither).
+FORBIDDEN = {
+    "step": {"training", "embodied", "integrations", "bench", "report", "sim"},
+    "runs": {"training", "embodied", "integrations", "bench", "report", "sim", "step"},
+    "embodied": {"training"},
+}
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_shared_layers_do_not_import_the_trainers(package):
+    offenders = sorted(f"{module_name(p)} -> {m}" for p in sorted((ROOT / package).rglob("*.py"))
+                       for m in module_imports(p) if package_of(m) in FORBIDDEN[package])
+    assert not offenders, f"wmrl.{package} imports what it must not ({sorted(FORBIDDEN[package])}): {offenders}"
+
+
 def test_report_imports_neither_bench_nor_training():
     offenders = sorted(f"{module_name(p)} -> {m}" for p in sorted((ROOT / "report").rglob("*.py"))
                        for m in module_imports(p) if package_of(m) in {"bench", "training"})

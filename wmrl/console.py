@@ -36,3 +36,8 @@ def make_console(*, stderr: bool = False, width: int | None = None, min_width: i
         return probe
     kwargs.setdefault("soft_wrap", True)
     return Console(stderr=stderr, width=max(width or PIPE_WIDTH, min_width or 0), **kwargs)
+
+
+def fmt(x: Any, nd: int = 3) -> str:
+    """A metric as log text: ``-`` for None, floats to ``nd`` decimals, anything else as ``str``."""
+    return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))

@@ -12,9 +12,10 @@ import torch
 
 pytest.importorskip("metaworld")
 
+from wmrl.embodied import environment as E  # noqa: E402
 from wmrl.embodied import trainer as T  # noqa: E402
 from wmrl.embodied.config import load_config  # noqa: E402
-from wmrl.training.rundir import read_jsonl  # noqa: E402
+from wmrl.runs.rundir import read_jsonl  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +43,9 @@ def _same_policy(a: Path, b: Path) -> bool:
 
 
 def _flipping_rollout(monkeypatch, which: dict[int, set[int]]) -> None:
-    """Make training roll-out number s (1-based; evaluation roll-outs come after the last step) report the
-    opposite success for the episode indices in which[s]."""
-    real = T.rollout
+    """Make training roll-out number s (1-based; the environment's, not the evaluation's) report the opposite
+    success for the episode indices in which[s]."""
+    real = E.rollout
     calls = {"n": 0}
 
     def fake(pool, states, act, instr, rng=None):
@@ -54,7 +55,7 @@ def _flipping_rollout(monkeypatch, which: dict[int, set[int]]) -> None:
             eb.success[i] = 1.0 - eb.success[i]
         return eb
 
-    monkeypatch.setattr(T, "rollout", fake)
+    monkeypatch.setattr(E, "rollout", fake)
 
 
 def _streams(run_dir: Path) -> dict[int, list[str]]:

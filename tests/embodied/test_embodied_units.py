@@ -11,8 +11,15 @@ import torch
 from wmrl.embodied.config import load_config
 from wmrl.embodied.policy import GaussianPolicy, PolicyConfig
 from wmrl.embodied.progress import collapse, progress_labels
-from wmrl.embodied.recipe import RecipeSettings, new_state, recipe_step
-from wmrl.embodied.trainer import anchor_rewards
+from wmrl.core.recipe import RecipeSettings, StepInputs
+from wmrl.embodied.environment import anchor_rewards
+from wmrl.step.engine import StepEngine
+
+
+def _recipe_step(engine: StepEngine, step: int, gid, is_anchor, r_true, r_hat):
+    """The recipe stage of the step engine on one step's arrays (as the embodied trainer's step runs it)."""
+    return engine.run_recipe(StepInputs(step=step, group_ids=gid, is_anchor=is_anchor, valid=np.ones(gid.size, bool),
+                                        reward_true=np.asarray(r_true, float), reward_wm=np.asarray(r_hat, float)))
 from wmrl.training.config import ConfigError
 
 
@@ -70,13 +77,11 @@ def test_anchor_rewards_hide_non_anchor_success() -> None:
 def _run_recipe(name: str, success_fn) -> object:
     gid = np.repeat(np.arange(4), 4)
     anc = gid < 2
-    se = RecipeSettings(calibrator_min_anchors=4, fusion_min_pairs=2)
-    st = new_state(name, se)
+    engine = StepEngine(name, RecipeSettings(calibrator_min_anchors=4, fusion_min_pairs=2))
     r_hat = np.linspace(0, 1, 16)
     out = None
     for step in (1, 2, 3):
-        out = recipe_step(name, st, se, step=step, group_ids=gid, is_anchor=anc, valid=np.ones(16, bool),
-                          r_true=anchor_rewards(success_fn(anc, r_hat), anc), r_hat=r_hat)
+        out = _recipe_step(engine, step, gid, anc, anchor_rewards(success_fn(anc, r_hat), anc), r_hat)
     return out
 
 
@@ -94,16 +99,12 @@ def test_recipe_ignores_success_off_anchors(name: str) -> None:
 
 def test_recipe_grpo_and_wm_streams() -> None:
     gid = np.repeat(np.arange(2), 3)
-    se = RecipeSettings()
-    g = recipe_step("grpo", new_state("grpo", se), se, step=1, group_ids=gid, is_anchor=np.ones(6, bool), valid=np.ones(6, bool),
-                    r_true=np.array([1, 0, 0, 1, 1, 0.0]), r_hat=np.full(6, np.nan))
+    g = _recipe_step(StepEngine("grpo"), 1, gid, np.ones(6, bool), [1, 0, 0, 1, 1, 0.0], np.full(6, np.nan))
     assert g.stats["alpha"] == 1.0 and g.advantages[0] > 0 > g.advantages[1]
-    w = recipe_step("wm", new_state("wm", se), se, step=1, group_ids=gid, is_anchor=np.zeros(6, bool), valid=np.ones(6, bool),
-                    r_true=np.full(6, np.nan), r_hat=np.array([0.9, 0.1, 0.5, 0.2, 0.3, 0.4]))
+    w = _recipe_step(StepEngine("wm"), 1, gid, np.zeros(6, bool), np.full(6, np.nan), [0.9, 0.1, 0.5, 0.2, 0.3, 0.4])
     assert w.stats["alpha"] == 0.0 and w.advantages[0] > 0 > w.advantages[1]
-    with pytest.raises(ValueError, match="unknown recipe"):
-        recipe_step("nope", new_state("wm", se), se, step=1, group_ids=gid, is_anchor=np.ones(6, bool), valid=np.ones(6, bool),
-                    r_true=np.zeros(6), r_hat=np.zeros(6))
+    with pytest.raises(ValueError, match="unknown method 'nope'"):
+        StepEngine("nope")
 
 
 def test_config_errors() -> None:
@@ -152,7 +153,7 @@ def test_config_file(tmp_path) -> None:
     cfg = load_config(p, ["seed=2"], preset="tiny")
     assert (cfg.recipe, cfg.optim.steps, cfg.seed, cfg.suite.tasks) == ("grpo", 4, 2, ["push-v3", "reach-v3"])
     assert cfg.suite.max_steps == 20  # the rest of the preset stays
-    with pytest.raises(FileNotFoundError, match="does not exist"):
+    with pytest.raises(FileNotFoundError, match="missing.yaml' not found"):
         load_config(tmp_path / "missing.yaml")
     with pytest.raises(ConfigError, match="key=value"):
         load_config(preset="tiny", overrides=["seed"])

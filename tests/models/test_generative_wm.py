@@ -301,7 +301,7 @@ def test_trainer_runs_with_a_generative_world_model(small_suite, tmp_path):
 
     from wmrl.tasks.loader import TaskSuite
     from wmrl.training.config import ConfigError, load_config
-    from wmrl.training.rundir import read_jsonl
+    from wmrl.runs.rundir import read_jsonl
     from wmrl.training.run import run_training
 
     suite = TaskSuite(small_suite)

@@ -67,7 +67,7 @@ BENCH_KEYS = ("train_percentile", "initial_train_percentile", "heldout_percentil
 def run_methods(tasks_root: Path, out: Path, methods: dict[str, list[str]] = METHODS) -> dict[str, Any]:
     """Run every method 3 steps on the tiny config and return ``{method: {steps, samples, eval}}``."""
     from wmrl.training.config import load_config
-    from wmrl.training.rundir import RunDir, read_jsonl
+    from wmrl.runs.rundir import RunDir, read_jsonl
     from wmrl.training.run import run_training
 
     res: dict[str, Any] = {}

@@ -1,4 +1,4 @@
-"""The asynchronous anchor stream in the trainer (wmrl.training.anchors), on the fake parts: k = 0 is the
+"""The asynchronous anchor stream in the trainer (wmrl.step.anchors), on the fake parts: k = 0 is the
 synchronous stream recorded before it existed, generation does not wait with k > 0, the bound is kept, late
 groups reach the loss (gradient mode) or only the calibration."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from _training_fakes import FakeExecutor, FakePolicy
 from test_loop_fakes import cfg_for, comps
 
 from wmrl.training.config import ConfigError, load_config
-from wmrl.training.rundir import RunDir, read_jsonl
+from wmrl.runs.rundir import RunDir, read_jsonl
 from wmrl.training.run import run_training
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -209,7 +209,7 @@ def test_over_bound_config_errors_are_clear():
         load_config(None, ["wmrl.over_bound_anchors=skip", "wmrl.anchor_staleness=3"])
     assert load_config(None, []).wmrl.over_bound_anchors == "wait"
     assert load_config(None, ["wmrl.over_bound_anchors=drop", "wmrl.anchor_staleness=3"]).wmrl.over_bound_anchors == "drop"
-    from wmrl.training.anchors import AnchorStream
+    from wmrl.step.anchors import AnchorStream
 
     with pytest.raises(ValueError, match="k >= 1"):
         AnchorStream(None, None, 0, "calibration")
@@ -250,8 +250,8 @@ class _ManualExecutor:
 
 
 def _stream(mode, k=1):
-    from wmrl.training.anchors import AnchorStream
-    from wmrl.training.ledger import Ledger
+    from wmrl.step.anchors import AnchorStream
+    from wmrl.runs.ledger import Ledger
 
     ex, led = _ManualExecutor(), Ledger(method="wmrl", anchor_fraction_configured=0.5)
     return AnchorStream(ex, led, k, mode), ex, led

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.training.rundir import RunDir, read_jsonl
+from wmrl.runs.rundir import RunDir, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from wmrl.training.config import ConfigError, load_config
-from wmrl.training.rundir import RunDir, read_jsonl
+from wmrl.runs.rundir import RunDir, read_jsonl
 from wmrl.core.recipe import CALIBRATION_GRID as CAL_GRID
 from wmrl.training.console import print_summary
 from wmrl.training.run import resume_training, run_training

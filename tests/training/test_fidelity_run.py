@@ -11,7 +11,7 @@ from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldMod
 from wmrl.execution.types import ExecutionResult, ExecutionStatus, program_hash
 from wmrl.training.components import Components
 from wmrl.training.config import load_config
-from wmrl.training.rundir import RunDir, read_jsonl
+from wmrl.runs.rundir import RunDir, read_jsonl
 from wmrl.training.run import resume_training, run_training
 from wmrl.world_model.fidelity import FIGURES, fidelity_card
 from wmrl.world_model.outcome import STATUS_CLASSES, OutcomePrediction, outcome_class, status_index

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from wmrl.execution.types import ExecutionResult, ExecutionStatus
-from wmrl.training.ledger import Ledger, format_ledger
-from wmrl.training.rundir import RunDir, read_jsonl, to_json_line, truncate_jsonl
+from wmrl.runs.ledger import Ledger, format_ledger
+from wmrl.runs.rundir import RunDir, read_jsonl, to_json_line, truncate_jsonl
 
 
 def _res(status="ok", cpu=1.0, wall=2.0):

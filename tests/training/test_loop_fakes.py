@@ -9,7 +9,7 @@ import torch
 from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldModel, fake_task
 
 from wmrl.training.config import load_config
-from wmrl.training.rundir import RunDir, read_jsonl
+from wmrl.runs.rundir import RunDir, read_jsonl
 from wmrl.training.components import Components, RunDirError
 from wmrl.training.run import resume_training, run_training
 

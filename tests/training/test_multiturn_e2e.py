@@ -15,7 +15,7 @@ import pytest
 
 import wmrl.training.trainer as trainer_mod
 from wmrl.training.config import ConfigError, load_config
-from wmrl.training.rundir import RunDir, read_jsonl
+from wmrl.runs.rundir import RunDir, read_jsonl
 from wmrl.training.run import run_training
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from wmrl.cli import app
 from wmrl.training.config import load_config, save_config
-from wmrl.training.rundir import RunDir, read_jsonl
+from wmrl.runs.rundir import RunDir, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

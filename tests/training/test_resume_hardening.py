@@ -16,7 +16,7 @@ from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldMod
 
 from wmrl.execution.log import ExecutionLog
 from wmrl.training.config import ConfigError, load_config
-from wmrl.training.rundir import MANIFEST, RunDir, read_jsonl
+from wmrl.runs.rundir import MANIFEST, RunDir, read_jsonl
 from wmrl.training.components import Components, RunDirError
 from wmrl.training.run import resume_training, run_training
 
@@ -229,7 +229,7 @@ def test_a_resume_that_fails_while_building_leaves_a_finished_run_untouched(tmp_
     run_training(cfg, components=comps(tmp_path / "run"))
     rd = RunDir(cfg.run_dir)
     rd.config.write_text(rd.config.read_text().replace("max_new_tokens: 96", "max_new_tokens: 8"))
-    from wmrl.training.owner import OWNER_LOCK
+    from wmrl.runs.owner import OWNER_LOCK
 
     # the owner lock names whoever last held the folder (pid, start time), so a resume rewrites it
     skip = ("config.yaml", "train.log", "executions.sqlite", "executions.sqlite-wal", "executions.sqlite-shm",
@@ -260,7 +260,7 @@ def test_a_resume_that_fails_while_building_leaves_a_finished_run_untouched(tmp_
 
 HOLDER = """
 import sys, time
-from wmrl.training.owner import RunDirOwner
+from wmrl.runs.owner import RunDirOwner
 RunDirOwner(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(60)
@@ -273,7 +273,7 @@ def test_a_run_directory_held_by_a_live_trainer_is_refused_until_it_dies(tmp_pat
     import sys
     from pathlib import Path
 
-    from wmrl.training.owner import OWNER_LOCK
+    from wmrl.runs.owner import OWNER_LOCK
 
     cfg, rd = _stopped_run(tmp_path, stop=1)
     assert (rd.root / OWNER_LOCK).is_file()  # the stopped trainer's lock is free: it released it

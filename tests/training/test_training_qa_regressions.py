@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from wmrl.cli import app
 from wmrl.training import parts
 from wmrl.training.config import ConfigError, OptimConfig, TrainConfig, describe_fields, load_config
-from wmrl.training.ledger import Ledger
-from wmrl.training.rundir import RunDir
+from wmrl.runs.ledger import Ledger
+from wmrl.runs.rundir import RunDir
 from wmrl.training.run import run_training
 
 runner = CliRunner()
@@ -211,7 +211,7 @@ def test_a_raising_or_cancelled_executor_future_counts_as_infra_error(tmp_path, 
 
     from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold
 
-    from wmrl.training.rundir import read_jsonl
+    from wmrl.runs.rundir import read_jsonl
     from wmrl.training.components import Components
 
     class Raising(FakeExecutor):

@@ -95,8 +95,8 @@ def finished_runs(out: str | Path) -> list[tuple[str, int, Path]]:
 
 
 def final_checkpoint(run_dir: Path) -> Path | None:
-    """The run's newest complete checkpoint (:meth:`wmrl.training.rundir.RunDir.resume_candidates`), or None."""
-    from wmrl.training.rundir import RunDir  # noqa: PLC0415
+    """The run's newest complete checkpoint (:meth:`wmrl.runs.rundir.RunDir.resume_candidates`), or None."""
+    from wmrl.runs.rundir import RunDir  # noqa: PLC0415
 
     good, _ = RunDir(run_dir).resume_candidates()
     return good[0] if good else None
@@ -261,7 +261,7 @@ def diagnose_bench(out: str | Path, log: Log | None = None, force: bool = False)
     Raises:
         sqlite3.DatabaseError: an execution log is not one.
     """
-    from wmrl.training.rundir import write_json_atomic  # noqa: PLC0415
+    from wmrl.runs.rundir import write_json_atomic  # noqa: PLC0415
 
     log = log or (lambda msg: print(msg, flush=True))
     out = Path(out)

@@ -63,7 +63,7 @@ def ensure_corpus(preset: Preset, out: str | Path, log: Callable[[str], None] = 
                              f"the same preset and --set options, or pass another --out")
         return rec
     from wmrl.training import parts  # noqa: PLC0415 - heavy (torch)
-    from wmrl.training.rundir import write_json_atomic  # noqa: PLC0415
+    from wmrl.runs.rundir import write_json_atomic  # noqa: PLC0415
 
     if d.exists():
         shutil.rmtree(d)

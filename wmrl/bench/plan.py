@@ -70,10 +70,10 @@ def plan(
 
 def run_state(run_dir: Path) -> str:
     """``"finished"`` (summary.json), ``"resumable"`` (a complete checkpoint the trainer would resume
-    from: :meth:`wmrl.training.rundir.RunDir.resume_candidates`, so a broken ``latest`` falls back to an
+    from: :meth:`wmrl.runs.rundir.RunDir.resume_candidates`, so a broken ``latest`` falls back to an
     earlier complete one as ``--resume`` does), ``"partial"`` (the folder exists without either) or
     ``"new"``."""
-    from wmrl.training.rundir import RunDir  # noqa: PLC0415
+    from wmrl.runs.rundir import RunDir  # noqa: PLC0415
 
     rd = Path(run_dir)
     if (rd / "summary.json").is_file():

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from wmrl.embodied.config import load_config
-from wmrl.training.rundir import RunDir, write_json_atomic, write_text_atomic
+from wmrl.runs.rundir import RunDir, write_json_atomic, write_text_atomic
 
 DEFAULT_RECIPES = ["sft", "grpo", "wm", "wmrl", "wmrl-no-debias", "wmrl-no-denoise", "anchor-only"]
 

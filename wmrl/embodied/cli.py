@@ -38,7 +38,7 @@ def train(
     eval.jsonl, checkpoints/, ledger.json, summary.json); a killed run continues with --resume RUN_DIR."""
     from wmrl.embodied.config import load_config
     from wmrl.embodied.trainer import RunDirError, run_embodied
-    from wmrl.training.config import ConfigError
+    from wmrl.runs.config import ConfigError
 
     try:
         if resume is not None:
@@ -65,8 +65,8 @@ def evaluate(
     from wmrl.embodied.config import config_from_dict
     from wmrl.embodied.policy import GaussianPolicy
     from wmrl.embodied.trainer import EmbodiedTrainer, build_artefacts
-    from wmrl.training.config import ConfigError
-    from wmrl.training.rundir import RunDir, to_json_line
+    from wmrl.runs.config import ConfigError
+    from wmrl.runs.rundir import RunDir, to_json_line
 
     import tempfile
 
@@ -112,7 +112,7 @@ def bench(
     """Every recipe x seed from the shared SFT checkpoint; writes OUT/table.md and OUT/bench.json. Run the same
     command again to continue a bench that was stopped."""
     from wmrl.embodied.bench import format_table, run_bench
-    from wmrl.training.config import ConfigError
+    from wmrl.runs.config import ConfigError
 
     try:
         try:
@@ -137,7 +137,7 @@ def wm_report(
     AUC, mean scores, and the fraction of failures scored like a success."""
     from wmrl.embodied.bench import collapse_study
     from wmrl.embodied.config import load_config
-    from wmrl.training.config import ConfigError
+    from wmrl.runs.config import ConfigError
 
     try:
         res = collapse_study(load_config(None, list(set_ or []), preset=preset), split, samples)

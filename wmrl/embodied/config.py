@@ -1,8 +1,8 @@
 """Configuration of the embodied track: typed pydantic sections, presets, YAML and ``--set`` overrides.
 
-The sections are the text track's ``_Section`` models (:mod:`wmrl.training.config`: unknown keys refused,
-ranges and types checked by pydantic, errors rendered with the key named by ``_errors_text``, numbers
-required finite); ``load_yaml`` refuses a key given twice. Presets: ``tiny`` (CI: one task, a tiny policy, seconds) and
+The sections are the run kit's config sections (:mod:`wmrl.runs.config`: unknown keys refused, ranges and types
+checked by pydantic, errors that name the key, numbers required finite, strict YAML, ``--set`` overrides checked
+against the models). Presets: ``tiny`` (CI: one task, a tiny policy, seconds) and
 ``bench`` (the bench of record of docs/embodied.md, sized for about an hour on a loaded 2-core machine).
 """
 from __future__ import annotations
@@ -13,10 +13,11 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from wmrl.training.config import ConfigError, Float, Int, OptStr, _errors_text, _require_finite, _Section, load_yaml
+from wmrl.core.recipe import recipe_names
+from wmrl.runs.config import ConfigError, Float, Int, OptStr, _Section, apply_overrides, model_from_dict, \
+    read_config_file
 
 
 class SuiteConfig(_Section):
@@ -159,34 +160,15 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _set(data: dict[str, Any], dotted: str, raw: str) -> None:
-    node = data
-    parts = dotted.split(".")
-    for p in parts[:-1]:
-        node = node.setdefault(p, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"--set: {dotted!r}: {p!r} is a value, not a section")
-    try:
-        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        node[parts[-1]] = raw
-
-
 def config_from_dict(data: dict[str, Any] | None) -> EmbodiedConfig:
     """Build and validate (keys, types, ranges, recipe and collapse names).
 
     Raises:
         ConfigError: with the offending key named.
     """
-    from wmrl.embodied.recipe import names
-
-    try:
-        cfg = EmbodiedConfig.model_validate(dict(data or {}))
-    except ValidationError as e:
-        raise ConfigError(_errors_text(e, EmbodiedConfig)) from None
-    _require_finite(cfg)
-    if cfg.recipe not in names() and cfg.recipe != "sft":
-        raise ConfigError(f"recipe: {cfg.recipe!r} is not one of sft, {', '.join(names())}")
+    cfg = model_from_dict(EmbodiedConfig, data)
+    if cfg.recipe not in recipe_names() and cfg.recipe != "sft":
+        raise ConfigError(f"recipe: {cfg.recipe!r} is not one of sft, {', '.join(recipe_names())}")
     s = cfg.suite
     if s.n_train_states + s.n_heldout_states > 50:
         raise ConfigError(f"suite: n_train_states + n_heldout_states = {s.n_train_states + s.n_heldout_states} "
@@ -211,22 +193,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if preset not in PRESETS:
             raise ConfigError(f"unknown preset {preset!r}; use one of {', '.join(PRESETS)}")
         data = copy.deepcopy(PRESETS[preset])
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise FileNotFoundError(f"config file {p} does not exist")
-        try:
-            loaded = load_yaml(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: {e}") from e
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{p}: expected a mapping at the top level")
-        data = _merge(data, loaded)
-    for ov in overrides or []:
-        if "=" not in ov or not ov.split("=", 1)[0].strip():
-            raise ConfigError(f"--set expects key=value (e.g. optim.steps=3), got {ov!r}")
-        k, v = ov.split("=", 1)
-        _set(data, k.strip(), v)
+    data = _merge(data, read_config_file(path))
+    apply_overrides(EmbodiedConfig, data, overrides)
     return config_from_dict(data)
 
 

@@ -1,20 +1,14 @@
-"""The embodied training loop: SFT artefacts, GRPO over episodes with the step recipe, evaluation,
-checkpoints and resume, in the text track's run-directory layout (docs/run-directory.md, docs/embodied.md).
+"""The embodied training loop: SFT artefacts, GRPO over episodes on the step engine, evaluation, checkpoints and
+resume, in the text track's run-directory layout (docs/run-directory.md, docs/embodied.md).
 
-One step (``EmbodiedTrainer.train_step``), each stage timed in the :class:`~wmrl.training.ledger.Ledger`:
-
-1. ``generate``: M training initial states (seeded by (seed, step)), G episodes each, sampled in lockstep
-   with a ``torch.Generator`` seeded by (seed, step), so a resumed run draws the same episodes.
-2. ``route``: :func:`wmrl.core.routing.make_router` marks the anchor groups (rho for wmrl*, all for grpo,
-   none for wm); the long-run fraction is rho exactly (carry between steps).
-3. ``wm_predict``: the progress predictor scores every visited state of every episode and collapses each
-   episode to r_hat (:func:`wmrl.embodied.progress.score_episodes`).
-4. ``recipe``: the simulator's success is read for anchor episodes only (``r_true`` is NaN elsewhere, so
-   no other episode's success can enter the gradient) and :func:`wmrl.embodied.recipe.recipe_step` gives
-   rewards used, advantages and per-episode loss weights.
-5. ``update``: ``epochs_per_step`` Adam steps on :func:`wmrl.core.losses.grpo_loss` with per-step
-   log-probs [B, T] of the Gaussian policy, the episode mask and ``seq_mean`` aggregation (each episode is
-   one sample, so the fusion weights are per-episode weights exactly).
+One step (``EmbodiedTrainer.train_step``) is the step engine's (:meth:`wmrl.step.engine.StepEngine.step`) on the
+Meta-World environment (:class:`wmrl.embodied.environment.MetaWorldEnvironment`): generate (M initial states, G
+episodes each), route (rho for wmrl*, all for grpo, none for wm), execute (the simulator's success, read for
+anchors only) || wm_predict (the progress predictor's episode score r_hat), recipe (the registered recipe of
+:mod:`wmrl.core.recipe`); then what is embodied: ``update``, ``epochs_per_step`` Adam steps on
+:func:`wmrl.core.losses.grpo_loss` with per-step log-probs [B, T] of the Gaussian policy, the episode mask and
+``seq_mean`` aggregation (each episode is one sample, so the fusion weights are per-episode weights exactly). The
+run loop (evaluations, checkpoints, stop and resume) is the run kit's (:func:`wmrl.runs.loop.run_steps`).
 
 Compute: the trainer's CPU-seconds (process time; the simulator runs in this process) and wall seconds
 per stage; ``executions.anchor`` counts the success labels the run consumed (what needs a human or a
@@ -28,7 +22,6 @@ import math
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,36 +29,27 @@ import numpy as np
 import torch
 import yaml
 
+from wmrl.console import fmt as _fmt
+from wmrl.core.recipe import calibration_record
 from wmrl.embodied.config import EmbodiedConfig, artefact_key, config_from_dict, config_to_dict
-from wmrl.embodied.env import InitialState, Suite, expert_rollout, rollout, shared_pool
+from wmrl.embodied.env import Suite, expert_rollout, rollout, shared_pool
+from wmrl.embodied.environment import MetaWorldEnvironment
 from wmrl.embodied.policy import Demos, GaussianPolicy, PolicyConfig, behaviour_clone
-from wmrl.embodied.progress import ProgressPredictor, fit_progress, score_episodes
-from wmrl.embodied.recipe import RecipeSettings, new_state, recipe, recipe_step
-from wmrl.training.ledger import Ledger
-from wmrl.training.rundir import RunDir, rng_state, set_rng_state, write_json_atomic, write_text_atomic
+from wmrl.embodied.progress import ProgressPredictor, fit_progress
+from wmrl.runs.ledger import Ledger
+from wmrl.runs.loop import Schedule, evaluated_at, run_steps
+from wmrl.runs.rundir import RunDir, RunDirError, json_safe, now_iso, read_jsonl, rng_state, set_rng_state, \
+    write_json_atomic, write_text_atomic
+from wmrl.step.engine import StepEngine, recipe_settings
 
-
-class RunDirError(RuntimeError):
-    """A run directory that cannot be started or resumed (message says why)."""
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+__all__ = ["EmbodiedTrainer", "RunDirError", "build_artefacts", "make_suite", "run_embodied"]
+_now = now_iso
 
 
 def make_suite(cfg: EmbodiedConfig) -> Suite:
     s = cfg.suite
     return Suite(tasks=list(s.tasks), heldout_tasks=list(s.heldout_tasks), n_train_states=s.n_train_states,
                  n_heldout_states=s.n_heldout_states, max_steps=s.max_steps, state_seed=s.state_seed)
-
-
-@dataclass
-class _Label:
-    """A success label read from the simulator, in the ledger's execution-result shape (CPU is in-process)."""
-
-    status: str = "ok"
-    cpu_s: float = 0.0
-    wall_s: float = 0.0
 
 
 # ---------------------------------------------------------------------------------------------- artefacts
@@ -152,40 +136,38 @@ class EmbodiedTrainer:
         self.policy = GaussianPolicy.load(art / "policy")
         self.wm = ProgressPredictor.load(art / "progress")
         self.sft = cfg.recipe == "sft"
-        self.spec = recipe(self.spec_name)
-        rho = self.spec.anchor_fraction(cfg.wmrl.anchor_fraction)
-        self.router = make_router("fraction", fraction=rho,
-                                  min_every=(cfg.wmrl.min_anchor_every or None) if self.spec.anchors == "fraction"
-                                  else None, seed=cfg.seed)
         w = cfg.wmrl
-        self.settings = RecipeSettings(
-            calibrator_window=w.calibrator_window, calibrator_min_anchors=w.calibrator_min_anchors,
-            window_pairs=w.calibrator_window, fusion_min_pairs=w.fusion_min_pairs, alpha_floor=w.alpha_floor,
-            alpha_ceiling=w.alpha_ceiling, normalize_std=w.normalize_std)
-        self.recipe = new_state(self.spec_name, self.settings)
+        self.engine = StepEngine(self.spec_name, recipe_settings(w), anchor_fraction=w.anchor_fraction,
+                                 min_anchor_every=w.min_anchor_every, seed=cfg.seed,
+                                 always_predict=True)  # r_hat of every step: the wm_anchor_corr diagnostic
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.optim.lr)
-        self.ledger = Ledger(method=cfg.recipe, anchor_fraction_configured=rho)
+        self.ledger = Ledger(method=cfg.recipe, anchor_fraction_configured=self.engine.anchor_fraction)
         self.step = 0
         self.last_eval: dict[str, Any] = {}
         self.train_states = self.suite.states("train")
+        self.env = MetaWorldEnvironment(
+            self.pool, self.train_states, self._instr, self.wm,
+            lambda task: self.wm.instructions.index(self.suite.instruction(task)),
+            groups_per_step=cfg.rollout.groups_per_step, group_size=cfg.rollout.group_size, seed=cfg.seed,
+            collapse=cfg.world_model.collapse, k=cfg.world_model.k)
 
     def _instr(self, task: str) -> int:
         return self.policy.index(self.suite.instruction(task))
 
     # ---------------------------------------------------------------- state
     def save_checkpoint(self) -> None:
+        """Write ``checkpoints/step_NNNNNN`` atomically (policy, optimizer, RNG, the engine's state, counters)."""
         self.rd.sync_logs()
-        with self.ledger.stage("checkpoint"):
-            with self.rd.write_checkpoint(self.step, keep=self.cfg.keep_checkpoints) as tmp:
-                self.policy.save(tmp / "policy")
-                torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-                torch.save(rng_state(), tmp / "rng.pt")
-                st = {"step": self.step, "recipe": self.cfg.recipe, "router": self.router.state_dict(),
-                      "recipe_state": self.recipe.state_dict(), "ledger": self.ledger.state_dict(),
-                      "line_counts": dict(self.rd.line_counts()), "last_eval": self.last_eval,
-                      "env_steps": self.pool.env_steps, "artefacts": str(self.art), "time": time.time()}
-                (tmp / "trainer_state.json").write_text(json.dumps(_json(st), indent=1))
-        write_json_atomic(self.rd.ledger, self.ledger.to_json())
+        with self.rd.write_checkpoint(self.step, keep=self.cfg.keep_checkpoints) as tmp:
+            self.policy.save(tmp / "policy")
+            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+            torch.save(rng_state(), tmp / "rng.pt")
+            eng = self.engine.state_dict()
+            st = {"step": self.step, "recipe": self.cfg.recipe, "router": eng["router"],
+                  "recipe_state": eng["recipe"], "ledger": self.ledger.state_dict(),
+                  "line_counts": dict(self.rd.line_counts()), "last_eval": self.last_eval,
+                  "env_steps": self.pool.env_steps, "artefacts": str(self.art), "time": time.time()}
+            (tmp / "trainer_state.json").write_text(json.dumps(json_safe(st), indent=1))
 
     def load_checkpoint(self, path: Path) -> None:
         st = json.loads((path / "trainer_state.json").read_text())
@@ -194,8 +176,7 @@ class EmbodiedTrainer:
         rng = torch.load(path / "rng.pt", weights_only=False)
         self.policy.load_state_dict(policy.state_dict())
         self.optimizer.load_state_dict(opt)
-        self.router.load_state_dict(st["router"])
-        self.recipe.load_state_dict(st["recipe_state"])
+        self.engine.load_state_dict({"recipe": st["recipe_state"], "router": st["router"]})
         self.ledger.load_state_dict(st["ledger"])
         self.step, self.last_eval, self.pool.env_steps = int(st["step"]), st["last_eval"], int(st["env_steps"])
         dropped = self.rd.truncate_logs(self.step, st.get("line_counts"))
@@ -203,68 +184,43 @@ class EmbodiedTrainer:
         self.rd.log_line(f"{_now()} resumed from {path.name} (step {self.step}); dropped records after it: {dropped}")
 
     # ---------------------------------------------------------------- one step
-    def _select(self, step: int) -> list[InitialState]:
-        n, m = len(self.train_states), self.cfg.rollout.groups_per_step
-        idx = np.random.default_rng([self.cfg.seed, step, 11]).choice(n, size=m, replace=m > n)
-        return [self.train_states[i] for i in idx]
-
     def train_step(self) -> dict[str, Any]:
         """Run step ``self.step + 1`` (module docstring); returns its metrics.jsonl record."""
         cfg, L, step = self.cfg, self.ledger, self.step + 1
-        G = cfg.rollout.group_size
         L.begin_step()
         env0 = self.pool.env_steps
-        with L.stage("generate"):
-            groups = self._select(step)
-            states = [s for s in groups for _ in range(G)]
-            gid = np.repeat(np.arange(len(groups)), G)
-            gen = torch.Generator().manual_seed(int(np.random.default_rng([cfg.seed, step, 7]).integers(2**62)))
-            eb = rollout(self.pool, states, self.policy.act, self._instr, gen)
-        with L.stage("route"):
-            anchor_groups = np.asarray(self.router.route([g.key for g in groups], step), bool)
-            is_anchor = anchor_groups[gid]
-            L.add_groups(len(groups), int(anchor_groups.sum()))
-        with L.stage("wm_predict"):
-            sc = score_episodes(self.wm, [eb.visited(i) for i in range(eb.B)],
-                                np.asarray([self.wm.instructions.index(self.suite.instruction(s.task)) for s in states]),
-                                cfg.world_model.collapse, cfg.world_model.k)
-        with L.stage("recipe"):
-            r_true = anchor_rewards(eb.success, is_anchor)
-            L.add_executions("anchor", [_Label() for _ in range(int(is_anchor.sum()))])
-            out = recipe_step(self.spec_name, self.recipe, self.settings, step=step, group_ids=gid, is_anchor=is_anchor,
-                              valid=np.ones(eb.B, bool), r_true=r_true, r_hat=sc.r_hat)
+        sb = self.engine.step(self.env, self.policy, step, L)  # generate, route, execute || wm_predict, recipe
+        eb, out, a = sb.batch, sb.out, sb.is_anchor
         with L.stage("update"):
             upd = self._update(eb, out.advantages, out.weights)
         self.step = step
-        a = is_anchor
         rec: dict[str, Any] = {
-            "step": step, "time": time.time(), "method": cfg.recipe, "n_groups": len(groups), "n_episodes": eb.B,
-            "n_anchor_groups": int(anchor_groups.sum()), "n_anchor_episodes": int(a.sum()),
+            "step": step, "time": time.time(), "method": cfg.recipe, "n_groups": sb.M, "n_episodes": sb.B,
+            "n_anchor_groups": int(sb.anchor_groups.sum()), "n_anchor_episodes": int(a.sum()),
             "success_anchor_mean": float(eb.success[a].mean()) if a.any() else None,
             "success_rollout_mean_diagnostic": float(eb.success.mean()),  # simulator diagnostic, never trained on
-            "wm_states_scored": sc.n_states_scored, "wm_episodes_scored": int(sc.r_hat.size),
-            "reward_wm_mean": float(sc.r_hat.mean()), "reward_wm_calibrated_mean": float(np.mean(out.reward_wm_calibrated)),
+            "wm_states_scored": sb.env_stats.get("wm_states_scored", 0),
+            "wm_episodes_scored": sb.env_stats.get("wm_episodes_scored", 0),
+            "reward_wm_mean": _mean(sb.reward_wm), "reward_wm_calibrated_mean": _mean(out.reward_wm_calibrated),
             "reward_used_mean": float(np.nanmean(out.reward_used)),
-            "wm_anchor_corr": _corr(sc.r_hat[a], eb.success[a]),
+            "wm_anchor_corr": _corr(sb.reward_wm[a], eb.success[a]),
             "episode_length_mean": float(eb.length.mean()), "env_steps": self.pool.env_steps - env0,
             "cum_env_steps": self.pool.env_steps, "policy_std": float(self.policy.log_std.detach().exp().mean()),
         }
         rec.update(out.stats)
         rec.update(upd)
         rec.update(L.end_step())
-        samples = [{"step": step, "group": int(gid[i]), "state": states[i].key, "stream": "anchor" if a[i] else "wm",
-                    "success_observed": float(eb.success[i]) if a[i] else None, "reward_wm": float(sc.r_hat[i]),
-                    "reward_wm_calibrated": float(out.reward_wm_calibrated[i]), "reward_used": float(out.reward_used[i]),
-                    "advantage": float(out.advantages[i]), "weight": float(out.weights[i]),
-                    "length": int(eb.length[i])} for i in range(eb.B)]
+        samples = [{"step": step, "group": int(sb.gid[i]), "state": eb.states[i].key,
+                    "stream": "anchor" if a[i] else "wm", "success_observed": float(eb.success[i]) if a[i] else None,
+                    "reward_wm": _float(sb.reward_wm[i]), "reward_wm_calibrated": _float(out.reward_wm_calibrated[i]),
+                    "reward_used": _float(out.reward_used[i]), "advantage": float(out.advantages[i]),
+                    "weight": float(out.weights[i]), "length": int(eb.length[i])} for i in range(sb.B)]
         with L.stage("log"):
             self.rd.append("metrics", rec)
             self.rd.append_many("samples", samples)
             if out.calibration is not None and a.any():
-                from wmrl.core.recipe import calibration_record
-
-                self.rd.append("calibration", calibration_record(step, out, sc.r_hat, eb.success, a))
-            self.rd.log_line(f"{_now()} step {step}: anchors {rec['n_anchor_groups']}/{len(groups)} "
+                self.rd.append("calibration", calibration_record(step, out, sb.reward_wm, eb.success, a))
+            self.rd.log_line(f"{_now()} step {step}: anchors {rec['n_anchor_groups']}/{sb.M} "
                              f"success(anchors) {_fmt(rec['success_anchor_mean'])} r_wm {_fmt(rec['reward_wm_mean'])} "
                              f"alpha {_fmt(rec.get('alpha'))} loss {_fmt(upd['loss'], 4)} "
                              f"wall {rec['step_wall_s']:.1f}s")
@@ -305,9 +261,10 @@ class EmbodiedTrainer:
         return out
 
     # ---------------------------------------------------------------- evaluation
-    def evaluate(self) -> dict[str, Any]:
+    def evaluate(self, *, in_step: bool = False) -> dict[str, Any]:
         """Success rate on every split (train and held-out initial states; held-out tasks if any), with the
-        same evaluation noise (``eval.seed``) for every method and step; appends eval.jsonl."""
+        same evaluation noise (``eval.seed``) for every method and step; appends eval.jsonl. Its time is the
+        ``eval`` phase of the ledger, inside a step or not (``in_step`` is the run loop's and changes nothing)."""
         cfg = self.cfg
         splits = ["train"] + (["heldout"] if cfg.suite.n_heldout_states else []) + (
             ["heldout_tasks"] if cfg.suite.heldout_tasks else [])
@@ -336,30 +293,19 @@ def eval_seed(base: int, run_seed: int, split_index: int) -> int:
     return int(np.random.default_rng([base, run_seed, split_index]).integers(2**62))
 
 
-def anchor_rewards(success: np.ndarray, is_anchor: np.ndarray) -> np.ndarray:
-    """The true rewards the recipe may see: the simulator's success on anchor episodes, NaN on all others
-    ([B] float64). This is the only place success enters training."""
-    s = np.asarray(success, np.float64)
-    a = np.asarray(is_anchor, bool)
-    if s.shape != a.shape:
-        raise ValueError(f"success {s.shape} and is_anchor {a.shape} must have the same shape [B]")
-    return np.where(a, s, np.nan)
-
-
 def _corr(x: np.ndarray, y: np.ndarray) -> float | None:
     if x.size < 3 or np.std(x) == 0 or np.std(y) == 0:
         return None
     return float(np.corrcoef(x, y)[0, 1])
 
 
-def _fmt(x: Any, nd: int = 3) -> str:
-    return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
+def _mean(x: np.ndarray) -> float | None:
+    x = np.asarray(x, np.float64)
+    return float(np.mean(x)) if x.size and np.all(np.isfinite(x)) else None
 
 
-def _json(o: Any) -> Any:
-    from wmrl.training.rundir import _clean
-
-    return _clean(o)
+def _float(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
 
 
 # ---------------------------------------------------------------------------------------------- runs
@@ -408,37 +354,28 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
         else:
             rd.truncate_logs(0, {w: 0 for w in rd.JSONL})
     steps = 0 if tr.sft else cfg.optim.steps
-    if tr.step == 0 and (cfg.eval.at_start or tr.sft) and not any(r.get("step") == 0 for r in
-                                                                 _read(rd.eval)):
+    if tr.step == 0 and (cfg.eval.at_start or tr.sft) and not evaluated_at(rd, 0):
         say(f"[{cfg.recipe} seed {cfg.seed}] evaluating the SFT policy")
         tr.evaluate()
         if tr.sft:
             tr.save_checkpoint()
-    while tr.step < steps:
-        rec = tr.train_step()
-        s = tr.step
-        if cfg.eval.every_k and s % cfg.eval.every_k == 0 and s < steps:
-            tr.evaluate()
-        if s == steps:
-            tr.evaluate()
-        if s % cfg.checkpoint_every == 0 or s == steps or s == stop_after_step:
-            tr.save_checkpoint()
-        say(f"[{cfg.recipe} seed {cfg.seed}] step {s}/{steps} success(anchors) "
+
+    def on_step(rec: dict[str, Any]) -> None:
+        say(f"[{cfg.recipe} seed {cfg.seed}] step {tr.step}/{steps} success(anchors) "
             f"{_fmt(rec['success_anchor_mean'])} r_wm {_fmt(rec['reward_wm_mean'])} alpha {_fmt(rec.get('alpha'))} "
             f"{rec['step_wall_s']:.1f}s")
-        if stop_after_step is not None and s >= stop_after_step:
-            return {"stopped_at": s, "run_dir": str(rd.root)}
+
+    run_steps(tr, Schedule(total_steps=steps, eval_every=cfg.eval.every_k, checkpoint_every=cfg.checkpoint_every,
+                           stop_after_step=stop_after_step), on_step=on_step)
+    if steps and tr.step == steps and not evaluated_at(rd, tr.step):
+        tr.evaluate()
+    if stop_after_step is not None and tr.step >= stop_after_step:
+        return {"stopped_at": tr.step, "run_dir": str(rd.root)}
     return _summarise(tr, steps)
 
 
-def _read(p: Path) -> list[dict[str, Any]]:
-    from wmrl.training.rundir import read_jsonl
-
-    return read_jsonl(p)
-
-
 def _summarise(tr: EmbodiedTrainer, steps: int) -> dict[str, Any]:
-    ev = _read(tr.rd.eval)
+    ev = read_jsonl(tr.rd.eval)
     first = {r["split"]: r for r in ev if r["step"] == 0}
     final = {r["split"]: r for r in ev if r["step"] == tr.step}
     tot = tr.ledger.totals()

@@ -24,7 +24,7 @@ def read_jsonl(path: Path, skip_bad: bool = False) -> list[dict[str, Any]]:
 
     A last line that does not parse (a writer killed mid-line) is skipped; a bad line anywhere
     else raises ``ValueError`` naming the file and line number, or is skipped too with ``skip_bad``
-    (as the trainer's own reader, :func:`wmrl.training.rundir.read_jsonl`, does).
+    (as the trainer's own reader, :func:`wmrl.runs.rundir.read_jsonl`, does).
     """
     path = Path(path)
     if not path.exists():

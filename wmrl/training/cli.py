@@ -214,7 +214,7 @@ def ledger(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None
     """Print the compute ledger of a run (ledger.json): stages, phases, executions, totals."""
     import json
 
-    from wmrl.training.ledger import format_ledger
+    from wmrl.runs.ledger import format_ledger
 
     p = run_dir / "ledger.json"
     if not p.is_file():

@@ -4,7 +4,6 @@ trainer, the evaluation and the bench share, so that a resumed run draws exactly
 would."""
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -13,13 +12,10 @@ from typing import Any
 import numpy as np
 
 from wmrl.core.recipe import RecipeSettings, get_recipe
+from wmrl.runs.rundir import RunDirError, now_iso  # noqa: F401 (re-exported)
 from wmrl.interfaces import Executor, Policy, Scaffold, WorldModel
 from wmrl.tasks.spec import Task
 from wmrl.training.config import TrainConfig
-
-
-class RunDirError(RuntimeError):
-    """The run directory is not usable as asked (exists already, nothing to resume, ...)."""
 
 
 @dataclass
@@ -131,7 +127,3 @@ def recipe_settings(cfg: TrainConfig) -> RecipeSettings:
                           calibrator_min_anchors=w.calibrator_min_anchors, calibrator_fallback=w.calibrator_fallback,
                           window_pairs=w.calibrator_window, alpha_floor=w.alpha_floor, alpha_ceiling=w.alpha_ceiling,
                           fusion_min_pairs=w.fusion_min_pairs)
-
-
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

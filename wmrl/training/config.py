@@ -2,105 +2,33 @@
 
 Every option is one typed pydantic field whose ``Field(description=...)`` is the help text that
 ``wmrl config show`` prints; its range is the field's ``ge``/``gt``/``le`` and its choices a ``Literal``.
-Pydantic does the coercion and checks; this module adds what pydantic does not: YAML that refuses a key
-given twice, ``--set a.b=value`` overrides, a ``describe_fields`` table, and :class:`ConfigError`
-messages that name the key path, the bad value and what is allowed (with a did-you-mean for typos),
-so a typo in a YAML file never trains silently with defaults.
+Pydantic does the coercion and checks; :mod:`wmrl.runs.config` adds YAML that refuses a key given twice,
+``--set a.b=value`` overrides, a ``describe_fields`` table, and :class:`ConfigError` messages that name the key
+path, the bad value and what is allowed (with a did-you-mean for typos), so a typo in a YAML file never trains
+silently with defaults.
 
 Usage::
 
     cfg = load_config("configs/quickstart.yaml", overrides=["optim.steps=3", "method=grpo"])
     save_config(cfg, run_dir / "config.yaml")
 
-Why one long file (about 600 lines): the nine config sections with their 80 help texts (about 230 lines)
-sit next to the engine that turns pydantic's errors into these messages, so that `wmrl config show` and
-the errors have one source.
+The config kit under it (strict YAML, overrides, the error messages) is :mod:`wmrl.runs.config`, shared with
+the embodied track.
 """
 from __future__ import annotations
 
-import difflib
-import math
-import types
-import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, get_args, get_origin
+from typing import Any, ClassVar, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
-from pydantic.fields import FieldInfo
-from pydantic_core import PydanticCustomError
+from pydantic import Field, model_validator
 
 from wmrl.core.recipe import get_recipe, recipe_names
+from wmrl.runs import config as _kit
+from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for the text track's callers)
+    ConfigError, ConfigSection, Float, Int, OptFloat, OptIds, OptStr, _errors_text, _require_finite, _Section,
+    dump_config, load_yaml, save_config)
 
 
-class ConfigError(ValueError):
-    """A config key or value is not valid; the message names it and says what is allowed."""
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that refuses a key given twice in one mapping (plain YAML keeps the last)."""
-
-
-def _no_duplicate_keys(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key {key!r} is given twice in one mapping (line {key_node.start_mark.line + 1}); "
-                "keep one", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
-
-
-def load_yaml(text: str) -> Any:
-    """Parse YAML text like ``yaml.safe_load``, but refuse a key given twice in one mapping.
-
-    Raises:
-        yaml.YAMLError: bad YAML, or a duplicate key (the message names it and its line).
-    """
-    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-
-
-# --------------------------------------------------------------------------------------------------
-# field types: pydantic's lax mode, plus the few leniencies and refusals the YAML/--set inputs need
-
-def _not_bool(v: Any) -> Any:
-    """Refuse a boolean where a number is expected (pydantic would read ``true`` as 1)."""
-    if isinstance(v, bool):
-        raise PydanticCustomError("bool_for_number", "a boolean is not a number")
-    return v
-
-
-def _integer(v: Any) -> Any:
-    """:func:`_not_bool`, and a float with an integral value (``3.0``, ``1e20``) is that integer."""
-    return int(v) if isinstance(_not_bool(v), float) and v.is_integer() else v
-
-
-def _nullable(v: Any) -> Any:
-    """The words ``null``, ``none`` and ``~`` (any case) stand for null in an optional field."""
-    return None if isinstance(v, str) and v.strip().lower() in ("null", "none", "~") else v
-
-
-def _id_list(v: Any) -> Any:
-    """A list of ids may also be given as text: ``'[a, b]'`` (YAML) or ``'a, b'`` (comma-separated)."""
-    v = _nullable(v)
-    if isinstance(v, str) and not v.strip().startswith("["):
-        return [x.strip() for x in v.split(",") if x.strip()]
-    try:
-        return yaml.safe_load(v) if isinstance(v, str) else v
-    except yaml.YAMLError:
-        return v  # not a list: pydantic says so, naming the key
-
-
-Int = Annotated[int, BeforeValidator(_integer)]
-Float = Annotated[float, BeforeValidator(_not_bool)]
-OptStr = Annotated[Optional[str], BeforeValidator(_nullable)]
-OptFloat = Annotated[Optional[Float], BeforeValidator(_nullable)]
-OptIds = Annotated[Optional[list[str]], BeforeValidator(_id_list)]
 
 #: The training methods: the one place their names are checked (``method: ...`` and ``--set method=``).
 #: The methods: the registered recipes of :mod:`wmrl.core.recipe` (one name per method and ablation).
@@ -113,18 +41,6 @@ REMOVED_KEYS = {
     "wmrl.fusion": "the fusion rule is part of the method now: method=wmrl (ivw) or method=wmrl-ppi",
     "wmrl.bias_aware": "the bias-aware alpha is a method now: method=wmrl-bias-aware",
 }
-
-
-def _removed_hint(where: str) -> str:
-    return f" ({where} was removed: {REMOVED_KEYS[where]})" if where in REMOVED_KEYS else ""
-
-
-class _Section(BaseModel):
-    """Base of every config section: unknown keys refused, assignments validated, numbers given for text
-    kept as text. Built or assigned in Python, a bad value raises pydantic's ``ValidationError``; loaded
-    (:func:`config_from_dict`, :func:`load_config`) or checked (:func:`validate`), a :class:`ConfigError`."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, coerce_numbers_to_str=True)
 
 
 class ModelConfig(_Section):
@@ -399,6 +315,8 @@ class EpisodeConfig(_Section):
 class TrainConfig(_Section):
     """Everything `wmrl train` needs. See docs/training.md."""
 
+    removed_keys: ClassVar[dict[str, str]] = REMOVED_KEYS
+
     method: Method = Field("wmrl", description=(
         "The registered recipe (wmrl.core.recipe): 'grpo' (every group executed: the baseline), 'wm' (pure world "
         "model), 'wmrl' (anchors + debiasing + inverse-variance fusion), or an ablation: 'wmrl-raw' (the raw "
@@ -450,126 +368,6 @@ class TrainConfig(_Section):
         return self
 
 
-# --------------------------------------------------------------------------------------------------
-# pydantic's errors as messages that name the key path, the value and what is allowed
-
-def _strip(tp: Any) -> tuple[Any, bool]:
-    """``(base type, nullable)`` of an annotation, without ``Annotated`` and ``Optional``."""
-    while get_origin(tp) is Annotated:
-        tp = get_args(tp)[0]
-    if get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in get_args(tp) if a is not type(None)]
-        return _strip(args[0])[0], True
-    return tp, False
-
-
-def _is_section(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, BaseModel)
-
-
-def _type_name(tp: Any) -> str:
-    """An annotation as the type column of ``wmrl config show``: ``int``, ``str | null``, ``'a' | 'b'``."""
-    base, nullable = _strip(tp)
-    if get_origin(base) is Literal:
-        name = " | ".join(repr(a) for a in get_args(base))
-    elif get_origin(base) is list:
-        name = f"list[{_type_name(get_args(base)[0])}]"
-    else:
-        name = getattr(base, "__name__", str(base))
-    return name + (" | null" if nullable else "")
-
-
-def _range_text(f: FieldInfo) -> str:
-    """The allowed range of a field as text (``'0.0 .. 1.0'``, ``'> 0.0'``, ``'>= 1'``), '' when none."""
-    b = {k: getattr(m, k) for m in f.metadata for k in ("ge", "gt", "le", "lt") if hasattr(m, k)}  # annotated-types
-    lo, hi, gt = b.get("ge"), b.get("le"), b.get("gt")
-    low = f"> {gt}" if gt is not None else (f">= {lo}" if lo is not None else "")
-    if b.get("lt") is not None:
-        return f"{low} and < {b['lt']}" if low else f"< {b['lt']}"
-    if hi is None:
-        return low
-    if gt is None and lo is not None:
-        return f"{lo} .. {hi}"
-    return f"{low} and <= {hi}" if low else f"<= {hi}"
-
-
-def _allowed(f: FieldInfo) -> str:
-    """``'a finite number in 0.0 .. 1.0'``, ``'an integer >= 1'``: what a numeric field accepts."""
-    rng = _range_text(f)
-    kind = "an integer" if _strip(f.annotation)[0] is int else "a finite number"
-    return kind + ((f" in {rng}" if ".." in rng else f" {rng}") if rng else "")
-
-
-_EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-_RANGE_ERRORS = {"greater_than": ("is not above the minimum", "gt"),
-                 "greater_than_equal": ("is below the minimum", "ge"), "less_than_equal": ("is above the maximum", "le"),
-                 "less_than": ("is not below the maximum", "lt")}
-
-
-def _key(loc: tuple[Any, ...]) -> str:
-    """``('tasks', 'train', 0)`` -> ``'tasks.train[0]'``."""
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
-
-
-def _error_text(err: Any, root: type[BaseModel] | None = None) -> str:
-    """One pydantic error (an item of ``ValidationError.errors()``) as a message naming the key path;
-    ``root`` is the model the error's location starts at (default :class:`TrainConfig`)."""
-    root = root or TrainConfig
-    kind, loc, value = err["type"], tuple(err["loc"]), err.get("input")
-    if kind == "value_error":  # a cross-field rule: its message names its keys itself
-        return str(err["ctx"]["error"])
-    owner, field, item = root, None, False  # walk the models along the error's location
-    for part in loc:
-        if isinstance(part, int):
-            item = True
-        elif owner is not None and part in owner.model_fields:
-            field, item = owner.model_fields[part], False
-            owner = field.annotation if _is_section(field.annotation) else None
-    key = _key(loc)
-    if kind in ("extra_forbidden", "invalid_key"):
-        section, names = _key(loc[:-1]), list((owner or root).model_fields)
-        name = value if kind == "invalid_key" else loc[-1]
-        close = difflib.get_close_matches(str(name), names, n=1)
-        removed = _removed_hint(f"{section}.{name}" if section else str(name)) if root is TrainConfig else ""
-        hint = removed or (f" Did you mean {close[0]!r}?" if close else "")
-        return (f"unknown config key {(f'{section}.{name}' if section else name)!r}.{hint} Allowed keys"
-                f"{' in ' + section if section else ''}: {', '.join(names)}")
-    base, nullable = _strip(field.annotation if field else root)
-    if item:
-        base, nullable = _strip(get_args(base)[0])
-    if get_origin(base) is Literal:
-        allowed = get_args(base)
-        close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"{key}: {value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}{hint}"
-    if kind in _RANGE_ERRORS and field is not None:
-        v = float(value) if base is float else value  # as pydantic read it ('nan' -> nan)
-        if isinstance(v, float) and not math.isfinite(v):
-            return f"{key}: {v!r} is not allowed; expected {_allowed(field)}"
-        words, bound = _RANGE_ERRORS[kind]
-        return f"{key}: {v!r} {words} {err['ctx'][bound]}; expected {_allowed(field)}"
-    expected = ("a mapping of keys" if _is_section(base) else f"a list ({_type_name(base)})"
-                if get_origin(base) is list else _EXPECTED.get(base, _type_name(base)))
-    return f"{key or 'config'}: expected {expected}{' or null' if nullable else ''}, got {value!r}"
-
-
-def _errors_text(e: ValidationError, root: type[BaseModel] | None = None) -> str:
-    """Every error of ``e`` as :func:`_error_text` (locations from ``root``, default :class:`TrainConfig`),
-    one per line."""
-    return "\n".join(dict.fromkeys(_error_text(err, root) for err in e.errors(include_url=False)))
-
-
-def _require_finite(obj: BaseModel, prefix: str = "") -> None:
-    """Raise :class:`ConfigError` for a non-finite number anywhere in ``obj``. Pydantic's ``gt``/``ge``
-    admit ``inf``; a config is loaded or trained only with finite numbers (:func:`validate`)."""
-    for name, f in type(obj).model_fields.items():
-        v, key = getattr(obj, name), f"{prefix}.{name}" if prefix else name
-        if isinstance(v, BaseModel):
-            _require_finite(v, key)
-        elif isinstance(v, float) and not math.isfinite(v):
-            raise ConfigError(f"{key}: {v!r} is not allowed; expected {_allowed(f)}")
-
-
 def validate(cfg: TrainConfig) -> TrainConfig:
     """Check ``cfg`` as a whole again (types, ranges, choices and cross-field rules, also across sections
     assigned after it was built) and require every number finite; returns ``cfg`` or raises
@@ -584,12 +382,7 @@ def config_from_dict(data: dict[str, Any] | None) -> TrainConfig:
     Raises:
         ConfigError: unknown key, wrong type, out-of-range or disallowed value.
     """
-    try:
-        cfg = TrainConfig.model_validate(dict(data or {}))
-    except ValidationError as e:
-        raise ConfigError(_errors_text(e)) from None
-    _require_finite(cfg)
-    return cfg
+    return _kit.model_from_dict(TrainConfig, data)
 
 
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
@@ -597,56 +390,13 @@ def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
     return cfg.model_dump()
 
 
-def _set_path(data: dict[str, Any], dotted: str, raw: str) -> None:
-    """Set ``data[a][b] = value`` for ``dotted='a.b'``, checking every part against the models."""
-    parts = dotted.split(".")
-    cls: Any = TrainConfig
-    node = data
-    for i, part in enumerate(parts):
-        names = list(cls.model_fields)
-        where = ".".join(parts[: i + 1])
-        if part not in names:
-            close = difflib.get_close_matches(part, names, n=1)
-            hint = _removed_hint(where) or (f" Did you mean {close[0]!r}?" if close else "")
-            raise ConfigError(f"--set: unknown config key {where!r}.{hint} Allowed: {', '.join(names)}")
-        tp = cls.model_fields[part].annotation
-        if i < len(parts) - 1:
-            if not _is_section(tp):
-                raise ConfigError(f"--set: {where!r} is a value, not a section")
-            if not isinstance(node.get(part), dict):
-                node[part] = {}
-            node = node[part]
-            cls = tp
-            continue
-        if _is_section(tp):
-            raise ConfigError(f"--set: {dotted!r} is a section; set one of its keys, e.g. "
-                              f"{dotted}.{next(iter(tp.model_fields))}=...")
-        # YAML parsing gives numbers, booleans, null and lists; the models' types do the rest.
-        # String fields keep the raw text (so "model.name=1e3" stays "1e3"), except null.
-        try:
-            value = yaml.safe_load(raw) if raw.strip() != "" else ""
-        except yaml.YAMLError:
-            value = raw
-        if _strip(tp)[0] is str and value is not None:
-            value = raw
-        node[part] = value
-
-
 def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
-    """Apply ``key.sub=value`` strings to nested dict ``data`` (in place; also returned).
+    """Apply ``key.sub=value`` strings to nested dict ``data`` of a :class:`TrainConfig` (in place; also returned).
 
     Raises:
         ConfigError: an override without ``=`` or naming an unknown key.
     """
-    for ov in overrides or []:
-        if "=" not in ov:
-            raise ConfigError(f"--set expects key=value (e.g. optim.steps=3), got {ov!r}")
-        k, v = ov.split("=", 1)
-        k = k.strip()
-        if not k:
-            raise ConfigError(f"--set expects key=value, got {ov!r}")
-        _set_path(data, k, v)
-    return data
+    return _kit.apply_overrides(TrainConfig, data, overrides)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
@@ -657,66 +407,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         ConfigError: ``path`` is a folder, invalid YAML (message: file, line, column, problem), unknown
             keys or bad values (message names them).
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if p.is_dir():
-            raise ConfigError(f"config {str(p)!r} is a folder, not a YAML file")
-        if not p.is_file():
-            raise FileNotFoundError(f"config file {str(p)!r} not found")
-        try:
-            data = load_yaml(p.read_text()) or {}
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"cannot parse {p} as YAML: not a text file ({e.reason} at byte {e.start})") from e
-        except yaml.YAMLError as e:
-            raise ConfigError(f"cannot parse {p} as YAML: {_yaml_error_text(e)}") from e
-        if not isinstance(data, dict):
-            raise ConfigError(f"{p}: the top level must be a mapping of keys, got {type(data).__name__}")
+    data = _kit.read_config_file(path)
     apply_overrides(data, overrides)  # ``data`` is this call's own parse: changing it in place is safe
     return config_from_dict(data)
 
 
-def _yaml_error_text(e: yaml.YAMLError) -> str:
-    """A parser error on one line: ``line L, column C: problem (while <context> at line L', column C')``."""
-    problem = getattr(e, "problem", None)
-    mark = getattr(e, "problem_mark", None)
-    if problem is None or mark is None:
-        return " ".join(str(e).split())
-    text = f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
-    context, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
-    if context:
-        text += f" ({context}" + (f" at line {cmark.line + 1}, column {cmark.column + 1})" if cmark else ")")
-    return text
-
-
-def dump_config(cfg: TrainConfig) -> str:
-    """The resolved config as YAML text (every field, sections in declaration order)."""
-    return yaml.safe_dump(config_to_dict(cfg), sort_keys=False, default_flow_style=False)
-
-
-def save_config(cfg: TrainConfig, path: str | Path) -> None:
-    """Write the resolved config as YAML (atomically: temp file + rename)."""
-    p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(dump_config(cfg))
-    tmp.replace(p)
-
-
-def describe_fields(cls: type[BaseModel] = TrainConfig, prefix: str = "",
-                    obj: Any = None) -> list[tuple[str, str, str, str]]:
-    """Rows ``(key, type, value, help)`` for every field, nested sections flattened with dots.
-
-    ``obj`` (an instance of ``cls``) gives the values; defaults when None.
-    """
-    obj = obj if obj is not None else cls()
-    rows = []
-    for name, f in cls.model_fields.items():
-        key = f"{prefix}.{name}" if prefix else name
-        if _is_section(f.annotation):
-            rows.extend(describe_fields(f.annotation, key, getattr(obj, name)))
-            continue
-        rng = _range_text(f)
-        help_text = (f.description or "") + (f" [range: {rng}]" if rng else "")
-        rows.append((key, _type_name(f.annotation), yaml.safe_dump(getattr(obj, name), default_flow_style=True)
-                     .strip().removesuffix("...").strip(), help_text))
-    return rows
+def describe_fields(cls: type[Any] | None = None, prefix: str = "", obj: Any = None) -> list[tuple[str, str, str, str]]:
+    """Rows ``(key, type, value, help)`` for every field of ``cls`` (default :class:`TrainConfig`), nested sections
+    flattened with dots (:func:`wmrl.runs.config.describe_fields`)."""
+    return _kit.describe_fields(cls or TrainConfig, prefix, obj)

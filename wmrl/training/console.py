@@ -3,11 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from wmrl.console import fmt as _fmt
+from wmrl.runs.ledger import format_ledger
 from wmrl.training.components import RunSummary, now_iso
-from wmrl.training.ledger import format_ledger
-
-def _fmt(x: Any, nd: int = 3) -> str:
-    return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
 
 
 def _weight_text(rec: dict[str, Any]) -> str:

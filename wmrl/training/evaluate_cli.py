@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from wmrl.training.config import ConfigError, load_config
-from wmrl.training.rundir import RunDir
+from wmrl.runs.rundir import RunDir
 
 
 INITIAL = "initial"
@@ -78,7 +78,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     from wmrl.training.parts import (load_policy_backbone, make_executor, policy_lora, require_leaderboards,
                                      require_sound, resolve_tasks)
     from wmrl.training.protocol import aggregate, get_protocol
-    from wmrl.training.rundir import to_json_line
+    from wmrl.runs.rundir import to_json_line
     from wmrl.training.components import eval_sampling_seed
     from wmrl.tasks.loader import TaskSuite, default_suite
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from wmrl.core.recipe import get_recipe
 from wmrl.training.config import ConfigError, TrainConfig
-from wmrl.training.ledger import Ledger
-from wmrl.training.rundir import RunDir, write_json_atomic
+from wmrl.runs.ledger import Ledger
+from wmrl.runs.rundir import RunDir, write_json_atomic
 
 log = logging.getLogger(__name__)
 

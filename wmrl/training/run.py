@@ -15,9 +15,10 @@ import numpy as np
 from wmrl.training.components import Components, RunDirError, RunSummary, anchor_fraction, now_iso
 from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config, validate
 from wmrl.training.console import _fmt, _step_line, _weight_text
-from wmrl.training.ledger import Ledger
-from wmrl.training.owner import OWNER_LOCK, RunDirOwner
-from wmrl.training.rundir import RunDir, read_jsonl, seed_everything, write_json_atomic
+from wmrl.runs.ledger import Ledger
+from wmrl.runs.owner import OWNER_LOCK, RunDirOwner
+from wmrl.runs.loop import Schedule, evaluated_at, run_steps
+from wmrl.runs.rundir import RunDir, read_jsonl, seed_everything, write_json_atomic
 from wmrl.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
         if stop_after_step is not None and trainer.step < cfg.optim.steps:
             return _partial_summary(trainer)
         if cfg.eval.at_end and (trainer.c.heldout_tasks or cfg.eval.train_tasks):
-            if not _evaluated_at(rd, trainer.step):
+            if not evaluated_at(rd, trainer.step):
                 trainer.evaluate(in_step=False)
         summary = _finish(trainer)
     finally:
@@ -278,10 +279,6 @@ def _load_newest(trainer: "Trainer", candidates: list[Path], notes: list[str]) -
                       "repeat its steps: start a new run in another run_dir")
 
 
-def _evaluated_at(rd: RunDir, step: int) -> bool:
-    return any(r.get("step") == step and r.get("checkpoint") is None for r in read_jsonl(rd.eval))
-
-
 def _loop(trainer: Trainer, show: bool, stop_after_step: int | None) -> None:
     cfg = trainer.cfg
     total = cfg.optim.steps
@@ -296,31 +293,24 @@ def _loop(trainer: Trainer, show: bool, stop_after_step: int | None) -> None:
                     TextColumn("{task.fields[info]}"), console=console, disable=not live)
     with prog:
         task = prog.add_task(f"{cfg.method} train", total=total, completed=trainer.step, info="")
-        if cfg.eval.at_start and trainer.step == 0 and not _evaluated_at(trainer.rd, 0):
-            trainer.evaluate(in_step=False)
-        while trainer.step < total:
-            rec = trainer.train_step()
-            s = trainer.step
-            if cfg.eval.every_k and s % cfg.eval.every_k == 0 and s < total:
-                trainer.evaluate(in_step=True)
-            stop = trainer.exploit.stop_message
-            if s % cfg.checkpoint_every == 0 or s == total or s == stop_after_step or stop:
-                with trainer.ledger.stage("checkpoint"):
-                    trainer.save_checkpoint()
-                write_json_atomic(trainer.rd.ledger, trainer.ledger.to_json())
-            if stop:
-                from wmrl.training.alarm import ExploitationStop
 
-                raise ExploitationStop(stop)
+        def on_step(rec: dict[str, Any]) -> None:
             held = trainer._last_eval.get("heldout", {}).get("mean_percentile")
             info = (f"reward_true {_fmt(rec.get('reward_true_mean'))} "
                     f"reward_wm_calibrated {_fmt(rec.get('reward_wm_calibrated_mean'))} "
                     f"{_weight_text(rec)} held-out {_fmt(held)}")
-            prog.update(task, completed=s, info=info)
+            prog.update(task, completed=trainer.step, info=info)
             if show and not live:
                 console.print(_step_line(rec), highlight=False)
-            if stop_after_step is not None and s >= stop_after_step:
-                break
+
+        def on_stop(message: str) -> None:
+            from wmrl.training.alarm import ExploitationStop
+
+            raise ExploitationStop(message)
+
+        run_steps(trainer, Schedule(total_steps=total, eval_every=cfg.eval.every_k, eval_at_start=cfg.eval.at_start,
+                                    checkpoint_every=cfg.checkpoint_every, stop_after_step=stop_after_step),
+                  on_step=on_step, stop_requested=lambda: trainer.exploit.stop_message, on_stop=on_stop)
 
 
 def _partial_summary(trainer: Trainer) -> RunSummary:

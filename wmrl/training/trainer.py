@@ -52,10 +52,10 @@ from wmrl.core.recipe import Recipe, StepOutputs, calibration_record, get_recipe
 from wmrl.core.staleness import UnanchoredSteps, late_clip
 from wmrl.training.alarm import ExploitationWatch
 from wmrl.training.config import TrainConfig
-from wmrl.training.anchors import AnchorRuns, AnchorStream, LatePairs, late_sample_lines, late_update_parts, \
+from wmrl.step.anchors import AnchorRuns, AnchorStream, LatePairs, late_sample_lines, late_update_parts, \
     recipe_inputs
-from wmrl.training.ledger import Ledger
-from wmrl.training.rundir import RunDir, rng_state, set_rng_state
+from wmrl.runs.ledger import Ledger
+from wmrl.runs.rundir import RunDir, rng_state, set_rng_state
 from wmrl.training.components import Components, anchor_fraction, eval_sampling_seed, now_iso, recipe_settings, \
     sampling_seed, select_tasks
 from wmrl.training.console import _fmt, _step_line
@@ -72,89 +72,6 @@ def _var(x: np.ndarray) -> float | None:
     x = np.asarray(x, dtype=np.float64)
     x = x[np.isfinite(x)]
     return float(x.var(ddof=1)) if x.size >= 2 else None
-
-
-@dataclass
-class StepBatch:
-    """What one training step carries from stage to stage: B trajectories in M groups (arrays [B]
-    unless said otherwise). Each stage fills its part:
-
-    - generate: ``step``, ``tasks`` ([M]), ``batch`` (the policy's ``RolloutBatch``), ``gid`` (group ids).
-    - route: ``anchor_groups`` ([M] bool), ``is_anchor``.
-    - execute: ``r_true`` (NaN off anchors and on infrastructure failures), ``status`` (execution
-      status or None), ``error`` (the execution's error message, or None), ``valid`` (False:
-      infrastructure failure or no reward; dropped everywhere); with asynchronous anchors ``is_anchor``
-      loses the groups still in flight and ``late`` holds the pairs of earlier steps consumed now.
-    - wm_predict: ``reward_wm`` (raw prediction r_hat; NaN when the world model is not used), ``outcome_wm``
-      (the world model's :class:`~wmrl.world_model.outcome.OutcomePrediction` of the B programs; None when it
-      is not used or has no ``predict_outcome``).
-    - recipe: ``out`` (:class:`~wmrl.core.recipe.StepOutputs`: calibrated world-model reward, reward used,
-      advantages, weights, statistics), ``cal_rec`` (the calibration.jsonl line, or None), ``skip_update``
-      (asynchronous anchors: the step's own anchor groups are in flight and nothing else arrived, so the update
-      is skipped, :func:`wmrl.core.staleness.skips_update`).
-    - update: ``update`` (loss stats); wm_refresh: ``refresh`` (the refit's report, or None).
-    """
-
-    step: int
-    tasks: list[Any]
-    batch: Any
-    gid: np.ndarray
-    anchor_groups: np.ndarray = field(init=False)
-    is_anchor: np.ndarray = field(init=False)
-    reward_wm: np.ndarray = field(init=False)
-    outcome_wm: OutcomePrediction | None = None
-    reward_true: np.ndarray = field(init=False)
-    status: list[str | None] = field(init=False)
-    error: list[str | None] = field(init=False)
-    valid: np.ndarray = field(init=False)
-    out: StepOutputs | None = None
-    late: LatePairs | None = None
-    late_out: tuple[np.ndarray, ...] = ()
-    cal_rec: dict[str, Any] | None = None
-    episodes: Any = None  # multi-turn: the step's wmrl.episodes.rollout.Episodes (B episodes; wmrl.training.multiturn)
-    feedback: Any = None  # multi-turn: the step's wmrl.training.multiturn.StepFeedback
-    update: dict[str, Any] = field(default_factory=dict)
-    refresh: dict[str, Any] | None = None
-    skip_update: bool = False
-    exploit: dict[str, Any] = field(default_factory=dict)  # the exploitation alarm's metrics (wmrl.training.alarm)
-
-    def __post_init__(self) -> None:
-        B = self.B
-        self.reward_wm = np.full(B, np.nan)
-        self.reward_true = np.full(B, np.nan)
-        self.status = [None] * B
-        self.error = [None] * B
-        self.valid = np.ones(B, dtype=bool)
-
-    @property
-    def B(self) -> int:
-        return len(self.batch.completions)
-
-    @property
-    def M(self) -> int:
-        return len(self.tasks)
-
-    @property
-    def anchor_idx(self) -> np.ndarray:
-        """Indices of the anchor trajectories (executed)."""
-        return np.flatnonzero(self.is_anchor)
-
-    @property
-    def a_ok(self) -> np.ndarray:
-        """Anchor trajectories with a true reward (calibration pairs)."""
-        return self.is_anchor & self.valid
-
-    @property
-    def n_infra(self) -> int:
-        """Executions of this step dropped as infrastructure failures (or without a reward)."""
-        return int((~self.valid).sum())
-
-    @cached_property
-    def completion_tokens(self) -> np.ndarray:
-        """Completion length (tokens) per trajectory (multi-turn: the policy tokens of all its turns)."""
-        if self.episodes is not None:
-            return self.episodes.tokens()
-        return self.batch.completion_mask.sum(dim=1).cpu().numpy()
 
 
 class Trainer:
@@ -654,7 +571,7 @@ class Trainer:
 
 
 def _json_safe(obj: Any) -> Any:
-    from wmrl.training.rundir import _clean
+    from wmrl.runs.rundir import _clean
 
     return _clean(obj)
 

@@ -29,7 +29,7 @@ def grpo_update(policy: Policy, optimizer: Any, params: list[Any], batch: Any, a
         valid: [B] bool; False rows are left out.
         o: the config's ``optim`` section (clip range, beta, aggregation, micro-batch, grad clip, lr).
         extra: more rows of the same loss, ``(batch, adv [n], weights [n])`` each (late anchor groups of
-            earlier steps, :mod:`wmrl.training.anchors`): their ``old_logprobs`` are the behaviour policy's, so
+            earlier steps, :mod:`wmrl.step.anchors`): their ``old_logprobs`` are the behaviour policy's, so
             the clipped ratio is their importance correction (:mod:`wmrl.core.staleness`). Every row is valid.
         extra_clip: ``(clip_low, clip_high)`` of the extra rows (:func:`wmrl.core.staleness.late_clip`);
             None = the configured ``o.clip_low``, ``o.clip_high``.

@@ -1,0 +1,234 @@
+"""The step engine: route -> execute or predict -> recipe, the same in every trainer and environment.
+
+One WMRL step on B trajectories in M groups (the WMRL paper's Algorithm 1)::
+
+    route       the router marks anchor groups: all for grpo, none for wm, a long-run fraction rho for wmrl
+    execute  || wm_predict
+                the anchors' real rewards r are started (sandbox executions, simulator success) while the world
+                model predicts r_hat for every trajectory; then the real rewards are collected
+    recipe      the registered recipe (wmrl.core.recipe): r_tilde = f_hat(r_hat) with f_hat fitted on earlier
+                steps' anchors, group-relative advantages per stream, per-sample loss weights (IVW, PPI++, ...)
+
+The policy update and the logging stay with the trainer (they depend on the policy: token log-probs, a Gaussian
+over actions). :class:`StepEngine` holds the method's state (the recipe's calibrator and anchor window, the
+router) and runs the stages:
+
+- :meth:`StepEngine.step`: sample + :meth:`StepEngine.score` on any :class:`~wmrl.step.environment.Environment`
+  (the embodied trainer, a new environment);
+- :meth:`StepEngine.route` and :meth:`StepEngine.run_recipe`: the stages one at a time, for trainers that do
+  more between them (the text trainer's asynchronous anchors and multi-turn episodes, the TRL and verl
+  integrations whose trainer generates).
+
+:func:`build_router` is the one place a router is made from a method and rho, :func:`recipe_settings` the one place
+a config section becomes :class:`~wmrl.core.recipe.RecipeSettings`.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Protocol
+
+import numpy as np
+
+from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepInputs, StepOutputs, get_recipe, recipe_names
+from wmrl.core.routing import Router, make_router
+from wmrl.step.batch import StepBatch
+from wmrl.step.environment import Environment, Outcomes, Rollouts
+
+
+class StageTimer(Protocol):
+    """What the engine reports its stages to (:class:`wmrl.runs.ledger.Ledger`)."""
+
+    def stage(self, name: str) -> AbstractContextManager[Any]:
+        """Time the enclosed code as stage ``name`` of the current step."""
+        ...
+
+    def add_groups(self, n: int, n_anchor: int) -> None:
+        """Count the step's groups and anchor groups."""
+        ...
+
+    def add_executions(self, kind: str, results: Sequence[Any]) -> None:
+        """Count real executions of ``kind`` (``anchor``) and their costs."""
+        ...
+
+
+def lookup_recipe(method: str) -> Recipe:
+    """The registered recipe ``method``.
+
+    Raises:
+        ValueError: no such recipe (the message lists the registered names).
+    """
+    try:
+        return get_recipe(method)
+    except KeyError:
+        raise ValueError(f"unknown method {method!r}; use one of {', '.join(recipe_names())}") from None
+
+
+def recipe_settings(section: Any, *, normalize_std: bool | None = None, adv_eps: float | None = None
+                    ) -> RecipeSettings:
+    """The recipe's hyper-parameters from a config section with the ``wmrl`` fields (the text track's ``wmrl``
+    section, the embodied track's ``wmrl`` section): ``calibrator_window``, ``calibrator_min_anchors``,
+    ``fusion_min_pairs``, ``alpha_floor``, ``alpha_ceiling`` and, where the section has them,
+    ``calibrator_fallback`` and ``normalize_std``. The anchor window holds as many pairs as the calibrator.
+    ``normalize_std``/``adv_eps`` given here win over the section's (the text track keeps them in ``optim``).
+
+    Raises:
+        AttributeError: the section lacks a required field.
+    """
+    d = RecipeSettings()
+    norm = normalize_std if normalize_std is not None else getattr(section, "normalize_std", d.normalize_std)
+    return RecipeSettings(
+        normalize_std=bool(norm), adv_eps=d.adv_eps if adv_eps is None else float(adv_eps),
+        calibrator_window=section.calibrator_window, calibrator_min_anchors=section.calibrator_min_anchors,
+        calibrator_fallback=getattr(section, "calibrator_fallback", d.calibrator_fallback),
+        window_pairs=section.calibrator_window, alpha_floor=section.alpha_floor, alpha_ceiling=section.alpha_ceiling,
+        fusion_min_pairs=section.fusion_min_pairs)
+
+
+def build_router(recipe: Recipe, anchor_fraction: float, *, kind: str = "fraction", min_anchor_every: int | None = None,
+                 seed: int = 0) -> Router:
+    """The router of ``recipe`` at the configured rho: its long-run anchor fraction is
+    ``recipe.anchor_fraction(rho)`` (1 for grpo, 0 for wm, rho for the fraction recipes), and a fraction recipe at
+    0 < rho < 1 gets at least one anchor group every ``min_anchor_every`` steps (None or 0: no such floor).
+
+    Raises:
+        ValueError: an unknown router kind (the message lists the known ones).
+    """
+    rho = recipe.anchor_fraction(anchor_fraction)
+    floor = (min_anchor_every or None) if recipe.anchors == "fraction" and 0.0 < rho < 1.0 else None
+    return make_router(kind, fraction=rho, min_every=floor, seed=seed)
+
+
+class StepEngine:
+    """The method's state and the stages of a step (module docstring).
+
+    Args:
+        method: a registered recipe name (:func:`wmrl.core.recipe.recipe_names`).
+        settings: the recipe's settings (:func:`recipe_settings`).
+        anchor_fraction: rho, the configured fraction of anchor groups (fraction recipes).
+        router: the router kind (``fraction``, ``stratified``).
+        min_anchor_every: the anchor floor of :func:`build_router` (steps; None or 0: off).
+        seed: the router's seed.
+        always_predict: score every step with the world model even when the recipe does not read it (``grpo``,
+            ``anchor-only``): a diagnostic (r_hat against the anchors' true rewards), at the world model's cost.
+
+    Attributes:
+        recipe: the :class:`~wmrl.core.recipe.Recipe`. state: its :class:`~wmrl.core.recipe.RecipeState`
+        (calibrator, anchor window). router: the :class:`~wmrl.core.routing.Router`.
+
+    Raises:
+        ValueError: unknown method or router kind.
+    """
+
+    def __init__(self, method: str, settings: RecipeSettings = RecipeSettings(), *, anchor_fraction: float = 0.25,
+                 router: str = "fraction", min_anchor_every: int | None = None, seed: int = 0,
+                 always_predict: bool = False) -> None:
+        self.method = method
+        self.always_predict = always_predict
+        self.recipe: Recipe = lookup_recipe(method)
+        self.settings = settings
+        self.state: RecipeState = self.recipe.init_state(settings)
+        self.router: Router = build_router(self.recipe, anchor_fraction, kind=router,
+                                           min_anchor_every=min_anchor_every, seed=seed)
+
+    # ------------------------------------------------------------------ properties of the method
+    @property
+    def uses_world_model(self) -> bool:
+        """Whether the recipe reads the world model's predictions."""
+        return self.recipe.uses_world_model
+
+    @property
+    def fuses(self) -> bool:
+        """Whether the recipe fuses the anchor and world-model streams."""
+        return self.recipe.fuses
+
+    @property
+    def anchor_fraction(self) -> float:
+        """The router's long-run fraction of anchor groups."""
+        return float(self.router.fraction)
+
+    # ------------------------------------------------------------------ the stages one at a time
+    def route(self, group_keys: Sequence[str], step: int) -> np.ndarray:
+        """Stage route: [M] bool, which of the step's M groups (by router key) are anchors."""
+        return np.asarray(self.router.route(list(group_keys), step), dtype=bool)
+
+    def run_recipe(self, x: StepInputs) -> StepOutputs:
+        """Stage recipe: the registered recipe on the step's inputs (:meth:`wmrl.core.recipe.Recipe.step`); the
+        state learns the step's anchors after they were used."""
+        return self.recipe.step(x, self.state, self.settings)
+
+    def learn_late(self, step: int, origin_steps: np.ndarray, group_ids: np.ndarray, reward_true: np.ndarray,
+                   reward_wm: np.ndarray) -> np.ndarray:
+        """Anchor pairs that reach only the calibrator and the window (:meth:`wmrl.core.recipe.Recipe.learn_late`);
+        returns their calibrated world-model rewards [n] float64."""
+        return self.recipe.learn_late(self.state, step, origin_steps, group_ids, reward_true, reward_wm)
+
+    # ------------------------------------------------------------------ a whole step on an environment
+    def step(self, env: Environment, policy: Any, step: int, ledger: StageTimer | None = None) -> StepBatch:
+        """Stage generate (``env.sample``), then :meth:`score`."""
+        with _stage(ledger, "generate"):
+            ro = env.sample(policy, step)
+        return self.score(env, ro, ledger)
+
+    def score(self, env: Environment, ro: Rollouts, ledger: StageTimer | None = None) -> StepBatch:
+        """Stages route, execute || wm_predict and recipe on the rollouts of one step.
+
+        Returns:
+            the step's :class:`~wmrl.step.batch.StepBatch` (``batch`` is ``ro.data``; ``out`` the recipe's outputs;
+            ``reward_true`` NaN off anchors; ``reward_wm`` NaN for a recipe without a world model).
+
+        Raises:
+            RuntimeError: the environment's world model returned a wrong shape or non-finite rewards.
+        """
+        sb = StepBatch(step=ro.step, tasks=list(ro.tasks), batch=ro.data, gid=ro.group_ids,
+                       group_keys=list(ro.group_keys))
+        with _stage(ledger, "route"):
+            sb.anchor_groups = self.route(sb.group_keys, sb.step)
+            sb.is_anchor = sb.anchor_groups[sb.gid]
+            if ledger is not None:
+                ledger.add_groups(sb.M, int(sb.anchor_groups.sum()))
+        idx = sb.anchor_idx
+        pending = env.submit(ro, idx) if idx.size else None
+        if self.uses_world_model or self.always_predict:
+            with _stage(ledger, "wm_predict"):
+                pred = env.predict(ro)
+            r_hat = np.asarray(pred.reward_wm, dtype=np.float64)
+            if r_hat.shape != (sb.B,) or not np.all(np.isfinite(r_hat)):
+                raise RuntimeError(f"environment {env.name!r}: the world model returned shape {r_hat.shape} with "
+                                   f"{int((~np.isfinite(r_hat)).sum())} non-finite rewards; expected ({sb.B},) finite")
+            sb.reward_wm, sb.outcome_wm = r_hat, pred.outcome
+            sb.env_stats.update(pred.stats)
+        with _stage(ledger, "execute"):
+            res = env.collect(pending) if pending is not None else Outcomes.empty()
+        self.apply_outcomes(sb, res)
+        if ledger is not None:
+            ledger.add_executions("anchor", res.costs)
+        with _stage(ledger, "recipe"):
+            sb.out = self.run_recipe(StepInputs(step=sb.step, group_ids=sb.gid, is_anchor=sb.is_anchor,
+                                                valid=sb.valid, reward_true=sb.reward_true, reward_wm=sb.reward_wm))
+        return sb
+
+    @staticmethod
+    def apply_outcomes(sb: StepBatch, res: Outcomes) -> None:
+        """Write real outcomes into the step batch: ``reward_true``, ``status``, ``error`` and ``valid`` at
+        ``res.idx`` (an invalid outcome's reward stays NaN)."""
+        for j, i in enumerate(np.asarray(res.idx, dtype=np.int64)):
+            sb.status[i], sb.error[i] = res.status[j], res.error[j]
+            if res.valid[j] and np.isfinite(res.reward_true[j]):
+                sb.reward_true[i] = float(res.reward_true[j])
+            else:
+                sb.valid[i] = False
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """``{"recipe": ..., "router": ...}``: what a checkpoint keeps of the method's state."""
+        return {"recipe": self.state.state_dict(), "router": self.router.state_dict()}
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.state.load_state_dict(d["recipe"])
+        self.router.load_state_dict(d["router"])
+
+
+def _stage(ledger: StageTimer | None, name: str) -> AbstractContextManager[Any]:
+    return ledger.stage(name) if ledger is not None else nullcontext()

@@ -1,0 +1,190 @@
+"""The environment seam: what the step engine asks of any kind of task, and the registry of environments.
+
+An RL environment in WMRL has two ways to reward a trajectory: the expensive real one (execute a program in the
+sandbox and grade it; read a robot simulator's success) and the world model's prediction of it. The
+:class:`Environment` protocol is those two plus sampling::
+
+    sample(policy, step)           -> Rollouts     B trajectories in M groups (G per group, one group key each)
+    submit(rollouts, idx)          -> pending      start the real reward of trajectories idx (anchors)
+    predict(rollouts)              -> Predictions  the world model's reward r_hat of every trajectory
+    collect(pending)               -> Outcomes     the real rewards of idx (waits for them)
+
+The engine (:meth:`wmrl.step.engine.StepEngine.score`) calls ``submit`` before ``predict`` and ``collect`` after
+it, so an environment whose executions run elsewhere (a sandbox pool) overlaps them with the world model;
+one whose real reward is at hand (a simulator episode's success) returns it from ``submit``. What the world model
+reads (the prompt and the program, the visited states of an episode) is the environment's business: the world
+model's input comes from the environment.
+
+Environments are registered by name (in the manner of Gymnasium's registry): :func:`register_environment`
+(a decorator on a factory), :func:`make_environment`, :func:`environment_names`. The built-in ones:
+
+==============  ===========================================================  =================================
+``kaggle``      Kaggle-style tasks: programs run in the sandbox, graded on      :mod:`wmrl.step.kaggle`
+                the leaderboard percentile; the world model reads the program
+``metaworld``   Meta-World manipulation: episodes of a Gaussian policy;       :mod:`wmrl.embodied.environment`
+                success is the real reward, a progress predictor the model
+``research``    multi-turn research episodes (Gymnasium env): a program per   :mod:`wmrl.episodes.env`
+                turn with validation feedback, the final submission graded
+==============  ===========================================================  =================================
+
+Adding an environment is one module: a class with the four methods, and ``@register_environment("name")`` on its
+factory (docs/architecture.md, "Adding an environment", works one example through).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@dataclass
+class Rollouts:
+    """B trajectories of one step in M groups, as an environment sampled them.
+
+    Attributes:
+        step: the training step (1-based).
+        group_keys: [M] the router's key of each group (a task id, an initial state's key).
+        group_ids: [B] int64 group of each trajectory, in 0..M-1.
+        data: the environment's own trajectories (a ``RolloutBatch`` of token sequences, an episode batch).
+        tasks: [M] the groups' task objects when the environment has them (text tasks), else empty.
+
+    Raises:
+        ValueError: group ids outside 0..M-1.
+    """
+
+    step: int
+    group_keys: list[str]
+    group_ids: np.ndarray
+    data: Any
+    tasks: list[Any] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.group_ids = np.asarray(self.group_ids, dtype=np.int64)
+        M = len(self.group_keys)
+        if self.group_ids.size and (self.group_ids.min() < 0 or self.group_ids.max() >= M):
+            raise ValueError(f"group ids must lie in 0..{M - 1} (one per group key); got "
+                             f"{int(self.group_ids.min())}..{int(self.group_ids.max())}")
+
+    @property
+    def B(self) -> int:
+        """Trajectories."""
+        return int(self.group_ids.size)
+
+
+@dataclass
+class Outcomes:
+    """The real rewards of n trajectories (the anchors of a step).
+
+    Attributes:
+        idx: [n] int64 the trajectories' indices in the step's rollouts.
+        reward_true: [n] float64 true reward (NaN: none, e.g. an infrastructure failure).
+        valid: [n] bool False: no usable outcome (infrastructure failure, no reward); dropped from the gradient,
+            the baselines and the calibration.
+        status: [n] the outcome's status (``ok``, ``runtime_error``, ..., ``success``/``failure``), or None.
+        error: [n] the error message, or None.
+        costs: [n] what each real reward cost, for the compute ledger: objects with ``status``, ``cpu_s``
+            (CPU-seconds) and ``wall_s`` (seconds), e.g. :class:`wmrl.execution.types.ExecutionResult`.
+    """
+
+    idx: np.ndarray
+    reward_true: np.ndarray
+    valid: np.ndarray
+    status: list[str | None]
+    error: list[str | None]
+    costs: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def empty(cls) -> Outcomes:
+        """No outcome (a step without anchors)."""
+        return cls(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, bool), [], [], [])
+
+
+@dataclass
+class Predictions:
+    """The world model's view of a step's B trajectories.
+
+    Attributes:
+        reward_wm: [B] float64 raw predicted reward r_hat (finite).
+        outcome: the full prediction when the world model gives one (text tasks: an
+            :class:`wmrl.world_model.outcome.OutcomePrediction` with the status distribution), else None.
+        stats: what the environment reports about the prediction (e.g. ``wm_states_scored``), logged with the step.
+    """
+
+    reward_wm: np.ndarray
+    outcome: Any = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """A kind of task the step engine trains on (module docstring)."""
+
+    name: str
+
+    def sample(self, policy: Any, step: int) -> Rollouts:
+        """B trajectories of ``step`` in M groups, sampled with seeds that are a pure function of (run seed, step),
+        so a resumed run draws the same ones."""
+        ...
+
+    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> Any:
+        """Start the real reward of trajectories ``idx`` ([n] int64); returns what :meth:`collect` takes."""
+        ...
+
+    def predict(self, rollouts: Rollouts) -> Predictions:
+        """The world model's rewards of all B trajectories.
+
+        Raises:
+            RuntimeError: a prediction of the wrong shape or a non-finite one.
+        """
+        ...
+
+    def collect(self, pending: Any) -> Outcomes:
+        """The real rewards started by :meth:`submit` (waits for them)."""
+        ...
+
+
+#: name -> factory(**kwargs) -> Environment
+_ENVIRONMENTS: dict[str, Callable[..., Environment]] = {}
+
+
+def register_environment(name: str) -> Callable[[Callable[..., Environment]], Callable[..., Environment]]:
+    """Decorator: register ``factory`` (a class or a function returning an :class:`Environment`) as ``name``.
+
+    Raises:
+        ValueError: ``name`` is registered already (by another factory).
+    """
+    def deco(factory: Callable[..., Environment]) -> Callable[..., Environment]:
+        old = _ENVIRONMENTS.get(name)
+        if old is not None and old is not factory and getattr(old, "__qualname__", None) != factory.__qualname__:
+            raise ValueError(f"environment {name!r} is registered already ({old!r}); choose another name")
+        _ENVIRONMENTS[name] = factory
+        return factory
+    return deco
+
+
+#: The modules whose import registers the built-in environments (imported on first lookup, so that importing
+#: the engine stays light).
+BUILTIN_ENVIRONMENTS = {"kaggle": "wmrl.step.kaggle", "metaworld": "wmrl.embodied.environment",
+                        "research": "wmrl.episodes.env"}
+
+
+def environment_names() -> list[str]:
+    """The registered environment names (the built-in ones included), sorted."""
+    return sorted(set(_ENVIRONMENTS) | set(BUILTIN_ENVIRONMENTS))
+
+
+def make_environment(name: str, **kwargs: Any) -> Environment:
+    """Build the environment registered as ``name`` with ``kwargs``.
+
+    Raises:
+        KeyError: no such environment (the message lists the registered ones).
+    """
+    if name not in _ENVIRONMENTS and name in BUILTIN_ENVIRONMENTS:
+        import importlib  # noqa: PLC0415 - a built-in environment's module is heavy (torch, mujoco)
+
+        importlib.import_module(BUILTIN_ENVIRONMENTS[name])
+    if name not in _ENVIRONMENTS:
+        raise KeyError(f"unknown environment {name!r}; registered: {', '.join(environment_names())}")
+    return _ENVIRONMENTS[name](**kwargs)
