@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import abc
 import math
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -264,13 +265,38 @@ class StratifiedRouter(Router):
         self.task_carry = {str(k): float(v) for k, v in state.get("task_carry", {}).items()}
 
 
+class HashRouter(Router):
+    """Stateless per-key routing: group ``key`` is an anchor when ``crc32(seed, key) / 2**32 < rho``.
+
+    For trainers whose reward workers route samples apart, without shared state (verl's reward manager): every
+    process that sees the same key decides the same way. Each key is a Bernoulli(rho) draw, so unlike
+    :class:`FractionRouter` there is no exact count per step and no ``min_every`` floor (it is refused).
+    """
+
+    def __init__(self, fraction: float = 0.1, min_every: int | None = None, seed: int = 0) -> None:
+        if min_every is not None:
+            raise ValueError("the hash router decides each key on its own and cannot guarantee min_every; pass None")
+        super().__init__(fraction=fraction, min_every=None, seed=seed)
+        self._plan: np.ndarray | None = None
+
+    def _count(self, ids: list[str], step: int) -> int:
+        u = np.array([zlib.crc32(f"{self.seed}\x00{x}".encode()) for x in ids], dtype=np.float64)
+        self._plan = u / 2.0 ** 32 < self.fraction
+        return int(self._plan.sum())
+
+    def _choose(self, ids: list[str], k: int, uncertainty: np.ndarray | None) -> np.ndarray:
+        assert self._plan is not None
+        return np.flatnonzero(self._plan)
+
+
 def make_router(kind: str, fraction: float = 0.1, min_every: int | None = 10, seed: int = 0) -> Router:
-    """Build a router by name: ``"fraction"``, ``"stratified"`` or ``"uncertainty"``.
+    """Build a router by name: ``"fraction"``, ``"stratified"``, ``"uncertainty"`` or ``"hash"``.
 
     Raises:
         ValueError: unknown kind (the message lists the known ones).
     """
-    kinds = {"fraction": FractionRouter, "stratified": StratifiedRouter, "uncertainty": UncertaintyRouter}
+    kinds = {"fraction": FractionRouter, "stratified": StratifiedRouter, "uncertainty": UncertaintyRouter,
+             "hash": HashRouter}
     if kind not in kinds:
         raise ValueError(f"unknown router {kind!r}; choose one of {sorted(kinds)}")
     return kinds[kind](fraction=fraction, min_every=min_every, seed=seed)

@@ -126,7 +126,6 @@ class EmbodiedTrainer:
     """Runs one embodied run in ``rd`` (create through :func:`run_embodied`)."""
 
     def __init__(self, cfg: EmbodiedConfig, rd: RunDir, art: Path):
-        from wmrl.core.routing import make_router
 
         torch.set_num_threads(cfg.threads)
         self.cfg, self.rd, self.art = cfg, rd, art

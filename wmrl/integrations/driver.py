@@ -2,13 +2,14 @@
 call the same registered recipe as wmrl's trainer (:meth:`wmrl.core.recipe.Recipe.step`).
 
 The foreign trainer (TRL, verl) owns generation and the policy update; this module owns what happens
-between them, stage by stage as in ``wmrl/training/trainer.py``::
+between them, on the step engine (:mod:`wmrl.step.engine`) and the Kaggle-task environment
+(:class:`wmrl.step.kaggle.KaggleEnvironment`) that wmrl's own trainer uses::
 
-    route       FractionRouter(rho) marks the anchor groups of the step (seeded; all for ``grpo``, none for ``wm``)
+    route       the engine's router marks the anchor groups of the step (seeded; all for ``grpo``, none for ``wm``)
     execute     every anchor sample's program (the scaffold renders the completion) runs in the executor
                 (``wmrl.execution.pool.LocalExecutor`` or the Ray pool: sandboxed), futures in flight...
     wm_predict  ...while the world model scores every sample (r_hat)
-    recipe      get_recipe(method).step(StepInputs, state, settings): reward_used, advantages, weights
+    recipe      the engine's recipe stage (the registered recipe): reward_used, advantages, weights
 
 From weights to a trainer's advantages (:func:`loss_advantages`). The recipe's loss is
 ``sum_i w_i * l_i(A_i)`` (``wmrl.core.losses``) with per-sequence losses l_i built from
@@ -32,8 +33,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from wmrl.core.recall import MeasuredRewards
-from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepInputs, StepOutputs, get_recipe
-from wmrl.core.routing import FractionRouter
+from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepInputs, StepOutputs
+from wmrl.core.routing import Router
+from wmrl.step.engine import StepEngine
+from wmrl.step.environment import Rollouts
+from wmrl.step.kaggle import KaggleEnvironment, TextTrajectories
 
 
 def loss_advantages(out: StepOutputs) -> np.ndarray:
@@ -102,7 +106,7 @@ class WMRLDriver:
         run: the run name written into each anchor's trajectory record (the execution log).
 
     Raises:
-        KeyError: unknown method. ValueError: a recipe that needs a world model without one.
+        ValueError: unknown method, or a recipe that needs a world model without one.
     """
 
     def __init__(self, tasks: Sequence[Any] | Mapping[str, Any], scaffold: Any, world_model: Any, executor: Any, *,
@@ -110,24 +114,43 @@ class WMRLDriver:
                  settings: RecipeSettings = RecipeSettings(), seed: int = 0, time_limit_s: float | None = None,
                  run: str = "integration") -> None:
         self.tasks = dict(tasks) if isinstance(tasks, Mapping) else {t.id: t for t in tasks}
-        self.recipe: Recipe = get_recipe(method)
+        self.engine = StepEngine(method, settings, anchor_fraction=anchor_fraction, min_anchor_every=min_anchor_every,
+                                 seed=seed)
         if self.recipe.uses_world_model and world_model is None:
             raise ValueError(f"recipe {method!r} scores completions with a world model: pass world_model")
         self.scaffold, self.world_model, self.executor = scaffold, world_model, executor
-        self.settings = settings
-        self.state: RecipeState = self.recipe.init_state(settings)
-        rho = self.recipe.anchor_fraction(anchor_fraction)
-        self.router = FractionRouter(fraction=rho, min_every=min_anchor_every if 0.0 < rho < 1.0 else None, seed=seed)
+        self.env = KaggleEnvironment(list(self.tasks.values()), scaffold, executor, world_model, run=run,
+                                     time_limit_s=time_limit_s)
         self.time_limit_s, self.run = time_limit_s, run
         self.history: list[StepRecord] = []
         #: measured rewards of the anchors so far, recalled for world-model samples by recipes with ``recall``
         #: (add a warm-up corpus with ``measured.add_records``)
         self.measured = MeasuredRewards()
 
+    @property
+    def recipe(self) -> Recipe:
+        """The registered recipe (the engine's)."""
+        return self.engine.recipe
+
+    @property
+    def state(self) -> RecipeState:
+        """The recipe's state: calibrator and anchor window (the engine's)."""
+        return self.engine.state
+
+    @property
+    def settings(self) -> RecipeSettings:
+        """The recipe's settings (the engine's)."""
+        return self.engine.settings
+
+    @property
+    def router(self) -> Router:
+        """The anchor router (the engine's)."""
+        return self.engine.router
+
     # ------------------------------------------------------------------ stages
     def route(self, group_task_ids: Sequence[str], step: int) -> np.ndarray:
         """[M] bool: which groups of ``step`` are anchors."""
-        return np.asarray(self.router.route(list(group_task_ids), step), dtype=bool)
+        return self.engine.route(list(group_task_ids), step)
 
     def task(self, task_id: str) -> Any:
         """The task ``task_id``.
@@ -135,10 +158,7 @@ class WMRLDriver:
         Raises:
             KeyError: a completion of a task the driver was not given (the message lists the known ones).
         """
-        try:
-            return self.tasks[str(task_id)]
-        except KeyError:
-            raise KeyError(f"unknown task {task_id!r}; the driver knows {sorted(self.tasks)}") from None
+        return self.env.task(task_id)
 
     def measure(self, step: int, task_ids: Sequence[str], prompts: Sequence[str], completions: Sequence[str],
                 group_ids: np.ndarray, is_anchor: np.ndarray
@@ -157,42 +177,28 @@ class WMRLDriver:
         Raises:
             RuntimeError: the world model returned the wrong shape or non-finite scores.
         """
-        from wmrl.execution.pool import result_or_infra
-        from wmrl.execution.types import ExecutionRequest
-        from wmrl.trajectory import Trajectory
-
         B = len(task_ids)
-        futures: dict[int, tuple[Any, Any]] = {}
+        for t in task_ids:
+            self.task(t)  # an unknown task is refused before anything runs
+        gid = np.asarray(group_ids, dtype=np.int64)
+        _, dense = np.unique(gid, return_inverse=True)  # groups 0..M-1 in the order of their ids (request ids use them)
+        ro = Rollouts(step=int(step), group_keys=[str(g) for g in np.unique(gid)], group_ids=dense,
+                      data=TextTrajectories([str(t) for t in task_ids], list(prompts), list(completions)))
         t0 = time.perf_counter()
-        for i in np.flatnonzero(is_anchor):
-            task = self.task(task_ids[i])
-            req = ExecutionRequest(
-                task=task, program=self.scaffold.render(task, completions[i]), request_id=f"s{step}-g{group_ids[i]}-i{i}",
-                time_limit_s=self.time_limit_s,
-                trajectory=Trajectory(stream="anchor", run=self.run, step=int(step), group_id=int(group_ids[i]),
-                                      sample=int(i), task_id=task.id, prompt=prompts[i], completion=completions[i],
-                                      scaffold=getattr(self.scaffold, "name", "")))
-            futures[int(i)] = (self.executor.submit(req), req)
+        idx = np.flatnonzero(is_anchor)
+        pending = self.env.submit(ro, idx)
         reward_wm = np.full(B, np.nan)
         if self.recipe.uses_world_model:
-            import torch
-
-            with torch.no_grad():
-                reward_wm = np.asarray(self.world_model.predict(list(prompts), list(completions)), dtype=np.float64)
-            if reward_wm.shape != (B,) or not np.all(np.isfinite(reward_wm)):
-                raise RuntimeError(f"world model returned shape {reward_wm.shape} with "
-                                   f"{int((~np.isfinite(reward_wm)).sum())} non-finite scores; expected ({B},) finite "
-                                   "(was it fitted on rewards?)")
+            reward_wm = self.env.predict(ro).reward_wm
+        res = self.env.collect(pending)
+        wall = time.perf_counter() - t0 if pending else 0.0
         reward_true, valid = np.full(B, np.nan), np.ones(B, dtype=bool)
         statuses: list[str | None] = [None] * B
-        results = {i: result_or_infra(fut, req) for i, (fut, req) in futures.items()}
-        wall = time.perf_counter() - t0 if futures else 0.0
-        for i, r in results.items():
-            statuses[i] = getattr(r.status, "value", str(r.status))
-            if statuses[i] == "infra_error" or r.reward is None:
-                valid[i] = False
-            else:
-                reward_true[i] = float(r.reward)
+        for j, i in enumerate(res.idx):
+            statuses[i] = res.status[j]
+            valid[i] = bool(res.valid[j])
+            reward_true[i] = res.reward_true[j]
+        results = {int(i): r for i, r in zip(res.idx, res.costs)}
         return reward_true, reward_wm, valid, statuses, wall, results
 
     def recall(self, task_ids: Sequence[str], completions: Sequence[str], measured: np.ndarray,
@@ -233,14 +239,12 @@ class WMRLDriver:
         rt, rw, valid, statuses, wall, results = self.measure(step, task_ids, prompts, completions, gid, is_anchor)
         x = StepInputs(step=int(step), group_ids=gid, is_anchor=is_anchor, valid=valid, reward_true=rt, reward_wm=rw,
                        reward_recalled=self.recall(task_ids, completions, is_anchor & valid, rt))
-        rec = StepRecord(x, self.recipe.step(x, self.state, self.settings), [str(t) for t in task_ids], statuses,
-                         wall, results)
+        rec = StepRecord(x, self.engine.run_recipe(x), [str(t) for t in task_ids], statuses, wall, results)
         self.history.append(rec)
         return rec
 
 
 def replay(method: str, inputs: Sequence[StepInputs], settings: RecipeSettings = RecipeSettings()) -> list[StepOutputs]:
     """Run ``inputs`` through a fresh state of recipe ``method`` (what a check of an integration compares to)."""
-    recipe = get_recipe(method)
-    state = recipe.init_state(settings)
-    return [recipe.step(x, state, settings) for x in inputs]
+    engine = StepEngine(method, settings)
+    return [engine.run_recipe(x) for x in inputs]

@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import importlib
 import os
-import zlib
 from typing import Any
 
 import numpy as np
 
 from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe
+from wmrl.core.routing import make_router
 from wmrl.integrations.driver import loss_advantages
 
 #: reward_score of an infrastructure failure (rewards are percentiles in [0, 1]; the recipe drops the sample).
@@ -61,14 +61,15 @@ def settings_from_env() -> dict[str, Any]:
 
 
 def anchor_groups(uids: Any, anchor_fraction: float, seed: int = 0) -> np.ndarray:
-    """[N] bool: whether each uid's group is an anchor, ``crc32(seed, uid) / 2**32 < rho``.
+    """[N] bool: whether each uid's group is an anchor (:class:`wmrl.core.routing.HashRouter`:
+    ``crc32(seed, uid) / 2**32 < rho``).
 
     Stateless and seeded, so verl's reward workers and its driver agree on every sample without sharing
     state; verl draws a fresh uid per prompt per step, so each group is a fresh Bernoulli(rho) draw (unlike
     wmrl's :class:`~wmrl.core.routing.FractionRouter` there is no exact count and no min-every guarantee).
     """
-    u = np.array([zlib.crc32(f"{int(seed)}\x00{x}".encode()) for x in np.asarray(uids, dtype=object)], dtype=np.float64)
-    return u / 2.0 ** 32 < float(anchor_fraction)
+    keys = [str(x) for x in np.asarray(uids, dtype=object)]
+    return make_router("hash", fraction=float(anchor_fraction), min_every=None, seed=int(seed)).route(keys, 0)
 
 
 class _EstimatorState:

@@ -341,3 +341,24 @@ def late_sample_lines(step: int, late: LatePairs, tilde: np.ndarray, used: np.nd
                           "completion": batch.completions[i][:2000]})
             s += 1
     return lines
+
+
+def anchor_request(task: Any, program: str, *, step: int, group: int, sample: int, run: str, prompt: str,
+                   completion: str, scaffold: str, completion_tokens: int | None = None,
+                   time_limit_s: float | None = None, turn: int | None = None,
+                   extra: dict[str, Any] | None = None) -> Any:
+    """The :class:`~wmrl.execution.types.ExecutionRequest` of one anchor trajectory, as every trainer and integration
+    writes it: request id ``s{step}-g{group}-i{sample}`` (``-t{turn}`` for a later turn of a multi-turn episode), the
+    trajectory record the execution log keeps (stream ``anchor``), the wall limit (seconds; None: the task's own).
+    """
+    from wmrl.execution.types import ExecutionRequest  # noqa: PLC0415 - keeps the engine's import light
+    from wmrl.trajectory import Trajectory  # noqa: PLC0415
+
+    return ExecutionRequest(
+        task=task, program=program,
+        request_id=f"s{step}-g{group}-i{sample}" + (f"-t{turn}" if turn is not None else ""),
+        time_limit_s=time_limit_s,
+        trajectory=Trajectory(stream="anchor", run=run, step=int(step), group_id=int(group), sample=int(sample),
+                              task_id=task.id, prompt=prompt, completion=completion, scaffold=scaffold,
+                              completion_tokens=completion_tokens,
+                              extra=({"turn": turn} if turn is not None else {}) | dict(extra or {})))

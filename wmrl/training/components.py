@@ -4,15 +4,17 @@ trainer, the evaluation and the bench share, so that a resumed run draws exactly
 would."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
-from wmrl.core.recipe import RecipeSettings, get_recipe
+from wmrl.core.recipe import RecipeSettings
 from wmrl.runs.rundir import RunDirError, now_iso  # noqa: F401 (re-exported)
+from wmrl.step.engine import lookup_recipe
+from wmrl.step.engine import recipe_settings as engine_recipe_settings
+from wmrl.step.kaggle import sampling_seed, select_tasks  # noqa: F401 (re-exported: the schedules)
 from wmrl.interfaces import Executor, Policy, Scaffold, WorldModel
 from wmrl.tasks.spec import Task
 from wmrl.training.config import TrainConfig
@@ -83,28 +85,6 @@ class RunSummary:
         return d
 
 
-def select_tasks(task_ids: Sequence[str], m: int, step: int, seed: int) -> list[int]:
-    """Indices of the M tasks of ``step`` (1-based): the task list is cycled through in a seeded
-    shuffled order, reshuffled every pass (epoch). Pure function of its arguments, so a resumed run
-    picks the same tasks."""
-    n = len(task_ids)
-    if n == 0:
-        raise ValueError("no train tasks")
-    out = []
-    for j in range(m):
-        k = (step - 1) * m + j
-        epoch, pos = divmod(k, n)
-        perm = np.random.default_rng([seed, epoch, 7919]).permutation(n)
-        out.append(int(perm[pos]))
-    return out
-
-
-def sampling_seed(seed: int, step: int, stream: int = 0) -> int:
-    """Seed of the policy's sampling at ``step`` (stream 0 = training, 1 = evaluation): a pure function,
-    so a resumed run draws the same trajectories as an uninterrupted one."""
-    return int(np.random.SeedSequence([seed, step, stream]).generate_state(1)[0])
-
-
 def eval_sampling_seed(seed: int, step: int, split: str, has_heldout: bool) -> int:
     """Sampling seed of an evaluation at ``step``: stream 1 for the held-out tasks, and for the train
     tasks stream 2 when the run has held-out tasks (evaluated first) else 1; any other split (custom
@@ -116,14 +96,10 @@ def eval_sampling_seed(seed: int, step: int, split: str, has_heldout: bool) -> i
 def anchor_fraction(cfg: TrainConfig) -> float:
     """The router's long-run fraction of anchor groups: 1 for ``grpo``, 0 for ``wm``, rho otherwise
     (:meth:`wmrl.core.recipe.Recipe.anchor_fraction`)."""
-    return get_recipe(cfg.method).anchor_fraction(cfg.wmrl.anchor_fraction)
+    return lookup_recipe(cfg.method).anchor_fraction(cfg.wmrl.anchor_fraction)
 
 
 def recipe_settings(cfg: TrainConfig) -> RecipeSettings:
-    """The recipe's hyper-parameters from the config (``optim`` advantages, ``wmrl`` calibration and fusion);
-    the anchor window holds the same number of pairs as the calibrator."""
-    w, o = cfg.wmrl, cfg.optim
-    return RecipeSettings(normalize_std=o.normalize_std, adv_eps=o.adv_eps, calibrator_window=w.calibrator_window,
-                          calibrator_min_anchors=w.calibrator_min_anchors, calibrator_fallback=w.calibrator_fallback,
-                          window_pairs=w.calibrator_window, alpha_floor=w.alpha_floor, alpha_ceiling=w.alpha_ceiling,
-                          fusion_min_pairs=w.fusion_min_pairs)
+    """The recipe's hyper-parameters of a text run (:func:`wmrl.step.engine.recipe_settings` of the ``wmrl`` section,
+    with the ``optim`` section's advantage normalisation)."""
+    return engine_recipe_settings(cfg.wmrl, normalize_std=cfg.optim.normalize_std, adv_eps=cfg.optim.adv_eps)

@@ -25,7 +25,7 @@ from pydantic import Field, model_validator
 from wmrl.core.recipe import get_recipe, recipe_names
 from wmrl.runs import config as _kit
 from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for the text track's callers)
-    ConfigError, ConfigSection, Float, Int, OptFloat, OptIds, OptStr, _errors_text, _require_finite, _Section,
+    ConfigError, ConfigSection, Float, Int, OptFloat, OptIds, OptStr, _errors_text, _is_section, _require_finite, _Section,
     dump_config, load_yaml, save_config)
 
 

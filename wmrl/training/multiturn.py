@@ -33,6 +33,7 @@ import numpy as np
 from wmrl.core.episodes import best_turn, finite_mean, reward_after_turn, turn_row_weights
 from wmrl.episodes.observation import observation_from_prediction, observation_from_result
 from wmrl.episodes.rollout import Episodes, TurnFeedback
+from wmrl.step.anchors import anchor_request
 
 
 def _status(r: Any) -> str:
@@ -55,9 +56,7 @@ class StepFeedback:
 
     def __call__(self, turn: int, eps: Sequence[int], batch: Any) -> list[TurnFeedback]:
         from wmrl.execution.pool import result_or_infra
-        from wmrl.execution.types import ExecutionRequest
         from wmrl.tasks.validation import validation_view
-        from wmrl.trajectory import Trajectory
 
         t, sb, cfg, L = self.t, self.sb, self.cfg, self.t.ledger
         ec = cfg.episode
@@ -69,15 +68,12 @@ class StepFeedback:
             futures = {}
             for r in anchor_rows:
                 e = eps[r]
-                req = ExecutionRequest(
-                    task=views[tasks[r].id], program=batch.programs[r],
-                    request_id=f"s{sb.step}-g{sb.gid[e]}-i{e}-t{turn}", time_limit_s=cfg.executor.time_limit_s,
-                    trajectory=Trajectory(
-                        stream="anchor", run=cfg.name or cfg.method, step=sb.step, group_id=int(sb.gid[e]),
-                        sample=int(e), task_id=tasks[r].id, prompt=self.base_prompts[tasks[r].id],
-                        completion=batch.completions[r], scaffold=t.c.scaffold.name,
-                        completion_tokens=int(batch.completion_mask[r].sum()),
-                        extra={"turn": turn, "episode_prompt_chars": len(batch.prompts[r])}))
+                req = anchor_request(
+                    views[tasks[r].id], batch.programs[r], step=sb.step, group=int(sb.gid[e]), sample=int(e),
+                    run=cfg.name or cfg.method, prompt=self.base_prompts[tasks[r].id], completion=batch.completions[r],
+                    scaffold=t.c.scaffold.name, completion_tokens=int(batch.completion_mask[r].sum()),
+                    time_limit_s=cfg.executor.time_limit_s, turn=turn,
+                    extra={"episode_prompt_chars": len(batch.prompts[r])})
                 futures[r] = (t.anchors.executor.submit(req), req)
         r_hat = np.full(len(eps), np.nan)
         if t._predicts:

@@ -40,24 +40,26 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from wmrl.core.episodes import finite_mean
-from wmrl.core.recipe import Recipe, StepOutputs, calibration_record, get_recipe
+from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepOutputs, calibration_record
+from wmrl.core.routing import Router
 from wmrl.core.staleness import UnanchoredSteps, late_clip
 from wmrl.training.alarm import ExploitationWatch
 from wmrl.training.config import TrainConfig
-from wmrl.step.anchors import AnchorRuns, AnchorStream, LatePairs, late_sample_lines, late_update_parts, \
+from wmrl.step.anchors import AnchorRuns, AnchorStream, late_sample_lines, late_update_parts, \
     recipe_inputs
 from wmrl.runs.ledger import Ledger
-from wmrl.runs.rundir import RunDir, rng_state, set_rng_state
-from wmrl.training.components import Components, anchor_fraction, eval_sampling_seed, now_iso, recipe_settings, \
-    sampling_seed, select_tasks
+from wmrl.runs.rundir import RunDir, json_safe, rng_state, set_rng_state
+from wmrl.step.batch import StepBatch
+from wmrl.step.engine import StepEngine
+from wmrl.step.environment import Rollouts
+from wmrl.step.kaggle import KaggleEnvironment, predict_rewards
+from wmrl.training.components import Components, eval_sampling_seed, now_iso, recipe_settings, sampling_seed
 from wmrl.training.console import _fmt, _step_line
 from wmrl.training.multiturn import WallTimes, add_turns, earlier_anchor_pairs, episode_metrics, rollout_step, \
     update_parts
@@ -80,17 +82,15 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, rd: RunDir, comps: Components, ledger: Ledger):
         import torch
 
-        from wmrl.core.routing import make_router
-
         self.cfg, self.rd, self.c, self.ledger = cfg, rd, comps, ledger
         self.method = cfg.method
-        self.recipe: Recipe = get_recipe(cfg.method)
-        self.settings = recipe_settings(cfg)
-        self.recipe_state = self.recipe.init_state(self.settings)
-        w = cfg.wmrl
-        self.router = make_router(w.router, fraction=anchor_fraction(cfg),
-                                  min_every=(w.min_anchor_every or None) if self.recipe.anchors == "fraction" else None,
-                                  seed=cfg.seed)
+        w, ro = cfg.wmrl, cfg.rollout
+        self.engine = StepEngine(cfg.method, recipe_settings(cfg), anchor_fraction=w.anchor_fraction, router=w.router,
+                                 min_anchor_every=w.min_anchor_every, seed=cfg.seed)
+        self.env = KaggleEnvironment(comps.train_tasks, comps.scaffold, comps.executor, comps.world_model,
+                                     tasks_per_step=ro.tasks_per_step, group_size=ro.group_size,
+                                     max_new_tokens=ro.max_new_tokens, temperature=ro.temperature, top_p=ro.top_p,
+                                     seed=cfg.seed, run=cfg.name or cfg.method, time_limit_s=cfg.executor.time_limit_s)
         self.params = list(comps.policy.trainable_parameters())
         if not self.params:
             raise RuntimeError("the policy has no trainable parameters (LoRA adapter missing?)")
@@ -110,14 +110,33 @@ class Trainer:
         self._last_eval: dict[str, dict[str, Any]] = {}
         self._live: dict[str, Any] = {}
 
+    @property
+    def recipe(self) -> Recipe:
+        """The method's registered recipe (the engine's)."""
+        return self.engine.recipe
+
+    @property
+    def recipe_state(self) -> RecipeState:
+        """The recipe's state: calibrator and anchor window (the engine's)."""
+        return self.engine.state
+
+    @property
+    def settings(self) -> RecipeSettings:
+        """The recipe's settings (the engine's)."""
+        return self.engine.settings
+
+    @property
+    def router(self) -> Router:
+        """The anchor router (the engine's)."""
+        return self.engine.router
+
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         """The JSON part of a checkpoint (``trainer_state.json``)."""
         return {
             "step": self.step,
             "method": self.method,
-            "recipe": self.recipe_state.state_dict(),
-            "router": self.router.state_dict(),
+            **self.engine.state_dict(),  # "recipe" (calibrator, window) and "router"
             "ledger": self.ledger.state_dict(),
             "n_infra_total": self.n_infra_total,
             "n_infra_alarms": self.n_infra_alarms,
@@ -143,7 +162,7 @@ class Trainer:
             torch.save(rng_state(), tmp / "rng.pt")
             if self.wm_refreshed and self.c.world_model is not None:
                 self.c.world_model.save(tmp / "world_model")
-            (tmp / "trainer_state.json").write_text(json.dumps(_json_safe(self.state_dict()), indent=1))
+            (tmp / "trainer_state.json").write_text(json.dumps(json_safe(self.state_dict()), indent=1))
         return self.rd.checkpoints / self.rd.checkpoint_name(self.step)
 
     def load_checkpoint(self, path: Path) -> None:
@@ -168,9 +187,8 @@ class Trainer:
             self.c.world_model.load(path / "world_model")
         self.optimizer.load_state_dict(opt_state)
         # checkpoints written before the recipe object kept "calibrator" and "window" at the top level
-        self.recipe_state.load_state_dict(st["recipe"] if "recipe" in st else
-                                          {"calibrator": st["calibrator"], "window": st["window"]})
-        self.router.load_state_dict(st["router"])
+        self.engine.load_state_dict({"recipe": st["recipe"] if "recipe" in st else
+                                     {"calibrator": st["calibrator"], "window": st["window"]}, "router": st["router"]})
         self.ledger.load_state_dict(st["ledger"])
         self.n_infra_total = int(st["n_infra_total"])
         self.n_infra_alarms = int(st.get("n_infra_alarms", 0))  # absent from runs saved before the alarm
@@ -223,22 +241,19 @@ class Trainer:
         return self.c.world_model is not None and self.recipe.uses_world_model
 
     def _generate(self, step: int) -> StepBatch:
-        """Stage generate: M train tasks of ``step`` (:func:`select_tasks`), G programs each, sampled
-        with the seed :func:`sampling_seed` (``step``) so a resumed run draws the same ones."""
-        import torch
+        """Stage generate: M train tasks of ``step``, G programs each (:meth:`KaggleEnvironment.sample`: seeded by
+        ``step``, so a resumed run draws the same ones)."""
+        ro = self.env.sample(self.c.policy, step)
+        return StepBatch(step=step, tasks=ro.tasks, batch=ro.data, gid=ro.group_ids, group_keys=ro.group_keys)
 
-        cfg, c, ro = self.cfg, self.c, self.cfg.rollout
-        idx = select_tasks([t.id for t in c.train_tasks], ro.tasks_per_step, step, cfg.seed)
-        tasks = [c.train_tasks[i] for i in idx]
-        with torch.no_grad():
-            batch = c.policy.sample(tasks, c.scaffold, group_size=ro.group_size,
-                                    max_new_tokens=ro.max_new_tokens, temperature=ro.temperature,
-                                    top_p=ro.top_p, generator_seed=sampling_seed(cfg.seed, step))
-        return StepBatch(step=step, tasks=tasks, batch=batch, gid=np.asarray(batch.group_ids, dtype=np.int64))
+    @staticmethod
+    def _rollouts(sb: StepBatch) -> Rollouts:
+        """The step's trajectories as the environment's :class:`~wmrl.step.environment.Rollouts`."""
+        return Rollouts(step=sb.step, group_keys=sb.group_keys, group_ids=sb.gid, data=sb.batch, tasks=sb.tasks)
 
     def _route(self, sb: StepBatch) -> None:
         """Stage route: the router marks the anchor groups (``sb.anchor_groups``, ``sb.is_anchor``)."""
-        sb.anchor_groups = np.asarray(self.router.route([t.id for t in sb.tasks], sb.step), dtype=bool)
+        sb.anchor_groups = self.engine.route(sb.group_keys, sb.step)
         sb.is_anchor = sb.anchor_groups[sb.gid]
         self.ledger.add_groups(sb.M, int(sb.anchor_groups.sum()))
 
@@ -253,32 +268,13 @@ class Trainer:
         self._track_fidelity(sb)
 
     def _submit_anchors(self, sb: StepBatch) -> AnchorRuns:
-        """Submit every anchor trajectory's program to the executor (:class:`AnchorStream`); returns the runs."""
-        from wmrl.execution.types import ExecutionRequest
-        from wmrl.trajectory import Trajectory
-
-        cfg, c, batch, gid, step = self.cfg, self.c, sb.batch, sb.gid, sb.step
-        by_id = {t.id: t for t in sb.tasks}
-        programs = self._programs(sb)
-        reqs = []
-        for i in sb.anchor_idx:
-            req = ExecutionRequest(
-                task=by_id[batch.task_ids[i]], program=programs[i], request_id=f"s{step}-g{gid[i]}-i{i}",
-                time_limit_s=cfg.executor.time_limit_s,
-                trajectory=Trajectory(
-                    stream="anchor", run=cfg.name or cfg.method, step=step, group_id=int(gid[i]), sample=int(i),
-                    task_id=batch.task_ids[i], prompt=batch.prompts[i], completion=batch.completions[i],
-                    scaffold=c.scaffold.name, completion_tokens=int(sb.completion_tokens[i])))
-            reqs.append((int(i), req))
-        return self.anchors.submit(sb, reqs)
+        """Submit every anchor trajectory's program to the executor (:class:`AnchorStream`, requests by
+        :meth:`KaggleEnvironment.requests`); returns the runs."""
+        return self.anchors.submit(sb, self.env.requests(self._rollouts(sb), sb.anchor_idx, sb.completion_tokens))
 
     def _programs(self, sb: StepBatch) -> list[str]:
         """The step's B programs (the batch's, else the scaffold's rendering of each completion)."""
-        batch = sb.batch
-        if len(getattr(batch, "programs", []) or []) == sb.B:
-            return list(batch.programs)
-        by_id = {t.id: t for t in sb.tasks}
-        return [self.c.scaffold.render(by_id[t], comp) for t, comp in zip(batch.task_ids, batch.completions)]
+        return self.env.programs(self._rollouts(sb))
 
     def _predict(self, sb: StepBatch) -> np.ndarray:
         """The world model's raw predictions r_hat [B] of the step's trajectories (and ``sb.outcome_wm``)."""
@@ -292,26 +288,13 @@ class Trainer:
 
     def predict_outcomes(self, prompts: list[str], completions: list[str]
                          ) -> tuple[np.ndarray, OutcomePrediction | None]:
-        """r_hat [N] float64 and the world model's :class:`OutcomePrediction` of N (prompt, completion) pairs, from
-        one ``predict_outcome`` call (r_hat = its ``reward``); a world model without ``predict_outcome`` gives
-        ``predict``'s r_hat and None.
+        """r_hat [N] float64 and the world model's :class:`OutcomePrediction` of N (prompt, completion) pairs
+        (:func:`wmrl.step.kaggle.predict_rewards`).
 
         Raises:
             RuntimeError: a prediction of the wrong shape, or a non-finite one.
         """
-        import torch
-
-        B, wm = len(completions), self.c.world_model
-        with torch.no_grad():
-            outcome = wm.predict_outcome(prompts, completions) if hasattr(wm, "predict_outcome") else None
-            r_hat = np.asarray(outcome.reward if outcome is not None else wm.predict(prompts, completions),
-                               dtype=np.float64)
-        if r_hat.shape != (B,):
-            raise RuntimeError(f"world model returned shape {r_hat.shape}, expected ({B},)")
-        if not np.all(np.isfinite(r_hat)):
-            raise RuntimeError(f"world model returned {int((~np.isfinite(r_hat)).sum())} non-finite "
-                               f"predictions of {B}: was it fitted on rewards (see world_model_fit.json)?")
-        return r_hat, outcome
+        return predict_rewards(self.c.world_model, prompts, completions)
 
     def _track_fidelity(self, sb: StepBatch) -> None:
         """The step's anchors consumed now join :attr:`fidelity`: the world model's prediction, the true reward, the
@@ -358,15 +341,15 @@ class Trainer:
         calibration.jsonl line (None without a world model)."""
         late, mode, B = sb.late, self.cfg.wmrl.late_anchors, sb.B
         recalled = self._recalled(sb)
-        full = self.recipe.step(recipe_inputs(sb, late, mode, recalled), self.recipe_state, self.settings)
+        full = self.engine.run_recipe(recipe_inputs(sb, late, mode, recalled))
         parts = (full.reward_wm_calibrated, full.reward_used, full.advantages, full.weights)
         sb.out = out = StepOutputs(*(a[:B] for a in parts), full.stats, full.calibration)
         sb.late_out = tuple(a[B:] for a in parts)  # late anchor rows in this step's loss (gradient mode)
         own_in_flight = int((sb.anchor_groups & ~np.isin(np.arange(sb.M), sb.gid[sb.is_anchor])).sum())
         sb.skip_update = self.unanchored.decide(own_in_flight, int(full.stats["n_anchor_samples"]))
         late_tilde = None if late is None or not late.n else (sb.late_out[0] if mode == "gradient" else
-                                                             self.recipe.learn_late(
-            self.recipe_state, sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
+                                                             self.engine.learn_late(
+            sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
         over = self.anchors.learn_over_bound(self.recipe, self.recipe_state, sb.step)  # over the bound: calibration only
         a_ok = sb.a_ok
         sb.exploit = self.exploit.observe(sb.step, sb.gid[a_ok], sb.reward_true[a_ok], out.reward_wm_calibrated[a_ok],
@@ -387,7 +370,7 @@ class Trainer:
         if sb.episodes is not None and self.recipe.fuses:  # multi-turn: the earlier anchor turns' pairs, learned last
             g, rt, rw = earlier_anchor_pairs(sb, sb.episodes)
             if g.size:
-                self.recipe.learn_late(self.recipe_state, sb.step, np.full(g.size, sb.step), g, rt, rw)
+                self.engine.learn_late(sb.step, np.full(g.size, sb.step), g, rt, rw)
                 sb.cal_rec.update(earlier_turns_wm=rw.tolist(), earlier_turns_true=rt.tolist())
 
     def _recalled(self, sb: StepBatch) -> np.ndarray | None:
@@ -568,12 +551,6 @@ class Trainer:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("step", "time") \
                     and math.isfinite(float(v)):
                 self.tb.add_scalar(k.replace(".", "/"), float(v), rec["step"])
-
-
-def _json_safe(obj: Any) -> Any:
-    from wmrl.runs.rundir import _clean
-
-    return _clean(obj)
 
 
 def truncate_execution_log(rd: RunDir, step: int) -> int:

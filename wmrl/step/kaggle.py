@@ -1,0 +1,198 @@
+"""Kaggle-style tasks as an environment of the step engine (:class:`wmrl.step.environment.Environment`, ``kaggle``).
+
+A trajectory is a completion of the policy for a task's prompt; the scaffold renders it into a program. Its real
+reward is the program run in the sandbox and graded in the trusted process (the leaderboard percentile of its
+submission, :mod:`wmrl.execution`); the world model reads the prompt and the completion
+(:meth:`wmrl.interfaces.WorldModel.predict_outcome`) and predicts the same reward without running anything.
+
+- ``sample``: the M tasks of the step (:func:`select_tasks`, a seeded cycle through the train tasks), G
+  completions each, sampled with the seed :func:`sampling_seed` (run seed, step), so a resumed run draws the same.
+- ``submit``/``collect``: anchor programs go to the executor as futures (:func:`wmrl.step.anchors.anchor_request`)
+  and are collected after the world model has scored the step; an execution that failed for infrastructure
+  reasons (or has no reward) is an invalid outcome, dropped from the gradient, the baselines and the calibration.
+- ``predict``: :func:`predict_rewards`, which also checks the world model's output.
+
+The text trainer (:mod:`wmrl.training.trainer`) uses this environment for sampling, requests and predictions,
+with its own anchor stream for asynchronous anchors; the TRL and verl integrations (whose trainer samples) use
+``submit``, ``predict`` and ``collect`` on trajectories they wrap in :class:`TextTrajectories`.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wmrl.step.anchors import anchor_request
+from wmrl.step.environment import Outcomes, Predictions, Rollouts, register_environment
+
+
+def select_tasks(task_ids: Sequence[str], m: int, step: int, seed: int) -> list[int]:
+    """Indices of the M tasks of ``step`` (1-based): the task list is cycled through in a seeded
+    shuffled order, reshuffled every pass (epoch). Pure function of its arguments, so a resumed run
+    picks the same tasks.
+
+    Raises:
+        ValueError: no tasks.
+    """
+    n = len(task_ids)
+    if n == 0:
+        raise ValueError("no train tasks")
+    out = []
+    for j in range(m):
+        k = (step - 1) * m + j
+        epoch, pos = divmod(k, n)
+        perm = np.random.default_rng([seed, epoch, 7919]).permutation(n)
+        out.append(int(perm[pos]))
+    return out
+
+
+def sampling_seed(seed: int, step: int, stream: int = 0) -> int:
+    """Seed of the policy's sampling at ``step`` (stream 0 = training, 1 = evaluation): a pure function,
+    so a resumed run draws the same trajectories as an uninterrupted one."""
+    return int(np.random.SeedSequence([seed, step, stream]).generate_state(1)[0])
+
+
+@dataclass
+class TextTrajectories:
+    """Text trajectories sampled elsewhere (a foreign trainer's batch), in the shape the environment reads from a
+    policy's ``RolloutBatch``: [B] ``task_ids``, ``prompts``, ``completions``; ``programs`` [B] or None (the
+    scaffold renders them); ``completion_tokens`` [B] or None."""
+
+    task_ids: list[str]
+    prompts: list[str]
+    completions: list[str]
+    programs: list[str] | None = None
+    completion_tokens: list[int] | None = None
+
+
+def predict_rewards(world_model: Any, prompts: Sequence[str], completions: Sequence[str]
+                    ) -> tuple[np.ndarray, Any]:
+    """r_hat [N] float64 and the world model's :class:`~wmrl.world_model.outcome.OutcomePrediction` of N (prompt,
+    completion) pairs from one ``predict_outcome`` call (r_hat = its ``reward``); a world model without
+    ``predict_outcome`` gives ``predict``'s r_hat and None. Runs without gradients.
+
+    Raises:
+        RuntimeError: a prediction of the wrong shape, or a non-finite one.
+    """
+    import torch  # noqa: PLC0415 - heavy
+
+    N = len(completions)
+    with torch.no_grad():
+        outcome = (world_model.predict_outcome(list(prompts), list(completions))
+                   if hasattr(world_model, "predict_outcome") else None)
+        r_hat = np.asarray(outcome.reward if outcome is not None else
+                           world_model.predict(list(prompts), list(completions)), dtype=np.float64)
+    if r_hat.shape != (N,):
+        raise RuntimeError(f"world model returned shape {r_hat.shape}, expected ({N},)")
+    if not np.all(np.isfinite(r_hat)):
+        raise RuntimeError(f"world model returned {int((~np.isfinite(r_hat)).sum())} non-finite "
+                           f"predictions of {N}: was it fitted on rewards (see world_model_fit.json)?")
+    return r_hat, outcome
+
+
+def outcomes_from_results(idx: Sequence[int], results: Sequence[Any]) -> Outcomes:
+    """:class:`Outcomes` of executions ([n] trajectory indices, their ``ExecutionResult`` s): an ``infra_error`` or a
+    result without a reward is invalid (reward NaN); errors keep their last 500 characters."""
+    status = [getattr(r.status, "value", str(r.status)) for r in results]
+    valid = np.array([s != "infra_error" and r.reward is not None for s, r in zip(status, results)], dtype=bool)
+    reward = np.array([float(r.reward) if v else np.nan for v, r in zip(valid, results)], dtype=np.float64)
+    return Outcomes(idx=np.asarray(idx, dtype=np.int64), reward_true=reward, valid=valid, status=status,
+                    error=[(r.error or "")[-500:] or None for r in results], costs=list(results))
+
+
+@register_environment("kaggle")
+class KaggleEnvironment:
+    """Kaggle-style tasks (module docstring).
+
+    Args:
+        tasks: the train tasks (:class:`wmrl.tasks.spec.Task`; sampled by :func:`select_tasks`), or every task a
+            foreign trainer's completions can belong to.
+        scaffold: the :class:`~wmrl.interfaces.Scaffold` (prompt, rendering of completions into programs).
+        executor: the :class:`~wmrl.interfaces.Executor` (sandbox pool).
+        world_model: the :class:`~wmrl.interfaces.WorldModel`, or None for a method without one.
+        tasks_per_step: M. group_size: G. max_new_tokens, temperature, top_p: sampling.
+        seed: the run seed. run: the run name written into each anchor's trajectory record.
+        time_limit_s: the wall limit of an execution (seconds; None: the task's own).
+    """
+
+    name = "kaggle"
+
+    def __init__(self, tasks: Sequence[Any], scaffold: Any, executor: Any, world_model: Any = None, *,
+                 tasks_per_step: int = 4, group_size: int = 4, max_new_tokens: int | None = None,
+                 temperature: float = 1.0, top_p: float = 1.0, seed: int = 0, run: str = "wmrl",
+                 time_limit_s: float | None = None) -> None:
+        self.tasks = list(tasks)
+        self.by_id = {t.id: t for t in self.tasks}
+        self.scaffold, self.executor, self.world_model = scaffold, executor, world_model
+        self.M, self.G, self.max_new_tokens = tasks_per_step, group_size, max_new_tokens
+        self.temperature, self.top_p, self.seed, self.run, self.time_limit_s = temperature, top_p, seed, run, time_limit_s
+
+    def task(self, task_id: str) -> Any:
+        """The task ``task_id``.
+
+        Raises:
+            KeyError: a task the environment was not given (the message lists the known ones).
+        """
+        try:
+            return self.by_id[str(task_id)]
+        except KeyError:
+            raise KeyError(f"unknown task {task_id!r}; the environment knows {sorted(self.by_id)}") from None
+
+    # ------------------------------------------------------------------ the protocol
+    def sample(self, policy: Any, step: int) -> Rollouts:
+        import torch  # noqa: PLC0415 - heavy
+
+        idx = select_tasks([t.id for t in self.tasks], self.M, step, self.seed)
+        tasks = [self.tasks[i] for i in idx]
+        with torch.no_grad():
+            batch = policy.sample(tasks, self.scaffold, group_size=self.G, max_new_tokens=self.max_new_tokens,
+                                  temperature=self.temperature, top_p=self.top_p,
+                                  generator_seed=sampling_seed(self.seed, step))
+        return Rollouts(step=step, group_keys=[t.id for t in tasks], group_ids=np.asarray(batch.group_ids), data=batch,
+                        tasks=tasks)
+
+    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[tuple[int, Any, Any]]:
+        """Every trajectory of ``idx`` submitted to the executor: ``[(index, future, request)]``."""
+        out = []
+        for i, req in self.requests(rollouts, idx):
+            out.append((i, self.executor.submit(req), req))
+        return out
+
+    def collect(self, pending: list[tuple[int, Any, Any]]) -> Outcomes:
+        from wmrl.execution.pool import result_or_infra  # noqa: PLC0415 - the pool imports the sandbox
+
+        if not pending:
+            return Outcomes.empty()
+        return outcomes_from_results([i for i, _, _ in pending], [result_or_infra(f, r) for _, f, r in pending])
+
+    def predict(self, rollouts: Rollouts) -> Predictions:
+        if self.world_model is None:
+            raise RuntimeError("this method scores trajectories with a world model, but the environment has none: "
+                               "pass world_model")
+        d = rollouts.data
+        r_hat, outcome = predict_rewards(self.world_model, d.prompts, d.completions)
+        return Predictions(reward_wm=r_hat, outcome=outcome)
+
+    # ------------------------------------------------------------------ what the text trainer shares
+    def programs(self, rollouts: Rollouts) -> list[str]:
+        """The B programs (the batch's, else the scaffold's rendering of each completion)."""
+        d = rollouts.data
+        if len(getattr(d, "programs", None) or []) == rollouts.B:
+            return list(d.programs)
+        return [self.scaffold.render(self.task(t), c) for t, c in zip(d.task_ids, d.completions)]
+
+    def requests(self, rollouts: Rollouts, idx: np.ndarray, completion_tokens: np.ndarray | None = None
+                 ) -> list[tuple[int, Any]]:
+        """``[(index, ExecutionRequest)]`` of the trajectories ``idx`` ([n] int64)."""
+        d, programs = rollouts.data, self.programs(rollouts)
+        tokens = completion_tokens
+        if tokens is None and getattr(d, "completion_tokens", None) is not None:
+            tokens = np.asarray(d.completion_tokens)
+        gid = rollouts.group_ids
+        return [(int(i), anchor_request(
+            self.task(d.task_ids[i]), programs[i], step=rollouts.step, group=int(gid[i]), sample=int(i), run=self.run,
+            prompt=d.prompts[i], completion=d.completions[i], scaffold=getattr(self.scaffold, "name", ""),
+            completion_tokens=None if tokens is None else int(tokens[i]), time_limit_s=self.time_limit_s))
+            for i in np.asarray(idx, dtype=np.int64)]
