@@ -110,8 +110,8 @@ def check_staleness(k: int) -> int:
 
 
 #: What happens to an anchor group still running when its staleness reaches the bound k
-#: (``wmrl.over_bound_anchors``): ``wait`` (the trainer blocks until it is done and consumes it at s + k, the
-#: behaviour of earlier versions), ``calibration`` (not waited for: it keeps running, and when it
+#: (``wmrl.over_bound_anchors``): ``wait`` (the trainer blocks until it is done and consumes it at s + k; the
+#: default), ``calibration`` (not waited for: it keeps running, and when it
 #: arrives, later than s + k, its pairs feed only the calibrator and the fusion window, no gradient: beyond the
 #: bound the importance ratio is not trusted) or ``drop`` (not waited for, and its results are discarded when
 #: they arrive). With ``calibration`` and ``drop`` generation never waits on executions.

@@ -17,7 +17,7 @@ file and 50 fixed initial states. This module maps them onto the interfaces of :
   or cut to ``obs_dim`` (default 64) so one policy serves every task of a suite; actions are 7-d (delta
   end-effector pose and gripper) in [-1, 1].
 
-What was not run here (docs/embodied.md): LIBERO itself (it needs robosuite, its assets and, for images, an
+What is not tested (docs/embodied.md): LIBERO itself (it needs robosuite, its assets and, for images, an
 EGL/GPU set-up) and SFT from LIBERO's demonstration datasets. The adapter is tested against a stand-in for
 LIBERO's API (tests/embodied/test_libero_adapter.py), which pins the calls it makes.
 """

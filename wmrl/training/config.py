@@ -183,7 +183,7 @@ class RolloutConfig(_Section):
     top_p: Float = Field(1.0, ge=1e-6, le=1.0, description="Nucleus sampling threshold.")
     engine: Literal["shared", "generate"] = Field("shared", description=(
         "Sampling implementation: 'shared' (each group's prompt prefilled once, batched grammar masks; docs/models.md) "
-        "or 'generate' (transformers' generate, one prefill per row: the earlier implementation). Both "
+        "or 'generate' (transformers' generate, one prefill per row: the baseline of `wmrl models bench`). Both "
         "sample the same distribution, not the same draws."))
 
     @model_validator(mode="after")
