@@ -27,7 +27,7 @@ three are within noise of each other). A sample's ratio is the product of its to
 completion is one token. Fresh rows keep the configured range (their ratio is 1: one update per batch).
 
 Latency model (:class:`LatencyModel`): a log-normal in seconds, clipped to [floor_s, cap_s], so that nothing
-runs longer than the cap (the paper's sandboxes cap an execution at 600 s). :data:`PAPER_LATENCY` is an
+runs longer than the cap (the WMRL paper's sandboxes cap an execution at 600 s). :data:`PAPER_LATENCY` is an
 assumption for data-science programs (median 120 s, a heavy right tail cut at 600 s), not a measurement.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """LIBERO adapter (optional extra ``wmrl[libero]``): LIBERO suites as the embodied track's environments.
 
 LIBERO (Liu et al. 2023, "LIBERO: Benchmarking Knowledge Transfer for Lifelong Robot Learning") is built on
-robosuite; its suites (``libero_10`` = LIBERO-Long, the paper's embodied benchmark, ``libero_spatial``,
+robosuite; its suites (``libero_10`` = LIBERO-Long, the WMRL paper's embodied benchmark, ``libero_spatial``,
 ``libero_object``, ``libero_goal``, ``libero_90``) each hold tasks with a language instruction, a BDDL scene
 file and 50 fixed initial states. This module maps them onto the interfaces of :mod:`wmrl.embodied.env`:
 
