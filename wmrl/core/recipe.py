@@ -9,7 +9,8 @@ the WMRL paper's reference loop object. Every caller (the trainer, the simulatio
 integrations, the embodied track) looks a recipe up by name with :func:`get_recipe` and calls
 :meth:`Recipe.step`; nothing else computes advantages or weights.
 
-The step (Recipe.step), with a = valid anchor samples, w = valid world-model samples::
+The step (Recipe.step; where it sits in a training step: docs/architecture.md, "One step"), with a = valid
+anchor samples, w = valid world-model samples::
 
     calibrate   r_tilde = f_hat(r_hat)       f_hat fitted on anchors of steps < t only (debias recipes;
                                              identity otherwise); then f_hat learns this step's anchors
