@@ -23,12 +23,13 @@ the updates skipped because a step's anchors were all in flight and none arrived
 and the true reward of the anchors consumed in the last quarter of steps (the fake task's reward). Every k > 0
 runs once per ``--at-bound`` mode; k = 0 (synchronous) once. The last column is the fake task's true reward of every sample the policy drew in the last quarter of steps (what it
 learned, whether or not its anchors arrived). The table also goes to ``results_<executor>.json``
-/ ``.md`` in ``--out``, with the commit it was run on.
+/ ``.md`` in ``--out``, with the date and the machine it was run on.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as _dt
 import json
 import sys
 import tempfile
@@ -183,19 +184,6 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _commit() -> str:
-    """The checkout's short commit (with ``+dirty`` when tracked files differ), or ``unknown``."""
-    import subprocess
-
-    try:
-        c = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                           check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "wmrl", "benchmarks"]).returncode
-        return c + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=20)
@@ -221,12 +209,15 @@ def main(argv=None) -> None:
                 rows.append(run_one(k, a, out / a.executor, mode))
                 print(json.dumps(rows[-1]), flush=True)
         out.mkdir(parents=True, exist_ok=True)
-        commit = _commit()
+        from wmrl.report.machine import machine_line
+
+        date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+        machine = machine_line()
         for r in rows:
-            r["commit"] = commit
+            r["date"], r["machine"] = date, machine
         (out / f"results_{a.executor}.json").write_text(json.dumps(rows, indent=1))
         (out / f"results_{a.executor}.md").write_text(
-            f"Run on commit {commit}: `python benchmarks/async_anchors.py {' '.join(argv or sys.argv[1:])}`\n\n"
+            f"Run {date} on {machine}: `python benchmarks/async_anchors.py {' '.join(argv or sys.argv[1:])}`\n\n"
             + table(rows) + "\n")
         print(table(rows))
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A separate environment for the verl integration (verl 0.9.1 needs transformers>=5.5.3,<5.11; wmrl's
 # own environment has a later transformers 5). Creates .venv-verl; wmrl itself is used from the checkout
-# via PYTHONPATH. Measured here: 4 min 39 s for torch (CPU wheel) + verl + transformers 5.9.0 on 2 busy cores.
+# via PYTHONPATH. Measured on a 2-core x86 CPU: 4 min 39 s for torch (CPU wheel) + verl + transformers 5.9.0 on 2 busy cores.
 # TransferQueue is what verl's default (V1) trainer keeps its batches in (verl's "verl-core" extra needs it);
 # wmrl's trainer hook (wmrl/integrations/verl_trainer.py) and its test use it.
 set -euo pipefail

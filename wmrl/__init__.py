@@ -1,12 +1,15 @@
-"""wmrl: World Model RL for post-training AutoResearch agents.
+"""wmrl: World Model RL (WMRL) for post-training AutoResearch agents.
 
-Packages (data flows one way, left to right):
-    tasks -> models (policy samples) -> core.routing -> (execution | models.world_model)
-    -> core.calibration -> core.advantages -> core.fusion -> training (update, log, checkpoint)
+The method is the WMRL paper's (README, "Citation"): GRPO where most executions of the agent's programs are
+replaced by a world model's predictions, corrected by a small stream of real (anchor) executions through online
+isotonic debiasing and inverse-variance fusion. One training step, stage by stage: docs/architecture.md, "One
+step"; the methods (registered recipes): docs/training.md, "Methods".
 
-``core`` holds pure functions on tensors and arrays and imports nothing else from wmrl.
-``training`` wires the parts together through the protocols in :mod:`wmrl.interfaces`;
-nothing imports ``training`` except the CLI.
+Packages: :mod:`wmrl.core` (the method as pure numpy/torch functions, :mod:`wmrl.core.recipe` one step of every
+method; imports nothing else of wmrl), :mod:`wmrl.tasks`, :mod:`wmrl.execution`, :mod:`wmrl.models`,
+:mod:`wmrl.world_model`, :mod:`wmrl.episodes`, :mod:`wmrl.training` (the trainer, typed against the protocols of
+:mod:`wmrl.interfaces`), :mod:`wmrl.bench`, :mod:`wmrl.report`, :mod:`wmrl.sim`, :mod:`wmrl.embodied`,
+:mod:`wmrl.integrations`. Who may import whom: docs/architecture.md, "Arrows".
 """
 
 __version__ = "0.1.0"

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import argparse
 import copy
+import datetime as _dt
 import hashlib
 import json
 import math
 import os
 import platform
 import random
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -49,17 +49,18 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 
-#: Where the corpora come from. ``overrides``: the world_model settings of the config that produced the corpus
+#: Where the corpora come from (paths relative to the working directory, the repository root when run as the
+#: docstring says; ``--corpus`` gives another). ``overrides``: the world_model settings of the config that produced the corpus
 #: (cpu-small bench preset; configs/multiturn.yaml); everything else is a WorldModelConfig default.
 SETTINGS: dict[str, dict[str, Any]] = {
     "bench-tiny": {
-        "corpus": "/work/snap-k2/runs/bench-cpu-small-k2/corpus/executions.sqlite",
+        "corpus": "runs/bench-cpu-small-k2/corpus/executions.sqlite",
         "model": "tiny", "backbone_seed": 0, "streams": ["warmup"],
         "what": "the cpu-small bench's shared warm-up corpus (tiny initial policy, seed 0, grammar scaffold)",
         "config": "configs/bench/cpu-small.yaml", "overrides": {"adapter": False, "heldout_fraction": 0.0},
     },
     "multiturn-smollm2": {
-        "corpus": "/work/snap-k2/runs/multiturn-s0/executions.sqlite",
+        "corpus": "runs/multiturn-s0/executions.sqlite",
         "model": "smollm2-135m", "backbone_seed": 0, "streams": ["warmup", "eval"],
         "what": ("run multiturn-s0 (configs/multiturn.yaml, SmolLM2-135M): its warm-up corpus and its step-0 and "
                  "final evaluation samples on the 4 train tasks"),
@@ -298,6 +299,7 @@ def main(argv: list[str] | None = None) -> None:
     from wmrl.core.calibration import IsotonicCalibrator
     from wmrl.core.recipe import RecipeSettings
     from wmrl.episodes.observation import observation_from_prediction, observation_from_result
+    from wmrl.report.machine import machine_line
     from wmrl.tasks.loader import default_suite
     from wmrl.training.config import EpisodeConfig, WorldModelConfig
 
@@ -435,7 +437,8 @@ def main(argv: list[str] | None = None) -> None:
                           "statuses": _count(o["status"] for o in real)},
            "rows": rows_out, "total_wall_s": time.perf_counter() - t_start, "driver_cpu_s": cpu_s() - c_start,
            "command": " ".join(["python", "docs/multiturn/feedback_fidelity.py"] + (argv if argv is not None else sys.argv[1:])),
-           "commit": _git_commit(), "python": platform.python_version(), "torch": torch.__version__}
+           "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"), "machine": machine_line(),
+           "python": platform.python_version(), "torch": torch.__version__}
     print_table(out)
     path = Path(a.out)
     doc = json.loads(path.read_text()) if path.is_file() else {}
@@ -449,14 +452,6 @@ def _count(xs) -> dict[str, int]:
     for x in xs:
         d[x] += 1
     return dict(d)
-
-
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except Exception:
-        return None
 
 
 def _fmt(v: Any, se: Any = None, d: int = 3) -> str:

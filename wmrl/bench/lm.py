@@ -5,14 +5,15 @@ One run measures, with the same weights and torch threads:
 * the FLOP bound: float32 matmul GFLOP/s (1024 x 1024, best of several timed rounds), turned into
   tokens/s at 2 FLOPs per parameter per token (forward) and 6 (forward + backward);
 * sampling tokens/s (completion tokens / wall s) with the grammar scaffold and free (``function``)
-  decoding, with the per-row engine (``generate``, the earlier implementation) and the shared-prompt one (``shared``), and the grammar
-  mask's share of the decoding time;
+  decoding, with the per-row engine (``generate``, the baseline) and the shared-prompt one (``shared``), and the
+  grammar mask's share of the decoding time;
 * world-model scoring (frozen backbone, as the quickstart) with and without shared prompts;
-* the policy update (log-probs + backward, micro-batches as the trainer's) per sample (before) and
-  with shared prompts (now), in "row tokens"/s: B x T tokens of the batch layout per second, as the
-  earlier measurements counted them (16 rows of 368 = 5,888 tokens), so before and after count the same work;
+* the policy update (log-probs + backward, micro-batches as the trainer's) per sample (label ``before``: the
+  baseline without shared prompts) and with shared prompts (label ``now``: what the trainer runs), in
+  "row tokens"/s: B x T tokens of the batch layout per second (16 rows of 368 = 5,888 tokens), so both count
+  the same work;
 * one quickstart step (its 4 train tasks x 4 samples, 96 new tokens, scoring, update of every row):
-  LM CPU seconds before and now (CPU-s from ``time.process_time``, which the machine's load does
+  LM CPU seconds, ``before`` and ``now`` (CPU-s from ``time.process_time``, which the machine's load does
   not inflate the way it does wall time);
 * optional variants (``--variants``): eager vs SDPA attention and bf16 autocast on the update's
   forward, kept only if faster with equal log-probs.

@@ -1,29 +1,27 @@
 """wmrl.core: the WMRL algorithms as small pure functions (no I/O, imports nothing else from wmrl).
 
-Modules: :mod:`~wmrl.core.advantages` (group-relative advantages), :mod:`~wmrl.core.losses`
-(clipped surrogate, k3 KL, aggregation, sample weights), :mod:`~wmrl.core.routing` (which groups
-are anchors), :mod:`~wmrl.core.calibration` (online isotonic debiasing), :mod:`~wmrl.core.fusion`
-(inverse-variance / bias-aware / PPI++ fusion of the two streams). Formulas: docs/architecture.md, "The method's formulas".
+One step of every method is :meth:`wmrl.core.recipe.Recipe.step` (look a recipe up by name with
+:func:`wmrl.core.recipe.get_recipe`): it maps a step's anchor and world-model rewards to the rewards used,
+advantages and loss weights, and is what the trainer, the simulation, the embodied track and the TRL/verl
+integrations call. Where it sits in a training step: docs/architecture.md, "One step"; the methods:
+docs/training.md, "Methods"; the formulas: docs/architecture.md, "The method's formulas".
 
-How the trainer chains them at step t (M groups of G trajectories; B = M*G samples)::
+Modules: :mod:`~wmrl.core.recipe` (the registered recipes, :class:`~wmrl.core.recipe.StepInputs` ->
+:class:`~wmrl.core.recipe.StepOutputs`), :mod:`~wmrl.core.advantages` (group-relative advantages),
+:mod:`~wmrl.core.losses` (clipped surrogate, k3 KL, aggregation, sample weights), :mod:`~wmrl.core.routing`
+(which groups are anchors), :mod:`~wmrl.core.calibration` (online isotonic debiasing), :mod:`~wmrl.core.fusion`
+(inverse-variance / bias-aware / PPI++ fusion of the two streams), :mod:`~wmrl.core.window` (the out-of-sample
+anchor pairs the fusion is estimated on), :mod:`~wmrl.core.recall` (measured rewards of programs executed
+before), :mod:`~wmrl.core.staleness` (the asynchronous anchor stream), :mod:`~wmrl.core.alarm` (the exploitation
+alarm), :mod:`~wmrl.core.episodes` (multi-turn episodes in the loss), :mod:`~wmrl.core.infra` (the
+infrastructure-error alarm).
 
-    is_anchor_group = router.route(group_task_ids, step=t)                  # [M] bool
-    # execute the anchor groups for real -> r (true rewards, infra failures -> valid=False)
-    # ask the world model for every group  -> r_hat (anchors too: they feed the calibrator)
+The functions exported here are the recipe's parts, for use on their own::
+
     r_tilde = calibrator.transform(r_hat, step=t)      # map fitted on anchors of steps < t only
-    diag = calibrator.diagnostics(r_hat[anchor], r[anchor])   # held-out check before the update
-    est = estimate_fusion(r[anchor], r_tilde[anchor], group_ids[anchor], n_A, n_W)   # alpha, V_A, V_W
-    calibrator.update(r_hat[anchor & valid], r[anchor & valid], step=t)  # now learn from step t
-    reward = where(is_anchor, r, r_tilde)            # anchors use the true reward
-    adv = group_advantages(reward, group_ids, valid=valid)   # groups never mix streams
-    w = fusion_weights(is_anchor, est.alpha)         # alpha/n_A, (1-alpha)/n_W; plain GRPO: None
+    calibrator.update(r_hat[anchor & valid], r[anchor & valid], step=t)  # then learn from step t
+    adv = group_advantages(reward, group_ids, valid=valid)                # inside each group
     loss, stats = grpo_loss(logprobs, old_logprobs, adv, mask, sample_weights=w, ...)
-
-For PPI++ replace the last three lines by ``lam = ppi_lambda(...)``, ``s = ppi_samples(...)``,
-advantages per stream (``s.stream``), ``sample_weights = s.weights`` on the duplicated batch.
-Methods as configurations: real GRPO = ``FractionRouter(1.0)`` + no weights; pure world model =
-``FractionRouter(0.0)`` + identity (no calibrator); debias-only = calibrator + ``w = None``;
-denoise-only = raw r_hat + IVW weights; WMRL = both.
 """
 from wmrl.core.advantages import group_advantages, group_stats
 from wmrl.core.calibration import IsotonicCalibrator

@@ -5,11 +5,12 @@ samples are valid, the executed rewards and the world model's raw scores. Out co
 trajectory is trained on, its group-relative advantage, its per-sample loss weight and the step's
 statistics. The recipe's state (:class:`RecipeState`: the isotonic calibrator and the
 :class:`AnchorWindow` of out-of-sample anchor pairs) is driven by the one stream of anchor pairs, as in
-the paper's reference loop object. Every caller (the trainer, the simulation, the bench, the TRL/verl
+the WMRL paper's reference loop object. Every caller (the trainer, the simulation, the bench, the TRL/verl
 integrations, the embodied track) looks a recipe up by name with :func:`get_recipe` and calls
 :meth:`Recipe.step`; nothing else computes advantages or weights.
 
-The step (Recipe.step), with a = valid anchor samples, w = valid world-model samples::
+The step (Recipe.step; where it sits in a training step: docs/architecture.md, "One step"), with a = valid
+anchor samples, w = valid world-model samples::
 
     calibrate   r_tilde = f_hat(r_hat)       f_hat fitted on anchors of steps < t only (debias recipes;
                                              identity otherwise); then f_hat learns this step's anchors
@@ -34,25 +35,9 @@ Weights stay positive, so a weight times an advantage is the same loss as the sc
 Arrays are numpy float64 (bool for masks, int64 for ids) throughout; the update converts the
 advantages and weights to tensors once.
 
-The registered recipes (:func:`recipe_names`):
-
-Recalled: a world-model sample whose program was executed before trains on its measured reward.
-
-==================  =========  ==============================  ========  =================================
-name                executed   reward of world-model samples   recalled  weights
-==================  =========  ==============================  ========  =================================
-grpo                all        (none)                                    1/n
-wm                  none       raw r_hat                       no        1/n
-wmrl-raw            rho        raw r_hat                       no        1/n (pooled: the raw mixture)
-anchor-only         rho        (none: weight 0)                          1/n_A on anchors
-wmrl-no-denoise     rho        f_hat(r_hat)                    yes       1/n (pooled)
-wmrl-no-debias      rho        raw r_hat                       yes       IVW alpha from r - r_hat
-wmrl-no-recall      rho        f_hat(r_hat)                    no        IVW alpha from r - f_hat(r_hat)
-wmrl                rho        f_hat(r_hat)                    yes       IVW alpha from r - f_hat(r_hat)
-wmrl-bias-aware     rho        f_hat(r_hat)                    yes       bias-aware alpha (B^2 = persistent part)
-wmrl-ppi            rho        f_hat(r_hat)                    yes       PPI++ 1/n_A, lambda/n_W (merged)
-wmrl-flat           rho        f_hat(r_hat), no tie-break      yes       IVW (a diagnostic of the simulation)
-==================  =========  ==============================  ========  =================================
+The registered recipes (:func:`recipe_names`; each registration at the end of this file carries a one-line
+``help``): what each executes, trains its world-model samples on and weights them with is the table in
+docs/training.md, "Methods".
 """
 from __future__ import annotations
 
@@ -499,7 +484,7 @@ for _r in (
            "fraction", debias=True, fusion="ivw", recall=True),
     Recipe("wmrl-raw", "the raw mixture: anchors mixed in with raw world-model rewards, no correction", "fraction",
            fusion="equal"),
-    Recipe("wmrl-no-recall", "WMRL without recalled executions (the paper's WMRL: every world-model sample "
+    Recipe("wmrl-no-recall", "WMRL without recalled executions (the WMRL paper's WMRL: every world-model sample "
            "predicted)", "fraction", debias=True, fusion="ivw"),
     Recipe("wmrl-no-debias", "WMRL without the isotonic debiasing (raw world-model rewards)", "fraction",
            fusion="ivw", recall=True),

@@ -27,7 +27,7 @@ three are within noise of each other). A sample's ratio is the product of its to
 completion is one token. Fresh rows keep the configured range (their ratio is 1: one update per batch).
 
 Latency model (:class:`LatencyModel`): a log-normal in seconds, clipped to [floor_s, cap_s], so that nothing
-runs longer than the cap (the paper's sandboxes cap an execution at 600 s). :data:`PAPER_LATENCY` is an
+runs longer than the cap (the WMRL paper's sandboxes cap an execution at 600 s). :data:`PAPER_LATENCY` is an
 assumption for data-science programs (median 120 s, a heavy right tail cut at 600 s), not a measurement.
 """
 from __future__ import annotations
@@ -110,8 +110,8 @@ def check_staleness(k: int) -> int:
 
 
 #: What happens to an anchor group still running when its staleness reaches the bound k
-#: (``wmrl.over_bound_anchors``): ``wait`` (the trainer blocks until it is done and consumes it at s + k, the
-#: behaviour of earlier versions), ``calibration`` (not waited for: it keeps running, and when it
+#: (``wmrl.over_bound_anchors``): ``wait`` (the trainer blocks until it is done and consumes it at s + k; the
+#: default), ``calibration`` (not waited for: it keeps running, and when it
 #: arrives, later than s + k, its pairs feed only the calibrator and the fusion window, no gradient: beyond the
 #: bound the importance ratio is not trusted) or ``drop`` (not waited for, and its results are discarded when
 #: they arrive). With ``calibration`` and ``drop`` generation never waits on executions.

@@ -1,5 +1,5 @@
 """The anchor window: the recent out-of-sample anchor pairs the fusion estimate is computed on
-(moved out of :mod:`wmrl.core.recipe`, which re-exports it)."""
+(:mod:`wmrl.core.recipe` re-exports it)."""
 from __future__ import annotations
 
 import math

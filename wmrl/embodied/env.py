@@ -19,7 +19,7 @@ Episodes follow LIBERO's convention: an episode ends at the first step where Met
 
 Rendering. Images are not used by the policy. :func:`measure_render` (``wmrl embodied render-check``) times
 headless rendering (``MUJOCO_GL=egl`` or ``osmesa``), so a user can decide whether an image-based world model
-fits; measured here: EGL works at 160-300 ms per step with a 64 x 64 frame (330 ms at 128 x 128) against 0.5-1.7 ms without (software
+fits; measured on a 2-core x86 CPU without a GPU (docs/embodied.md): EGL works at 160-300 ms per step with a 64 x 64 frame (330 ms at 128 x 128) against 0.5-1.7 ms without (software
 GL on a loaded CPU), OSMesa is not installed. So observations are states.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """LIBERO adapter (optional extra ``wmrl[libero]``): LIBERO suites as the embodied track's environments.
 
 LIBERO (Liu et al. 2023, "LIBERO: Benchmarking Knowledge Transfer for Lifelong Robot Learning") is built on
-robosuite; its suites (``libero_10`` = LIBERO-Long, the paper's embodied benchmark, ``libero_spatial``,
+robosuite; its suites (``libero_10`` = LIBERO-Long, the WMRL paper's embodied benchmark, ``libero_spatial``,
 ``libero_object``, ``libero_goal``, ``libero_90``) each hold tasks with a language instruction, a BDDL scene
 file and 50 fixed initial states. This module maps them onto the interfaces of :mod:`wmrl.embodied.env`:
 
@@ -17,7 +17,7 @@ file and 50 fixed initial states. This module maps them onto the interfaces of :
   or cut to ``obs_dim`` (default 64) so one policy serves every task of a suite; actions are 7-d (delta
   end-effector pose and gripper) in [-1, 1].
 
-What was not run here (docs/embodied.md): LIBERO itself (it needs robosuite, its assets and, for images, an
+What is not tested (docs/embodied.md): LIBERO itself (it needs robosuite, its assets and, for images, an
 EGL/GPU set-up) and SFT from LIBERO's demonstration datasets. The adapter is tested against a stand-in for
 LIBERO's API (tests/embodied/test_libero_adapter.py), which pins the calls it makes.
 """

@@ -1,6 +1,6 @@
 """Multi-turn research episodes: sample, get feedback, revise, up to K turns (docs/multiturn.md).
 
-One episode (MLE-Dojo's interactive loop, the paper's up-to-4-turn trajectories)::
+One episode (MLE-Dojo's interactive loop, the WMRL paper's up-to-4-turn trajectories)::
 
     turn 1      the policy writes a program for the task (the single-turn prompt)
     feedback    the caller's FeedbackFn: a real execution on the harness's validation view (anchors,

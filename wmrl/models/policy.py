@@ -296,8 +296,7 @@ class Policy:
                 :func:`wmrl.models.decoding.sample_shared`, each group's
                 prompt prefilled once, batched grammar masks, forced runs appended in one pass;
                 ``"generate"``: transformers' ``generate`` with a per-row logits processor (every row
-                prefills its own prompt; the earlier implementation, kept as the measured
-                baseline of ``wmrl models bench``). Both sample the same distribution, not the same draws.
+                prefills its own prompt; the measured baseline of ``wmrl models bench``). Both sample the same distribution, not the same draws.
             prompts: M prompt texts, one per task, instead of ``scaffold.prompt(task)`` (a later turn of a
                 multi-turn episode: the task and its history, :func:`wmrl.episodes.prompt.episode_prompt`); the
                 task still chooses the grammar and renders the program.
@@ -645,8 +644,8 @@ class Policy:
                 completions attend to its KV cache; the LM head runs only where more than one token
                 was allowed (:func:`wmrl.models.decoding.completion_logprobs`). ``"separate"``: the
                 same without prompt sharing. ``"per_sample"``: every row's whole sequence and the LM
-                head at every completion position (the earlier implementation; tested equal
-                in value and gradient, and the baseline of ``wmrl models bench``).
+                head at every completion position (tested equal in value and gradient to
+                ``"shared"``; the baseline of ``wmrl models bench``).
 
         Returns:
             [B, T] float32 on the model's device: ``log softmax(mask(logits / temperature))`` of

@@ -44,7 +44,7 @@ WORLD_MODELS = (WorldModelSpec("monotone", 0.5, 0.1), WorldModelSpec("offset", 0
 RATIO_MAXES = (1.2, 2.0, math.inf)
 
 #: The bounds at which the non-blocking modes are compared with ``wait`` beyond the study's ``ks`` (the
-#: k = 9 of the paper is not enough when a group's latency is often longer than 9 steps).
+#: k = 9 of the WMRL paper is not enough when a group's latency is often longer than 9 steps).
 EXTRA_KS = (15, 25)
 
 
@@ -155,7 +155,7 @@ def run_staleness_study(out: Path, ks: tuple[int, ...] = (0, 1, 3, 9), seeds: in
 #: Mean latency of one execution in the long-latency regime, in steps (>= 10x the per-step LM time).
 REGIME_MEAN_STEPS = 10.0
 
-#: The horizons of the regime study (steps): the study of record's, and longer ones (the paper trains 3,200 steps).
+#: The horizons of the regime study (steps): the study of record's, and longer ones (the WMRL paper trains 3,200 steps).
 REGIME_HORIZONS = (200, 1600, 3200)
 
 

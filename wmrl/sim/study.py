@@ -47,7 +47,7 @@ class Preset:
     rho_sweep_errors: tuple[WorldModelSpec, ...] = ()
     flat_shapes: tuple[str, ...] = ()
     dr_errors: tuple[WorldModelSpec, ...] = ()
-    recall: bool = False  # the paper's recipes: recalled executions are studied on their own (docs/simulation.md)
+    recall: bool = False  # the WMRL paper's recipes: recalled executions are studied on their own (docs/simulation.md)
 
 
 PRESETS: dict[str, Preset] = {

@@ -99,7 +99,7 @@ class RolloutConfig(_Section):
     top_p: Float = Field(1.0, ge=1e-6, le=1.0, description="Nucleus sampling threshold.")
     engine: Literal["shared", "generate"] = Field("shared", description=(
         "Sampling implementation: 'shared' (each group's prompt prefilled once, batched grammar masks; docs/models.md) "
-        "or 'generate' (transformers' generate, one prefill per row: the earlier implementation). Both "
+        "or 'generate' (transformers' generate, one prefill per row: the baseline of `wmrl models bench`). Both "
         "sample the same distribution, not the same draws."))
 
     @model_validator(mode="after")
@@ -126,7 +126,7 @@ class WmrlConfig(_Section):
     calibrator_min_anchors: Int = Field(32, ge=1, description=(
         "Below this many anchor pairs the calibrator falls back to an identity/affine map. 32: with 24 anchors or "
         "fewer per run the isotonic map made the out-of-sample squared error 1.06-1.21x the raw one in the cpu-small "
-        "bench (docs/training.md); the paper's reference waits for 200."))
+        "bench (docs/training.md); the WMRL paper's reference waits for 200."))
     fusion_min_pairs: Int = Field(8, ge=1, description=(
         "Below this many out-of-sample anchor pairs the fusion weight alpha is the pooled n_A / (n_A + n_W) instead "
         "of the inverse-variance estimate."))
@@ -196,7 +196,7 @@ class WorldModelConfig(_Section):
 
     kind: Literal["regression", "generative"] = Field("regression", description=(
         "World model: 'regression' (adapter + scalar head and a status classifier on pooled hidden states, fitted "
-        "by MSE) or 'generative' (the World Model RL paper's judge: adapter fine-tuned to write the outcome as "
+        "by MSE) or 'generative' (the WMRL paper's judge: adapter fine-tuned to write the outcome as "
         "JSON, a status and for a valid program a quality bucket; predicts the expected reward of that "
         "distribution; needs adapter: true). A saved world model (world_model.path) must be of this kind."))
     ladder: Literal["percentile", "paper"] = Field("percentile", description=(
@@ -302,7 +302,7 @@ class EpisodeConfig(_Section):
     max_turns: Int = Field(1, ge=1, le=16, description=(
         "K: turns per episode (1 = single-turn trajectories, the default). Turn i's prompt holds the "
         "task and each earlier solution with its feedback; the episode's reward is the grade of its final submission. "
-        "The paper runs up to 4."))
+        "The WMRL paper runs up to 4."))
     validation_fraction: Float = Field(0.2, gt=0.0, lt=1.0, description=(
         "With max_turns > 1: fraction of train.csv the harness holds out as the validation split whose score is the "
         "feedback (seeded, stratified; never the test answers). Every execution of an episode fits on the rest."))

@@ -10,12 +10,12 @@ fixed too (:func:`aggregate`)::
                    makes the result not comparable, never excluded)
     avg@k          A_t  = (1 / k) * sum_i s_ti                       (k = samples_per_task, every sample counted)
     category mean  C_c  = mean of A_t over the tasks t of category c
-    overall             = mean of the C_c (``overall: category_mean``, the paper's "Avg")
+    overall             = mean of the C_c (``overall: category_mean``, the WMRL paper's "Avg")
                           or mean of the A_t (``overall: task_mean``)
 
-``default`` is ``wmrl eval`` as it was before protocols: the run's own tasks and eval settings, the plain
-means of :func:`wmrl.training.evaluation.summarize_eval`. ``paper`` is the MLE-Dojo test table of the paper
-(World Model RL for AutoResearch agents), settings read from its public reference implementation
+``default`` is ``wmrl eval`` without a protocol: the run's own tasks and eval settings, the plain
+means of :func:`wmrl.training.evaluation.summarize_eval`. ``paper`` is the MLE-Dojo test table of the WMRL paper
+(*Scaling Automatic Research Agents via World Models*; README, "Citation"), settings read from its public reference implementation
 (docs/training.md, "Evaluation protocols"). Register your own with :func:`register_protocol`, or pass a YAML
 file of the same fields to ``wmrl eval --protocol FILE.yaml`` (:func:`load_protocol`).
 """
@@ -141,8 +141,8 @@ class EvalProtocol(BaseModel):
         return list(dict.fromkeys(self.category_of(t) for t in (self.split or task_ids)))
 
 
-#: The 14 competitions of the MLE-Dojo test split the paper's table reports, by the table's categories (Tab,
-#: Text, Img), as the paper's public reference implementation lists them (ml_research/eval/leaderboard_mle.py).
+#: The 14 competitions of the MLE-Dojo test split the WMRL paper's table reports, by the table's categories (Tab,
+#: Text, Img), as the WMRL paper's public reference implementation lists them (ml_research/eval/leaderboard_mle.py).
 PAPER_SPLIT: dict[str, tuple[str, ...]] = {
     "tabular": ("GiveMeSomeCredit", "forest-cover-type-kernels-only", "novozymes-enzyme-stability-prediction",
                 "integer-sequence-learning", "afsis-soil-properties"),
@@ -157,9 +157,9 @@ DEFAULT = EvalProtocol(
     source="wmrl")
 PAPER = EvalProtocol(
     name="paper",
-    description="The MLE-Dojo (test) table of the paper: avg@8 per task over 14 competitions, per-category means "
+    description="The MLE-Dojo (test) table of the WMRL paper: avg@8 per task over 14 competitions, per-category means "
                 "(Tab, Text, Img) and their mean (Avg).",
-    source="the paper (World Model RL for AutoResearch agents) and its public reference implementation "
+    source="the WMRL paper (Scaling Automatic Research Agents via World Models) and its public reference implementation "
            "(github.com/xiyuanyang45/WMRL): ml_research/eval/eval_checkpoint.py (G=8, K=4, temperature 0.8, "
            "top_p 1.0, 4096 new tokens per turn, 600 s per execution), ml_research/agent/rollout.py and "
            "agent/grader.py (a trajectory scores the best position score over its turns, no valid submission "

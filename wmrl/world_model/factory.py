@@ -3,7 +3,7 @@
 Kinds (``world_model.kind`` in the training config, ``--kind`` of ``wmrl wm fit``):
 
 * ``"regression"``: :class:`wmrl.world_model.regression.RegressionWorldModel` (adapter + scalar head; the default).
-* ``"generative"``: :class:`wmrl.world_model.generative.GenerativeWorldModel` (the World Model RL paper's judge: an
+* ``"generative"``: :class:`wmrl.world_model.generative.GenerativeWorldModel` (the WMRL paper's judge: an
   adapter writing the outcome, a status and a quality bucket, as JSON).
 
 Every saved world model folder records its kind in ``world_model.json`` (folders without one are

@@ -1,6 +1,6 @@
 """The fidelity card: how faithfully a world model predicts real executions it has not seen.
 
-The World Model RL paper scores its world model on held-out real executions with a fidelity harness; this card
+The WMRL paper scores its world model on held-out real executions with a fidelity harness; this card
 is wmrl's version. :func:`fidelity_card` compares an :class:`~wmrl.world_model.outcome.OutcomePrediction` (or,
 for a world model that predicts only rewards, its [N] rewards) with the executions' true outcome classes and
 rewards, and gives each figure as a point value with a 95% bootstrap interval:

@@ -1,6 +1,6 @@
-"""The generative world model: the World Model RL paper's judge on the agent's own backbone and its own adapter.
+"""The generative world model: the WMRL paper's judge on the agent's own backbone and its own adapter.
 
-As the paper's world model (a prompted generative judge, read from its public reference implementation), it
+As the WMRL paper's world model (a prompted generative judge, read from its public reference implementation), it
 writes the predicted outcome of a program as structured output::
 
     <input text>
@@ -10,7 +10,7 @@ writes the predicted outcome of a program as structured output::
 after two deterministic gates that need no model (:func:`wmrl.world_model.outcome.gate_status`: no code, or
 code that does not compile, is a certain syntax error with reward 0). ``status`` is one of ``runtime_error``
 (a crash, a timeout or a memory limit), ``no_submission`` (it ran but wrote no gradable submission) and
-``valid``; ``quality``, written for valid programs, one of the paper's four buckets of leaderboard position:
+``valid``; ``quality``, written for valid programs, one of the WMRL paper's four buckets of leaderboard position:
 
     =========  =====================  ============================
     bucket     position (percentile)  position the bucket stands for
@@ -21,7 +21,7 @@ code that does not compile, is a certain syntax error with reward 0). ``status``
     high       0.6 and above          0.75
     =========  =====================  ============================
 
-(the cut points 0.1 / 0.3 / 0.6 and positions 0.05 / 0.20 / 0.45 / 0.75 are the paper's). The reward of each
+(the cut points 0.1 / 0.3 / 0.6 and positions 0.05 / 0.20 / 0.45 / 0.75 are the WMRL paper's). The reward of each
 outcome comes from a :class:`~wmrl.world_model.outcome.RewardLadder`: ``percentile`` (the default: failures 0,
 a valid program its position, the scale of wmrl's executed reward) or ``paper`` (runtime error 0.1, no
 submission 0.2, valid 0.5 + 0.5 x position).
@@ -70,11 +70,11 @@ __all__ = ["GenerativeWorldModel", "AnswerTokens", "answer_tokens", "answer_text
 OUTCOME_CUE = "\n### Outcome\n"
 #: the statuses the judge writes (the gate gives ``syntax_error``), in STATUS_CLASSES order
 JUDGE_STATUSES: tuple[str, ...] = ("runtime_error", "no_submission", "valid")
-#: the paper's quality buckets of a valid program, lowest first
+#: the WMRL paper's quality buckets of a valid program, lowest first
 QUALITY_BUCKETS: tuple[str, ...] = ("low", "fair", "mid", "high")
-#: the paper's cut points between the buckets, on the leaderboard position (percentile)
+#: the WMRL paper's cut points between the buckets, on the leaderboard position (percentile)
 QUALITY_CUTS: tuple[float, ...] = (0.1, 0.3, 0.6)
-#: the position each bucket stands for (the paper's)
+#: the position each bucket stands for (the WMRL paper's)
 QUALITY_POSITIONS: tuple[float, ...] = (0.05, 0.20, 0.45, 0.75)
 _LORA_DEFAULT = LoraSettings(r=8, alpha=16)
 
@@ -171,7 +171,7 @@ def answer_tokens(tokenizer: Any) -> AnswerTokens:
 
 
 class GenerativeWorldModel(BackboneWorldModel):
-    """Predicts the outcome of a (prompt, completion) trajectory as the paper's judge writes it (module docstring).
+    """Predicts the outcome of a (prompt, completion) trajectory as the WMRL paper's judge writes it (module docstring).
 
     Args:
         model: the backbone (a transformers causal LM) or the policy's ``PeftModel`` (shared).

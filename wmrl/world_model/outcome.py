@@ -3,17 +3,17 @@
 Every world-model kind answers :meth:`predict_outcome` with an :class:`OutcomePrediction` of the same shape, so
 the fidelity card (:mod:`wmrl.world_model.fidelity`), the router and the run's logs treat the kinds alike:
 
-- ``status_probs`` [N, 4]: a distribution over the outcome classes of the World Model RL paper's judge,
+- ``status_probs`` [N, 4]: a distribution over the outcome classes of the WMRL paper's judge,
   :data:`STATUS_CLASSES` = syntax error (the response holds no code, or code that does not compile),
   runtime error (a crash, a timeout, a memory limit), ran without a valid submission, valid;
 - ``reward`` [N]: the predicted reward on the scale of the executed reward (leaderboard percentile in [0, 1]
   for a valid program, the task's failure reward, 0 by default, otherwise);
 - ``reward_std`` [N]: the predictive standard deviation of that reward (the kind's own uncertainty).
 
-:func:`gate_status` is the paper's deterministic gate, run before any model: no code or a compile error is a
+:func:`gate_status` is the WMRL paper's deterministic gate, run before any model: no code or a compile error is a
 syntax error with certainty. :func:`status_class` maps an execution's status (:class:`wmrl.execution.types.
 ExecutionStatus` values) to the outcome classes. :class:`RewardLadder` holds the rewards of the outcomes:
-``percentile`` is wmrl's executed reward; ``paper`` is the World Model RL paper's ladder (syntax error 0,
+``percentile`` is wmrl's executed reward; ``paper`` is the WMRL paper's ladder (syntax error 0,
 runtime error 0.1, no submission 0.2, valid 0.5 + 0.5 x leaderboard position), read from its public
 reference implementation.
 """
@@ -71,7 +71,7 @@ def status_class(status: str | None) -> str | None:
 
 
 def gate_status(completion: str) -> str | None:
-    """The paper's deterministic gate on a policy completion: ``"syntax_error"`` or None (no verdict).
+    """The WMRL paper's deterministic gate on a policy completion: ``"syntax_error"`` or None (no verdict).
 
     The code is the first fenced code block of ``completion`` when it has one, else the whole completion (the
     grammar and function scaffolds write bare code). Empty code, or code that Python can compile neither as a
@@ -136,7 +136,7 @@ class RewardLadder:
 
 
 #: ``percentile``: wmrl's executed reward (failures 0, a valid program its leaderboard percentile);
-#: ``paper``: the World Model RL paper's ladder, from its public reference implementation.
+#: ``paper``: the WMRL paper's ladder, from its public reference implementation.
 LADDERS: dict[str, RewardLadder] = {
     "percentile": RewardLadder("percentile", 0.0, 0.0, 0.0, 0.0, 1.0),
     "paper": RewardLadder("paper", 0.0, 0.1, 0.2, 0.5, 0.5),
