@@ -20,7 +20,7 @@ def _recipe_step(engine: StepEngine, step: int, gid, is_anchor, r_true, r_hat):
     """The recipe stage of the step engine on one step's arrays (as the embodied trainer's step runs it)."""
     return engine.run_recipe(StepInputs(step=step, group_ids=gid, is_anchor=is_anchor, valid=np.ones(gid.size, bool),
                                         reward_true=np.asarray(r_true, float), reward_wm=np.asarray(r_hat, float)))
-from wmrl.training.config import ConfigError
+from wmrl.runs.config import ConfigError
 
 
 def test_collapse_modes() -> None:

@@ -123,3 +123,15 @@ def test_every_recipe_trains_the_toy_environment_for_two_steps(method: str) -> N
         assert not torch.equal(before, policy.logits.detach())
         assert {"wall_s.route", "wall_s.execute", "wall_s.recipe"} <= set(times)  # each stage timed in the ledger
     assert env.executed == ledger.executions["anchor"].count
+
+
+def test_the_worked_example_of_the_architecture_doc_runs(capsys) -> None:
+    """docs/architecture.md, "Adding an environment": the example registers an environment and runs one step."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    code = doc.split("### Adding an environment", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/architecture.md", "exec"), {})
+    assert "bandit" in environment_names()
+    printed = capsys.readouterr().out
+    assert "True" in printed and "False" in printed  # the anchor mask of a wmrl step at rho 0.5

@@ -23,9 +23,12 @@ Environments are registered by name (in the manner of Gymnasium's registry): :fu
                 the leaderboard percentile; the world model reads the program
 ``metaworld``   Meta-World manipulation: episodes of a Gaussian policy;       :mod:`wmrl.embodied.environment`
                 success is the real reward, a progress predictor the model
-``research``    multi-turn research episodes (Gymnasium env): a program per   :mod:`wmrl.episodes.env`
-                turn with validation feedback, the final submission graded
 ==============  ===========================================================  =================================
+
+Multi-turn research episodes (a program per turn with validation feedback; the Gymnasium env of
+:mod:`wmrl.episodes.env`) are not an environment of this protocol: their later turns depend on the route (anchor
+episodes see real feedback, world-model episodes predicted feedback), so the text trainer routes after the first
+turn and runs the turn loop itself (:mod:`wmrl.training.multiturn`).
 
 Adding an environment is one module: a class with the four methods, and ``@register_environment("name")`` on its
 factory (docs/architecture.md, "Adding an environment", works one example through).
@@ -166,8 +169,7 @@ def register_environment(name: str) -> Callable[[Callable[..., Environment]], Ca
 
 #: The modules whose import registers the built-in environments (imported on first lookup, so that importing
 #: the engine stays light).
-BUILTIN_ENVIRONMENTS = {"kaggle": "wmrl.step.kaggle", "metaworld": "wmrl.embodied.environment",
-                        "research": "wmrl.episodes.env"}
+BUILTIN_ENVIRONMENTS = {"kaggle": "wmrl.step.kaggle", "metaworld": "wmrl.embodied.environment"}
 
 
 def environment_names() -> list[str]:

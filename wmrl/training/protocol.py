@@ -31,8 +31,8 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from wmrl.training.config import (ConfigError, Float, Int, OptFloat, OptIds, _errors_text, _nullable,
-                                  _require_finite, _yaml_error_text, load_yaml)
+from wmrl.runs.config import (ConfigError, Float, Int, OptFloat, OptIds, _errors_text, _nullable,
+                              _require_finite, _yaml_error_text, load_yaml)
 
 OptInt = Annotated[Optional[Int], BeforeValidator(_nullable)]
 

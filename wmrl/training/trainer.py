@@ -1,19 +1,13 @@
-"""The WMRL training loop: a short linear pipeline of timed stages (docs/architecture.md, "One step").
+"""The text track's training loop on the step engine: a short linear pipeline of timed stages.
 
-One step ``t`` (M groups of G trajectories)::
+One step ``t`` (M groups of G trajectories; docs/architecture.md, "One step", says what each stage does)::
 
-    generate    policy samples G trajectories for each of M train tasks
-    route       router marks anchor groups (grpo: all, wm: none, wmrl: fraction rho)
-    execute  || wm_predict
-                anchor programs go to the executor (futures) while the world model scores every
-                trajectory; the two overlap in time
-    recipe      the registered recipe (wmrl.core.recipe): reward_wm_calibrated = f_hat(r_hat) with f_hat
-                fitted on anchors of steps < t (then it learns this step's anchors), group-relative
-                advantages per stream, per-sample weights (IVW alpha/n_A, (1-alpha)/n_W, or PPI++)
-    update      micro-batched log-probs, grpo_loss with sample weights, one AdamW step
-    log         metrics.jsonl, samples.jsonl, calibration.jsonl, TensorBoard, progress bar
-    eval        every ``eval.every_k`` steps: held-out (and train) tasks executed for real
-    checkpoint  atomic, every ``checkpoint_every`` steps
+    generate -> route -> execute || wm_predict -> recipe -> update -> wm_refresh -> log   (-> eval, checkpoint)
+
+Sampling, the anchors' execution requests and the world model's predictions are the Kaggle-task environment's
+(:class:`wmrl.step.kaggle.KaggleEnvironment`); routing and the recipe are the step engine's
+(:class:`wmrl.step.engine.StepEngine`); the anchor stream (synchronous, or asynchronous with a staleness bound) is
+:class:`wmrl.step.anchors.AnchorStream`.
 
 With multi-turn episodes (``episode.max_turns`` K > 1, :mod:`wmrl.training.multiturn`) the groups are routed
 after turn 1 is generated, and turns 2..K follow: each turn's programs are executed (anchor episodes, on the
@@ -29,9 +23,10 @@ world model, executor), built by :func:`wmrl.training.parts.build_components` fr
 injected by tests.
 
 The run's lifecycle (start, resume, the loop, the summary) is :mod:`wmrl.training.run`; the GRPO update is
-:mod:`wmrl.training.update`; the method (calibration, advantages, fusion weights) is the registered recipe of
+:mod:`wmrl.training.update` and the run loop :mod:`wmrl.runs.loop`; the method (calibration, advantages, fusion
+weights) is the registered recipe of
 :mod:`wmrl.core.recipe`, called in stage ``recipe``; what a run prints is :mod:`wmrl.training.console`.
-This file is the step pipeline and the state a checkpoint holds (about 680 lines: the stages share the
+This file is the step pipeline and the state a checkpoint holds (about 600 lines: the stages share the
 Trainer's state).
 """
 from __future__ import annotations
