@@ -93,7 +93,7 @@ def test_only_anchor_success_enters_the_gradient(tmp_path, monkeypatch) -> None:
 @pytest.mark.parametrize("recipe", ["wmrl", "grpo", "wm"])
 def test_progress_predictor_scores_every_episode(tmp_path, recipe) -> None:
     d = tmp_path / recipe
-    T.run_embodied(_cfg(d, f"recipe={recipe}"), progress=False)
+    T.run_embodied(_cfg(d, f"method={recipe}"), progress=False)
     samples = read_jsonl(d / "samples.jsonl")
     for m in read_jsonl(d / "metrics.jsonl"):
         mine = [s for s in samples if s["step"] == m["step"]]
@@ -142,7 +142,7 @@ def test_bench_runs_and_reads_back(tmp_path) -> None:
 
     out = tmp_path / "bench"
     res = run_bench(out, preset="tiny", recipes=["sft", "wmrl"], seeds=[0, 1])
-    assert [r["recipe"] for r in res["table"]] == ["sft", "wmrl"] and not res["failed"]
+    assert [r["method"] for r in res["table"]] == ["sft", "wmrl"] and not res["failed"]
     assert res["table"][0]["n_seeds"] == 2 and res["table"][1]["train_se"] is not None
     table = (out / "table.md").read_text()
     assert "WMRL (anchors + debias + denoise)" in table and "Ordering" in table

@@ -110,12 +110,14 @@ def test_recipe_grpo_and_wm_streams() -> None:
 def test_config_errors() -> None:
     with pytest.raises(ConfigError, match="unknown config key"):
         load_config(preset="tiny", overrides=["optim.stepz=3"])
-    with pytest.raises(ConfigError, match="recipe"):
-        load_config(preset="tiny", overrides=["recipe=ppo"])
+    with pytest.raises(ConfigError, match="method"):
+        load_config(preset="tiny", overrides=["method=ppo"])
+    with pytest.raises(ConfigError, match="it is called method now"):
+        load_config(preset="tiny", overrides=["recipe=grpo"])
     with pytest.raises(ConfigError, match="50"):
         load_config(preset="tiny", overrides=["suite.n_train_states=40", "suite.n_heldout_states=20"])
     with pytest.raises(ConfigError, match="epochs_per_step"):
-        load_config(preset="tiny", overrides=["recipe=wmrl-ppi", "optim.epochs_per_step=2"])
+        load_config(preset="tiny", overrides=["method=wmrl-ppi", "optim.epochs_per_step=2"])
     with pytest.raises(ConfigError, match="collapse"):
         load_config(preset="tiny", overrides=["world_model.collapse=mean"])
     with pytest.raises(ConfigError, match="preset"):
@@ -146,12 +148,12 @@ def test_metaworld_initial_states_seeded_and_split() -> None:
 
 def test_config_file(tmp_path) -> None:
     p = tmp_path / "c.yaml"
-    p.write_text("recipe: grpo\noptim:\n  steps: 4\n  steps: 5\n")
+    p.write_text("method: grpo\noptim:\n  steps: 4\n  steps: 5\n")
     with pytest.raises(ConfigError, match="steps"):
         load_config(p, preset="tiny")
-    p.write_text("recipe: grpo\noptim:\n  steps: 4\nsuite:\n  tasks: [push-v3, reach-v3]\n")
+    p.write_text("method: grpo\noptim:\n  steps: 4\nsuite:\n  tasks: [push-v3, reach-v3]\n")
     cfg = load_config(p, ["seed=2"], preset="tiny")
-    assert (cfg.recipe, cfg.optim.steps, cfg.seed, cfg.suite.tasks) == ("grpo", 4, 2, ["push-v3", "reach-v3"])
+    assert (cfg.method, cfg.optim.steps, cfg.seed, cfg.suite.tasks) == ("grpo", 4, 2, ["push-v3", "reach-v3"])
     assert cfg.suite.max_steps == 20  # the rest of the preset stays
     with pytest.raises(FileNotFoundError, match="missing.yaml' not found"):
         load_config(tmp_path / "missing.yaml")

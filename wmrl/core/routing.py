@@ -300,3 +300,18 @@ def make_router(kind: str, fraction: float = 0.1, min_every: int | None = 10, se
     if kind not in kinds:
         raise ValueError(f"unknown router {kind!r}; choose one of {sorted(kinds)}")
     return kinds[kind](fraction=fraction, min_every=min_every, seed=seed)
+
+
+def build_router(recipe: Any, anchor_fraction: float, *, kind: str = "fraction", min_anchor_every: int | None = None,
+                 seed: int = 0) -> Router:
+    """The router of ``recipe`` (a :class:`wmrl.core.recipe.Recipe`) at the configured rho, the one place a trainer's,
+    an integration's or the simulation's router is made: its long-run anchor fraction is
+    ``recipe.anchor_fraction(rho)`` (1 for grpo, 0 for wm, rho for the fraction recipes), and a fraction recipe at
+    0 < rho < 1 gets at least one anchor group every ``min_anchor_every`` steps (None or 0: no such floor).
+
+    Raises:
+        ValueError: an unknown router kind (the message lists the known ones).
+    """
+    rho = recipe.anchor_fraction(anchor_fraction)
+    floor = (min_anchor_every or None) if recipe.anchors == "fraction" and 0.0 < rho < 1.0 else None
+    return make_router(kind, fraction=rho, min_every=floor, seed=seed)

@@ -63,7 +63,7 @@ def run_one(out: Path, recipe: str, seed: int, preset: str, overrides: list[str]
         return run_embodied(resume_dir=d, progress=True)
     if d.exists():
         shutil.rmtree(d)
-    cfg = load_config(preset=preset, overrides=list(overrides) + [f"recipe={recipe}", f"seed={seed}",
+    cfg = load_config(preset=preset, overrides=list(overrides) + [f"method={recipe}", f"seed={seed}",
                                                                   f"run_dir={d}", f"name={recipe}-s{seed}"])
     return run_embodied(cfg, progress=True)
 
@@ -78,7 +78,7 @@ def run_bench(out: str | Path, *, preset: str = "bench", recipes: list[str] | No
     # fail fast, before any run: a bad preset or override, or a recipe that is not registered
     load_config(preset=preset, overrides=list(overrides or []))
     for r in recipes:
-        load_config(preset=preset, overrides=[*(overrides or []), f"recipe={r}"])
+        load_config(preset=preset, overrides=[*(overrides or []), f"method={r}"])
     meta = {"preset": preset, "recipes": recipes, "seeds": seeds, "overrides": list(overrides or []),
             "command": " ".join(sys.argv), "started": time.time()}
     if not (out / "bench_meta.json").is_file():
@@ -90,7 +90,7 @@ def run_bench(out: str | Path, *, preset: str = "bench", recipes: list[str] | No
             try:
                 runs.append(run_one(out, r, seed, preset, list(overrides or []), log))
             except Exception as e:  # noqa: BLE001 - one failed run must not end the bench; it is reported
-                failed.append({"recipe": r, "seed": seed, "error": f"{type(e).__name__}: {e}"})
+                failed.append({"method": r, "seed": seed, "error": f"{type(e).__name__}: {e}"})
                 (out / f"{r}-s{seed}.error.txt").write_text(traceback.format_exc())
                 log(f"run {r} seed {seed} failed: {e}")
             res = summarise(runs, failed, recipes)
@@ -101,12 +101,12 @@ def run_bench(out: str | Path, *, preset: str = "bench", recipes: list[str] | No
 
 def summarise(runs: list[dict[str, Any]], failed: list[dict[str, Any]], recipes: list[str]) -> dict[str, Any]:
     rows = []
-    sft = {r["seed"]: r["final"] for r in runs if r["recipe"] == "sft"}
+    sft = {r["seed"]: r["final"] for r in runs if r["method"] == "sft"}
     for name in recipes:
-        rs = [r for r in runs if r["recipe"] == name]
+        rs = [r for r in runs if r["method"] == name]
         if not rs:
             continue
-        row: dict[str, Any] = {"recipe": name, "label": LABELS.get(name, name), "n_seeds": len(rs),
+        row: dict[str, Any] = {"method": name, "label": LABELS.get(name, name), "n_seeds": len(rs),
                                "seeds": [r["seed"] for r in rs]}
         for split in ("train", "heldout", "heldout_tasks"):
             xs = [r["final"][split] for r in rs if r["final"].get(split) is not None]
@@ -131,7 +131,7 @@ def _pm(m: float | None, se: float | None, pct: bool = True) -> str:
 
 def ordering(table: list[dict[str, Any]], split: str = "heldout") -> str:
     """Whether the paper's ordering sparse (grpo) < dense (wm) < both (wmrl) holds on ``split`` means."""
-    by = {r["recipe"]: r.get(f"{split}_mean") for r in table}
+    by = {r["method"]: r.get(f"{split}_mean") for r in table}
     if any(by.get(k) is None for k in ("grpo", "wm", "wmrl")):
         return f"{split}: not all of grpo, wm, wmrl ran"
     g, w, b = by["grpo"], by["wm"], by["wmrl"]
@@ -146,7 +146,7 @@ def format_table(res: dict[str, Any]) -> str:
     lines = ["| method | train states % | held-out states % | Δ train vs SFT | Δ held-out vs SFT | "
              "train CPU-s | success labels | seeds |", "|---|---|---|---|---|---|---|---|"]
     for r in res["table"]:
-        lines.append(f"| {r['label']} (`{r['recipe']}`) | {_pm(r.get('train_mean'), r.get('train_se'))} | "
+        lines.append(f"| {r['label']} (`{r['method']}`) | {_pm(r.get('train_mean'), r.get('train_se'))} | "
                      f"{_pm(r.get('heldout_mean'), r.get('heldout_se'))} | "
                      f"{_pm(r.get('train_delta_mean'), r.get('train_delta_se'))} | "
                      f"{_pm(r.get('heldout_delta_mean'), r.get('heldout_delta_se'))} | "
@@ -156,7 +156,7 @@ def format_table(res: dict[str, Any]) -> str:
     lines.append("Ordering: " + ordering(res["table"], "train"))
     if res.get("failed"):
         lines.append("")
-        lines += [f"- failed: {f['recipe']} seed {f['seed']}: {f['error']}" for f in res["failed"]]
+        lines += [f"- failed: {f['method']} seed {f['seed']}: {f['error']}" for f in res["failed"]]
     return "\n".join(lines) + "\n"
 
 

@@ -27,13 +27,13 @@ def _fail(e: BaseException) -> None:
 def train(
     preset: Optional[str] = typer.Option(None, "--preset", "-p", help="tiny (CI, seconds) or bench."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config (on top of the preset)."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Override, e.g. --set recipe=grpo."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Override, e.g. --set method=grpo."),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in RUN_DIR."),
     accept_edited_config: bool = typer.Option(False, "--accept-edited-config",
                                               help="With --resume: accept an edited RUN_DIR/config.yaml."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No per-step lines on stderr."),
 ) -> None:
-    """Post-train the SFT policy with one recipe (``--set recipe=NAME``: any registered recipe, e.g. grpo, wm,
+    """Post-train the SFT policy with one recipe (``--set method=NAME``: any registered recipe, e.g. grpo, wm,
     wmrl, wmrl-no-debias, wmrl-no-denoise, wmrl-ppi, wmrl-bias-aware, anchor-only, wmrl-flat; or sft). Writes a run directory (config.yaml, metrics.jsonl, samples.jsonl, calibration.jsonl,
     eval.jsonl, checkpoints/, ledger.json, summary.json); a killed run continues with --resume RUN_DIR."""
     from wmrl.embodied.config import load_config

@@ -11,7 +11,7 @@ import copy
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -109,9 +109,11 @@ class EvalConfig(_Section):
 class EmbodiedConfig(_Section):
     """One embodied training run."""
 
-    name: OptStr = Field(None, description="Run name (default: the recipe).")
-    recipe: str = Field("wmrl", description="A registered recipe (grpo, wm, wmrl, wmrl-no-debias, wmrl-no-denoise, "
-                        "wmrl-ppi, anchor-only, ...) or sft (no RL: evaluate the SFT checkpoint).")
+    removed_keys: ClassVar[dict[str, str]] = {"recipe": "it is called method now, as in the text track: method=NAME"}
+
+    name: OptStr = Field(None, description="Run name (default: the method).")
+    method: str = Field("wmrl", description="The method: a registered recipe (grpo, wm, wmrl, wmrl-no-debias, "
+                        "wmrl-no-denoise, wmrl-ppi, anchor-only, ...) or sft (no RL: evaluate the SFT checkpoint).")
     seed: Int = Field(0, description="Seed of RL sampling (the SFT checkpoint is shared).")
     run_dir: OptStr = Field(None, description="Run directory (default runs/embodied-<name>-<time>).")
     checkpoint_every: Int = Field(5, ge=1, description="Checkpoint every N steps (and at the end).")
@@ -167,16 +169,16 @@ def config_from_dict(data: dict[str, Any] | None) -> EmbodiedConfig:
         ConfigError: with the offending key named.
     """
     cfg = model_from_dict(EmbodiedConfig, data)
-    if cfg.recipe not in recipe_names() and cfg.recipe != "sft":
-        raise ConfigError(f"recipe: {cfg.recipe!r} is not one of sft, {', '.join(recipe_names())}")
+    if cfg.method not in recipe_names() and cfg.method != "sft":
+        raise ConfigError(f"method: {cfg.method!r} is not one of sft, {', '.join(recipe_names())}")
     s = cfg.suite
     if s.n_train_states + s.n_heldout_states > 50:
         raise ConfigError(f"suite: n_train_states + n_heldout_states = {s.n_train_states + s.n_heldout_states} "
                           "> 50 (Meta-World's initial states per task)")
     if cfg.wmrl.alpha_floor > cfg.wmrl.alpha_ceiling:
         raise ConfigError("wmrl.alpha_floor must not exceed wmrl.alpha_ceiling")
-    if cfg.recipe == "wmrl-ppi" and cfg.optim.epochs_per_step != 1:
-        raise ConfigError("recipe wmrl-ppi merges its anchor rows assuming one update per batch: set "
+    if cfg.method == "wmrl-ppi" and cfg.optim.epochs_per_step != 1:
+        raise ConfigError("method wmrl-ppi merges its anchor rows assuming one update per batch: set "
                           "optim.epochs_per_step=1")
     return cfg
 

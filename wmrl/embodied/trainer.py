@@ -134,13 +134,13 @@ class EmbodiedTrainer:
         self.pool.env_steps = 0
         self.policy = GaussianPolicy.load(art / "policy")
         self.wm = ProgressPredictor.load(art / "progress")
-        self.sft = cfg.recipe == "sft"
+        self.sft = cfg.method == "sft"
         w = cfg.wmrl
         self.engine = StepEngine(self.spec_name, recipe_settings(w), anchor_fraction=w.anchor_fraction,
                                  min_anchor_every=w.min_anchor_every, seed=cfg.seed,
                                  always_predict=True)  # r_hat of every step: the wm_anchor_corr diagnostic
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.optim.lr)
-        self.ledger = Ledger(method=cfg.recipe, anchor_fraction_configured=self.engine.anchor_fraction)
+        self.ledger = Ledger(method=cfg.method, anchor_fraction_configured=self.engine.anchor_fraction)
         self.step = 0
         self.last_eval: dict[str, Any] = {}
         self.train_states = self.suite.states("train")
@@ -162,7 +162,7 @@ class EmbodiedTrainer:
             torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
             torch.save(rng_state(), tmp / "rng.pt")
             eng = self.engine.state_dict()
-            st = {"step": self.step, "recipe": self.cfg.recipe, "router": eng["router"],
+            st = {"step": self.step, "method": self.cfg.method, "router": eng["router"],
                   "recipe_state": eng["recipe"], "ledger": self.ledger.state_dict(),
                   "line_counts": dict(self.rd.line_counts()), "last_eval": self.last_eval,
                   "env_steps": self.pool.env_steps, "artefacts": str(self.art), "time": time.time()}
@@ -194,7 +194,7 @@ class EmbodiedTrainer:
             upd = self._update(eb, out.advantages, out.weights)
         self.step = step
         rec: dict[str, Any] = {
-            "step": step, "time": time.time(), "method": cfg.recipe, "n_groups": sb.M, "n_episodes": sb.B,
+            "step": step, "time": time.time(), "method": cfg.method, "n_groups": sb.M, "n_episodes": sb.B,
             "n_anchor_groups": int(sb.anchor_groups.sum()), "n_anchor_episodes": int(a.sum()),
             "success_anchor_mean": float(eb.success[a].mean()) if a.any() else None,
             "success_rollout_mean_diagnostic": float(eb.success.mean()),  # simulator diagnostic, never trained on
@@ -227,7 +227,7 @@ class EmbodiedTrainer:
 
     @property
     def spec_name(self) -> str:
-        return "grpo" if self.sft else self.cfg.recipe
+        return "grpo" if self.sft else self.cfg.method
 
     def _update(self, eb: Any, adv: np.ndarray, weights: np.ndarray) -> dict[str, Any]:
         """``epochs_per_step`` Adam steps on the weighted clipped surrogate (:func:`wmrl.core.losses.grpo_loss`)."""
@@ -333,7 +333,7 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
         if cfg is None:
             raise ValueError("give a config or resume_dir")
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-        rd = RunDir(cfg.run_dir or Path("runs") / f"embodied-{cfg.name or cfg.recipe}-{stamp}")
+        rd = RunDir(cfg.run_dir or Path("runs") / f"embodied-{cfg.name or cfg.method}-{stamp}")
         if rd.metrics.is_file() or rd.summary.is_file() or rd.checkpoints.is_dir() and any(rd.checkpoints.iterdir()):
             raise RunDirError(f"{rd.root} already holds a run: resume it with `wmrl embodied train --resume "
                               f"{rd.root}` or choose another run_dir")
@@ -354,13 +354,13 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
             rd.truncate_logs(0, {w: 0 for w in rd.JSONL})
     steps = 0 if tr.sft else cfg.optim.steps
     if tr.step == 0 and (cfg.eval.at_start or tr.sft) and not evaluated_at(rd, 0):
-        say(f"[{cfg.recipe} seed {cfg.seed}] evaluating the SFT policy")
+        say(f"[{cfg.method} seed {cfg.seed}] evaluating the SFT policy")
         tr.evaluate()
         if tr.sft:
             tr.save_checkpoint()
 
     def on_step(rec: dict[str, Any]) -> None:
-        say(f"[{cfg.recipe} seed {cfg.seed}] step {tr.step}/{steps} success(anchors) "
+        say(f"[{cfg.method} seed {cfg.seed}] step {tr.step}/{steps} success(anchors) "
             f"{_fmt(rec['success_anchor_mean'])} r_wm {_fmt(rec['reward_wm_mean'])} alpha {_fmt(rec.get('alpha'))} "
             f"{rec['step_wall_s']:.1f}s")
 
@@ -380,7 +380,7 @@ def _summarise(tr: EmbodiedTrainer, steps: int) -> dict[str, Any]:
     tot = tr.ledger.totals()
     art = json.loads((tr.art / "report.json").read_text())
     summ = {
-        "recipe": tr.cfg.recipe, "seed": tr.cfg.seed, "steps": tr.step, "run_dir": str(tr.rd.root),
+        "method": tr.cfg.method, "seed": tr.cfg.seed, "steps": tr.step, "run_dir": str(tr.rd.root),
         "final": {k: v["success_rate"] for k, v in final.items()},
         "final_se": {k: v["se"] for k, v in final.items()},
         "initial": {k: v["success_rate"] for k, v in first.items()},

@@ -39,7 +39,7 @@ import numpy as np
 
 from wmrl.core.alarm import ExploitationMonitor, raised_anchor_fraction
 from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe, recipe_names
-from wmrl.core.routing import FractionRouter
+from wmrl.core.routing import build_router
 from wmrl.core.staleness import (UNANCHORED_MODES, LatencyModel, UnanchoredSteps, arrival_steps, check_at_bound,
                                   check_staleness, late_clip)
 from wmrl.sim.bandit import BanditProblem, WorldModelSpec, world_model_scores
@@ -186,8 +186,8 @@ class _RunState:
         self.cfg = cfg
         self.rng_sample = np.random.default_rng([spec.seed, 1])
         self.rng_wm = np.random.default_rng([spec.seed, 2])
-        self.router = FractionRouter(fraction=spec.effective_rho, min_every=cfg.min_every, seed=spec.seed)
         self.recipe = get_recipe(spec.method)
+        self.router = build_router(self.recipe, spec.rho, min_anchor_every=cfg.min_every, seed=spec.seed)
         self.settings = RecipeSettings(
             normalize_std=cfg.normalize_std, calibrator_window=cfg.cal_window, calibrator_min_anchors=cfg.cal_min_anchors,
             calibrator_fallback="identity", calibrator_tie_break=1e-3,  # the study of record

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepInputs, StepOutputs, get_recipe, recipe_names
-from wmrl.core.routing import Router, make_router
+from wmrl.core.routing import Router, build_router
 from wmrl.step.batch import StepBatch
 from wmrl.step.environment import Environment, Outcomes, Rollouts
 
@@ -83,20 +83,6 @@ def recipe_settings(section: Any, *, normalize_std: bool | None = None, adv_eps:
         calibrator_fallback=getattr(section, "calibrator_fallback", d.calibrator_fallback),
         window_pairs=section.calibrator_window, alpha_floor=section.alpha_floor, alpha_ceiling=section.alpha_ceiling,
         fusion_min_pairs=section.fusion_min_pairs)
-
-
-def build_router(recipe: Recipe, anchor_fraction: float, *, kind: str = "fraction", min_anchor_every: int | None = None,
-                 seed: int = 0) -> Router:
-    """The router of ``recipe`` at the configured rho: its long-run anchor fraction is
-    ``recipe.anchor_fraction(rho)`` (1 for grpo, 0 for wm, rho for the fraction recipes), and a fraction recipe at
-    0 < rho < 1 gets at least one anchor group every ``min_anchor_every`` steps (None or 0: no such floor).
-
-    Raises:
-        ValueError: an unknown router kind (the message lists the known ones).
-    """
-    rho = recipe.anchor_fraction(anchor_fraction)
-    floor = (min_anchor_every or None) if recipe.anchors == "fraction" and 0.0 < rho < 1.0 else None
-    return make_router(kind, fraction=rho, min_every=floor, seed=seed)
 
 
 class StepEngine:
