@@ -46,6 +46,7 @@ from wmrl.episodes.observation import (
 )
 from wmrl.episodes.prompt import ACTION_INSTRUCTION, episode_prompt
 from wmrl.models.scaffolds import ScriptScaffold, extract_code, get_scaffold
+from wmrl.step.kaggle import predict_rewards
 from wmrl.tasks.spec import Task
 
 __all__ = ["ACTIONS", "ACTION_ALIASES", "ENV_ID", "ExecutionFailed", "ProgramScaffold", "ResearchEnv"]
@@ -497,9 +498,7 @@ class ResearchEnv(gym.Env):
         """(raw r_hat, calibrated and clipped r_tilde) of the world model for ``code``."""
         task = self._task
         assert task is not None
-        r_hat = np.asarray(self.world_model.predict([self.scaffold.prompt(task)], [code]), dtype=np.float64).reshape(-1)
-        if r_hat.size != 1 or not math.isfinite(float(r_hat[0])):
-            raise RuntimeError(f"the world model returned {r_hat.tolist()} for one program; expected one finite number")
+        r_hat, _ = predict_rewards(self.world_model, [self.scaffold.prompt(task)], [code])  # checked: [1], finite
         r = r_hat
         if self.calibrator is not None:
             f = getattr(self.calibrator, "transform", None) or self.calibrator

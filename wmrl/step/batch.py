@@ -16,8 +16,15 @@ from wmrl.core.recipe import StepOutputs
 from wmrl.step.anchors import LatePairs
 
 if TYPE_CHECKING:
-    from wmrl.episodes.rollout import Episodes
     from wmrl.world_model.outcome import OutcomePrediction
+
+
+class EpisodeTokens(Protocol):
+    """The multi-turn episodes of a step as the step batch reads them (:class:`wmrl.episodes.rollout.Episodes`)."""
+
+    def tokens(self) -> np.ndarray:
+        """[B] int64 policy tokens of all turns of each episode."""
+        ...
 
 
 class TurnObservations(Protocol):
@@ -67,7 +74,7 @@ class StepBatch:
     late: LatePairs | None = None
     late_out: tuple[np.ndarray, ...] = ()
     cal_rec: dict[str, Any] | None = None
-    episodes: Episodes | None = None  # multi-turn: the step's B episodes (wmrl.training.multiturn)
+    episodes: EpisodeTokens | None = None  # multi-turn: the step's B episodes (wmrl.episodes.rollout.Episodes)
     feedback: TurnObservations | None = None  # multi-turn: the step's feedback (wmrl.training.multiturn.StepFeedback)
     update: dict[str, Any] = field(default_factory=dict)
     refresh: dict[str, Any] | None = None

@@ -25,10 +25,11 @@ Environments are registered by name (in the manner of Gymnasium's registry): :fu
                 success is the real reward, a progress predictor the model
 ==============  ===========================================================  =================================
 
-Multi-turn research episodes (a program per turn with validation feedback; the Gymnasium env of
-:mod:`wmrl.episodes.env`) are not an environment of this protocol: their later turns depend on the route (anchor
-episodes see real feedback, world-model episodes predicted feedback), so the text trainer routes after the first
-turn and runs the turn loop itself (:mod:`wmrl.training.multiturn`).
+Multi-turn research episodes (a program per turn with validation feedback) are not an environment of this
+protocol: their later turns depend on the route (anchor episodes see real feedback, world-model episodes predicted
+feedback), so the text trainer routes after the first turn and runs the turn loop itself
+(:mod:`wmrl.training.multiturn`, with the engine's requests and predictions); the Gymnasium env of
+:mod:`wmrl.episodes.env` predicts with the Kaggle environment's :func:`wmrl.step.kaggle.predict_rewards`.
 
 Adding an environment is one module: a class with the four methods, and ``@register_environment("name")`` on its
 factory (docs/architecture.md, "Adding an environment", works one example through).
