@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from wmrl.core.staleness import check_at_bound, check_staleness, is_due
+from wmrl.step.batch import LatePairs, StepBatch
 
 
 @dataclass
@@ -75,24 +76,6 @@ class AnchorRuns:
     def group_done(self, g: int) -> bool:
         """Whether every execution of group ``g`` has finished."""
         return all(f.done() for i, (f, _) in self.futures.items() if self.group_of[i] == g)
-
-
-@dataclass
-class LatePairs:
-    """Anchor samples consumed at a later step than their own ([N] arrays; ``staleness`` in steps). ``parts``:
-    per origin step, (that step's ``RolloutBatch``, [n] int64 row indices into it), in the order of the arrays,
-    so the samples can enter this step's loss with their behaviour log-probabilities (``late="gradient"``)."""
-
-    origin_steps: np.ndarray
-    group_ids: np.ndarray
-    reward_true: np.ndarray
-    reward_wm: np.ndarray
-    staleness: np.ndarray
-    parts: list[tuple[Any, np.ndarray]] = field(default_factory=list)
-
-    @property
-    def n(self) -> int:
-        return int(self.reward_true.size)
 
 
 def _pairs(rows: list[tuple[int, int, float, float]], step: int, parts: list | None = None) -> LatePairs:
@@ -130,7 +113,7 @@ class AnchorStream:
         self.over_bound: LatePairs | None = None  # over-bound pairs consumed at the last collect (calibration mode)
         self.step_counts: dict[str, int] = {}  # the last collect's over-bound counts (metrics.jsonl)
 
-    def submit(self, sb: Any, requests: list[tuple[int, Any]]) -> AnchorRuns:
+    def submit(self, sb: StepBatch, requests: list[tuple[int, Any]]) -> AnchorRuns:
         """Submit ``requests`` ((sample index, ExecutionRequest)) of step ``sb.step``; returns the runs."""
         runs = AnchorRuns(step=sb.step, w0=time.perf_counter(), batch=sb.batch if self.k else None)
         c0 = time.process_time()
@@ -144,7 +127,7 @@ class AnchorStream:
             self.in_flight.append(runs)
         return runs
 
-    def collect(self, sb: Any, runs: AnchorRuns) -> LatePairs | None:
+    def collect(self, sb: StepBatch, runs: AnchorRuns) -> LatePairs | None:
         """Consume what the bound allows at step ``sb.step``: fill ``sb.reward_true``, ``sb.status``,
         ``sb.error``, ``sb.valid`` and ``sb.is_anchor`` for the step's own groups (a group still in flight is
         not an anchor at this step), and return the late pairs of earlier steps (None when k = 0).
@@ -263,7 +246,7 @@ class AnchorStream:
         runs.done_at.setdefault(i, time.perf_counter())
         return res
 
-    def _consume_sync(self, sb: Any, runs: AnchorRuns) -> None:
+    def _consume_sync(self, sb: StepBatch, runs: AnchorRuns) -> None:
         """k = 0: wait for every execution of the step (stage ``execute``, from submission to the last one done)."""
         c2 = time.process_time()
         results: dict[int, Any] = {i: self._result(runs, i) for i in list(runs.futures)}
@@ -284,7 +267,7 @@ class AnchorStream:
 LATE_MODES = ("gradient", "calibration")
 
 
-def recipe_inputs(sb: Any, late: LatePairs | None, late_mode: str, recalled: np.ndarray | None = None) -> Any:
+def recipe_inputs(sb: StepBatch, late: LatePairs | None, late_mode: str, recalled: np.ndarray | None = None) -> Any:
     """The recipe's :class:`~wmrl.core.recipe.StepInputs` at step t ([B + N]; N = late samples in the gradient).
     ``recalled`` [B] is the measured reward of the step's samples whose programs were executed before (NaN
     elsewhere), or None; late rows have none.

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from wmrl.core.recipe import StepOutputs
-from wmrl.step.anchors import LatePairs
 
 if TYPE_CHECKING:
     from wmrl.world_model.outcome import OutcomePrediction
@@ -32,6 +31,24 @@ class TurnObservations(Protocol):
     (episode, turn) it scored (:class:`wmrl.training.multiturn.StepFeedback`)."""
 
     observations_wm: dict[tuple[int, int], Any]
+
+
+@dataclass
+class LatePairs:
+    """Anchor samples consumed at a later step than their own ([N] arrays; ``staleness`` in steps). ``parts``:
+    per origin step, (that step's ``RolloutBatch``, [n] int64 row indices into it), in the order of the arrays,
+    so the samples can enter this step's loss with their behaviour log-probabilities (``late="gradient"``)."""
+
+    origin_steps: np.ndarray
+    group_ids: np.ndarray
+    reward_true: np.ndarray
+    reward_wm: np.ndarray
+    staleness: np.ndarray
+    parts: list[tuple[Any, np.ndarray]] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return int(self.reward_true.size)
 
 
 @dataclass
@@ -72,7 +89,7 @@ class StepBatch:
     valid: np.ndarray = field(init=False)
     out: StepOutputs | None = None
     late: LatePairs | None = None
-    late_out: tuple[np.ndarray, ...] = ()
+    late_out: StepOutputs | None = None  # the late anchor rows' outputs (asynchronous anchors, gradient mode)
     cal_rec: dict[str, Any] | None = None
     episodes: EpisodeTokens | None = None  # multi-turn: the step's B episodes (wmrl.episodes.rollout.Episodes)
     feedback: TurnObservations | None = None  # multi-turn: the step's feedback (wmrl.training.multiturn.StepFeedback)

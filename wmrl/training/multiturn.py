@@ -34,6 +34,7 @@ from wmrl.core.episodes import best_turn, finite_mean, reward_after_turn, turn_r
 from wmrl.episodes.observation import observation_from_prediction, observation_from_result
 from wmrl.episodes.rollout import Episodes, TurnFeedback
 from wmrl.step.anchors import anchor_request
+from wmrl.step.batch import StepBatch
 
 
 def _status(r: Any) -> str:
@@ -48,7 +49,7 @@ class StepFeedback:
         sb: the step's :class:`~wmrl.training.trainer.StepBatch` after stage route (``is_anchor`` per episode).
     """
 
-    def __init__(self, trainer: Any, sb: Any) -> None:
+    def __init__(self, trainer: Any, sb: StepBatch) -> None:
         self.t, self.sb = trainer, sb
         self.cfg = trainer.cfg
         self.base_prompts = {t.id: trainer.c.scaffold.prompt(t) for t in sb.tasks}
@@ -121,7 +122,7 @@ class TimedPolicy:
             return self._p.sample(*args, **kwargs)
 
 
-def rollout_step(trainer: Any, sb: Any, seed: int) -> Episodes:
+def rollout_step(trainer: Any, sb: StepBatch, seed: int) -> Episodes:
     """Turns 2..K of the step's episodes (turn 1 is ``sb.batch``): :func:`wmrl.episodes.rollout.run_episodes` with
     the step's :class:`StepFeedback`; then :func:`fill_step`. Returns the episodes (also ``sb.episodes``)."""
     from wmrl.episodes.rollout import run_episodes
@@ -137,7 +138,7 @@ def rollout_step(trainer: Any, sb: Any, seed: int) -> Episodes:
     return ep
 
 
-def add_turns(sb: Any, lines: list[dict[str, Any]]) -> None:
+def add_turns(sb: StepBatch, lines: list[dict[str, Any]]) -> None:
     """Complete the step's ``samples.jsonl`` lines (one per episode): the final submission's completion, the
     turns, whether the episode submitted early, and every turn (:func:`turn_records`)."""
     ep = sb.episodes
@@ -148,7 +149,7 @@ def add_turns(sb: Any, lines: list[dict[str, Any]]) -> None:
                     turns=[{k: v for k, v in t.items() if k != "episode"} for t in turns if t["episode"] == i])
 
 
-def fill_step(sb: Any, ep: Episodes) -> None:
+def fill_step(sb: StepBatch, ep: Episodes) -> None:
     """Set the step's per-episode arrays from the episodes: ``reward_true`` / ``reward_wm`` / ``status`` /
     ``error`` of each final submission, ``valid`` (False after an infrastructure failure)."""
     sb.episodes = ep
@@ -161,7 +162,7 @@ def fill_step(sb: Any, ep: Episodes) -> None:
         sb.valid[e] = bool(ep.valid[e])
 
 
-def earlier_anchor_pairs(sb: Any, ep: Episodes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def earlier_anchor_pairs(sb: StepBatch, ep: Episodes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The (group ids, r, r_hat) of every valid anchor turn that is not its episode's final submission: the
     calibration pairs of the turns before the last ([N] arrays)."""
     g, rt, rw = [], [], []
@@ -199,7 +200,7 @@ def update_parts(ep: Episodes, adv: np.ndarray, weights: np.ndarray, valid: np.n
     return first[0], first[1], first[2], first[3], extra
 
 
-def episode_metrics(sb: Any, ep: Episodes, observations_wm: dict[tuple[int, int], Any]) -> dict[str, Any]:
+def episode_metrics(sb: StepBatch, ep: Episodes, observations_wm: dict[tuple[int, int], Any]) -> dict[str, Any]:
     """The step's multi-turn keys of ``metrics.jsonl`` (docs/run-directory.md): turns and submissions, the anchor
     episodes' grade after each turn (``reward_true_turn<j>_mean``, carried forward after a submission), the best
     of their turns, the world model's score after each turn, and the feedback's fidelity on this step's anchors."""
@@ -222,7 +223,7 @@ def episode_metrics(sb: Any, ep: Episodes, observations_wm: dict[tuple[int, int]
     return rec
 
 
-def turn_records(sb: Any, ep: Episodes, observations_wm: dict[tuple[int, int], Any]) -> list[dict[str, Any]]:
+def turn_records(sb: StepBatch, ep: Episodes, observations_wm: dict[tuple[int, int], Any]) -> list[dict[str, Any]]:
     """One record per (episode, turn) with a program: its stream, the real and the world model's observations
     (dicts), the rewards. These are ``samples.jsonl``'s ``turns`` and the input of the fidelity."""
     out = []

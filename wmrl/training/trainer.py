@@ -321,7 +321,8 @@ class Trainer:
             batch, adv, w, valid, extra = update_parts(sb.episodes, out.advantages, out.weights, sb.valid, o.aggregation)
             return grpo_update(self.c.policy, self.optimizer, self.params, batch, adv, w, valid, o, extra)
         return grpo_update(self.c.policy, self.optimizer, self.params, sb.batch, out.advantages, out.weights, sb.valid,
-                           o, late_update_parts(sb.late, *sb.late_out[2:]), late_clip(self.cfg.wmrl.late_ratio_max))
+                           o, late_update_parts(sb.late, sb.late_out.advantages, sb.late_out.weights),
+                           late_clip(self.cfg.wmrl.late_ratio_max))
 
     def _collect_anchors(self, sb: StepBatch, runs: AnchorRuns) -> None:
         """Consume the anchor results the staleness bound allows (:meth:`AnchorStream.collect`: k = 0 waits for
@@ -339,10 +340,10 @@ class Trainer:
         full = self.engine.run_recipe(recipe_inputs(sb, late, mode, recalled))
         parts = (full.reward_wm_calibrated, full.reward_used, full.advantages, full.weights)
         sb.out = out = StepOutputs(*(a[:B] for a in parts), full.stats, full.calibration)
-        sb.late_out = tuple(a[B:] for a in parts)  # late anchor rows in this step's loss (gradient mode)
+        sb.late_out = StepOutputs(*(a[B:] for a in parts))  # late anchor rows in this step's loss (gradient mode)
         own_in_flight = int((sb.anchor_groups & ~np.isin(np.arange(sb.M), sb.gid[sb.is_anchor])).sum())
         sb.skip_update = self.unanchored.decide(own_in_flight, int(full.stats["n_anchor_samples"]))
-        late_tilde = None if late is None or not late.n else (sb.late_out[0] if mode == "gradient" else
+        late_tilde = None if late is None or not late.n else (sb.late_out.reward_wm_calibrated if mode == "gradient" else
                                                              self.engine.learn_late(
             sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
         over = self.anchors.learn_over_bound(self.recipe, self.recipe_state, sb.step)  # over the bound: calibration only
@@ -478,7 +479,10 @@ class Trainer:
              "reward_used": out.reward_used[i], "advantage": out.advantages[i], "weight": 0.0 if sb.skip_update else out.weights[i], "dropped": not bool(sb.valid[i]), "completion_tokens": int(tokens[i]),
              "completion": batch.completions[i][:2000]}
             for i in range(sb.B)
-        ] + (late_sample_lines(sb.step, sb.late, *sb.late_out) if sb.late is not None and sb.late_out[0].size else [])
+        ]
+        lo = sb.late_out
+        if sb.late is not None and lo is not None and lo.weights.size:
+            lines += late_sample_lines(sb.step, sb.late, lo.reward_wm_calibrated, lo.reward_used, lo.advantages, lo.weights)
         if sb.episodes is not None:
             add_turns(sb, lines)
         return lines
