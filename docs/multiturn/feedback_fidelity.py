@@ -57,7 +57,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "corpus": "runs/bench-cpu-small-k2/corpus/executions.sqlite",
         "model": "tiny", "backbone_seed": 0, "streams": ["warmup"],
         "what": "the cpu-small bench's shared warm-up corpus (tiny initial policy, seed 0, grammar scaffold)",
-        "config": "configs/bench/cpu-small.yaml", "overrides": {"adapter": False, "heldout_fraction": 0.0},
+        "config": "wmrl/bench/configs/cpu-small.yaml", "overrides": {"adapter": False, "heldout_fraction": 0.0},
     },
     "multiturn-smollm2": {
         "corpus": "runs/multiturn-s0/executions.sqlite",

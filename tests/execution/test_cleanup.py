@@ -11,7 +11,8 @@ import pytest
 
 from wmrl.execution import scratch as scr
 from wmrl.execution.runner import execute
-from wmrl.execution.sandbox import SandboxConfig, _tree_usage
+from wmrl.execution.sandbox import SandboxConfig
+from wmrl.execution.supervise import tree_usage
 from wmrl.execution.types import ExecutionRequest, ExecutionStatus
 
 from conftest import GOOD_PROGRAM, require_bwrap
@@ -79,8 +80,8 @@ def test_nesting_deeper_than_max_depth_kills_the_program(tmp_path, tiny_task):
 
 def test_tree_usage_reports_depth_and_long_paths(tmp_path):
     (tmp_path / "a" / "b" / "c").mkdir(parents=True)
-    assert _tree_usage(tmp_path, 1 << 30, 1000)[1:] == (3, 3)
-    assert _tree_usage(tmp_path, 1 << 30, 1000, depth_cap=2)[2] == 3  # stops over the cap
+    assert tree_usage(tmp_path, 1 << 30, 1000)[1:] == (3, 3)
+    assert tree_usage(tmp_path, 1 << 30, 1000, depth_cap=2)[2] == 3  # stops over the cap
     fd = os.open(tmp_path, os.O_RDONLY)
     for _ in range(25):  # 25 * 201 bytes: longer than PATH_MAX
         os.mkdir("x" * 200, dir_fd=fd)
@@ -88,7 +89,7 @@ def test_tree_usage_reports_depth_and_long_paths(tmp_path):
         os.close(fd)
         fd = new
     os.close(fd)
-    assert _tree_usage(tmp_path, 1 << 30, 10_000, depth_cap=64)[2] == 65
+    assert tree_usage(tmp_path, 1 << 30, 10_000, depth_cap=64)[2] == 65
     assert scr._rmtree(tmp_path / ("x" * 200))
 
 

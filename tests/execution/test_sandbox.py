@@ -9,6 +9,7 @@ import pytest
 
 from wmrl.execution import sandbox as sb
 from wmrl.execution import scratch as scr
+from wmrl.execution import supervise as sv
 from wmrl.execution.sandbox import SandboxConfig, SandboxUnavailable, UnsandboxedWarning, run_program
 
 from conftest import require_bwrap
@@ -27,13 +28,13 @@ def public(tmp_path_factory) -> Path:
 
 
 def test_head_tail_keeps_both_ends_and_counts():
-    h = sb._HeadTail(10)
+    h = sv.HeadTail(10)
     for chunk in (b"abc", b"defgh", b"ijklmnop", b"qrstuvwxyz"):
         h.add(chunk)
     assert h.total == 26
     text = h.text()
     assert text.startswith("abcde") and text.endswith("vwxyz") and "16 bytes truncated" in text
-    small = sb._HeadTail(100)
+    small = sv.HeadTail(100)
     small.add(b"hello")
     assert small.text() == "hello"
 
@@ -254,7 +255,7 @@ def test_bad_arguments():
         SandboxConfig(memory_bytes=10**20)  # does not fit setrlimit's C long
     with pytest.raises(ValueError, match="cpu_time_s"):
         SandboxConfig(cpu_time_s=float("inf"))
-    assert sb._rlimits(SandboxConfig(threads=2**40), 1e6)["RLIMIT_CPU"][1] < 2**63
+    assert sv.rlimits(SandboxConfig(threads=2**40), 1e6)["RLIMIT_CPU"][1] < 2**63
 
 
 def test_user_namespace_mode_runs(public):

@@ -3,7 +3,7 @@
 A bench runs a *method matrix* (the registered recipes of :mod:`wmrl.core.recipe`) on the same train
 tasks, seeds and step budget, and writes one table. The rooms, in the order a bench flows through them:
 
-* :mod:`wmrl.bench.presets`: ``load_preset`` (``configs/bench/NAME.yaml``), ``method_config``.
+* :mod:`wmrl.bench.presets`: ``load_preset`` (the shipped ``wmrl/bench/configs/NAME.yaml``), ``method_config``.
 * :mod:`wmrl.bench.plan`: ``plan`` (one ``PlannedRun`` per seed and method), ``run_state``, ``check_existing``.
 * :mod:`wmrl.bench.corpus`: ``ensure_corpus``, the warm-up corpus shared by the world-model runs.
 * :mod:`wmrl.bench.run`: ``run_bench`` (train, resume or skip each run; ``bench.json``).

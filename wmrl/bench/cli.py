@@ -11,7 +11,7 @@ from wmrl.report.cli import command_line
 
 
 def bench_cmd(
-    preset: str = typer.Option(..., "--preset", "-p", help="Preset name (configs/bench/NAME.yaml: cpu-small, "
+    preset: str = typer.Option(..., "--preset", "-p", help="Preset name (a shipped preset: cpu-small, "
                                "cpu-lm, gpu-paper) or a preset YAML path."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Bench folder; default runs/bench-<preset>. "
                                        "Rerun the same command to resume; finished runs are skipped."),

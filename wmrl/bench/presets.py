@@ -1,4 +1,5 @@
-"""Bench presets: ``configs/bench/NAME.yaml`` (or any path), loaded and validated, and the train
+"""Bench presets: the shipped ``NAME.yaml`` (package data in ``wmrl/bench/configs/``, read with
+:mod:`importlib.resources`, so an installed wheel has them) or any path, loaded and validated, and the train
 config of one (method, seed) under a preset.
 
 A *preset* is a YAML file::
@@ -22,6 +23,7 @@ config with ``method=m``.
 from __future__ import annotations
 
 import json
+from importlib.resources import files
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +39,18 @@ __all__ = ["METHODS", "REFERENCE", "BenchError", "Preset", "list_presets", "load
 
 
 def preset_dir() -> Path:
-    """The folder of the shipped presets: ``<repo>/configs/bench``."""
-    return Path(__file__).resolve().parents[2] / "configs" / "bench"
+    """The folder of the shipped presets: ``configs/`` of the ``wmrl.bench`` package (``wmrl/bench/configs``,
+    in a checkout or wherever wmrl is installed).
+
+    Raises:
+        BenchError: wmrl is imported from something that is not a folder (a zip archive), where the presets
+            cannot be read as files; install it as a folder (``pip install``).
+    """
+    d = files("wmrl.bench") / "configs"
+    if not isinstance(d, Path):
+        raise BenchError(f"the shipped bench presets are in {d}, which is not a folder (wmrl is imported from a "
+                         "zip archive); install wmrl with pip, or pass a preset YAML path")
+    return d
 
 
 def list_presets() -> list[str]:
@@ -64,7 +76,7 @@ class Preset:
 
 
 def load_preset(name_or_path: str | Path) -> Preset:
-    """Load a preset by name (``configs/bench/NAME.yaml``) or path, and validate it.
+    """Load a preset by name (a shipped preset, ``NAME.yaml`` in :func:`preset_dir`) or path, and validate it.
 
     Every method's config is built once with the trainer's loader, so a bad key fails here, before
     anything runs.

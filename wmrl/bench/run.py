@@ -157,7 +157,9 @@ def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path)
 
 
 def _repo_relative(p: Path) -> str:
-    root = preset_dir().parents[1]
+    """``p`` relative to the folder holding the ``wmrl`` package (the checkout, or site-packages of an install),
+    so a shipped preset reads ``wmrl/bench/configs/NAME.yaml`` wherever wmrl lies; other paths as given."""
+    root = preset_dir().parents[2]
     try:
         return str(Path(p).resolve().relative_to(root))
     except ValueError:

@@ -24,22 +24,11 @@ as an unprivileged uid of its own (``uid_base + slot``), so the process-count li
 execution and it cannot touch root-owned files; otherwise a user namespace maps it to uid 65534.
 
 Limits (``setrlimit`` in :mod:`wmrl.execution._launcher`, hard = soft, so the program cannot raise
-them): address space (``RLIMIT_AS``, bytes), CPU time per process (``RLIMIT_CPU``, seconds), number of
-processes/threads (``RLIMIT_NPROC``), file size (``RLIMIT_FSIZE``, bytes), open files
-(``RLIMIT_NOFILE``), no core dumps. The driver adds a wall-clock timeout, a disk quota on the
-working and scratch folders (polled), and truncation of stdout/stderr (head and tail kept).
-
-Process tree: the launcher is PID 1 of the sandbox's PID namespace (``bwrap --as-pid-1``). It forks
-the program, reaps every process (orphans are re-parented to it), and when the program's main
-process exits, or when the driver sends SIGTERM on timeout, cancellation or disk overrun, it
-SIGKILLs every remaining process of the namespace and reaps them; 2 s later the driver SIGKILLs
-PID 1 itself if it is still there, which makes the kernel kill the whole namespace. Nothing
+them): address space, CPU time per process, number of processes/threads, file size, open files, no core
+dumps; the driver adds a wall-clock timeout, a disk quota on the working and scratch folders (polled) and
+truncation of stdout/stderr. Starting, watching, limiting and stopping the process tree and accounting for
+what it used (CPU seconds of the whole tree, peak memory) is :mod:`wmrl.execution.supervise`; nothing
 survives an execution.
-
-CPU seconds are user+sys of the whole process tree, read from ``wait4`` rusage of the bubblewrap
-process: the launcher reaped every process of the tree (the kernel adds each reaped child's usage
-to its reaper's children usage) and bubblewrap reaped the launcher. Peak memory is the largest
-resident set of any single process of the tree (``ru_maxrss``), bytes.
 
 Each execution folder is owned through an exclusive ``flock`` its driver holds
 (:mod:`wmrl.execution.scratch`: ``make_scratch``; ``sweep_stale_scratch`` removes only folders whose lock
@@ -49,24 +38,20 @@ The weaker rlimit-only mode (no bubblewrap: the program sees the whole filesyste
 data packages and answers included; :func:`masking_gap`) runs only when
 ``SandboxConfig.allow_unsandboxed`` is set, and warns on every execution.
 
-Why one long file (about 1,180 lines): the bubblewrap profile, the masks over the answers' sources,
-the rlimits and the launcher protocol must agree on one set of paths and limits, so they are kept side
-by side. One execution reads as four small steps: :func:`_launch_command` (the command line),
-:class:`_Tree` (the process tree and how to stop it), :func:`_supervise` (the pipes, deadline, cancel
-and disk limit) and :func:`_record` (the result); the execution folders' ownership is
+Why one long file (about 960 lines): the bubblewrap profile, the masks over the answers' sources and
+the file view of the execution folder must agree on one set of paths, so they are kept side by side. One
+execution reads as four small steps: :func:`_prepare` (the execution folder), :func:`_launch_command`
+(the command line), :func:`wmrl.execution.supervise.run_tree` (the process tree: pipes, deadline, cancel,
+disk limit, kill) and :func:`_record` (the result); the execution folders' ownership is
 :mod:`wmrl.execution.scratch`.
 """
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import math
 import os
-import re
-import selectors
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -79,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from wmrl.execution.scratch import _sweep_once, make_scratch, remove_or_quarantine
+from wmrl.execution.supervise import MAX_LIMIT, StartFailed, TreeRun, rlimits, run_tree
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +73,6 @@ MiB = 1024**2
 KiB = 1024
 #: Longest wall-clock (and per-process CPU) limit accepted, seconds: 30 days. Also rejects inf/NaN.
 MAX_TIME_LIMIT_S = 30 * 24 * 3600.0
-#: Largest value of an integer limit (bytes, counts): setrlimit takes a signed C long.
-MAX_LIMIT = 2**62
 
 INSTALL_HINT = (
     "bubblewrap (bwrap) is required to run untrusted solution programs. Install it with "
@@ -262,35 +246,6 @@ class SandboxRun:
     started_at: float = 0.0
     workdir: str = ""
     hidden: tuple[str, ...] = ()  # sandbox paths masked by empty read-only folders (hidden_paths)
-
-
-class _HeadTail:
-    """Keeps the first and last ``cap/2`` bytes of a stream and counts the total."""
-
-    def __init__(self, cap: int):
-        self.half = max(1, cap // 2)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            if len(self.tail) > self.half:
-                del self.tail[: len(self.tail) - self.half]
-
-    def text(self) -> str:
-        kept = len(self.head) + len(self.tail)
-        head = self.head.decode("utf-8", "replace")
-        if self.total > kept:
-            dropped = self.total - kept
-            return head + f"\n[... {dropped} bytes truncated by wmrl ...]\n" + self.tail.decode("utf-8", "replace")
-        return head + self.tail.decode("utf-8", "replace")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -623,18 +578,6 @@ def program_env(config: SandboxConfig, python: str) -> dict[str, str]:
     return env
 
 
-def _rlimits(config: SandboxConfig, cpu_limit_s: float) -> dict[str, list[int]]:
-    cpu = min(max(1, math.ceil(cpu_limit_s)), MAX_LIMIT - 1)  # setrlimit takes a C long
-    return {
-        "RLIMIT_AS": [config.memory_bytes, config.memory_bytes],
-        "RLIMIT_CPU": [cpu, cpu + 1],  # SIGXCPU at the soft limit, SIGKILL one second later
-        "RLIMIT_NPROC": [config.nproc, config.nproc],
-        "RLIMIT_FSIZE": [config.fsize_bytes, config.fsize_bytes],
-        "RLIMIT_NOFILE": [config.nofile, config.nofile],
-        "RLIMIT_CORE": [0, 0],
-    }
-
-
 def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.write_text(text, encoding="utf-8")
     os.chmod(path, mode)
@@ -741,40 +684,6 @@ def _with_parent_dirs(args: list[str]) -> list[str]:
     return out
 
 
-def _tree_usage(path: Path, byte_cap: int, file_cap: int, depth_cap: int = MAX_LIMIT) -> tuple[int, int, int]:
-    """(bytes on disk, entries, deepest folder level) under ``path`` without following links (iteratively:
-    any depth); stops early over a cap. A folder directly in ``path`` is level 1; a folder whose path is
-    too long to read counts as deeper than ``depth_cap``."""
-    total = 0
-    count = 0
-    deepest = 0
-    stack = [(path, 0)]
-    while stack:
-        d, level = stack.pop()
-        try:
-            it = os.scandir(d)
-        except OSError as exc:
-            if exc.errno == errno.ENAMETOOLONG:
-                return total, count, depth_cap + 1
-            continue
-        with it:
-            for e in it:
-                count += 1
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError as exc:
-                    if exc.errno == errno.ENAMETOOLONG:
-                        return total, count, depth_cap + 1
-                    continue
-                total += st.st_blocks * 512
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append((Path(e.path), level + 1))
-                    deepest = max(deepest, level + 1)
-                if total > byte_cap or count > file_cap or deepest > depth_cap:
-                    return total, count, deepest
-    return total, count, deepest
-
-
 #: Longest line of a submission, bytes (as :data:`wmrl.tasks.grading.MAX_LINE_BYTES`).
 MAX_SUBMISSION_LINE_BYTES = 1024 * 1024
 
@@ -825,15 +734,6 @@ def _read_submission(work: Path, max_bytes: int) -> tuple[bytearray | None, str]
         return data, ""
     finally:
         os.close(fd)
-
-
-def _parent_pid(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        return int(data[data.rindex(b")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float,
@@ -979,7 +879,7 @@ def _launch_command(result: SandboxRun, root: Path, public: Path, python: str, m
     The launcher (``_launcher.py``) gets its spec as JSON: rlimits, uid/gid, the marker fd, the program's
     environment and argv. For bubblewrap it also records the hidden paths on ``result``.
     """
-    spec: dict[str, Any] = {"rlimits": _rlimits(config, cpu_limit_s), "uid": uid, "gid": uid, "marker_fd": marker_w,
+    spec: dict[str, Any] = {"rlimits": rlimits(config, cpu_limit_s), "uid": uid, "gid": uid, "marker_fd": marker_w,
                             "env": program_env(config, python)}
     if mode.startswith("bwrap"):
         bwrap = find_bwrap(config)
@@ -998,216 +898,42 @@ def _launch_command(result: SandboxRun, root: Path, public: Path, python: str, m
     return [python, "-I", "-S", str(root / "sandbox" / "launcher.py"), json.dumps(spec)], str(work)
 
 
-class _Tree:
-    """The process tree of one execution, and how to stop it.
-
-    ``proc`` is bwrap (or the bare launcher when unsandboxed); the launcher is PID 1 of the sandbox's PID
-    namespace, and bwrap reports its pid on the info pipe (``info``). :meth:`kill` asks the launcher to
-    kill and reap the tree (SIGTERM); :meth:`hard_kill` SIGKILLs the namespace's PID 1 (the kernel kills
-    the rest) and the process group.
-    """
-
-    def __init__(self, proc: subprocess.Popen, mode: str, info: bytearray) -> None:
-        self.proc, self.mode, self.info = proc, mode, info
-        self.child_pid: int | None = None
-        self.killed = ""
-        self.kill_sent_at: float | None = None
-
-    def launcher_pid(self) -> int | None:
-        """The launcher's pid, once known and only while it is still bwrap's child (never a recycled pid)."""
-        if self.mode == "unsandboxed":
-            return self.proc.pid
-        if self.child_pid is None and self.info:
-            try:
-                self.child_pid = int(json.loads(bytes(self.info))["child-pid"])
-            except (ValueError, KeyError):
-                return None
-        pid = self.child_pid
-        return pid if pid is not None and _parent_pid(pid) == self.proc.pid else None
-
-    def kill(self, reason: str) -> None:
-        """Ask the launcher to kill and reap the tree (SIGTERM); SIGKILL everything if it cannot be asked.
-        The first reason is kept (``timeout``, ``cancelled``, ``disk``, ``depth``)."""
-        if self.killed:
-            return
-        self.killed = reason
-        self.kill_sent_at = time.monotonic()
-        pid = self.launcher_pid()
-        if pid is not None:
-            try:
-                os.kill(pid, signal.SIGTERM)
-                return
-            except ProcessLookupError:
-                pass
-        self.hard_kill()
-
-    def hard_kill(self) -> None:
-        """SIGKILL the namespace's PID 1 (the kernel kills the rest) and the process group."""
-        pid = self.launcher_pid()
-        for target in ([pid] if pid is not None and self.mode != "unsandboxed" else []):
-            try:
-                os.kill(target, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _over_disk(root: Path, config: SandboxConfig) -> tuple[str, str] | None:
-    """``(reason, message)`` when the program's files (work + tmp) exceed the disk or file-count limit
-    (reason ``disk``) or its folders are nested deeper than ``max_depth`` (reason ``depth``), else None."""
-    used, count, depth = _tree_usage(root / "work", config.disk_bytes, config.max_files, config.max_depth)
-    used2, count2, depth2 = _tree_usage(root / "tmp", config.disk_bytes, config.max_files, config.max_depth)
-    if used + used2 > config.disk_bytes or count + count2 > config.max_files:
-        return "disk", (f"\nwmrl: killed: the program stored {used + used2} bytes in {count + count2} entries, over the "
-                        f"limit of {config.disk_bytes} bytes / {config.max_files} entries\n")
-    if max(depth, depth2) > config.max_depth:
-        return "depth", (f"\nwmrl: killed: the program nested folders more than {config.max_depth} levels deep "
-                         f"(or made a path too long to read) in its working or scratch folder\n")
-    return None
-
-
-def _supervise(tree: _Tree, streams: dict[int, Any], root: Path, config: SandboxConfig, deadline: float,
-               cancel: threading.Event | None, err: _HeadTail) -> tuple[int, Any, float]:
-    """Read the pipes until the tree has exited and they are closed (or 1 s after it was reaped), enforcing
-    the wall-clock deadline, cancellation and the disk limit on the way.
-
-    Returns:
-        (wait status, rusage, monotonic time it was reaped).
-    """
-    proc, mode = tree.proc, tree.mode
-    sel = selectors.DefaultSelector()
-    for fd in streams:
-        os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ)
-    open_fds = set(streams)
-    next_poll = time.monotonic() + config.poll_s
-    status = rusage = reaped_at = None
-    try:
-        while True:
-            now = time.monotonic()
-            if status is None:
-                pid, st, ru = os.wait4(proc.pid, os.WNOHANG)
-                if pid == proc.pid:
-                    status, rusage, reaped_at = st, ru, now
-                    if mode == "unsandboxed":  # no PID namespace: take leftovers down by group
-                        try:
-                            os.killpg(proc.pid, signal.SIGKILL)
-                        except (ProcessLookupError, PermissionError):
-                            pass
-            if status is not None and (not open_fds or now - reaped_at > 1.0):
-                break
-            if status is None and not tree.killed:
-                if now >= deadline:
-                    tree.kill("timeout")
-                elif cancel is not None and cancel.is_set():
-                    tree.kill("cancelled")
-                elif now >= next_poll:
-                    next_poll = now + config.poll_s
-                    over = _over_disk(root, config)
-                    if over:
-                        tree.kill(over[0])
-                        err.add(over[1].encode())
-            if status is None and tree.killed and tree.kill_sent_at is not None and now - tree.kill_sent_at > 2.0:
-                tree.hard_kill()  # the launcher did not finish reaping in 2 s: take the namespace down
-                tree.kill_sent_at = None
-            timeout = config.poll_s if status is None else 0.05
-            if status is None and not tree.killed:
-                timeout = max(0.0, min(timeout, deadline - now))
-            if open_fds:
-                for key, _ in sel.select(timeout):
-                    try:
-                        data = os.read(key.fd, 1 << 16)
-                    except BlockingIOError:
-                        continue
-                    if data:
-                        streams[key.fd](data)
-                    else:
-                        sel.unregister(key.fd)
-                        open_fds.discard(key.fd)
-            else:
-                time.sleep(min(timeout, 0.005))  # all pipes closed: the tree is exiting
-    finally:
-        sel.close()
-        if status is None:  # exception path: make sure nothing survives
-            tree.killed = tree.killed or "cancelled"
-            tree.hard_kill()
-            _, status, rusage = os.wait4(proc.pid, 0)
-    return status, rusage, reaped_at
-
-
 def _execute(result: SandboxRun, root: Path, public: Path, python: str, mode: str, uid: int | None,
              config: SandboxConfig, cpu_limit_s: float, cancel: threading.Event | None) -> None:
     """Run the prepared execution folder ``root`` and fill ``result`` (times, memory, output, exit code,
-    kill reason, the submission): start the launcher, supervise it (:func:`_supervise`), record."""
-    info_r = info_w = -1
-    marker_r, marker_w = os.pipe()
-    if mode.startswith("bwrap"):
-        info_r, info_w = os.pipe()
-    fds_to_close = [marker_w] + ([info_w] if info_w >= 0 else [])
-    cmd, cwd = _launch_command(result, root, public, python, mode, uid, config, cpu_limit_s, marker_w, info_w)
-    t0 = time.monotonic()
+    kill reason, the submission): start the launcher and supervise it (:func:`wmrl.execution.supervise.run_tree`),
+    then record (:func:`_record`)."""
+    def command(marker_w: int, info_w: int) -> tuple[list[str], str]:
+        return _launch_command(result, root, public, python, mode, uid, config, cpu_limit_s, marker_w, info_w)
+
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, pass_fds=tuple(fds_to_close), cwd=cwd,
-                                env={"PATH": "/usr/bin:/bin"}, start_new_session=True, close_fds=True)
-    except OSError as exc:
-        for fd in fds_to_close + [marker_r] + ([info_r] if info_r >= 0 else []):
-            os.close(fd)
+        run = run_tree(command, pid_namespace=mode.startswith("bwrap"), config=config,
+                       time_limit_s=result.time_limit_s, folders=(root / "work", root / "tmp"), cancel=cancel)
+    except StartFailed as exc:
         result.infra_error = f"could not start the sandbox: {exc}"
         return
-    for fd in fds_to_close:
-        os.close(fd)
-
-    out = _HeadTail(config.output_bytes)
-    err = _HeadTail(config.output_bytes)
-    marker = bytearray()
-    info = bytearray()
-    assert proc.stdout is not None and proc.stderr is not None
-    streams = {proc.stdout.fileno(): out.add, proc.stderr.fileno(): err.add, marker_r: marker.extend}
-    if info_r >= 0:
-        streams[info_r] = info.extend
-    tree = _Tree(proc, mode, info)
-    try:
-        status, rusage, reaped_at = _supervise(tree, streams, root, config, t0 + result.time_limit_s, cancel, err)
-    finally:
-        for fd in (marker_r, info_r):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        proc.stdout.close()
-        proc.stderr.close()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    _record(result, root, config, t0, status, rusage, reaped_at, tree.killed, marker, out, err)
+    _record(result, root, config, run)
 
 
-def _record(result: SandboxRun, root: Path, config: SandboxConfig, t0: float, status: int, rusage: Any,
-            reaped_at: float | None, killed: str, marker: bytearray, out: _HeadTail, err: _HeadTail) -> None:
-    """Fill ``result`` from the finished tree: wall and CPU seconds, peak RSS (the launcher's figure, which
-    excludes the driver's pages shared by fork before exec), exit code, output, and the submission (only
-    after a clean exit). Without the launcher's start marker the sandbox failed before the program ran:
-    an infrastructure error, unless the run was cancelled."""
-    result.wall_s = (reaped_at or time.monotonic()) - t0
-    result.cpu_s = rusage.ru_utime + rusage.ru_stime
-    m = re.search(rb"M(\d+)$", bytes(marker)) if marker.startswith(b"LS") else None
-    result.peak_rss_bytes = int(m.group(1) if m else rusage.ru_maxrss) * 1024
-    code = os.waitstatus_to_exitcode(status)
-    result.exit_code = code if code >= 0 else 128 - code
-    result.killed = killed
-    result.stdout, result.stderr = out.text(), err.text()
-    result.stdout_bytes, result.stderr_bytes = out.total, err.total
-    if not marker.startswith(b"LS"):
-        if killed == "cancelled":
+def _record(result: SandboxRun, root: Path, config: SandboxConfig, run: TreeRun) -> None:
+    """Fill ``result`` from the finished tree: wall and CPU seconds, peak RSS, exit code, output
+    (:class:`~wmrl.execution.supervise.TreeRun`), and the submission (only after a clean exit). Without the
+    launcher's start marker the sandbox failed before the program ran: an infrastructure error, unless the
+    run was cancelled."""
+    result.wall_s = run.wall_s
+    result.cpu_s = run.cpu_s
+    result.peak_rss_bytes = run.peak_rss_bytes
+    result.exit_code = run.exit_code
+    result.killed = run.killed
+    result.stdout, result.stderr = run.out.text(), run.err.text()
+    result.stdout_bytes, result.stderr_bytes = run.out.total, run.err.total
+    if not run.started:
+        if run.killed == "cancelled":
             return
-        detail = bytes(marker[2:]).decode("utf-8", "replace") if marker.startswith(b"LE") else ""
         result.infra_error = result.infra_error or (
             f"the sandbox failed before the program started (exit {result.exit_code}): "
-            f"{detail or err.text().strip()[-2000:] or 'no message'}")
+            f"{run.launch_error or run.err.text().strip()[-2000:] or 'no message'}")
         return
     result.started = True
-    if not killed and result.exit_code == 0:
+    if not run.killed and result.exit_code == 0:
         result.submission, result.submission_error = _read_submission(root / "work", config.max_submission_bytes)

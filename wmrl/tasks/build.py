@@ -18,7 +18,6 @@ import functools
 import math
 import re
 import shutil
-import stat
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +28,7 @@ import yaml
 
 from wmrl.tasks import leaderboard as lb
 from wmrl.tasks.datasets import SMALL_TASKS, TASK_DEFS, TaskDef, load_source, task_def  # noqa: F401 (SMALL_TASKS re-exported)
+from wmrl.tasks.layouts.base import make_public_readable
 from wmrl.tasks.loader import load_task
 from wmrl.tasks.metrics import metric_info, prediction_kind, submission_columns
 from wmrl.tasks.spec import Task
@@ -263,24 +263,6 @@ def build_task(d: TaskDef, out: Path) -> Task:
 
 class SuiteDirError(OSError):
     """The suite directory cannot be used (a file, or not creatable); the message says which and why."""
-
-
-def make_public_readable(public_dir: Path) -> None:
-    """Add read permission for everyone to ``public_dir`` and all below it (``chmod -R a+rX``).
-
-    The sandbox runs solution programs as an unprivileged uid that must read ``./input``, whatever
-    the builder's umask was (under ``umask 077`` the files would be 0600). ``private/`` is not touched.
-    """
-    paths = [public_dir, *public_dir.rglob("*")]
-    for p in paths:
-        if p.is_symlink():
-            continue
-        mode = p.stat().st_mode
-        extra = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
-        if p.is_dir():
-            extra |= stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
-        if mode & extra != extra:
-            p.chmod(stat.S_IMODE(mode) | extra)
 
 
 def _prepare_out(out: Path) -> None:
