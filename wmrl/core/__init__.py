@@ -43,11 +43,11 @@ from wmrl.core.fusion import (
     within_group_variance,
 )
 from wmrl.core.losses import clipped_surrogate, grpo_loss, kl_k3
-from wmrl.core.routing import FractionRouter, Router, StratifiedRouter, UncertaintyRouter, make_router
+from wmrl.core.routing import FractionRouter, Router, StratifiedRouter, make_router
 
 __all__ = [
     "group_advantages", "group_stats", "IsotonicCalibrator", "FusionEstimate", "PPISamples",
     "bias_aware_alpha", "estimate_bias2", "estimate_fusion", "fusion_weights", "ivw_alpha",
     "ppi_lambda", "ppi_samples", "residual_variance", "within_group_variance", "clipped_surrogate",
-    "grpo_loss", "kl_k3", "FractionRouter", "Router", "StratifiedRouter", "UncertaintyRouter", "make_router",
+    "grpo_loss", "kl_k3", "FractionRouter", "Router", "StratifiedRouter", "make_router",
 ]
