@@ -1,11 +1,11 @@
 """Synchronous against asynchronous anchors: the trainer on small fake parts, with real sandboxed executions whose
 latency follows a latency model (docs/scaling.md).
 
-    python benchmarks/async_anchors.py [--steps 20] [--slots 16] [--k 0 9] [--at-bound wait calibration]
-                                       [--executor local|ray] [--out DIR]
+    PYTHONPATH=. python benchmarks/async_anchors.py [--steps 20] [--slots 16] [--k 0 9] [--at-bound wait calibration]
+                                                   [--executor local|ray] [--out DIR]
 
 What runs: :func:`wmrl.training.run.run_training` with the fake policy, scaffold and world model of
-``tests/training/_training_fakes.py`` (a categorical policy over 5 tokens; a biased noisy world model) and the
+:mod:`tests.support.fakes` (a categorical policy over 5 tokens; a biased noisy world model) and the
 real executor (:class:`~wmrl.execution.pool.LocalExecutor` or :class:`~wmrl.execution.ray_pool.RayExecutor`,
 bubblewrap sandbox, ``slots`` executions at once). Each anchor program is a real sandboxed Python process
 that sleeps for a latency drawn from :data:`wmrl.core.staleness.PAPER_LATENCY` scaled by ``--scale`` (default
@@ -40,11 +40,14 @@ from types import SimpleNamespace
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "training"))
 
-from _training_fakes import FakePolicy, FakeScaffold, FakeWorldModel, fake_task, true_reward  # noqa: E402
+try:
+    from tests.support.fakes import FakePolicy, FakeScaffold, FakeWorldModel, fake_task, true_reward
+except ModuleNotFoundError as e:  # the repository root is not on sys.path (or another `tests` package is)
+    raise SystemExit(f"benchmarks/async_anchors.py imports the test fakes of tests/support ({e}): run it from the "
+                     "repository root as `PYTHONPATH=. python benchmarks/async_anchors.py ...`") from None
 
-from wmrl.core.staleness import PAPER_LATENCY  # noqa: E402
+from wmrl.core.staleness import PAPER_LATENCY
 
 
 class LatencyScaffold(FakeScaffold):
@@ -217,7 +220,7 @@ def main(argv=None) -> None:
             r["date"], r["machine"] = date, machine
         (out / f"results_{a.executor}.json").write_text(json.dumps(rows, indent=1))
         (out / f"results_{a.executor}.md").write_text(
-            f"Run {date} on {machine}: `python benchmarks/async_anchors.py {' '.join(argv or sys.argv[1:])}`\n\n"
+            f"Run {date} on {machine}: `PYTHONPATH=. python benchmarks/async_anchors.py {' '.join(argv or sys.argv[1:])}`\n\n"
             + table(rows) + "\n")
         print(table(rows))
 

@@ -56,8 +56,7 @@ def test_implementations_have_every_member():
 
 
 def test_the_trainers_test_doubles_keep_to_the_protocols():
-    sys.path.insert(0, str(Path(__file__).parent / "training"))
-    import _training_fakes as F
+    import tests.support.fakes as F
 
     assert not _missing(I.Policy, F.FakePolicy)
     assert not _missing(I.WorldModel, F.FakeWorldModel)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from _fake_run import write_fake_run
+from tests.support.fake_run import write_fake_run
 from wmrl.bench.corpus import corpus_log, ensure_corpus
 from wmrl.bench.plan import plan
 from wmrl.bench.presets import METHODS, BenchError, list_presets, load_preset, method_config

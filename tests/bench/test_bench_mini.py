@@ -29,7 +29,7 @@ EXPECTED_COLUMNS = [
 
 @pytest.fixture(scope="module")
 def mini_bench():
-    from _real_runs import mini_bench as build
+    from tests.support.real_runs import mini_bench as build
 
     return build()
 

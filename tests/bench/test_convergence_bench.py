@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from _fake_run import write_fake_run
+from tests.support.fake_run import write_fake_run
 from wmrl.bench.convergence import diagnose_bench, write_bench_outputs
 from wmrl.bench.presets import load_preset
 from wmrl.bench.run import run_bench

@@ -23,8 +23,8 @@ def _batch():
 def test_clipped_surrogate_hand_values():
     lp, old, adv, mask = _batch()
     loss, clipped = clipped_surrogate(lp, old, adv, mask, 0.2, 0.2)
-    # (0,0): A=+1, rho=1.5 -> min(1.5, 1.2) = 1.2 (clipped); (0,1): rho=.5 -> min(.5, .8)=.5
-    # (1,0): A=-1, rho=1.5 -> min(-1.5, -1.2) = -1.5 (not clipped); (1,1) masked -> 0
+    # (0,0): A=+1, ratio=1.5 -> min(1.5, 1.2) = 1.2 (clipped); (0,1): ratio=.5 -> min(.5, .8)=.5
+    # (1,0): A=-1, ratio=1.5 -> min(-1.5, -1.2) = -1.5 (not clipped); (1,1) masked -> 0
     torch.testing.assert_close(loss, torch.tensor([[-1.2, -0.5], [1.5, 0.0]]))
     assert clipped.tolist() == [[True, False], [False, False]]
 
@@ -37,7 +37,7 @@ def test_clip_high_dapo():
 
 def test_negative_advantage_low_clip():
     old = torch.zeros(1, 1)
-    lp = torch.log(torch.tensor([[0.5]]))  # rho = 0.5 < 1 - 0.2
+    lp = torch.log(torch.tensor([[0.5]]))  # ratio = 0.5 < 1 - 0.2
     loss, clipped = clipped_surrogate(lp, old, torch.tensor([-2.0]), None, 0.2, 0.2)
     # min(0.5 * -2, 0.8 * -2) = -1.6 -> loss 1.6, clip active
     assert loss.item() == pytest.approx(1.6)

@@ -1,18 +1,27 @@
 """The registered step recipes (wmrl.core.recipe): every method on the same arrays, the fusion branches'
-weights and advantages, PPI++'s merged rows against the duplicated batch, the anchor window and the state."""
+weights and advantages, PPI++'s merged rows against the duplicated batch, the anchor window and the state, and
+the registries of recipes and of their axes (wmrl.core.axes)."""
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from wmrl.core.recipe import (
+    BASELINE,
     RECIPES,
+    WMRL,
     AnchorWindow,
+    Recipe,
     RecipeSettings,
     StepInputs,
     get_recipe,
     recipe_names,
+    recipes_with,
+    register_recipe,
 )
 
 LOOSE = RecipeSettings(fusion_min_pairs=2, alpha_floor=0.0, alpha_ceiling=1.0, calibrator_min_anchors=2)
@@ -193,3 +202,102 @@ def test_state_round_trip_continues_identically():
         oa, ob = rec.step(_inputs(3), a, LOOSE), rec.step(_inputs(3), b, LOOSE)
         assert np.array_equal(oa.weights, ob.weights) and np.array_equal(oa.advantages, ob.advantages)
     assert set(RECIPES) == set(recipe_names())
+
+
+def test_axes_are_registries_and_recipes_are_compositions_of_them():
+    from wmrl.core.axes import debiasing_names, fusion_names, get_debiasing, get_fusion
+
+    assert debiasing_names() == ["none", "isotonic"]
+    assert fusion_names() == ["equal", "anchor-only", "ivw", "bias-aware", "ppi"]
+    for name in recipe_names():
+        rec = get_recipe(name)
+        assert rec.debiasing in debiasing_names() and rec.fusion in fusion_names()
+        assert rec.denoises == get_fusion(rec.fusion).denoises
+        assert (get_debiasing(rec.debiasing).make_state is not None) == rec.debias
+    with pytest.raises(KeyError, match="registered fusions: equal, anchor-only, ivw"):
+        get_fusion("inverse-variance")
+    with pytest.raises(KeyError, match="registered debiasings: none, isotonic"):
+        get_debiasing("platt")
+    with pytest.raises(ValueError, match="unknown fusion 'ivw2'; registered fusions"):
+        Recipe("x", "x", "fraction", fusion="ivw2")
+    with pytest.raises(ValueError, match="anchors must be one of all, none, fraction"):
+        Recipe("x", "x", "some")
+    with pytest.raises(ValueError, match="asks no world model"):
+        Recipe("x", "x", "fraction", debiasing="isotonic", fusion="anchor-only")
+    with pytest.raises(ValueError, match="tie_break needs a debiasing"):
+        Recipe("x", "x", "fraction", fusion="ivw", tie_break=0.1)
+
+
+def test_recipes_with_selects_by_axis_and_flag():
+    assert recipes_with(uses_world_model=False) == ["grpo", "anchor-only"]
+    assert recipes_with(anchors="none") == ["wm"]
+    assert recipes_with(fusion="ppi") == ["wmrl-ppi"]
+    assert recipes_with(fuses=True, debias=True, denoises=True, recall=True) == [
+        "wmrl", "wmrl-ppi", "wmrl-bias-aware", "wmrl-flat"]
+    assert recipes_with() == recipe_names()
+    assert get_recipe(BASELINE).anchors == "all" and get_recipe(WMRL).fuses
+    with pytest.raises(ValueError, match="unknown flags \\['fussion'\\]; use any of name, anchors"):
+        recipes_with(fussion="ivw")
+
+
+def test_a_registered_fusion_composes_into_a_recipe_that_a_config_accepts():
+    """A new fusion is a registered function; a recipe naming it trains like any other, and the config's
+    ``method`` is checked against the registry when it is validated (not when the config module was imported)."""
+    from wmrl.core.advantages import group_advantages
+    from wmrl.core.axes import FUSIONS, FusionInputs, FusionOutputs, register_fusion
+    from wmrl.core.fusion import fusion_weights
+    from wmrl.training.config import ConfigError, load_config
+
+    def half(x: FusionInputs) -> FusionOutputs:
+        use = x.anchor_ok | x.wm_ok
+        used = np.where(use, np.where(x.is_anchor, x.reward_true, x.reward_wm_used), np.nan)
+        adv = group_advantages(np.where(use, used, 0.0), x.group_ids, valid=use)
+        w = np.zeros(x.group_ids.size)
+        w[use] = fusion_weights(x.is_anchor[use], 0.5)
+        return FusionOutputs(used, adv, w, {"alpha": 0.5, "fusion_mode": "half"})
+
+    with pytest.raises(ConfigError, match="'wmrl-half' is not a registered recipe; choose one of 'grpo'"):
+        load_config(None, ["method=wmrl-half"])
+    register_fusion("test-half", help="alpha fixed at 1/2")(half)
+    try:
+        with pytest.raises(ValueError, match="a fusion named 'test-half' is registered already"):
+            register_fusion("test-half", help="again")(lambda x: half(x))
+        rec = register_recipe(Recipe("wmrl-half", "isotonic debiasing, alpha 1/2", "fraction",
+                                     debiasing="isotonic", fusion="test-half"))
+        x = _inputs()
+        out = rec.step(x, rec.init_state(LOOSE), LOOSE)
+        assert out.weights[x.is_anchor].sum() == pytest.approx(0.5) and out.stats["fusion_mode"] == "half"
+        assert out.stats["calibrator_mode"] == "identity" and out.stats["calibrator_n_anchors"] == 4
+        assert "wmrl-half" in recipes_with(fusion="test-half", fuses=True)
+        assert load_config(None, ["method=wmrl-half"]).method == "wmrl-half"
+    finally:
+        RECIPES.pop("wmrl-half", None)
+        FUSIONS.pop("test-half", None)
+
+
+def _rst_rows(doc: str, first: str) -> list[list[str]]:
+    """The rows of the reST table of ``doc`` whose header starts with ``first`` (continuation lines dropped)."""
+    lines = doc.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.split()[:1] == [first]) + 2
+    rows = []
+    for ln in lines[start:]:
+        if ln.startswith("=="):
+            break
+        if ln[:1].strip():
+            rows.append(ln.split()[:5])
+    return rows
+
+
+def test_the_recipe_tables_of_docstring_and_docs_match_the_registry():
+    import wmrl.core.recipe as R
+
+    rows = _rst_rows(R.__doc__, "name")
+    assert [r[0] for r in rows] == recipe_names()
+    for name, anchors, debiasing, fusion, recall in rows:
+        rec = get_recipe(name)
+        assert (anchors, debiasing, fusion, recall) == (rec.anchors, rec.debiasing, rec.fusion,
+                                                        "yes" if rec.recall else "no"), name
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
+    section = doc.split("## Methods", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `([^`]+)` \|", section, flags=re.M)[1:]  # below the header `method`
+    assert sorted(listed) == sorted(recipe_names())

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from wmrl.core.routing import FractionRouter, StratifiedRouter, UncertaintyRouter, make_router
+from wmrl.core.routing import FractionRouter, StratifiedRouter, make_router
 
 
 def test_carry_makes_fraction_exact_hand_sequence():
@@ -77,14 +77,6 @@ def test_stratified_gives_each_task_its_fraction():
     r2 = StratifiedRouter()
     r2.load_state_dict(state)
     assert np.array_equal(r.route(ids, 40), r2.route(ids, 40))
-
-
-def test_uncertainty_router_picks_least_certain():
-    r = UncertaintyRouter(fraction=0.5, min_every=None, seed=0)
-    mask = r.route(["a", "b", "c", "d"], step=0, uncertainty=np.array([0.1, 0.9, 0.5, 0.8]))
-    assert mask.tolist() == [False, True, False, True]
-    with pytest.raises(ValueError, match="shape"):
-        r.route(["a", "b"], step=1, uncertainty=np.array([1.0]))
 
 
 def test_bad_config_and_calls():

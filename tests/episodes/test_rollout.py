@@ -3,17 +3,13 @@ turns, the history in the prompt, the submit action, infrastructure failures, on
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from _training_fakes import FakePolicy, FakeScaffold, fake_task  # noqa: E402
-
-from wmrl.episodes.observation import Observation  # noqa: E402
-from wmrl.episodes.rollout import TurnFeedback, is_submit, run_episodes, turn_seed  # noqa: E402
+from tests.support.fakes import FakePolicy, FakeScaffold, fake_task
+from wmrl.episodes.observation import Observation
+from wmrl.episodes.rollout import TurnFeedback, is_submit, run_episodes, turn_seed
 
 
 def _obs(turn: int, score: float) -> Observation:

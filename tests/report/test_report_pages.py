@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from _fake_run import write_fake_run
+from tests.support.fake_run import write_fake_run
 from wmrl.report import html as H
 from wmrl.report.plots import ledger_breakdown
 from wmrl.report.report import render_report, runs_table, write_report

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def real_runs():
-    from _real_runs import mini_bench
+    from tests.support.real_runs import mini_bench
 
     out, _ = mini_bench()
     return [out / "grpo" / "seed0", out / "wmrl" / "seed0"]

@@ -1,7 +1,7 @@
 """The before/after check of the recipe redesign: a 3-step tiny-model run of every method and
 the CI miniature bench, reduced to the numbers that must not change when the code is reorganised.
 
-``python tests/training/_golden.py capture OUT.json`` records them (it was run on commit c7022aa, before
+``PYTHONPATH=. python tests/training/_golden.py capture OUT.json`` records them (it was run on commit c7022aa, before
 the step recipe moved into ``wmrl.core.recipe``; the file is ``tests/training/golden/recipe_3step.json``);
 ``tests/training/test_recipe_golden.py`` reruns the same runs and compares, value by value, to 1e-6.
 
@@ -86,9 +86,8 @@ def run_methods(tasks_root: Path, out: Path, methods: dict[str, list[str]] = MET
 
 
 def run_mini_bench(root: Path, overrides: tuple[str, ...] = ("rollout.engine=generate",)) -> Path:
-    """The CI miniature bench (``tests/report/_real_runs.py``) with ``overrides``; returns its folder."""
-    sys.path.insert(0, str(ROOT / "tests" / "report"))
-    from _real_runs import run_mini_bench as run
+    """The CI miniature bench (:mod:`tests.support.real_runs`) with ``overrides``; returns its folder."""
+    from tests.support.real_runs import run_mini_bench as run
 
     return run(root, overrides)[0]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _training_fakes import FakeExecutor, FakePolicy
+from tests.support.fakes import FakeExecutor, FakePolicy
 from test_loop_fakes import cfg_for, comps
 
 from wmrl.training.config import ConfigError, load_config
@@ -382,7 +382,7 @@ def test_update_with_extra_parts_equals_one_batch():
     """grpo_update's extra rows (late groups) give the same step as the rows in one batch (token mean)."""
     from wmrl.training.config import OptimConfig
     from wmrl.training.update import grpo_update
-    from _training_fakes import FakeScaffold, fake_task
+    from tests.support.fakes import FakeScaffold, fake_task
 
     pol = FakePolicy(0)
     batch = pol.sample([fake_task(i) for i in range(3)], FakeScaffold(), group_size=4, generator_seed=5)

@@ -1,12 +1,12 @@
 """The run's fidelity card on its anchors: cumulative figures in metrics.jsonl, fidelity.json with intervals at the
-end, kept across a resume (the training loop on the small fakes of _training_fakes)."""
+end, kept across a resume (the training loop on the small fakes of tests.support.fakes)."""
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
-from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldModel, fake_task
+from tests.support.fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldModel, fake_task
 
 from wmrl.execution.types import ExecutionResult, ExecutionStatus, program_hash
 from wmrl.training.components import Components

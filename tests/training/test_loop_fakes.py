@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldModel, fake_task
+from tests.support.fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldModel, fake_task
 
 from wmrl.training.config import load_config
 from wmrl.runs.rundir import RunDir, read_jsonl
@@ -213,7 +213,7 @@ def test_refit_uses_an_external_warmup_corpus_plus_the_runs_anchors(tmp_path):
 def test_wmrl_trains_world_model_samples_of_executed_programs_on_their_measured_reward(tmp_path):
     """Recall (wmrl.core.recall): a world-model sample whose program an earlier anchor executed trains on
     the anchor's measured reward; the step's own anchors and wmrl-no-recall recall nothing."""
-    from _training_fakes import true_reward
+    from tests.support.fakes import true_reward
 
     for method in ("wmrl", "wmrl-no-recall"):
         cfg = cfg_for(tmp_path, method, 8, "eval.every_k=0", "eval.at_end=false", "optim.lr=0.3",

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 import torch
-from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldModel, fake_task
+from tests.support.fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldModel, fake_task
 
 from wmrl.execution.log import ExecutionLog
 from wmrl.training.config import ConfigError, load_config

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from _training_fakes import fake_task
+from tests.support.fakes import fake_task
 from typer.testing import CliRunner
 
 from wmrl.cli import app
@@ -209,7 +209,7 @@ def test_tasks_without_leaderboard_are_refused(monkeypatch):
 def test_a_raising_or_cancelled_executor_future_counts_as_infra_error(tmp_path, failure):
     from concurrent.futures import Future
 
-    from _training_fakes import FakeExecutor, FakePolicy, FakeScaffold
+    from tests.support.fakes import FakeExecutor, FakePolicy, FakeScaffold
 
     from wmrl.runs.rundir import read_jsonl
     from wmrl.training.components import Components

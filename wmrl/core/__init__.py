@@ -10,7 +10,8 @@ Modules: :mod:`~wmrl.core.recipe` (the registered recipes, :class:`~wmrl.core.re
 :class:`~wmrl.core.recipe.StepOutputs`), :mod:`~wmrl.core.advantages` (group-relative advantages),
 :mod:`~wmrl.core.losses` (clipped surrogate, k3 KL, aggregation, sample weights), :mod:`~wmrl.core.routing`
 (which groups are anchors), :mod:`~wmrl.core.calibration` (online isotonic debiasing), :mod:`~wmrl.core.fusion`
-(inverse-variance / bias-aware / PPI++ fusion of the two streams), :mod:`~wmrl.core.window` (the out-of-sample
+(inverse-variance / bias-aware / PPI++ fusion of the two streams), :mod:`~wmrl.core.axes` (the registered debiasings
+and fusions a recipe is composed of), :mod:`~wmrl.core.window` (the out-of-sample
 anchor pairs the fusion is estimated on), :mod:`~wmrl.core.recall` (measured rewards of programs executed
 before), :mod:`~wmrl.core.staleness` (the asynchronous anchor stream), :mod:`~wmrl.core.alarm` (the exploitation
 alarm), :mod:`~wmrl.core.episodes` (multi-turn episodes in the loss), :mod:`~wmrl.core.infra` (the
@@ -39,11 +40,11 @@ from wmrl.core.fusion import (
     within_group_variance,
 )
 from wmrl.core.losses import clipped_surrogate, grpo_loss, kl_k3
-from wmrl.core.routing import FractionRouter, Router, StratifiedRouter, UncertaintyRouter, make_router
+from wmrl.core.routing import FractionRouter, Router, StratifiedRouter, make_router
 
 __all__ = [
     "group_advantages", "group_stats", "IsotonicCalibrator", "FusionEstimate", "PPISamples",
     "bias_aware_alpha", "estimate_bias2", "estimate_fusion", "fusion_weights", "ivw_alpha",
     "ppi_lambda", "ppi_samples", "residual_variance", "within_group_variance", "clipped_surrogate",
-    "grpo_loss", "kl_k3", "FractionRouter", "Router", "StratifiedRouter", "UncertaintyRouter", "make_router",
+    "grpo_loss", "kl_k3", "FractionRouter", "Router", "StratifiedRouter", "make_router",
 ]

@@ -1,10 +1,10 @@
 """The GRPO objective: clipped surrogate, k3 KL to a reference policy, aggregation, sample weights.
 
 Notation: B trajectories, T token positions, ``mask[i, t]`` True on the completion
-tokens that count. Per token, with ``rho = exp(logprobs - old_logprobs)``::
+tokens that count. Per token, with the importance ratio ``ratio = exp(logprobs - old_logprobs)``::
 
-    surrogate_{i,t} = -min(rho * A_i, clip(rho, 1 - clip_low, 1 + clip_high) * A_i)   (PPO, Schulman et al. 2017)
-    kl_{i,t}        = exp(ref - lp) - (ref - lp) - 1                                   (k3, Schulman 2020 "Approximating KL")
+    surrogate_{i,t} = -min(ratio * A_i, clip(ratio, 1 - clip_low, 1 + clip_high) * A_i)  (PPO, Schulman et al. 2017)
+    kl_{i,t}        = exp(ref - lp) - (ref - lp) - 1                                    (k3, Schulman 2020 "Approximating KL")
     L_{i,t}         = surrogate_{i,t} + beta * kl_{i,t}
 
 which is TRL's ``GRPOTrainer`` per-token loss (``epsilon_low``/``epsilon_high``, ``beta``) and verl's
@@ -76,7 +76,8 @@ def clipped_surrogate(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token PPO clipped surrogate *loss* (to minimise).
 
-    ``-min(rho * A, clip(rho, 1 - clip_low, 1 + clip_high) * A)`` with ``rho = exp(lp - old_lp)``.
+    ``-min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)`` with the importance ratio
+    ``ratio = exp(logprobs - old_logprobs)`` (PPO, Schulman et al. 2017).
 
     Args:
         logprobs: [B, T] current log-probs (requires grad).

@@ -7,13 +7,15 @@ statistics. The recipe's state (:class:`RecipeState`: the isotonic calibrator an
 :class:`AnchorWindow` of out-of-sample anchor pairs) is driven by the one stream of anchor pairs, as in
 the WMRL paper's reference loop object. Every caller (the trainer, the simulation, the bench, the TRL/verl
 integrations, the embodied track) looks a recipe up by name with :func:`get_recipe` and calls
-:meth:`Recipe.step`; nothing else computes advantages or weights.
+:meth:`Recipe.step`, which calls the recipe's registered debiasing and fusion (:mod:`wmrl.core.axes`);
+nothing else computes advantages or weights.
 
 The step (Recipe.step; where it sits in a training step: docs/architecture.md, "One step"), with a = valid
 anchor samples, w = valid world-model samples::
 
-    calibrate   r_tilde = f_hat(r_hat)       f_hat fitted on anchors of steps < t only (debias recipes;
-                                             identity otherwise); then f_hat learns this step's anchors
+    calibrate   r_tilde = f_hat(r_hat)       the recipe's debiasing: ``isotonic`` f_hat fitted on anchors of
+                                             steps < t only, then f_hat learns this step's anchors; ``none``
+                                             the identity
     window      the pairs (r, r_tilde) of this step's anchors join the window (out of sample: f_hat
                 did not see them when it mapped them)
     rewards     reward_used = r on anchors, r_tilde on world-model samples, NaN on invalid samples
@@ -21,7 +23,7 @@ anchor samples, w = valid world-model samples::
                 is trained on that measured reward instead of r_tilde; it stays in the world-model stream
                 (its group, weight and the fusion statistics), and the calibration and the window see only
                 this step's anchors
-    advantages  GRPO group-relative, inside each group (groups never mix streams)
+    advantages  the recipe's fusion: GRPO group-relative, inside each group (groups never mix streams)
     weights     equal 1/n; IVW alpha/n_A and (1-alpha)/n_W with alpha from the window
                 (wmrl.core.fusion.estimate_fusion, the inverse-variance alpha*); or PPI++
 
@@ -35,57 +37,34 @@ Weights stay positive, so a weight times an advantage is the same loss as the sc
 Arrays are numpy float64 (bool for masks, int64 for ids) throughout; the update converts the
 advantages and weights to tensors once.
 
-The registered recipes (:func:`recipe_names`; each registration at the end of this file carries a one-line
-``help``): what each executes, trains its world-model samples on and weights them with is the table in
-docs/training.md, "Methods".
+The registered recipes (:func:`recipe_names`; :func:`recipes_with` selects by axis or flag), each a composition
+of an anchors mode, a registered debiasing and a registered fusion (:mod:`wmrl.core.axes`) and flags, each
+registration at the end of this file with a one-line ``help``: what each executes, trains its world-model samples
+on and weights them with is the table in docs/training.md, "Methods".
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, get_args
 
 import numpy as np
 
-from wmrl.core.advantages import group_advantages
-from wmrl.core.calibration import IsotonicCalibrator
-from wmrl.core.fusion import estimate_fusion, fusion_weights, ppi_lambda, ppi_samples
+from wmrl.core.axes import (
+    CALIBRATION_GRID,
+    NO_DEBIASING,
+    DebiasInputs,
+    FusionInputs,
+    RecipeSettings,
+    get_debiasing,
+    get_fusion,
+)
 from wmrl.core.window import AnchorWindow
 
-#: World-model scores at which the calibration map is reported (calibration.jsonl ``map_x``).
-CALIBRATION_GRID = np.linspace(0.0, 1.0, 51)
+__all__ = ["Anchors", "AnchorWindow", "BASELINE", "CALIBRATION_GRID", "RECIPES", "RECIPE_FLAGS", "Recipe",
+           "RecipeSettings", "RecipeState", "StepInputs", "StepOutputs", "WMRL", "calibration_record", "get_recipe",
+           "recipe_names", "recipes_with", "register_recipe"]
 
-Fusion = Literal["equal", "ivw", "bias-aware", "ppi", "anchor-only"]
 Anchors = Literal["all", "none", "fraction"]
-
-
-@dataclass(frozen=True)
-class RecipeSettings:
-    """Hyper-parameters every recipe reads (the config's ``optim`` and ``wmrl`` sections).
-
-    Attributes:
-        normalize_std, adv_eps: GRPO advantage settings (:func:`wmrl.core.advantages.group_advantages`).
-        calibrator_window: anchor pairs the calibrator is fitted on (most recent).
-        calibrator_min_anchors: below this many pairs the calibrator uses ``calibrator_fallback``.
-        calibrator_fallback: ``identity`` or ``affine``.
-        calibrator_tie_break: the strictly increasing blend of the calibrator, in [0, 1).
-        window_pairs: most recent out-of-sample anchor pairs the fusion estimate uses (None: no limit).
-        window_steps: most recent steps whose pairs it uses (None: no limit).
-        alpha_floor, alpha_ceiling: clip range of alpha.
-        fusion_min_pairs: below this many pairs alpha is the pooled n_A / (n_A + n_W).
-    """
-
-    normalize_std: bool = True
-    adv_eps: float = 1e-6
-    calibrator_window: int | None = 256
-    calibrator_min_anchors: int = 32
-    calibrator_fallback: Literal["identity", "affine"] = "identity"
-    calibrator_tie_break: float = 0.0
-    window_pairs: int | None = 256
-    window_steps: int | None = None
-    alpha_floor: float = 0.05
-    alpha_ceiling: float = 0.95
-    fusion_min_pairs: int = 8
 
 
 @dataclass(frozen=True)
@@ -167,9 +146,15 @@ class StepOutputs:
 
 @dataclass
 class RecipeState:
-    """The state a recipe carries from step to step: the calibrator (debias recipes) and the window."""
+    """The state a recipe carries from step to step: the debiasing's state (the ``isotonic`` debiasing's
+    :class:`~wmrl.core.calibration.IsotonicCalibrator`; None for ``none``) and the window.
 
-    calibrator: IsotonicCalibrator | None
+    Attributes:
+        calibrator: what the debiasing's ``make_state`` built (it has ``state_dict`` / ``load_state_dict``), or None.
+        window: the :class:`AnchorWindow` of out-of-sample anchor pairs.
+    """
+
+    calibrator: Any
     window: AnchorWindow
 
     def state_dict(self) -> dict[str, Any]:
@@ -184,39 +169,65 @@ class RecipeState:
         self.window.load_state_dict(state["window"])
 
 
-def _none_if_nan(x: Any) -> Any:
-    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
-
-
 @dataclass(frozen=True)
 class Recipe:
-    """One method: which groups are executed, whether world-model rewards are debiased, how the two
-    streams are weighted. Create with :func:`register_recipe`; look up with :func:`get_recipe`.
+    """One method, composed of its axes: which groups are executed (``anchors``), how world-model rewards are
+    debiased (a registered debiasing), how the two streams are fused (a registered fusion), and flags.
+    Create with :func:`register_recipe`; look up with :func:`get_recipe`.
 
     Attributes:
         name: the registry name (also the config's ``method`` and the bench's method name).
         help: one line for tables and ``--help``.
         anchors: ``all`` (every group executed), ``none``, or ``fraction`` (rho of the groups).
-        debias: isotonic debiasing of world-model rewards.
-        fusion: ``equal`` (1/n), ``ivw``, ``bias-aware``, ``ppi`` or ``anchor-only`` (world-model samples
-            out of the loss).
+        debiasing: a registered debiasing (:func:`wmrl.core.axes.debiasing_names`: ``none``, ``isotonic``).
+        fusion: a registered fusion (:func:`wmrl.core.axes.fusion_names`: ``equal``, ``anchor-only``, ``ivw``,
+            ``bias-aware``, ``ppi``).
         tie_break: the calibrator's tie-break for this recipe (None: the settings' value).
         recall: world-model samples whose program was executed before train on the measured reward
             (:attr:`StepInputs.reward_recalled`; the trainer supplies it, :mod:`wmrl.core.recall`).
+
+    Raises:
+        ValueError: an unknown anchors mode, debiasing or fusion (the message lists the known ones), a
+            debiasing or tie-break on a recipe without a world model, or a tie-break without debiasing.
     """
 
     name: str
     help: str
     anchors: Anchors
-    debias: bool = False
-    fusion: Fusion = "equal"
+    debiasing: str = NO_DEBIASING
+    fusion: str = "equal"
     tie_break: float | None = None
     recall: bool = False
+
+    def __post_init__(self) -> None:
+        if self.anchors not in get_args(Anchors):
+            raise ValueError(f"recipe {self.name!r}: anchors must be one of {', '.join(get_args(Anchors))}, "
+                             f"got {self.anchors!r}")
+        for axis, lookup in (("debiasing", get_debiasing), ("fusion", get_fusion)):
+            try:
+                lookup(getattr(self, axis))
+            except KeyError as e:
+                raise ValueError(f"recipe {self.name!r}: {e.args[0]}") from None
+        if self.debias and not self.uses_world_model:
+            raise ValueError(f"recipe {self.name!r} asks no world model: its debiasing must be {NO_DEBIASING!r}, "
+                             f"got {self.debiasing!r}")
+        if self.tie_break is not None and not self.debias:
+            raise ValueError(f"recipe {self.name!r}: a tie_break needs a debiasing other than {NO_DEBIASING!r}")
+
+    @property
+    def debias(self) -> bool:
+        """Whether world-model rewards are debiased (the debiasing is not ``none``)."""
+        return self.debiasing != NO_DEBIASING
+
+    @property
+    def denoises(self) -> bool:
+        """Whether the fusion weights the streams by their noise (``ivw``, ``bias-aware``, ``ppi``)."""
+        return get_fusion(self.fusion).denoises
 
     @property
     def uses_world_model(self) -> bool:
         """Whether the world model scores trajectories."""
-        return self.anchors != "all" and self.fusion != "anchor-only"
+        return self.anchors != "all" and get_fusion(self.fusion).world_model
 
     @property
     def fuses(self) -> bool:
@@ -228,13 +239,13 @@ class Recipe:
         return {"all": 1.0, "none": 0.0}.get(self.anchors, float(rho))
 
     def init_state(self, settings: RecipeSettings = RecipeSettings()) -> RecipeState:
-        """A fresh state: a calibrator for debias recipes, an empty anchor window."""
-        cal = None
-        if self.debias:
-            tb = settings.calibrator_tie_break if self.tie_break is None else self.tie_break
-            cal = IsotonicCalibrator(window=settings.calibrator_window, min_anchors=settings.calibrator_min_anchors,
-                                     fallback=settings.calibrator_fallback, tie_break=tb)
-        return RecipeState(cal, AnchorWindow(settings.window_pairs, settings.window_steps))
+        """A fresh state: the debiasing's state (a calibrator for ``isotonic``; the recipe's ``tie_break``
+        replaces the settings' one), an empty anchor window."""
+        make = get_debiasing(self.debiasing).make_state
+        if self.tie_break is not None:
+            settings = replace(settings, calibrator_tie_break=self.tie_break)
+        return RecipeState(None if make is None else make(settings),
+                           AnchorWindow(settings.window_pairs, settings.window_steps))
 
     # ------------------------------------------------------------------------------------------
     def _check(self, x: StepInputs) -> None:
@@ -248,30 +259,9 @@ class Recipe:
             raise ValueError(f"recipe {self.name!r} needs a finite world-model score on every valid "
                              "world-model sample")
 
-    def _calibrate(self, x: StepInputs, state: RecipeState, a_ok: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any] | None]:
-        """(r_tilde [B], calibrated repeat or None, the calibration record); the calibrator then learns."""
-        if not self.uses_world_model:
-            return x.reward_wm.copy(), None, None
-        cal = state.calibrator
-        if cal is None:
-            rep = None if x.reward_wm_repeat is None else x.reward_wm_repeat.copy()
-            return x.reward_wm.copy(), rep, {"mode": "identity", "n_window": 0,
-                                             "map_y": CALIBRATION_GRID.copy(), "diagnostics": {}}
-        rec = {"mode": cal.mode, "n_window": cal.n_anchors, "map_y": cal.transform(CALIBRATION_GRID)}
-        r_tilde = cal.transform(x.reward_wm, step=x.step)
-        rep = None if x.reward_wm_repeat is None else cal.transform(x.reward_wm_repeat, step=x.step)
-        rec["diagnostics"] = cal.diagnostics(x.reward_wm[a_ok], x.reward_true[a_ok])
-        cal.update(x.reward_wm[a_ok], x.reward_true[a_ok], x.step)
-        return r_tilde, rep, rec
-
-    def _advantages(self, rewards: np.ndarray, gid: np.ndarray, valid: np.ndarray, s: RecipeSettings) -> np.ndarray:
-        return group_advantages(np.where(valid, rewards, 0.0), gid, normalize_std=s.normalize_std, eps=s.adv_eps,
-                                valid=valid)
-
     def step(self, x: StepInputs, state: RecipeState, settings: RecipeSettings = RecipeSettings()) -> StepOutputs:
         """Map one step's trajectories to rewards used, advantages, weights and statistics; update
-        ``state`` with this step's anchors (the calibrator after mapping them, then the window).
+        ``state`` with this step's anchors (the debiasing after mapping them, then the window).
 
         Args:
             x: the step's :class:`StepInputs`.
@@ -288,29 +278,36 @@ class Recipe:
         self._check(x)
         gid, anc, val, rt = x.group_ids, x.is_anchor, x.valid, x.reward_true
         a_ok, w_ok = anc & val, ~anc & val
-        r_tilde, rep, cal_rec = self._calibrate(x, state, a_ok)
+        deb = None
+        if self.uses_world_model:
+            deb = get_debiasing(self.debiasing)(DebiasInputs(x.step, x.reward_wm, x.reward_wm_repeat,
+                                                             x.reward_wm[a_ok], rt[a_ok], state.calibrator))
+            r_tilde, rep = deb.reward_wm_calibrated, deb.reward_wm_repeat_calibrated
+        else:
+            r_tilde, rep = x.reward_wm.copy(), None
         if self.fuses:
             state.window.add(x.step, gid[a_ok], rt[a_ok], r_tilde[a_ok], None if rep is None else rep[a_ok])
         measured = x.reward_recalled if self.recall and x.reward_recalled is not None else np.full(x.B, np.nan)
         recalled = ~anc & np.isfinite(measured)
         r_wm = np.where(recalled, measured, r_tilde)
-        val_loss = a_ok if self.fusion == "anchor-only" else val
-        used = np.where(val_loss, np.where(anc, rt, r_wm), np.nan)
-        adv = self._advantages(used, gid, val_loss, settings)
-        if self.fusion == "anchor-only":
-            w_ok = np.zeros_like(w_ok)
-        stats, weights = self._weights(x, state, settings, r_tilde, r_wm, adv, a_ok, w_ok)
-        stats["n_recalled"] = int((recalled & w_ok).sum())
-        stats["calibrator_mode"] = None if cal_rec is None else cal_rec["mode"]
-        stats["calibrator_n_anchors"] = None if state.calibrator is None else state.calibrator.n_anchors
-        return StepOutputs(r_tilde, used, adv, weights, stats, cal_rec)
+        out = get_fusion(self.fusion)(FusionInputs(gid, anc, a_ok, w_ok, rt, r_tilde, r_wm,
+                                                   state.window if self.fuses else None, settings))
+        stats = out.stats
+        fixed_alpha = {"all": 1.0, "none": 0.0}.get(self.anchors)
+        if fixed_alpha is not None:
+            stats["alpha"] = fixed_alpha
+        stats["n_recalled"] = int((recalled & np.isfinite(out.reward_used)).sum())  # in the loss
+        rec = None if deb is None else deb.record
+        stats["calibrator_mode"] = None if rec is None else rec["mode"]
+        stats["calibrator_n_anchors"] = None if deb is None else deb.n_fitted
+        return StepOutputs(r_tilde, out.reward_used, out.advantages, out.weights, stats, rec)
 
     def learn_late(self, state: RecipeState, step: int, origin_steps: np.ndarray, group_ids: np.ndarray,
                    reward_true: np.ndarray, reward_wm: np.ndarray, reward_wm_repeat: np.ndarray | None = None
                    ) -> np.ndarray:
         """Feed N anchor pairs that arrived late (asynchronous anchors, :mod:`wmrl.core.staleness`) to the state,
         without a gradient: the window gets (r, r_tilde = f_hat(r_hat)) with f_hat as it is now (out of sample:
-        it has not seen these pairs), then the calibrator learns them under ``step``, so they calibrate the
+        it has not seen these pairs), then the debiasing learns them under ``step``, so they calibrate the
         steps after ``step`` only.
 
         Call it after :meth:`step` of ``step`` (whose mapping must not see them), or for a step without one.
@@ -348,79 +345,9 @@ class Recipe:
             raise ValueError(f"a late pair routed at step {int(og.max())} cannot be consumed at step {step}")
         rt, rw = arrs
         rep = None if reward_wm_repeat is None else np.asarray(reward_wm_repeat, dtype=np.float64).reshape(-1)
-        cal = state.calibrator
-        r_tilde = rw.copy() if cal is None else cal.transform(rw)
-        rep_t = rep if cal is None or rep is None else cal.transform(rep)
-        state.window.add(og, gid, rt, r_tilde, rep_t)
-        if cal is not None:
-            cal.update(rw, rt, step)
-        return r_tilde
-
-    def _weights(self, x: StepInputs, state: RecipeState, s: RecipeSettings, r_tilde: np.ndarray, r_wm: np.ndarray,
-                 adv: np.ndarray, a_ok: np.ndarray, w_ok: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
-        """Fill ``adv`` (PPI++ merges in place) and return (stats, weights [B]); ``r_wm`` is the world-model
-        samples' reward (r_tilde, or the recalled measurement)."""
-        B = x.B
-        n_a, n_w = int(a_ok.sum()), int(w_ok.sum())
-        weights = np.zeros(B)
-        stats: dict[str, Any] = {"alpha": None, "var_anchor": None, "var_wm": None, "residual_var": None,
-                                 "ppi_lambda": None, "weight_anchor": None, "weight_wm": None,
-                                 "n_anchor_samples": n_a, "n_wm_samples": n_w, "fusion_mode": None}
-        fixed_alpha = {"all": 1.0, "none": 0.0}.get(self.anchors)
-        if n_a + n_w == 0:
-            stats["alpha"] = fixed_alpha
-            return stats, weights
-        win = state.window
-        est = None
-        if self.fuses and len(win):
-            est = estimate_fusion(win.true, win.calibrated, win.clusters(), max(n_a, 1), max(n_w, 1),
-                                  alpha_min=s.alpha_floor, alpha_max=s.alpha_ceiling, min_pairs=s.fusion_min_pairs,
-                                  bias_aware=self.fusion == "bias-aware", noise_var=win.noise_var())
-            stats.update(var_anchor=_none_if_nan(est.var_anchor), var_wm=_none_if_nan(est.var_wm),
-                         residual_var=_none_if_nan(est.sigma2_xi))
-        use = a_ok | w_ok
-        if self.fusion in ("equal", "anchor-only") or n_a == 0 or n_w == 0:
-            weights[use] = 1.0 / (n_a + n_w)
-            alpha = n_a / (n_a + n_w)
-            stats["fusion_mode"] = "equal"
-        elif self.fusion == "ppi":
-            lam = ppi_lambda(win.true, win.calibrated, n_a, n_w, group_ids=win.clusters()) if len(win) >= 2 else 0.0
-            alpha = self._ppi(x, s, r_tilde, r_wm, adv, weights, a_ok, w_ok, float(lam))
-            stats["ppi_lambda"] = float(lam)
-            stats["fusion_mode"] = "ppi"
-        else:
-            alpha = est.alpha if est is not None else n_a / (n_a + n_w)
-            weights[use] = fusion_weights(x.is_anchor[use], float(alpha))
-            stats["fusion_mode"] = est.mode if est is not None else "pooled"
-        stats["alpha"] = float(alpha) if fixed_alpha is None else fixed_alpha
-        stats["weight_anchor"] = float(weights[a_ok][0]) if n_a else None
-        stats["weight_wm"] = float(weights[w_ok][0]) if n_w else None
-        return stats, weights
-
-    @staticmethod
-    def _ppi(x: StepInputs, s: RecipeSettings, r_tilde: np.ndarray, r_wm: np.ndarray, adv: np.ndarray,
-             weights: np.ndarray, a_ok: np.ndarray, w_ok: np.ndarray, lam: float) -> float:
-        """PPI++ with the two anchor rows merged (module docstring); fills ``adv`` and ``weights`` in place
-        and returns the equivalent alpha = 1 / (1 + lambda). The rectifier's anchor rows use r_tilde; the
-        world-model rows ``r_wm``."""
-        gid, n_a, n_w = x.group_ids, int(a_ok.sum()), int(w_ok.sum())
-        ps = ppi_samples(x.reward_true[a_ok], r_tilde[a_ok], r_wm[w_ok], lam)
-        a_idx, w_idx = np.flatnonzero(a_ok), np.flatnonzero(w_ok)
-        wa = np.zeros(x.B)  # sum over the three sets of weight * advantage, per trajectory
-        for stream, idx in ((0, a_idx), (1, w_idx), (2, a_idx)):
-            sel = ps.stream == stream
-            if not sel.any():
-                continue
-            src = idx[ps.source_index[sel]]
-            a_s = group_advantages(ps.rewards[sel], gid[src], normalize_std=s.normalize_std, eps=s.adv_eps)
-            np.add.at(wa, src, ps.weights[sel] * a_s)
-        weights[a_ok] = 1.0 / n_a
-        weights[w_ok] = lam / n_w
-        adv[a_ok] = wa[a_ok] * n_a  # = A_r - lambda * A_f
-        if lam > 0:
-            adv[w_ok] = wa[w_ok] * n_w / lam  # = A_f
-        return 1.0 / (1.0 + lam)
-
+        deb = get_debiasing(self.debiasing)(DebiasInputs(step, rw, rep, rw, rt, state.calibrator, late=True))
+        state.window.add(og, gid, rt, deb.reward_wm_calibrated, deb.reward_wm_repeat_calibrated)
+        return deb.reward_wm_calibrated
 
 def calibration_record(step: int, out: StepOutputs, reward_wm: np.ndarray, reward_true: np.ndarray,
                        anchors: np.ndarray) -> dict[str, Any] | None:
@@ -477,26 +404,50 @@ def recipe_names() -> list[str]:
     return list(RECIPES)
 
 
+#: What :func:`recipes_with` can select on: the recipe's fields and its derived properties.
+RECIPE_FLAGS = tuple(f.name for f in fields(Recipe) if f.name != "help") + (
+    "debias", "denoises", "uses_world_model", "fuses")
+
+
+def recipes_with(**flags: Any) -> list[str]:
+    """The registered names, in registration order, of the recipes whose attributes equal ``flags``, e.g.
+    ``recipes_with(fuses=True)`` (both streams), ``recipes_with(uses_world_model=False)``,
+    ``recipes_with(anchors="none")``, ``recipes_with(fusion="ppi", recall=True)``.
+
+    Raises:
+        ValueError: a flag that is not one of :data:`RECIPE_FLAGS` (the message lists them).
+    """
+    bad = sorted(set(flags) - set(RECIPE_FLAGS))
+    if bad:
+        raise ValueError(f"recipes_with: unknown flags {bad}; use any of {', '.join(RECIPE_FLAGS)}")
+    return [n for n, r in RECIPES.items() if all(getattr(r, k) == v for k, v in flags.items())]
+
+
 for _r in (
     Recipe("grpo", "GRPO with every group executed for real (the baseline)", "all"),
     Recipe("wm", "pure world model: every reward predicted, no anchors, no correction", "none"),
     Recipe("wmrl", "WMRL: anchor executions + isotonic debiasing + inverse-variance fusion + recalled executions",
-           "fraction", debias=True, fusion="ivw", recall=True),
+           "fraction", debiasing="isotonic", fusion="ivw", recall=True),
     Recipe("wmrl-raw", "the raw mixture: anchors mixed in with raw world-model rewards, no correction", "fraction",
            fusion="equal"),
     Recipe("wmrl-no-recall", "WMRL without recalled executions (the WMRL paper's WMRL: every world-model sample "
-           "predicted)", "fraction", debias=True, fusion="ivw"),
+           "predicted)", "fraction", debiasing="isotonic", fusion="ivw"),
     Recipe("wmrl-no-debias", "WMRL without the isotonic debiasing (raw world-model rewards)", "fraction",
            fusion="ivw", recall=True),
     Recipe("wmrl-no-denoise", "WMRL without inverse-variance fusion (every sample weighted equally)", "fraction",
-           debias=True, fusion="equal", recall=True),
+           debiasing="isotonic", fusion="equal", recall=True),
     Recipe("wmrl-ppi", "WMRL with the PPI++ rectified estimator instead of inverse-variance fusion", "fraction",
-           debias=True, fusion="ppi", recall=True),
+           debiasing="isotonic", fusion="ppi", recall=True),
     Recipe("wmrl-bias-aware", "WMRL with a bias-aware alpha (a persistent bias B^2 counted as variance)",
-           "fraction", debias=True, fusion="bias-aware", recall=True),
+           "fraction", debiasing="isotonic", fusion="bias-aware", recall=True),
     Recipe("anchor-only", "GRPO on the anchor groups only (rho of the groups executed, the rest dropped)",
            "fraction", fusion="anchor-only"),
     Recipe("wmrl-flat", "WMRL with a calibrator without tie-break (a diagnostic of the simulation)", "fraction",
-           debias=True, fusion="ivw", tie_break=0.0, recall=True),
+           debiasing="isotonic", fusion="ivw", tie_break=0.0, recall=True),
 ):
     register_recipe(_r)
+
+#: The baseline every method is compared with: real-execution GRPO, every group executed.
+BASELINE = "grpo"
+#: The paper's method, every correction on (the config's default method).
+WMRL = "wmrl"

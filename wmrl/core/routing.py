@@ -2,8 +2,7 @@
 
 All routers share one interface, :class:`Router`::
 
-    route(group_task_ids: Sequence[str], step: int, uncertainty: np.ndarray | None = None)
-        -> np.ndarray[bool] of shape [M]   (True = anchor group: execute it; False = world model only)
+    route(group_task_ids: Sequence[str], step: int) -> np.ndarray[bool] of shape [M]   (True = anchor group: execute it; False = world model only)
 
 How many anchors (all routers): with target fraction rho and M groups at this step, the router
 keeps a carry c (the fractional anchors it still owes) and takes ``k = floor(rho * M + c)``
@@ -18,8 +17,7 @@ K steps exceeds it, ``min_every`` wins and the debt is floored at -1 so it canno
 ``min_every`` (pure world model).
 
 Which groups: :class:`FractionRouter` picks uniformly at random (seeded);
-:class:`StratifiedRouter` keeps one carry per task so that every task gets anchored at rate rho;
-:class:`UncertaintyRouter` picks the groups where the world model is least certain.
+:class:`StratifiedRouter` keeps one carry per task so that every task gets anchored at rate rho.
 All are deterministic given the seed and the call sequence, and their ``state_dict`` (JSON-
 serialisable) restores the exact same future choices.
 """
@@ -71,43 +69,30 @@ class Router(abc.ABC):
         self.total_anchors = 0
 
     # ----- interface -------------------------------------------------------------------------
-    def route(
-        self,
-        group_task_ids: Sequence[str],
-        step: int,
-        uncertainty: np.ndarray | None = None,
-    ) -> np.ndarray:
+    def route(self, group_task_ids: Sequence[str], step: int) -> np.ndarray:
         """Anchor mask for the M groups of ``step``.
 
         Args:
             group_task_ids: M task ids, one per group (a task may appear several times).
             step: training step (non-decreasing between calls).
-            uncertainty: [M] float, the world model's uncertainty per group (used by
-                :class:`UncertaintyRouter`, ignored by the others). Larger = less certain.
 
         Returns:
             np.ndarray of dtype bool and shape [M]; True = execute this group for real.
 
         Raises:
-            ValueError: step going backwards, uncertainty of the wrong shape or non-finite.
+            ValueError: step going backwards.
         """
         ids = [str(t) for t in group_task_ids]
         m = len(ids)
         if self.last_step is not None and step < self.last_step:
             raise ValueError(f"step went backwards: {step} after {self.last_step}; routers are called once per step")
-        if uncertainty is not None:
-            uncertainty = np.asarray(uncertainty, dtype=np.float64)
-            if uncertainty.shape != (m,):
-                raise ValueError(f"uncertainty must have shape [M]=({m},), got {uncertainty.shape}")
-            if not np.all(np.isfinite(uncertainty)):
-                raise ValueError("uncertainty contains NaN/inf")
         self.last_step = int(step)
         mask = np.zeros(m, dtype=bool)
         if m == 0:
             return mask
         k = self._count(ids, step)
         if k > 0:
-            chosen = self._choose(ids, k, uncertainty)
+            chosen = self._choose(ids, k)
             mask[chosen] = True
         k = int(mask.sum())
         if k > 0:
@@ -143,7 +128,7 @@ class Router(abc.ABC):
         return k
 
     @abc.abstractmethod
-    def _choose(self, ids: list[str], k: int, uncertainty: np.ndarray | None) -> np.ndarray:
+    def _choose(self, ids: list[str], k: int) -> np.ndarray:
         """Indices (int array of length k, distinct) of the anchor groups."""
 
     # ----- state ----------------------------------------------------------------------------
@@ -191,23 +176,8 @@ class FractionRouter(Router):
     ``FractionRouter(fraction=0.1, min_every=10, seed=0)`` is the project's default.
     """
 
-    def _choose(self, ids: list[str], k: int, uncertainty: np.ndarray | None) -> np.ndarray:
+    def _choose(self, ids: list[str], k: int) -> np.ndarray:
         return self.rng.choice(len(ids), size=k, replace=False)
-
-
-class UncertaintyRouter(Router):
-    """Same count as :class:`FractionRouter`; anchors the k groups with the largest ``uncertainty``.
-
-    Ties are broken at random (seeded). Without ``uncertainty`` it falls back to a uniform choice.
-    """
-
-    def _choose(self, ids: list[str], k: int, uncertainty: np.ndarray | None) -> np.ndarray:
-        m = len(ids)
-        if uncertainty is None:
-            return self.rng.choice(m, size=k, replace=False)
-        tiebreak = self.rng.random(m)
-        order = np.lexsort((tiebreak, -uncertainty))  # primary: uncertainty descending
-        return order[:k]
 
 
 class StratifiedRouter(Router):
@@ -251,7 +221,7 @@ class StratifiedRouter(Router):
         self._plan = plan
         return int(plan.sum())
 
-    def _choose(self, ids: list[str], k: int, uncertainty: np.ndarray | None) -> np.ndarray:
+    def _choose(self, ids: list[str], k: int) -> np.ndarray:
         assert self._plan is not None
         return np.flatnonzero(self._plan)
 
@@ -284,19 +254,18 @@ class HashRouter(Router):
         self._plan = u / 2.0 ** 32 < self.fraction
         return int(self._plan.sum())
 
-    def _choose(self, ids: list[str], k: int, uncertainty: np.ndarray | None) -> np.ndarray:
+    def _choose(self, ids: list[str], k: int) -> np.ndarray:
         assert self._plan is not None
         return np.flatnonzero(self._plan)
 
 
 def make_router(kind: str, fraction: float = 0.1, min_every: int | None = 10, seed: int = 0) -> Router:
-    """Build a router by name: ``"fraction"``, ``"stratified"``, ``"uncertainty"`` or ``"hash"``.
+    """Build a router by name: ``"fraction"``, ``"stratified"`` or ``"hash"``.
 
     Raises:
         ValueError: unknown kind (the message lists the known ones).
     """
-    kinds = {"fraction": FractionRouter, "stratified": StratifiedRouter, "uncertainty": UncertaintyRouter,
-             "hash": HashRouter}
+    kinds = {"fraction": FractionRouter, "stratified": StratifiedRouter, "hash": HashRouter}
     if kind not in kinds:
         raise ValueError(f"unknown router {kind!r}; choose one of {sorted(kinds)}")
     return kinds[kind](fraction=fraction, min_every=min_every, seed=seed)

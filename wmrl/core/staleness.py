@@ -13,16 +13,16 @@ Importance correction of a late group in the gradient (simulation, ``late="gradi
 drawn from the behaviour policy pi_s of step s, and the clipped surrogate is evaluated with the behaviour
 log-probabilities as the "old" ones,
 
-    L = -(1/n) sum_i min(rho_i A_i, clip(rho_i, 1 - eps_low, 1 + eps_high) A_i),   rho_i = pi_t(a_i) / pi_s(a_i),
+    L = -(1/n) sum_i min(ratio_i A_i, clip(ratio_i, 1 - eps_low, 1 + eps_high) A_i),   ratio_i = pi_t(a_i) / pi_s(a_i),
 
-whose gradient is the importance-sampled policy gradient E_{pi_s}[rho grad log pi_t A] (Kakade & Langford 2002;
+whose gradient is the importance-sampled policy gradient E_{pi_s}[ratio grad log pi_t A] (Kakade & Langford 2002;
 PPO, Schulman et al. 2017, eq. 7) where the ratio stays inside the clip range, and 0 where it has left it in
 the direction the advantage pushes (the truncation that bounds the variance; the role of IMPALA's truncated
 importance weights, Espeholt et al. 2018, and of AReaL's decoupled objective for stale rollouts, Fu et al. 2025).
-Late rows get their own range (:func:`late_clip`): [1 - 0.999, rho_max], rho_max = 2 by default, because the
+Late rows get their own range (:func:`late_clip`): [1 - 0.999, ratio_max], ratio_max = 2 by default, because the
 simulation's staleness axis measured that PPO's [0.8, 1.2] cuts off too much of a stale sample when steps
 without anchors update (docs/scaling.md: with an exploitable world model at k = 9 it lost 0.013 of final reward to
-the synchronous run against 0.011 with rho_max = 2 and 0.015 untruncated; with them skipped, the default, the
+the synchronous run against 0.011 with ratio_max = 2 and 0.015 untruncated; with them skipped, the default, the
 three are within noise of each other). A sample's ratio is the product of its token ratios; in the bandit a
 completion is one token. Fresh rows keep the configured range (their ratio is 1: one update per batch).
 

@@ -104,19 +104,6 @@ def save_adapter(peft_model: Any, name: str, directory: Path, settings: LoraSett
     (directory / "adapter.json").write_text(json.dumps(meta, indent=2))
 
 
-def read_adapter_settings(directory: Path) -> LoraSettings:
-    """The :class:`LoraSettings` stored by :func:`save_adapter` in ``directory``.
-
-    Raises:
-        FileNotFoundError: ``adapter.json`` is missing (not an adapter folder).
-    """
-    p = Path(directory) / "adapter.json"
-    if not p.is_file():
-        raise FileNotFoundError(f"{p} is missing: {directory} is not an adapter folder written by save()")
-    d = json.loads(p.read_text())["lora"]
-    return LoraSettings(r=d["r"], alpha=d["alpha"], dropout=d["dropout"], target_modules=tuple(d["target_modules"]))
-
-
 def load_adapter(peft_model: Any, name: str, directory: Path) -> None:
     """Load weights written by :func:`save_adapter` into the existing adapter ``name``.
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wmrl.core.recipe import get_recipe
+from wmrl.core.recipe import WMRL, get_recipe, recipes_with
 from wmrl.report import convergence_page as CV
 from wmrl.report import html as H
 from wmrl.report.bench_results import (
@@ -389,12 +389,12 @@ def bench_notes(results: pd.DataFrame, rows: Sequence[MethodRow]) -> list[str]:
     percentile, then the paired train-task percentile), and each method vs the initial policy."""
     notes = overlap_notes(rows)
     notes += train_paired_notes(results, REFERENCE, [r.method for r in rows])
-    if any(r.method == "wmrl" for r in rows):
+    if any(r.method == WMRL for r in rows):
         present = set(results["method"])  # every other method that uses a world model, in registry order
-        ablations = [m for m in METHODS if m in present and m != "wmrl" and get_recipe(m).uses_world_model]
+        ablations = [m for m in recipes_with(uses_world_model=True) if m in present and m != WMRL]
         if ablations:
-            notes += overlap_notes(aggregate(results, reference="wmrl"), reference="wmrl", methods=ablations)
-            notes += train_paired_notes(results, "wmrl", ablations)
+            notes += overlap_notes(aggregate(results, reference=WMRL), reference=WMRL, methods=ablations)
+            notes += train_paired_notes(results, WMRL, ablations)
     return notes + learning_notes(results)
 
 

@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wmrl.core.recipe import get_recipe, recipe_names
+from wmrl.core.recipe import BASELINE, get_recipe, recipe_names, recipes_with
 from wmrl.world_model.metrics import world_model_metrics
 from wmrl.report.runs import load_run, read_jsonl, train_executions
 
 #: The methods a bench can run: the registered recipes, by name (also the order of every table).
 METHODS: list[str] = recipe_names()
 #: The method the relative columns compare with.
-REFERENCE = "grpo"
+REFERENCE = BASELINE
 
 
 class BenchError(ValueError):
@@ -213,7 +213,7 @@ def world_model_quality(run: Any) -> dict[str, float | int]:
         cal += float(np.sum((np.asarray(rec["anchor_wm_calibrated"], dtype=np.float64) - t) ** 2))
     if raw > 0:
         out["debias_sq_err_ratio"] = cal / raw
-    if "alpha" in run.metrics and run.method not in (REFERENCE, "wm"):
+    if "alpha" in run.metrics and run.method in recipes_with(anchors="fraction"):  # alpha is 1 or 0 otherwise
         a = pd.to_numeric(run.metrics["alpha"], errors="coerce")
         if a.notna().any():
             out["alpha_mean"] = float(a.mean())

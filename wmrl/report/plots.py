@@ -346,48 +346,6 @@ def fig_ledger(runs: Sequence[RunData], labels: Sequence[str] | None = None) -> 
     return fig
 
 
-def fig_reward_vs_compute_methods(
-    curves: dict[str, list[tuple[np.ndarray, np.ndarray]]], title: str = ""
-) -> Any | None:
-    """The bench's reward-against-compute plot: one colour per method, one thin line per seed and a
-    thick line for the seed average on a common compute grid.
-
-    Args:
-        curves: ``{method: [(compute_cpu_h [S], reward [S]) per seed]}``; arrays float64, increasing
-            compute. Missing rewards (nan) are skipped.
-    """
-    if not any(curves.values()):
-        return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 5))
-    for i, (method, seeds) in enumerate(curves.items()):
-        c = color_for(i)
-        grids = []
-        for x, y in seeds:
-            m = np.isfinite(x) & np.isfinite(y)
-            if m.sum() == 0:
-                continue
-            ax.plot(x[m], y[m], color=c, alpha=0.25, lw=0.8)
-            grids.append((x[m], y[m]))
-        if not grids:
-            continue
-        hi = min(g[0].max() for g in grids)
-        lo = max(g[0].min() for g in grids)
-        if hi > lo:
-            grid = np.linspace(lo, hi, 50)
-            avg = np.mean([np.interp(grid, gx, pd.Series(gy).rolling(max(1, len(gy) // 8), min_periods=1, center=True).mean().to_numpy()) for gx, gy in grids], axis=0)
-            ax.plot(grid, avg, color=c, lw=2.4, label=f"{method} (n={len(grids)})")
-        else:
-            ax.plot(grids[0][0], grids[0][1], color=c, lw=2.4, label=f"{method} (n={len(grids)})")
-    ax.set_xlabel(X_LABEL["compute"])
-    ax.set_ylabel("true reward on executed trajectories (leaderboard percentile)")
-    ax.set_title(title or "reward against training compute")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=9)
-    fig.tight_layout()
-    return fig
-
-
 def _finite(v: Any) -> bool:
     try:
         return v is not None and math.isfinite(float(v))

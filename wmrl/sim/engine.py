@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -445,8 +445,3 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     finals.attrs["wall_s"] = wall
     curves.attrs["wall_s"] = wall
     return curves, finals
-
-
-def config_dict(cfg: SimConfig) -> dict:
-    """The configuration as a plain dict (for the report)."""
-    return asdict(cfg)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wmrl.core.recipe import BASELINE, WMRL
 from wmrl.core.staleness import AT_BOUND_MODES, PAPER_LATENCY, UNANCHORED_MODES, LatencyModel
 from wmrl.sim.bandit import WorldModelSpec
 from wmrl.sim.engine import LATE_MODES, RunSpec, SimConfig, simulate
@@ -48,7 +49,7 @@ RATIO_MAXES = (1.2, 2.0, math.inf)
 EXTRA_KS = (15, 25)
 
 
-def build_runs(ks: tuple[int, ...], seeds: int, methods: tuple[str, ...] = ("wmrl",),
+def build_runs(ks: tuple[int, ...], seeds: int, methods: tuple[str, ...] = (WMRL,),
                latency_steps: float = 3.0, latency_sigma: float = 0.6, rho: float = 0.1,
                ratio_maxes: tuple[float, ...] = RATIO_MAXES, extra_ks: tuple[int, ...] = EXTRA_KS) -> list[RunSpec]:
     """Every (world model, method, k, late mode, ratio truncation, at-bound mode, seed) run; k = 0 once per
@@ -59,7 +60,7 @@ def build_runs(ks: tuple[int, ...], seeds: int, methods: tuple[str, ...] = ("wmr
     runs = []
     for wm in WORLD_MODELS:
         for seed in range(seeds):
-            runs.append(RunSpec("grpo", wm, 1.0, seed))
+            runs.append(RunSpec(BASELINE, wm, 1.0, seed))
             for m in methods:
                 for k in sorted(set(ks) | set(extra_ks)):
                     if not k:
@@ -117,7 +118,7 @@ def markdown(summary, cfg: SimConfig, wall_s: float, latency_steps: float, laten
              "| staleness mean / max | groups over the bound | updates skipped |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in summary.itertuples():
-        d = "" if r.method == "grpo" or r.staleness == 0 else f"{r.dJ_vs_sync:+.4f} ({r.dJ_se:.4f})"
+        d = "" if r.method == BASELINE or r.staleness == 0 else f"{r.dJ_vs_sync:+.4f} ({r.dJ_se:.4f})"
         st = "" if not np.isfinite(r.staleness_mean) else f"{r.staleness_mean:.2f} / {r.staleness_max:.0f}"
         ob = "" if not np.isfinite(r.over_bound) else f"{100 * r.over_bound:.0f} %"
         lines.append(f"| {r.shape} | {r.method} | {r.staleness} | {r.late} | {r.at_bound} | {r.steps_without_anchors} "
@@ -126,7 +127,7 @@ def markdown(summary, cfg: SimConfig, wall_s: float, latency_steps: float, laten
 
 
 def run_staleness_study(out: Path, ks: tuple[int, ...] = (0, 1, 3, 9), seeds: int = 6, steps: int = 200,
-                        methods: tuple[str, ...] = ("wmrl",), latency_steps: float = 3.0,
+                        methods: tuple[str, ...] = (WMRL,), latency_steps: float = 3.0,
                         latency_sigma: float = 0.6, extra_ks: tuple[int, ...] = EXTRA_KS, progress=None) -> dict:
     """Simulate :func:`build_runs`, write ``staleness.csv`` / ``staleness.md`` / ``staleness_finals.csv`` into
     ``out``; returns ``{"summary": DataFrame, "markdown": str, "wall_s": float}``.
@@ -171,7 +172,7 @@ def regime_latency(mean_steps: float = REGIME_MEAN_STEPS) -> LatencyModel:
     return PAPER_LATENCY.scaled(mean_steps / PAPER_LATENCY.moments()["mean_s"])
 
 
-def build_regime_runs(seeds: int, shapes: tuple[str, ...] = ("exploit",), methods: tuple[str, ...] = ("wmrl",),
+def build_regime_runs(seeds: int, shapes: tuple[str, ...] = ("exploit",), methods: tuple[str, ...] = (WMRL,),
                       mean_steps: float = REGIME_MEAN_STEPS, rho: float = 0.1) -> list[RunSpec]:
     """Per (world model of ``shapes``, method, seed): the synchronous run, and the asynchronous one at the chosen
     setting (k = ceil(cap), ``over_bound_anchors: calibration``, late groups in the gradient with ratio <= 2) with
@@ -218,7 +219,7 @@ def horizon_config(steps: int, base: SimConfig = SimConfig()) -> SimConfig:
 
 
 def run_regime_study(out: Path, seeds: int = 24, shapes: tuple[str, ...] = ("exploit",),
-                     methods: tuple[str, ...] = ("wmrl", "wmrl-ppi"), horizons: tuple[int, ...] = REGIME_HORIZONS,
+                     methods: tuple[str, ...] = (WMRL, "wmrl-ppi"), horizons: tuple[int, ...] = REGIME_HORIZONS,
                      mean_steps: float = REGIME_MEAN_STEPS, progress=None) -> dict:
     """Simulate :func:`build_regime_runs` at each horizon (:func:`horizon_config`); write ``regime.csv``,
     ``regime_finals.csv`` and ``regime.md`` into ``out``. Returns ``{"summary"`` (:func:`summarise` per horizon, with

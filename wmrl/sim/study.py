@@ -26,10 +26,29 @@ from pathlib import Path
 
 import numpy as np
 
+from wmrl.core.recipe import BASELINE, WMRL, get_recipe, recipe_names, recipes_with
 from wmrl.sim.bandit import WorldModelSpec
-from wmrl.sim.engine import METHODS, RunSpec, SimConfig, simulate
+from wmrl.sim.engine import RunSpec, SimConfig, simulate
 
-WM_METHODS = ("wm", "wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware", "wmrl-ppi")
+#: The study's choice of world-model methods (sweep A), in the tables' column order: the pure world model, each
+#: correction alone, WMRL and its other two fusions. Not simulated here: ``wmrl-raw`` and ``wmrl-no-recall``
+#: (docs/simulation/recall_study.py; without recall, the study's setting, ``wmrl-no-recall`` is ``wmrl``).
+#: Every other list of the study is derived from this one and the recipe registry.
+WM_METHODS = ("wm", "wmrl-no-denoise", "wmrl-no-debias", WMRL, "wmrl-bias-aware", "wmrl-ppi")
+#: The reference runs, without a world model (GRPO and anchor-only): run once per seed and rho, whatever the error.
+REFERENCES = tuple(recipes_with(uses_world_model=False))
+#: GRPO on the anchor groups alone: the same executions as a world-model method at its rho.
+ANCHOR_ONLY = recipes_with(anchors="fraction", uses_world_model=False)[0]
+#: The methods without anchors (the pure world model): they have no rho and appear in the main rho's tables.
+NO_ANCHORS = tuple(recipes_with(anchors="none"))
+#: The methods of WM_METHODS with both streams (the rho = 1/3 sweep and the equal-executions table).
+FUSING = tuple(m for m in WM_METHODS if get_recipe(m).fuses)
+#: Those with both corrections, debiasing and denoising (the rho sweep): WMRL and its other fusions.
+CORRECTED = tuple(m for m in FUSING if get_recipe(m).debias and get_recipe(m).denoises)
+#: WMRL's PPI++ variant (the heatmaps' last row).
+PPI = next(m for m in CORRECTED if get_recipe(m).fusion == "ppi")
+#: The tie-break diagnostic: a calibrator without tie-break (``flat_shapes`` of a preset).
+FLAT = recipes_with(debias=True, tie_break=0.0)[0]
 THIRD = 1.0 / 3.0
 
 
@@ -83,15 +102,15 @@ PRESETS: dict[str, Preset] = {
 
 def build_runs(preset: Preset) -> dict[bool, list[RunSpec]]:
     """All runs of a preset keyed by ``normalize_std`` (True: GRPO advantages, False: Dr. GRPO),
-    without duplicates (GRPO and anchor-only do not depend on the world model)."""
+    without duplicates (the :data:`REFERENCES` do not depend on the world model)."""
     out: dict[bool, list[RunSpec]] = {True: [], False: []}
     seen: set = set()
     none = WorldModelSpec("monotone", 0.0, 0.0)
 
     def add(method: str, wm: WorldModelSpec, rho: float, seed: int, std: bool = True) -> None:
-        if method in ("grpo", "anchor-only"):
+        if method in REFERENCES:
             wm = none
-        if method == "grpo":
+        if get_recipe(method).anchors == "all":
             rho = 1.0
         key = (method, wm, round(rho, 6), seed, std)
         if key not in seen:
@@ -102,26 +121,26 @@ def build_runs(preset: Preset) -> dict[bool, list[RunSpec]]:
     for shape, bs in preset.biases.items():
         errors += [WorldModelSpec(shape, b, s) for b in bs for s in preset.sigmas]
     for seed in preset.seeds:
-        add("grpo", none, 1.0, seed)
-        add("anchor-only", none, preset.rho_main, seed)
+        add(BASELINE, none, 1.0, seed)
+        add(ANCHOR_ONLY, none, preset.rho_main, seed)
         for wm in errors:
             for m in WM_METHODS:
                 add(m, wm, preset.rho_main, seed)
             if wm.shape in preset.flat_shapes and wm.bias > 0:
-                add("wmrl-flat", wm, preset.rho_main, seed)
+                add(FLAT, wm, preset.rho_main, seed)
         for wm in errors:
             if wm.shape in preset.rho_third_shapes or (wm.bias == 0.0 and preset.rho_third_shapes):
-                add("anchor-only", none, THIRD, seed)
-                for m in ("wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware", "wmrl-ppi"):
+                add(ANCHOR_ONLY, none, THIRD, seed)
+                for m in FUSING:
                     add(m, wm, THIRD, seed)
         for rho in preset.rho_sweep:
-            add("anchor-only", none, rho, seed)
+            add(ANCHOR_ONLY, none, rho, seed)
             for wm in preset.rho_sweep_errors:
-                for m in ("wmrl", "wmrl-bias-aware", "wmrl-ppi"):
+                for m in CORRECTED:
                     add(m, wm, rho, seed)
         if preset.dr_errors:
-            add("grpo", none, 1.0, seed, std=False)
-            add("anchor-only", none, preset.rho_main, seed, std=False)
+            add(BASELINE, none, 1.0, seed, std=False)
+            add(ANCHOR_ONLY, none, preset.rho_main, seed, std=False)
             for wm in preset.dr_errors:
                 for m in WM_METHODS:
                     add(m, wm, preset.rho_main, seed, std=False)
@@ -163,7 +182,7 @@ def summarise(curves, finals):
     f = finals.copy()
     if "std_norm" not in f:
         f["std_norm"] = True
-    ref = f[f.method == "grpo"].set_index(["seed", "std_norm"])
+    ref = f[f.method == BASELINE].set_index(["seed", "std_norm"])
     keys_ref = list(zip(f["seed"], f["std_norm"]))
     f["grpo_J"] = [ref.loc[k, "J_final"] for k in keys_ref]
     f["exec_ratio"] = f["executions"].to_numpy() / np.array([ref.loc[k, "executions"] for k in keys_ref])
@@ -180,8 +199,8 @@ def summarise(curves, finals):
     f["vs_grpo_steps"] = f["J_final"] - f["grpo_J"]
     f["vs_grpo_exec"] = f["J_final"] - f["grpo_J_eq_exec"]
     keys = ["std_norm", "shape", "bias", "sigma", "rho", "method"]
-    # GRPO / anchor-only have no world model: label them so they sort first
-    f.loc[f.method.isin(["grpo", "anchor-only"]), ["shape", "bias", "sigma"]] = ["-", 0.0, 0.0]
+    # the references have no world model: label them so they sort first
+    f.loc[f.method.isin(REFERENCES), ["shape", "bias", "sigma"]] = ["-", 0.0, 0.0]
     g = f.groupby(keys, sort=False)
     out = g.agg(
         J_final=("J_final", "mean"),
@@ -225,7 +244,7 @@ def _saving(r) -> str:
 def _error_table(sub, methods: list[str], margin: float, saving_of: str | None) -> list[str]:
     lines = ["| error | B | sigma | " + " | ".join(methods) + (f" | GRPO execs to match {saving_of} / its execs |" if saving_of else " |"),
              "|---|---|---|" + "---|" * (len(methods) + (1 if saving_of else 0))]
-    errs = sub[sub.method != "wm"][["shape", "bias", "sigma"]].drop_duplicates()
+    errs = sub[~sub.method.isin(NO_ANCHORS)][["shape", "bias", "sigma"]].drop_duplicates()
     order = {"monotone": 1, "offset": 2, "exploit": 3}
     errs = errs.assign(o=[0 if b == 0 else order.get(x, 9) for x, b in zip(errs["shape"], errs["bias"])])
     for _, e in errs.sort_values(["o", "bias", "sigma"]).iterrows():
@@ -246,7 +265,7 @@ def markdown_tables(summary, preset_name: str, cfg: SimConfig, wall_s: float, ma
     """The Markdown report: reference runs, methods x errors per anchor fraction, Dr. GRPO, equal executions."""
     s = summary
     lines: list[str] = []
-    base = s[s.method.isin(["grpo", "anchor-only"])]
+    base = s[s.method.isin(REFERENCES)]
     n_seeds = int(base.n_seeds.max())
     lines += [f"Preset `{preset_name}`: {cfg.n_tasks} tasks x {cfg.group_size} samples per step, {cfg.n_arms} arms, "
               f"d={cfg.dim}, {cfg.steps} steps, Adam lr {cfg.lr}, {n_seeds} seeds; simulation wall time {wall_s:.0f} s.", "",
@@ -257,41 +276,40 @@ def markdown_tables(summary, preset_name: str, cfg: SimConfig, wall_s: float, ma
     for _, r in base.sort_values(["std_norm", "method", "rho"], ascending=[False, True, True]).iterrows():
         adv = "GRPO (std)" if r.std_norm else "Dr. GRPO (no std)"
         lines.append(f"| {r.method} | {adv} | {r.rho:.2f} | {r.J_final:.3f} | {r.gap_final:.3f} | "
-                     f"{_cell(r, margin) if r.method != 'grpo' else '0'} | {r.executions:.0f} |")
+                     f"{_cell(r, margin) if r.method != BASELINE else '0'} | {r.executions:.0f} |")
     lines.append("")
     std = s[s.std_norm.astype(bool)]
     for rho in sorted(set(np.round(std.rho, 6)) - {0.0, 1.0}):
-        sub = std[(np.isclose(std.rho, rho) | ((std.method == "wm") & np.isclose(rho, 0.1)))
-                  & ~std.method.isin(["grpo", "anchor-only"])]
-        if sub[sub.method != "wm"].empty:
+        sub = std[(np.isclose(std.rho, rho) | (std.method.isin(NO_ANCHORS) & np.isclose(rho, 0.1)))
+                  & ~std.method.isin(REFERENCES)]
+        if sub[~sub.method.isin(NO_ANCHORS)].empty:
             continue
-        order = ["wm", "wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware", "wmrl-ppi", "wmrl-flat"]
-        methods = [m for m in order if m in set(sub.method)]
-        ao = base[(base.method == "anchor-only") & np.isclose(base.rho, rho) & base.std_norm.astype(bool)]
+        methods = [m for m in (*WM_METHODS, FLAT) if m in set(sub.method)]
+        ao = base[(base.method == ANCHOR_ONLY) & np.isclose(base.rho, rho) & base.std_norm.astype(bool)]
         lines += [f"### Anchor fraction rho = {rho:.2f} (executions {rho:.2f} of GRPO's), GRPO advantages", ""]
         if len(ao):
             lines += [f"Anchor-only at this rho (the same executions, world model unused): {_cell(ao.iloc[0], margin)}.", ""]
-        lines += _error_table(sub, methods, margin, "wmrl" if "wmrl" in methods else None)
+        lines += _error_table(sub, methods, margin, WMRL if WMRL in methods else None)
         lines.append("")
-    dr = s[~s.std_norm.astype(bool) & ~s.method.isin(["grpo", "anchor-only"])]
+    dr = s[~s.std_norm.astype(bool) & ~s.method.isin(REFERENCES)]
     if len(dr):
-        ao = base[(base.method == "anchor-only") & ~base.std_norm.astype(bool)]
+        ao = base[(base.method == ANCHOR_ONLY) & ~base.std_norm.astype(bool)]
         lines += ["### Dr. GRPO advantages (no std normalisation), rho = 0.10", ""]
         if len(ao):
             lines += [f"Anchor-only: {_cell(ao.iloc[0], margin)}.", ""]
-        methods = [m for m in ["wm", "wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware", "wmrl-ppi"] if m in set(dr.method)]
-        lines += _error_table(dr, methods, margin, "wmrl")
+        methods = [m for m in WM_METHODS if m in set(dr.method)]
+        lines += _error_table(dr, methods, margin, WMRL)
         lines.append("")
     lines += ["### Equal executions", "",
               "J at the end minus GRPO's J after the same number of executions (GRPO's curve interpolated), "
               "rho = 0.10, GRPO advantages, mean over the errors of each shape.", ""]
-    sub = std[np.isclose(std.rho, 0.1) & ~std.method.isin(["grpo", "wm"])]
-    methods = [m for m in ("anchor-only", "wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware", "wmrl-ppi") if m in set(sub.method)]
+    sub = std[np.isclose(std.rho, 0.1) & ~std.method.isin((BASELINE, *NO_ANCHORS))]
+    methods = [m for m in (ANCHOR_ONLY, *FUSING) if m in set(sub.method)]
     lines += ["| error | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
     for sh in ("none", "monotone", "offset", "exploit"):
         cells = []
         for m in methods:
-            if m == "anchor-only":
+            if m == ANCHOR_ONLY:
                 r = sub[sub.method == m]
             elif sh == "none":
                 r = sub[(sub.method == m) & (sub.bias == 0)]
@@ -312,9 +330,8 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
     import matplotlib.pyplot as plt
 
     paths: list[Path] = []
-    colors = {"grpo": "k", "anchor-only": "0.55", "wm": "tab:red", "wmrl-no-denoise": "tab:orange",
-              "wmrl-no-debias": "tab:purple", "wmrl": "tab:blue", "wmrl-bias-aware": "tab:cyan", "wmrl-ppi": "tab:green",
-              "wmrl-flat": "tab:brown"}
+    colors = {**dict(zip(REFERENCES, ("k", "0.55"))), **dict(zip(
+        (*WM_METHODS, FLAT), ("tab:red", "tab:orange", "tab:purple", "tab:blue", "tab:cyan", "tab:green", "tab:brown")))}
     c = curves[curves["std_norm"].astype(bool)].copy() if "std_norm" in curves else curves.copy()
     summary = summary[summary["std_norm"].astype(bool)]
     c["rho_r"] = c["rho"].round(3)
@@ -326,20 +343,20 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
     for xaxis in ("step", "executions"):
         fig, axes = plt.subplots(1, len(reps), figsize=(5 * len(reps), 4), squeeze=False)
         for ax, (shape, b, sg) in zip(axes[0], reps):
-            for m in METHODS:
-                if m in ("grpo", "anchor-only"):
-                    sel = c[(c.method == m) & ((c.rho_r == round(preset.rho_main, 3)) | (m == "grpo"))]
+            for m in recipe_names():
+                if m in REFERENCES:
+                    sel = c[(c.method == m) & ((c.rho_r == round(preset.rho_main, 3)) | (m == BASELINE))]
                 else:
                     sel = c[(c.method == m) & (c["shape"] == shape) & (c.bias == b) & (c.sigma == sg)
-                            & ((c.rho_r == round(preset.rho_main, 3)) | (m == "wm"))]
+                            & ((c.rho_r == round(preset.rho_main, 3)) | (m in NO_ANCHORS))]
                 if sel.empty:
                     continue
                 mean = sel.groupby("step")[["J", "executions"]].mean()
-                lw = 2 if m in ("grpo", "wmrl") else 1.2
+                lw = 2 if m in (BASELINE, WMRL) else 1.2
                 if xaxis == "step":
                     ax.plot(mean.index, mean["J"], color=colors[m], label=m, lw=lw)
-                elif m == "wm":  # no executions at all: its final J as a level
-                    ax.axhline(mean["J"].iloc[-1], color=colors[m], ls="--", lw=lw, label="wm (0 executions), final")
+                elif m in NO_ANCHORS:  # no executions at all: its final J as a level
+                    ax.axhline(mean["J"].iloc[-1], color=colors[m], ls="--", lw=lw, label=f"{m} (0 executions), final")
                 else:
                     pos = mean[mean["executions"] > 0]
                     ax.plot(pos["executions"], pos["J"], color=colors[m], label=m, lw=lw)
@@ -357,8 +374,8 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
         paths.append(p)
 
     # heatmaps over (B, sigma) per shape: pure WM gap and WMRL - GRPO at rho 0.1 and 1/3
-    panels = [("wm", 0.0, "pure world model: J - J_GRPO"), ("wmrl", 0.1, "WMRL rho=0.1: J - J_GRPO"),
-              ("wmrl", THIRD, "WMRL rho=1/3: J - J_GRPO"), ("wmrl-ppi", THIRD, "PPI rho=1/3: J - J_GRPO")]
+    panels = [(NO_ANCHORS[0], 0.0, "pure world model: J - J_GRPO"), (WMRL, 0.1, "WMRL rho=0.1: J - J_GRPO"),
+              (WMRL, THIRD, "WMRL rho=1/3: J - J_GRPO"), (PPI, THIRD, "PPI rho=1/3: J - J_GRPO")]
     shapes = list(preset.biases)
     panels = [p_ for p_ in panels if ((summary.method == p_[0]) & np.isclose(summary.rho, p_[1])).any()]
     fig, axes = plt.subplots(len(panels), len(shapes), figsize=(4.2 * len(shapes), 3.6 * len(panels)), squeeze=False,
@@ -395,8 +412,8 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
     if preset.rho_sweep:
         fig, axes = plt.subplots(1, len(preset.rho_sweep_errors), figsize=(5 * len(preset.rho_sweep_errors), 4), squeeze=False)
         for ax, wm in zip(axes[0], preset.rho_sweep_errors):
-            for m in ("anchor-only", "wmrl", "wmrl-bias-aware", "wmrl-ppi"):
-                if m == "anchor-only":
+            for m in (ANCHOR_ONLY, *CORRECTED):
+                if m == ANCHOR_ONLY:
                     sub = summary[summary.method == m]
                 else:
                     sub = summary[(summary.method == m) & (summary["shape"] == wm.shape) & (summary.bias == wm.bias)

@@ -17,12 +17,13 @@ the embodied track.
 """
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from wmrl.core.recipe import get_recipe, recipe_names
+from wmrl.core.recipe import BASELINE, WMRL, get_recipe, recipe_names
 from wmrl.runs import config as _kit
 from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for the text track's callers)
     ConfigError, ConfigSection, Float, Int, OptFloat, OptIds, OptStr, _errors_text, _is_section, _require_finite, _Section,
@@ -30,9 +31,28 @@ from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for t
 
 
 
-#: The training methods: the one place their names are checked (``method: ...`` and ``--set method=``).
-#: The methods: the registered recipes of :mod:`wmrl.core.recipe` (one name per method and ablation).
-Method = Literal[tuple(recipe_names())]  # type: ignore[valid-type]
+
+def _registered_method(v: str) -> str:
+    """``v`` if it names a registered recipe (looked up when the config is validated, so a recipe registered after
+    this module was imported is accepted), else a ValueError that lists the registered names."""
+    names = recipe_names()
+    if v in names:
+        return v
+    close = difflib.get_close_matches(v, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"method: {v!r} is not a registered recipe; choose one of {', '.join(map(repr, names))}{hint}")
+
+
+#: The training methods: the one place their names are checked (``method: ...`` and ``--set method=``), against
+#: the registered recipes of :mod:`wmrl.core.recipe` (one name per method and ablation).
+Method = Annotated[str, AfterValidator(_registered_method)]
+
+#: The method's help: the headline recipes described, the ablations listed from the registry.
+_METHOD_HELP = (
+    f"The registered recipe (wmrl.core.recipe): {BASELINE!r} (every group executed: the baseline), 'wm' (pure world "
+    f"model), {WMRL!r} (anchors + debiasing + inverse-variance fusion + recalled executions), or an ablation: "
+    + ", ".join(repr(n) for n in recipe_names() if n not in (BASELINE, "wm", WMRL))
+    + " (docs/training.md, Methods).")
 
 #: Keys that existed once, with what replaces them (their error says so).
 REMOVED_KEYS = {
@@ -317,10 +337,7 @@ class TrainConfig(_Section):
 
     removed_keys: ClassVar[dict[str, str]] = REMOVED_KEYS
 
-    method: Method = Field("wmrl", description=(
-        "The registered recipe (wmrl.core.recipe): 'grpo' (every group executed: the baseline), 'wm' (pure world "
-        "model), 'wmrl' (anchors + debiasing + inverse-variance fusion), or an ablation: 'wmrl-raw' (the raw "
-        "mixture), 'wmrl-no-debias', 'wmrl-no-denoise', 'wmrl-ppi', 'wmrl-bias-aware', 'anchor-only', 'wmrl-flat'."))
+    method: Method = Field(WMRL, description=_METHOD_HELP)
     name: str = Field("", description="Free-form run name (shown in reports); empty = the method.")
     run_dir: OptStr = Field(None, description="Run directory; null = runs/<method>-<UTC timestamp>.")
     seed: Int = Field(0, ge=0, description="Seed of every RNG (python, numpy, torch, task order, router).")
