@@ -3,8 +3,6 @@ weights and advantages, PPI++'s merged rows against the duplicated batch, the an
 the registries of recipes and of their axes (wmrl.core.axes)."""
 from __future__ import annotations
 
-import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -273,31 +271,3 @@ def test_a_registered_fusion_composes_into_a_recipe_that_a_config_accepts():
     finally:
         RECIPES.pop("wmrl-half", None)
         FUSIONS.pop("test-half", None)
-
-
-def _rst_rows(doc: str, first: str) -> list[list[str]]:
-    """The rows of the reST table of ``doc`` whose header starts with ``first`` (continuation lines dropped)."""
-    lines = doc.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.split()[:1] == [first]) + 2
-    rows = []
-    for ln in lines[start:]:
-        if ln.startswith("=="):
-            break
-        if ln[:1].strip():
-            rows.append(ln.split()[:5])
-    return rows
-
-
-def test_the_recipe_tables_of_docstring_and_docs_match_the_registry():
-    import wmrl.core.recipe as R
-
-    rows = _rst_rows(R.__doc__, "name")
-    assert [r[0] for r in rows] == recipe_names()
-    for name, anchors, debiasing, fusion, recall in rows:
-        rec = get_recipe(name)
-        assert (anchors, debiasing, fusion, recall) == (rec.anchors, rec.debiasing, rec.fusion,
-                                                        "yes" if rec.recall else "no"), name
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
-    section = doc.split("## Methods", 1)[1].split("\n## ", 1)[0]
-    listed = re.findall(r"^\| `([^`]+)` \|", section, flags=re.M)[1:]  # below the header `method`
-    assert sorted(listed) == sorted(recipe_names())
