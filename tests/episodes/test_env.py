@@ -2,7 +2,6 @@
 bad inputs, and no test-set information in what a validate step returns. Real small tasks (``small_suite``)."""
 from __future__ import annotations
 
-import math
 import warnings
 from concurrent.futures import Future
 

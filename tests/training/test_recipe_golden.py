@@ -23,7 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 
-import _golden  # noqa: E402
+import _golden
 
 pytestmark = pytest.mark.slow
 

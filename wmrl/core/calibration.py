@@ -309,7 +309,7 @@ class IsotonicCalibrator:
         self._refit()
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> "IsotonicCalibrator":
+    def from_state_dict(cls, state: dict[str, Any]) -> IsotonicCalibrator:
         """A new calibrator restored from :meth:`state_dict`."""
         cal = cls()
         cal.load_state_dict(state)

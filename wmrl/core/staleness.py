@@ -71,7 +71,7 @@ class LatencyModel:
         z = rng.standard_normal(int(n))
         return np.clip(self.median_s * np.exp(self.sigma * z), self.floor_s, self.cap_s)
 
-    def scaled(self, factor: float) -> "LatencyModel":
+    def scaled(self, factor: float) -> LatencyModel:
         """The same shape with every time multiplied by ``factor`` (> 0), e.g. 1/100 for a benchmark."""
         if not (math.isfinite(factor) and factor > 0):
             raise ValueError(f"factor must be > 0, got {factor!r}")

@@ -28,7 +28,8 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -65,7 +66,7 @@ def _quiet() -> None:
 def require_metaworld() -> Any:
     """Import Meta-World (registers the ``Meta-World/*`` Gymnasium ids) or raise a clear error."""
     try:
-        import metaworld  # noqa: F401
+        import metaworld
     except ImportError as e:  # pragma: no cover - exercised only without the extra
         raise ImportError("the embodied track needs Meta-World: pip install 'wmrl[embodied]' "
                           "(metaworld==3.1.1, packaging)") from e
@@ -235,7 +236,7 @@ ActFn = Callable[[np.ndarray, np.ndarray, Any], tuple[np.ndarray, np.ndarray]]
 #: Episodes run in lockstep at most (bounds the environments a pool creates per task: each costs ~0.3 s).
 MAX_LOCKSTEP = 32
 
-_POOLS: dict[tuple, "EnvPool"] = {}
+_POOLS: dict[tuple, EnvPool] = {}
 
 
 def shared_pool(suite: Suite) -> EnvPool:

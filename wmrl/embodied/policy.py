@@ -23,7 +23,8 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -141,7 +142,7 @@ class GaussianPolicy(nn.Module):
                     "cfg": self.cfg.__dict__}, path / "policy.pt")
 
     @classmethod
-    def load(cls, path: Path) -> "GaussianPolicy":
+    def load(cls, path: Path) -> GaussianPolicy:
         d = torch.load(Path(path) / "policy.pt", weights_only=False)
         p = cls(d["instructions"], PolicyConfig(**d["cfg"]))
         p.load_state_dict(d["state_dict"])

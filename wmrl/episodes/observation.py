@@ -79,7 +79,7 @@ class Observation:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Observation":
+    def from_dict(cls, d: dict[str, Any]) -> Observation:
         """The inverse of :meth:`to_dict`; unknown keys are ignored.
 
         Raises:

@@ -35,7 +35,7 @@ class _Stop(Exception):
     """Raised by the SIGTERM handler so that a blocking ``waitpid`` returns (PEP 475 retries it)."""
 
 
-def _on_term(signum, frame):  # noqa: ARG001
+def _on_term(signum, frame):
     raise _Stop
 
 

@@ -35,7 +35,7 @@ import zipfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 #: File names (lower-cased) the scan reads, optionally followed by a compression suffix.
 DATA_SUFFIXES = (".csv", ".tsv", ".txt", ".dat", ".data", ".json", ".arff", ".tab", ".psv")

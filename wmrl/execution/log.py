@@ -18,7 +18,7 @@ import math
 import sqlite3
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ COLUMNS: dict[str, str] = {
 def _iso(ts: float) -> str | None:
     if not ts:
         return None
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds")
 
 
 def _utf8(v: Any) -> Any:
@@ -242,7 +242,7 @@ class ExecutionLog:
             self._conn.close()
             self._conn = None  # type: ignore[assignment]
 
-    def __enter__(self) -> "ExecutionLog":
+    def __enter__(self) -> ExecutionLog:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -34,7 +34,6 @@ import os
 import signal
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable
 from pathlib import Path

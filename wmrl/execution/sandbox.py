@@ -226,7 +226,7 @@ class SandboxConfig:
         if isinstance(self.env, dict):  # accept a dict for convenience, keep the dataclass hashable
             object.__setattr__(self, "env", tuple(sorted(self.env.items())))
 
-    def with_(self, **changes) -> "SandboxConfig":
+    def with_(self, **changes) -> SandboxConfig:
         """A copy with some fields changed (``dataclasses.replace``)."""
         return replace(self, **changes)
 
@@ -898,7 +898,7 @@ def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float
         _execute(result, root, public, python, mode, uid, config, cpu_limit_s, cancel)
     except SandboxUnavailable:
         raise
-    except Exception as exc:  # noqa: BLE001 - anything here is the driver's failure
+    except Exception as exc:  # anything here is the driver's failure; logged with its traceback
         log.exception("sandbox infrastructure failure")
         result.infra_error = result.infra_error or f"driver failed: {type(exc).__name__}: {exc}"
     finally:

@@ -94,7 +94,7 @@ def sweep_stale_scratch(scratch_dir: str | os.PathLike | None = None) -> list[Pa
     """
     try:
         return _sweep(scratch_dir)
-    except Exception:  # noqa: BLE001 - a sweep must never stop an execution
+    except Exception:  # a sweep must never stop an execution; logged with its traceback
         log.exception("the sweep of stale execution folders failed; executions go on")
         return []
 
@@ -289,6 +289,6 @@ def remove_or_quarantine(folder: Path) -> bool:
         return True
     try:
         _quarantine(folder)
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.exception("could not set %s aside", folder)
     return False

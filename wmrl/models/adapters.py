@@ -15,7 +15,7 @@ from typing import Any
 from wmrl.models.types import LoraSettings
 
 # base model -> the PeftModel wrapping it (a weak map: no reference cycle, no nn.Module registration)
-_WRAPPERS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_WRAPPERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def _lora_config(settings: LoraSettings) -> Any:

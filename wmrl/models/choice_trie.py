@@ -66,7 +66,7 @@ class ChoiceTrie:
         self._allowed: dict[int, torch.Tensor] = {}
 
     @classmethod
-    def from_sentences(cls, tokenizer: Any, sentences: Sequence[str], stop_token_id: int) -> "ChoiceTrie":
+    def from_sentences(cls, tokenizer: Any, sentences: Sequence[str], stop_token_id: int) -> ChoiceTrie:
         """The trie of each sentence's canonical tokenization by ``tokenizer`` (no special tokens)."""
         ids = tokenizer(list(sentences), add_special_tokens=False)["input_ids"]
         return cls(ids, stop_token_id)
@@ -84,11 +84,11 @@ class ChoiceTrie:
             self._allowed[node] = t
         return t
 
-    def matcher(self) -> "TrieMatcher":
+    def matcher(self) -> TrieMatcher:
         """A fresh matcher at the root."""
         return TrieMatcher(self)
 
-    def tables(self) -> "TrieTables":
+    def tables(self) -> TrieTables:
         """The trie as tensors for batched decoding (built once, cached)."""
         t = getattr(self, "_tables", None)
         if t is None:
@@ -123,7 +123,7 @@ class TrieTables:
         self.n_nodes = int(self.n_allowed.numel())
 
     @classmethod
-    def build(cls, tries: Sequence[ChoiceTrie]) -> "TrieTables":
+    def build(cls, tries: Sequence[ChoiceTrie]) -> TrieTables:
         """Tables of ``tries`` with global node numbering (see :attr:`roots`)."""
         roots, allowed, terminal, stops, edges = [], [], [], [], []
         base = 0

@@ -42,7 +42,7 @@ def uses_world_model(method: str) -> bool:
 
 def now() -> str:
     """The current UTC time, ``2026-01-01T12:00:00Z`` (the bench's timestamps)."""
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def read_bench_meta(out: str | Path) -> dict[str, Any]:

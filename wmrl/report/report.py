@@ -120,7 +120,7 @@ def render_report(runs: Sequence[RunData], title: str | None = None, command: st
     if not runs:
         raise ValueError("no runs to report on: pass at least one run directory")
     title = title or ("wmrl report: " + ", ".join(r.name for r in runs))
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     out: list[str] = []
     intro = [H.paragraph(f"Generated {now} on {machine_line()}.", "note")]
     if command:

@@ -76,7 +76,7 @@ class BanditProblem:
     exploit: np.ndarray
 
     @classmethod
-    def make(cls, n_tasks: int, n_arms: int, seed: int, dim: int = 8, idio: float = 1.0) -> "BanditProblem":
+    def make(cls, n_tasks: int, n_arms: int, seed: int, dim: int = 8, idio: float = 1.0) -> BanditProblem:
         """Draw a problem (module docstring); deterministic in ``seed``."""
         from scipy.stats import norm
 

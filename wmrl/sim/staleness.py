@@ -32,7 +32,7 @@ import numpy as np
 
 from wmrl.core.staleness import AT_BOUND_MODES, PAPER_LATENCY, UNANCHORED_MODES, LatencyModel
 from wmrl.sim.bandit import WorldModelSpec
-from wmrl.sim.engine import LATE_MODES, RunSpec, SimConfig, simulate
+from wmrl.sim.engine import RunSpec, SimConfig, simulate
 
 #: The world models of the axis: a monotone distortion, a group offset, an exploitable error (r_hat = r + b + xi).
 WORLD_MODELS = (WorldModelSpec("monotone", 0.5, 0.1), WorldModelSpec("offset", 0.5, 0.1),
@@ -78,7 +78,7 @@ def build_runs(ks: tuple[int, ...], seeds: int, methods: tuple[str, ...] = ("wmr
     return runs
 
 
-def summarise(finals) -> "object":
+def summarise(finals) -> object:
     """One row per (shape, method, staleness, late, at_bound, without anchors): J_final mean, the paired difference
     to k = 0 (mean, se), staleness mean and max, the share of anchor groups over the bound, updates skipped, seeds."""
     import pandas as pd

@@ -443,7 +443,7 @@ def render(out: Path | str, margin: float | None = None) -> dict:
 
 
 def run_study(
-    preset_name: "str | Preset" = "default",
+    preset_name: str | Preset = "default",
     out: Path | str = "sim-out",
     seeds: int | None = None,
     margin: float = 0.01,

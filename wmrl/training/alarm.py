@@ -19,7 +19,8 @@ model. The anchors of a step are its own valid anchor samples with their out-of-
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 

@@ -5,7 +5,6 @@ Imports of heavy libraries stay inside the commands.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -22,10 +21,10 @@ config_app = typer.Typer(help="Inspect training configs: every field with its ty
 
 
 def train(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config (see `wmrl config show`)."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", "-s",
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML config (see `wmrl config show`)."),
+    set_: list[str] | None = typer.Option(None, "--set", "-s",
                                              help="Override one field, e.g. --set optim.steps=3 --set method=grpo."),
-    resume: Optional[Path] = typer.Option(None, "--resume",
+    resume: Path | None = typer.Option(None, "--resume",
                                           help="Continue the run in RUN_DIR from its latest checkpoint."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar."),
     accept_edited_config: bool = typer.Option(False, "--accept-edited-config",
@@ -73,16 +72,16 @@ def evaluate(
     checkpoint: str = typer.Option("latest", "--checkpoint", help="Checkpoint: 'latest', a step number, a "
                                    "folder name like step_000004, or 'initial' (the policy before training, "
                                    "rebuilt from the run's config)."),
-    tasks: Optional[list[str]] = typer.Option(None, "--tasks", help="Task ids to evaluate on (repeatable, or "
+    tasks: list[str] | None = typer.Option(None, "--tasks", help="Task ids to evaluate on (repeatable, or "
                                               "comma-separated); default: the run's held-out (and train) tasks."),
     train_tasks: bool = typer.Option(False, "--train-tasks", help="Evaluate on the run's train tasks only "
                                      "(split 'train', in distribution)."),
-    samples: Optional[int] = typer.Option(None, "--samples", help="Samples per task (default: the run's eval config)."),
+    samples: int | None = typer.Option(None, "--samples", help="Samples per task (default: the run's eval config)."),
     protocol: str = typer.Option("default", "--protocol", help="Evaluation protocol: 'default' (the run's tasks and "
                                  "eval settings), 'paper' (the paper's MLE-Dojo test table: 14 competitions, avg@8, "
                                  "4 turns, temperature 0.8, per-category means), a registered name, or a YAML file "
                                  "(docs/training.md, Evaluation protocols)."),
-    root: Optional[list[str]] = typer.Option(None, "--root", help="Task root holding the protocol's competitions "
+    root: list[str] | None = typer.Option(None, "--root", help="Task root holding the protocol's competitions "
                                              "(repeatable; default: the run's tasks.root)."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Evaluate the competitions of the protocol's "
                                        "split that are found when some are missing (the numbers are then not "
@@ -142,7 +141,7 @@ def evaluate(
                 out.print(table)
 
 
-def _f3(x: Optional[float]) -> str:
+def _f3(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
@@ -181,8 +180,8 @@ def protocol_tables(res: dict) -> list:
 
 
 def show(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config to resolve (default: defaults)."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Overrides, as for `wmrl train`."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML config to resolve (default: defaults)."),
+    set_: list[str] | None = typer.Option(None, "--set", "-s", help="Overrides, as for `wmrl train`."),
     yaml_out: bool = typer.Option(False, "--yaml", help="Print the resolved config as YAML instead of a table."),
 ) -> None:
     """Print every config field with its type, resolved value and help text."""

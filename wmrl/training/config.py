@@ -23,7 +23,7 @@ import math
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -98,9 +98,9 @@ def _id_list(v: Any) -> Any:
 
 Int = Annotated[int, BeforeValidator(_integer)]
 Float = Annotated[float, BeforeValidator(_not_bool)]
-OptStr = Annotated[Optional[str], BeforeValidator(_nullable)]
-OptFloat = Annotated[Optional[Float], BeforeValidator(_nullable)]
-OptIds = Annotated[Optional[list[str]], BeforeValidator(_id_list)]
+OptStr = Annotated[str | None, BeforeValidator(_nullable)]
+OptFloat = Annotated[Float | None, BeforeValidator(_nullable)]
+OptIds = Annotated[list[str] | None, BeforeValidator(_id_list)]
 
 #: The training methods: the one place their names are checked (``method: ...`` and ``--set method=``).
 #: The methods: the registered recipes of :mod:`wmrl.core.recipe` (one name per method and ablation).

@@ -40,7 +40,7 @@ class FamilyReward:
                   for line in program.splitlines())
         return 1.0 if hit else 0.0
 
-    def submit(self, request: ExecutionRequest) -> "Future[ExecutionResult]":
+    def submit(self, request: ExecutionRequest) -> Future[ExecutionResult]:
         """A finished future with status ``ok`` and score = reward = :meth:`reward`."""
         r = self.reward(request.program)
         f: Future = Future()

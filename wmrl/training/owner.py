@@ -69,7 +69,7 @@ class RunDirOwner:
             os.close(self.fd)
             self.fd = None
 
-    def __enter__(self) -> "RunDirOwner":
+    def __enter__(self) -> RunDirOwner:
         self.acquire()
         return self
 

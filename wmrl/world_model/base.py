@@ -261,7 +261,7 @@ class BackboneWorldModel:
                 raise ValueError(f"{directory} holds a {saved!r} world model, this one is {self.kind!r}; load it "
                                  "with wmrl.world_model.factory.load_world_model")
 
-    def _load_into(self, directory: str | Path) -> "BackboneWorldModel":  # pragma: no cover - abstract
+    def _load_into(self, directory: str | Path) -> BackboneWorldModel:  # pragma: no cover - abstract
         raise NotImplementedError
 
     @classmethod

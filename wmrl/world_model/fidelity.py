@@ -87,7 +87,7 @@ class Figure:
         return {"value": self.value, "lo": self.lo, "hi": self.hi}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "Figure":
+    def from_dict(cls, d: dict[str, Any] | None) -> Figure:
         """The figure :meth:`to_dict` wrote (missing keys, or None: undefined)."""
         d = d or {}
         return cls(d.get("value"), d.get("lo"), d.get("hi"))
@@ -153,7 +153,7 @@ class FidelityCard:
         return out
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "FidelityCard":
+    def from_dict(cls, d: dict[str, Any]) -> FidelityCard:
         """The card :meth:`to_dict` wrote (e.g. a run's ``fidelity.json``).
 
         Raises:

@@ -61,7 +61,7 @@ from wmrl.models import adapters
 from wmrl.models.types import LoraSettings
 from wmrl.world_model.base import BackboneWorldModel
 from wmrl.world_model.data import check_fit_settings, fit_metrics, fit_split
-from wmrl.world_model.outcome import LADDERS, STATUS_CLASSES, OutcomePrediction, RewardLadder, gated
+from wmrl.world_model.outcome import LADDERS, OutcomePrediction, RewardLadder, gated
 
 __all__ = ["GenerativeWorldModel", "AnswerTokens", "answer_tokens", "answer_text", "quality_bucket", "OUTCOME_CUE",
            "QUALITY_BUCKETS", "QUALITY_CUTS", "QUALITY_POSITIONS", "JUDGE_STATUSES"]
@@ -483,7 +483,7 @@ class GenerativeWorldModel(BackboneWorldModel):
         adapters.save_adapter(self.peft_model, self.adapter_name, d, self.lora)
         return d
 
-    def _load_into(self, directory: str | Path) -> "GenerativeWorldModel":
+    def _load_into(self, directory: str | Path) -> GenerativeWorldModel:
         """Instance form of :meth:`load`: ``wm.load(dir)`` loads the saved adapter into this world model.
 
         Raises:

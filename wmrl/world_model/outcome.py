@@ -191,14 +191,14 @@ class OutcomePrediction:
         return [STATUS_CLASSES[i] for i in self.status_probs.argmax(1)]
 
     @classmethod
-    def concat(cls, parts: list["OutcomePrediction"]) -> "OutcomePrediction":
+    def concat(cls, parts: list[OutcomePrediction]) -> OutcomePrediction:
         """One prediction of the parts' rows, in order (an empty list gives N = 0)."""
         if not parts:
             return cls(np.zeros(0), np.zeros((0, len(STATUS_CLASSES))), np.zeros(0))
         return cls(np.concatenate([p.reward for p in parts]), np.concatenate([p.status_probs for p in parts]),
                    np.concatenate([p.reward_std for p in parts]))
 
-    def take(self, index: np.ndarray | list[int]) -> "OutcomePrediction":
+    def take(self, index: np.ndarray | list[int]) -> OutcomePrediction:
         """The rows ``index`` (an int array or list), in that order."""
         i = np.asarray(index, dtype=np.int64)
         return OutcomePrediction(self.reward[i], self.status_probs[i], self.reward_std[i])

@@ -500,7 +500,7 @@ class RegressionWorldModel(BackboneWorldModel):
             adapters.save_adapter(self.peft_model, self.adapter_name, d, self.lora)
         return d
 
-    def _load_into(self, directory: str | Path) -> "RegressionWorldModel":
+    def _load_into(self, directory: str | Path) -> RegressionWorldModel:
         """Instance form of :meth:`load`: ``wm.load(dir)`` loads saved weights into this world model.
 
         Raises:
