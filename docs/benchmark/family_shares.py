@@ -44,7 +44,7 @@ def main(out: str) -> None:
             if "/grpo/" in rd and r["reward_true"] is not None:
                 train_reward[f].append(r["reward_true"])
         con = sqlite3.connect(f"file:{rd}/executions.sqlite?mode=ro", uri=True)
-        for program, reward, meta, task in con.execute("select program, reward, meta, task_id from executions"):
+        for program, reward, meta in con.execute("select program, reward, meta from executions"):
             m = json.loads(meta or "{}")
             if m.get("stream") == "eval" and reward is not None and m.get("split", "heldout") == "heldout":
                 heldout[family(program)].append(reward)

@@ -35,7 +35,6 @@ import copy
 import hashlib
 import json
 import math
-import os
 import platform
 import random
 import subprocess
@@ -455,7 +454,7 @@ def _git_commit() -> str | None:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
                               check=True).stdout.strip()
-    except Exception:
+    except (OSError, subprocess.CalledProcessError):  # no git, or not a checkout
         return None
 
 

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from wmrl.sim.bandit import WorldModelSpec
 from wmrl.sim.engine import RunSpec, SimConfig, simulate

@@ -57,7 +57,7 @@ def main() -> None:
     a.out.mkdir(parents=True, exist_ok=True)
     df.to_csv(a.out / "alarm.csv", index=False)
     groups_per_run = 2 * a.steps  # 20 tasks x rho 0.1 anchor groups a step
-    lines = [f"# The exploitation alarm on the simulated bandit\n",
+    lines = ["# The exploitation alarm on the simulated bandit\n",
              f"`python docs/simulation/alarm_study.py --seeds {a.seeds} --steps {a.steps}` "
              f"({time.perf_counter() - t0:.0f} s). `wmrl` at rho 0.1, {a.seeds} seeds, {a.steps} steps, drift k = 0.5; "
              f"about {groups_per_run} anchor groups a run. Onset: the policy's mass on the over-rated arms reaches 0.2 "

@@ -22,6 +22,7 @@ Tokens/s of the two engines are of different draws of the same distribution (dif
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import torch
@@ -122,7 +123,7 @@ def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int
     uniq = {p: len(wm._prompt_ids(p)) for p in batch.prompts}
     shared_tokens = sum(uniq.values()) + sum(len(wm._ids(c)) for c in batch.completions)
     for share in (False, True):
-        _, wall, cpu = _timed(lambda: wm.features(batch.prompts, batch.completions, share_prompts=share))
+        _, wall, cpu = _timed(partial(wm.features, batch.prompts, batch.completions, share_prompts=share))
         ct = shared_tokens if share else sum(p_ids)
         res[f"wm_{'shared' if share else 'separate'}"] = {"wall_s": wall, "cpu_s": cpu, "input_tokens": sum(p_ids),
                                                         "tokens_per_s": sum(p_ids) / wall, "computed_tokens": ct,
@@ -131,7 +132,7 @@ def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int
             f"{sum(p_ids) / wall:.1f} tokens/s ({ct} computed: {ct / wall:.1f}/s)")
     row_tokens = int(batch.input_ids.numel())
     for mode in (["per_sample", "shared"] if before else ["shared"]):
-        _, wall, cpu = _timed(lambda: _update(policy, batch, micro_batch, mode))
+        _, wall, cpu = _timed(partial(_update, policy, batch, micro_batch, mode))
         ct = update_computed_tokens(batch, micro_batch, mode)
         res[f"update_{mode}"] = {"wall_s": wall, "cpu_s": cpu, "row_tokens": row_tokens,
                                  "tokens_per_s": row_tokens / wall, "rows": len(batch), "columns": batch.input_ids.shape[1],
@@ -141,10 +142,10 @@ def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int
     if variants:
         res["variants"] = _variants(policy, batch, micro_batch, log)
     for label, eng, mode in ((("before", "generate", "per_sample"),) if before else ()) + (("now", "shared", "shared"),):
-        gen, _, g_cpu = _timed(lambda: policy.sample(quick_tasks, "grammar", group_size=group_size,
-                                                     max_new_tokens=quick_new_tokens, generator_seed=seed, engine=eng))
-        _, _, w_cpu = _timed(lambda: wm.predict(gen.prompts, gen.completions))
-        _, _, u_cpu = _timed(lambda: _update(policy, gen, micro_batch, mode))
+        gen, _, g_cpu = _timed(partial(policy.sample, quick_tasks, "grammar", group_size=group_size,
+                                              max_new_tokens=quick_new_tokens, generator_seed=seed, engine=eng))
+        _, _, w_cpu = _timed(partial(wm.predict, gen.prompts, gen.completions))
+        _, _, u_cpu = _timed(partial(_update, policy, gen, micro_batch, mode))
         res[f"quickstart_step_{label}"] = {"generate_cpu_s": g_cpu, "wm_cpu_s": w_cpu, "update_cpu_s": u_cpu,
                                            "lm_cpu_s": g_cpu + w_cpu + u_cpu, "new_tokens": int(gen.completion_mask.sum())}
         log(f"quickstart step {label}: generate {g_cpu:.1f} + world model {w_cpu:.1f} + update {u_cpu:.1f} = "

@@ -14,7 +14,7 @@ from wmrl.trajectory import Trajectory
 MAX_ERROR_CHARS = 500
 
 
-class ExecutionStatus(str, Enum):
+class ExecutionStatus(str, Enum):  # noqa: UP042 - StrEnum would change str() and f-strings of a status
     """How one execution ended. Only ``INFRA_ERROR`` is not the program's doing."""
 
     OK = "ok"

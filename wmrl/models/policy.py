@@ -518,13 +518,13 @@ class Policy:
         cm = torch.zeros((B, P + Tc), dtype=torch.bool)
         ch = torch.zeros((B, P + Tc), dtype=torch.bool)
         lp = torch.zeros((B, P + Tc), dtype=torch.float32)
-        for i, (p, c, l, k) in enumerate(zip(prompt_ids, comp_ids, comp_lps, comp_choice)):
+        for i, (p, c, c_lp, k) in enumerate(zip(prompt_ids, comp_ids, comp_lps, comp_choice)):
             ids[i, P - len(p):P] = torch.tensor(p, dtype=torch.long)
             am[i, P - len(p):P + len(c)] = 1
             ids[i, P:P + len(c)] = torch.tensor(c, dtype=torch.long)
             cm[i, P:P + len(c)] = True
             ch[i, P:P + len(c)] = torch.tensor(k, dtype=torch.bool)
-            lp[i, P:P + len(c)] = torch.tensor(l, dtype=torch.float32)
+            lp[i, P:P + len(c)] = torch.tensor(c_lp, dtype=torch.float32)
         return ids, am, cm, ch, lp, P
 
     # ---------------------------------------------------------------- log-probs

@@ -100,7 +100,7 @@ def bench_table(rows: Sequence[MethodRow], reference: str = REFERENCE) -> Table:
     for r in rows:
         is_ref, is_init = r.method == reference, r.method == INITIAL
 
-        def num(x: float, digits: int) -> Cell:
+        def num(x: float, digits: int, *, is_init: bool = is_init) -> Cell:
             return blank if is_init else Cell(x, fmt=f".{digits}f")
 
         out.append({
@@ -173,7 +173,7 @@ def multiturn_table(results: pd.DataFrame) -> Table:
         return Table([])
     rows = []
     for method, g in results.groupby("method", sort=False):
-        def ms(col: str, digits: int = 3) -> Cell:
+        def ms(col: str, digits: int = 3, *, g: pd.DataFrame = g) -> Cell:
             return Cell.mean_se(mean_se(list(g[col])), digits)
         rows.append({
             "method": Cell(method),

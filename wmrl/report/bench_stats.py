@@ -64,7 +64,7 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
         if method != reference and ref_pct:
             paired = paired_difference(dict(zip(g["seed"], g["heldout_percentile"])), ref_pct)
 
-        def mean(col: str, scale: float = 1.0) -> float:
+        def mean(col: str, scale: float = 1.0, *, g: pd.DataFrame = g) -> float:
             v = pd.to_numeric(g[col], errors="coerce")
             return float(v.mean()) / scale if v.notna().any() else math.nan
 

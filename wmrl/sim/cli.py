@@ -19,7 +19,7 @@ def make_out_folder(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise typer.BadParameter(f"cannot create the folder {out}: {exc.strerror or exc}", param_hint="--out")
+        raise typer.BadParameter(f"cannot create the folder {out}: {exc.strerror or exc}", param_hint="--out") from exc
 
 
 def simulate_command(

@@ -676,7 +676,7 @@ class Discovery:
             reasons[why] = reasons.get(why, 0) + 1
         for why, n in sorted(reasons.items()):
             lines.append(f"skipped {n} folder(s): {why}")
-        for tid, path, why in self.refused:
+        for tid, _path, why in self.refused:
             lines.append(f"refused {tid}: {why}")
         return "\n".join(lines)
 
@@ -771,7 +771,7 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
     by_id: dict[str, Task] = {}
     candidates = list(dict.fromkeys(candidates))  # a folder under two roots is one candidate
     loaded_names = {(layout, d.name) for layout, d in candidates}
-    for layout, d in candidates:
+    for _layout, d in candidates:
         try:
             t = load_task(d, search=search)
         except (TaskFormatError, ValueError, OSError) as e:

@@ -60,10 +60,10 @@ def train(
             summary = run_training(cfg, progress=False if no_progress else None)
     except (ConfigError, RunDirError, FileNotFoundError, KeyError) as e:
         _print_error(err, e)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     except KeyboardInterrupt:
         err.print("interrupted: continue with `wmrl train --resume RUN_DIR` (the last checkpoint is kept)")
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     print_summary(summary)
 
 
@@ -106,7 +106,7 @@ def evaluate(
                             allow_missing=allow_missing)
     except (ConfigError, FileNotFoundError, KeyError) as e:
         _print_error(err, e)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     for r in recs:
         for reason in (r.get("protocol_result") or {}).get("not_comparable", []):
             err.print(f"[yellow]not comparable with protocol {r['protocol']['name']!r}:[/yellow] "
@@ -195,7 +195,7 @@ def show(
         cfg = load_config(config, list(set_ or [])) if (config or set_) else TrainConfig()
     except (ConfigError, FileNotFoundError) as e:
         _print_error(make_console(stderr=True), e)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     if yaml_out:
         typer.echo(dump_config(cfg), nl=False)
         return

@@ -2,7 +2,7 @@
 import threading
 import time
 ts = []
-for i in range(100000):
+for _ in range(100000):
     t = threading.Thread(target=time.sleep, args=(30,), daemon=True)
     t.start()
     ts.append(t)
