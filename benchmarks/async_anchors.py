@@ -21,9 +21,9 @@ wall seconds), the consumed anchors' staleness (mean, max; steps), the time gene
 later fed to the calibration only with ``calibration``, discarded with ``drop``: ``wmrl.over_bound_anchors``),
 the updates skipped because a step's anchors were all in flight and none arrived (``wmrl.steps_without_anchors``)
 and the true reward of the anchors consumed in the last quarter of steps (the fake task's reward). Every k > 0
-runs once per ``--at-bound`` mode; k = 0 (synchronous) once. The last column is the fake task's true reward of every sample the policy drew in the last quarter of steps (what it
-learned, whether or not its anchors arrived). The table also goes to ``results_<executor>.json``
-/ ``.md`` in ``--out``, with the commit it was run on.
+runs once per ``--at-bound`` mode; k = 0 (synchronous) once. The last column is the fake task's true reward of every
+sample the policy drew in the last quarter of steps (what it learned, whether or not its anchors arrived). The table
+also goes to ``results_<executor>.json`` / ``.md`` in ``--out``, with the commit it was run on.
 """
 from __future__ import annotations
 

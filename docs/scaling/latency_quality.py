@@ -3,12 +3,12 @@ when run time correlates with quality?
 
     python docs/scaling/latency_quality.py [--seeds 8] [--steps 200] [--out docs/scaling/latency_quality.md]
 
-The bandit of docs/simulation.md with the ``wmrl`` recipe (without recalled executions: the paper's) and an asynchronous anchor stream (staleness bound k,
-late groups in the gradient, docs/scaling.md), each execution's latency multiplied by exp(slope * (r - mean r)) (the
-step's mean) so that with slope > 0 the better programs of a step take longer. For each over-bound mode (``wait``, ``calibration``,
-``drop``) and slope: the final true reward J and the calibration bias on the world-model samples (mean of
-f_hat(r_hat) - r over the second half of the run; 0 = the map is right for what the policy writes), against the
-synchronous stream on the same seeds.
+The bandit of docs/simulation.md with the ``wmrl`` recipe (without recalled executions: the paper's) and an asynchronous
+anchor stream (staleness bound k, late groups in the gradient, docs/scaling.md), each execution's latency multiplied by
+exp(slope * (r - mean r)) (the step's mean) so that with slope > 0 the better programs of a step take longer. For each
+over-bound mode (``wait``, ``calibration``, ``drop``) and slope: the final true reward J and the calibration bias on the
+world-model samples (mean of f_hat(r_hat) - r over the second half of the run; 0 = the map is right for what the policy
+writes), against the synchronous stream on the same seeds.
 """
 from __future__ import annotations
 

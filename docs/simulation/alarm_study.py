@@ -3,11 +3,12 @@
 
     python docs/simulation/alarm_study.py [--seeds 8] [--steps 300] [--out docs/simulation/alarm]
 
-Runs the ``wmrl`` recipe without recalled executions (the paper's recipe) at rho = 0.1 (20 tasks, 2 anchor groups a step) against world models that can be
-exploited (``exploit``: 10% of each task's arms over-rated by B) and world models that cannot (``monotone``
-distortion, pure noise, a group offset), for each CUSUM threshold h, with the alarm only recorded (response
-``none``) and with ``raise_anchors``. Onset of exploitation: the first step at which the policy puts twice its
-initial mass (0.2) on the over-rated arms. Written: ``alarm.csv`` (one row per run) and ``alarm.md`` (the table).
+Runs the ``wmrl`` recipe without recalled executions (the paper's recipe) at rho = 0.1 (20 tasks, 2 anchor groups a
+step) against world models that can be exploited (``exploit``: 10% of each task's arms over-rated by B) and world models
+that cannot (``monotone`` distortion, pure noise, a group offset), for each CUSUM threshold h, with the alarm only
+recorded (response ``none``) and with ``raise_anchors``. Onset of exploitation: the first step at which the policy puts
+twice its initial mass (0.2) on the over-rated arms. Written: ``alarm.csv`` (one row per run) and ``alarm.md`` (the
+table).
 """
 from __future__ import annotations
 

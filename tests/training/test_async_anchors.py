@@ -145,8 +145,9 @@ def test_steps_without_anchors_skip_their_update(tmp_path, mode):
 def test_a_resumed_run_keeps_its_steps_without_anchors(tmp_path, saved_before_the_key):
     """A resume starts a new pipeline fill (the anchors in flight at the checkpoint are lost, counted in
     anchors_lost), so its run of skipped updates starts from 0: nothing ever arrives here, k = 3, steps 1-2 skip
-    before the stop and 3-5 after it; the count over the run is kept. Review: a run saved before wmrl.steps_without_anchors existed (its
-    config.yaml lacks the key) updated at such steps; resumed, it switched to the new default ``skip``."""
+    before the stop and 3-5 after it; the count over the run is kept. Review: a run saved before
+    wmrl.steps_without_anchors existed (its config.yaml lacks the key) updated at such steps; resumed, it switched to
+    the new default ``skip``."""
     from wmrl.training.run import resume_training
 
     cfg, rd = _stopped_run(tmp_path, steps=5, k=3, stop=2)

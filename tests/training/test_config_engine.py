@@ -17,18 +17,19 @@ ROOT = Path(__file__).resolve().parents[2]
 #: SHA-256 of ``dump_config``. At ec59c36 these were the hand-written engine's bytes (the pydantic engine
 #: matched them byte for byte); they were recomputed once when the four ablation keys ``wmrl.debias``,
 #: ``wmrl.denoise``, ``wmrl.fusion``, ``wmrl.bias_aware`` became method names (the dumps lost exactly those
-#: four lines), once when ``rollout.engine`` was added (one line), and once when the asynchronous anchor stream added ``wmrl.anchor_staleness``,
-#: ``wmrl.late_anchors`` and ``wmrl.late_ratio_max`` (the dumps gained exactly those three lines: without them
-#: they hash to ``SAVED_BEFORE_ASYNC``), once when ``wmrl.over_bound_anchors`` was added (one line, ``BOUND_LINE``:
-#: without it they hash to ``SAVED_BEFORE_BOUND``), and once when multi-turn episodes added the ``episode`` section
-#: (the dumps gained exactly ``EPISODE_BLOCK`` at the end: without it they hash to ``SAVED_BEFORE``), and once when
-#: ``wmrl.steps_without_anchors`` was added (one line, ``SKIP_LINE``: without it they hash to ``SAVED_BEFORE_SKIP``,
-#: the hashes of the line before; ``EPISODE_BLOCK`` is then stripped from those), and once when the infra alarm added
-#: ``executor.recheck_infra_errors``, ``executor.infra_background_rate`` and ``executor.infra_alarm_alpha`` (three
-#: lines, ``INFRA_LINES``: without them they hash to ``SAVED_BEFORE_INFRA``), and once when the exploitation alarm
-#: and the world model's program features added ``ALARM_LINES`` (without them: ``SAVED_BEFORE_ALARM``), and once when
-#: the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``). A resumed run
-#: compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by accident.
+#: four lines), once when ``rollout.engine`` was added (one line), and once when the asynchronous anchor stream added
+#: ``wmrl.anchor_staleness``, ``wmrl.late_anchors`` and ``wmrl.late_ratio_max`` (the dumps gained exactly those three
+#: lines: without them they hash to ``SAVED_BEFORE_ASYNC``), once when ``wmrl.over_bound_anchors`` was added (one line,
+#: ``BOUND_LINE``: without it they hash to ``SAVED_BEFORE_BOUND``), and once when multi-turn episodes added the
+#: ``episode`` section (the dumps gained exactly ``EPISODE_BLOCK`` at the end: without it they hash to
+#: ``SAVED_BEFORE``), and once when ``wmrl.steps_without_anchors`` was added (one line, ``SKIP_LINE``: without it they
+#: hash to ``SAVED_BEFORE_SKIP``, the hashes of the line before; ``EPISODE_BLOCK`` is then stripped from those), and
+#: once when the infra alarm added ``executor.recheck_infra_errors``, ``executor.infra_background_rate`` and
+#: ``executor.infra_alarm_alpha`` (three lines, ``INFRA_LINES``: without them they hash to ``SAVED_BEFORE_INFRA``), and
+#: once when the exploitation alarm and the world model's program features added ``ALARM_LINES`` (without them:
+#: ``SAVED_BEFORE_ALARM``), and once when the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``). A
+#: resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by
+#: accident.
 SAVED = {
     "defaults": "b00b06f5b9e91710df0ab6b6382a8bbe521e175688fafefda5ae35584db60f82",
     "quickstart": "e491c2c8c01bf53e64bed73a2a9d8272433299f15d10881ea6a5caec8108a07e",

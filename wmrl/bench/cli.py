@@ -24,7 +24,8 @@ def bench_cmd(
 ) -> None:
     """Benchmark grpo, wm, wmrl and the wmrl ablations side by side (same tasks, seeds, steps).
 
-    Each final policy is evaluated on held-out tasks with real execution; the table (Markdown + HTML) and a reward-against-compute plot go into the bench folder.
+    Each final policy is evaluated on held-out tasks with real execution; the table (Markdown + HTML) and a
+    reward-against-compute plot go into the bench folder.
     """
     from wmrl.bench.convergence import write_bench_outputs
     from wmrl.bench.plan import plan, run_state

@@ -5,8 +5,8 @@ One run measures, with the same weights and torch threads:
 * the FLOP bound: float32 matmul GFLOP/s (1024 x 1024, best of several timed rounds), turned into
   tokens/s at 2 FLOPs per parameter per token (forward) and 6 (forward + backward);
 * sampling tokens/s (completion tokens / wall s) with the grammar scaffold and free (``function``)
-  decoding, with the per-row engine (``generate``, the earlier implementation) and the shared-prompt one (``shared``), and the grammar
-  mask's share of the decoding time;
+  decoding, with the per-row engine (``generate``, the earlier implementation) and the shared-prompt one (``shared``),
+  and the grammar mask's share of the decoding time;
 * world-model scoring (frozen backbone, as the quickstart) with and without shared prompts;
 * the policy update (log-probs + backward, micro-batches as the trainer's) per sample (before) and
   with shared prompts (now), in "row tokens"/s: B x T tokens of the batch layout per second, as the

@@ -3,7 +3,8 @@
 Modules: :mod:`~wmrl.core.advantages` (group-relative advantages), :mod:`~wmrl.core.losses`
 (clipped surrogate, k3 KL, aggregation, sample weights), :mod:`~wmrl.core.routing` (which groups
 are anchors), :mod:`~wmrl.core.calibration` (online isotonic debiasing), :mod:`~wmrl.core.fusion`
-(inverse-variance / bias-aware / PPI++ fusion of the two streams). Formulas: docs/architecture.md, "The method's formulas".
+(inverse-variance / bias-aware / PPI++ fusion of the two streams). Formulas: docs/architecture.md, "The method's
+formulas".
 
 How the trainer chains them at step t (M groups of G trajectories; B = M*G samples)::
 

@@ -19,8 +19,8 @@ Episodes follow LIBERO's convention: an episode ends at the first step where Met
 
 Rendering. Images are not used by the policy. :func:`measure_render` (``wmrl embodied render-check``) times
 headless rendering (``MUJOCO_GL=egl`` or ``osmesa``), so a user can decide whether an image-based world model
-fits; measured here: EGL works at 160-300 ms per step with a 64 x 64 frame (330 ms at 128 x 128) against 0.5-1.7 ms without (software
-GL on a loaded CPU), OSMesa is not installed. So observations are states.
+fits; measured here: EGL works at 160-300 ms per step with a 64 x 64 frame (330 ms at 128 x 128) against 0.5-1.7 ms
+without (software GL on a loaded CPU), OSMesa is not installed. So observations are states.
 """
 from __future__ import annotations
 
@@ -205,7 +205,8 @@ class EpisodeBatch:
         states: B :class:`InitialState` (one per episode).
         obs: [B, T+1, D] float32 (D = 39 for Meta-World), the observations s_0..s_T (rows past an episode's end
             repeat its last).
-        actions: [B, T, A] float32 (A = 4 for Meta-World), the sampled (unclipped) actions; the environment got ``clip(a, -1, 1)``.
+        actions: [B, T, A] float32 (A = 4 for Meta-World), the sampled (unclipped) actions; the environment got
+            ``clip(a, -1, 1)``.
         logprobs: [B, T] float32, log pi(a_t | s_t, instruction) at sampling time (0 past the end).
         mask: [B, T] bool, True on the steps that happened.
         success: [B] float64 in {0, 1}: the simulator's success (reached before ``max_steps``).

@@ -11,9 +11,9 @@ cells are split into tokens (words and numbers, lower-cased; numbers written in 
 ``29``, ``29.0`` and ``2.9e1`` agree, to 6 significant digits); the row keeps its
 :data:`TOKENS_PER_ROW` rarest tokens over the test set. A record of a file (a line; a long line is cut
 at ``}``/``]`` and into :data:`RECORD_CHARS`-character pieces) matches a row when it holds all of them
-(ordinals are numbers: ``1st`` matches ``1``), so rows of common values (a class, a sex, an age) are told apart by their combination. Rows with fewer than :data:`MIN_TOKENS` tokens, or
-with no token of three characters or more (small integers only), cannot be told apart and are not
-counted. A file holding at least :data:`MIN_SHARE` of a
+(ordinals are numbers: ``1st`` matches ``1``), so rows of common values (a class, a sex, an age) are told apart by their
+combination. Rows with fewer than :data:`MIN_TOKENS` tokens, or with no token of three characters or more (small
+integers only), cannot be told apart and are not counted. A file holding at least :data:`MIN_SHARE` of a
 task's test rows and at least :data:`MIN_ROWS` of them (or all, for a smaller test set) is a copy.
 
 Tables stored column by column (one column a line) or in binary formats are not found.

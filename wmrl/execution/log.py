@@ -1,8 +1,8 @@
 """The execution log: every execution of a run, appended to one SQLite database.
 
 One row per execution (table ``executions``) with the task, the program text and its SHA-256, the
-outcome (status, score, reward, medal; ``validation_score`` on a validation view), timings (wall seconds, CPU-seconds of the process tree,
-peak resident bytes), truncated stdout/stderr, timestamps, and the request's ``meta`` as JSON (the
+outcome (status, score, reward, medal; ``validation_score`` on a validation view), timings (wall seconds, CPU-seconds of
+the process tree, peak resident bytes), truncated stdout/stderr, timestamps, and the request's ``meta`` as JSON (the
 trainer stores prompt, completion, scaffold, step, group_id, stream, policy_version there), so a
 world model can later be trained on (prompt + completion -> reward).
 

@@ -480,8 +480,8 @@ def hidden_paths(config: SandboxConfig, python: str | None = None,
     ``config.hide_packages`` in every :func:`site_folders` folder, their test folders
     (``config.hide_test_folders``), ``config.hide_paths``, ``extra`` (the run passes the task folder
     above ``public/`` and the copies listed in its masks file, :func:`wmrl.execution.masks.read_masks`),
-    the wmrl package and wmrl's data home, each wherever it would otherwise be visible inside the sandbox. Paths that do not exist or that the
-    sandbox cannot see anyway are left out; nested ones are merged.
+    the wmrl package and wmrl's data home, each wherever it would otherwise be visible inside the sandbox. Paths that do
+    not exist or that the sandbox cannot see anyway are left out; nested ones are merged.
 
     Raises:
         SandboxUnavailable: the interpreter does not run.

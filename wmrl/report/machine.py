@@ -58,7 +58,8 @@ def machine_info() -> dict[str, Any]:
 
 
 def machine_line(info: dict[str, Any] | None = None) -> str:
-    """One human-readable line, e.g. ``"Linux-6.1-x86_64, 2 CPUs (AMD EPYC), 23.4 GiB, torch 2.13.0, no accelerator"``."""
+    """One human-readable line, e.g.
+    ``"Linux-6.1-x86_64, 2 CPUs (AMD EPYC), 23.4 GiB, torch 2.13.0, no accelerator"``."""
     i = info or machine_info()
     acc = "no accelerator" if i.get("accelerator") in (None, "none") else i["accelerator"]
     cpu = f"{i.get('cpu_count')} CPUs" + (f" ({i['cpu_model']})" if i.get("cpu_model") else "")

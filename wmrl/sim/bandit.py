@@ -11,8 +11,8 @@ in [0, 1], with a unit vector w*, idiosyncratic eps ~ N(0, 1) and ``idio = 1`` b
 marginally uniform. The policy's true expected reward J(theta) = mean_c sum_a pi(a|c) r(c, a) is
 computed exactly (no evaluation noise).
 
-The world model follows the WMRL paper's error model (docs/architecture.md), r_hat = r + b(tau) + xi, with three shapes of bias b of
-magnitude B and fresh Gaussian noise xi ~ N(0, sigma^2) at every query:
+The world model follows the WMRL paper's error model (docs/architecture.md), r_hat = r + b(tau) + xi, with three shapes
+of bias b of magnitude B and fresh Gaussian noise xi ~ N(0, sigma^2) at every query:
 
 - ``monotone``: r_hat = (1 - B) r + B (1 - (1 - r)^4) + xi. A strictly increasing distortion
   (B in [0, 1]) that compresses the top of the scale (slope (1 - B) at r = 1): the world model

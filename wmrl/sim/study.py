@@ -10,9 +10,9 @@ Presets:
   the test and for a quick look.
 
 Outputs (in ``out``): ``curves.csv.gz`` (run, step, executions, J every ``log_every`` steps),
-``finals.csv`` (per run: its setting and final numbers; join on ``run``), ``meta.json``, ``summary.csv`` (mean and std over seeds per setting and method, with GRPO's final
-reward at equal steps and at equal executions), ``summary.md`` (the tables of docs/simulation.md),
-and PNG plots.
+``finals.csv`` (per run: its setting and final numbers; join on ``run``), ``meta.json``, ``summary.csv`` (mean and std
+over seeds per setting and method, with GRPO's final reward at equal steps and at equal executions), ``summary.md`` (the
+tables of docs/simulation.md), and PNG plots.
 
 Why one long file (about 500 lines): the study's grid, runs and tables share one results frame.
 """
@@ -152,10 +152,10 @@ def summarise(curves, finals):
     """Per (setting, method) means over seeds, with GRPO references at equal steps and executions.
 
     Returns:
-        pandas DataFrame with columns std_norm (GRPO std normalisation of advantages), shape, bias, sigma, rho, method, J_final (mean), J_sd,
-        gap_final (J* - J), executions, exec_ratio (executions / GRPO's), vs_grpo_steps
-        (J - J_GRPO at equal steps), vs_grpo_exec (J - J_GRPO after the same number of executions), grpo_exec_to_match (median over seeds of the
-        executions GRPO needed to first reach this method's final J; inf if it never did),
+        pandas DataFrame with columns std_norm (GRPO std normalisation of advantages), shape, bias, sigma, rho, method,
+        J_final (mean), J_sd, gap_final (J* - J), executions, exec_ratio (executions / GRPO's), vs_grpo_steps
+        (J - J_GRPO at equal steps), vs_grpo_exec (J - J_GRPO after the same number of executions), grpo_exec_to_match
+        (median over seeds of the executions GRPO needed to first reach this method's final J; inf if it never did),
         alpha_or_lambda, cal_mae_before, cal_mae_after, n_seeds.
     """
     import pandas as pd

@@ -7,8 +7,8 @@ Submission checks, each raising :class:`~wmrl.tasks.spec.InvalidSubmission` with
 what is wrong and how to fix it: file present and readable, not empty, exactly the expected columns
 (:func:`wmrl.tasks.metrics.submission_columns`), ids unique, no missing and no extra ids, the row
 count, numeric dtypes for probabilities and values (booleans are not numbers), no NaN or inf,
-probabilities in [0, 1], values above -1 for RMSLE, a finite metric (values too large to score are rejected), labels among the
-task's classes.
+probabilities in [0, 1], values above -1 for RMSLE, a finite metric (values too large to score are rejected), labels
+among the task's classes.
 """
 from __future__ import annotations
 

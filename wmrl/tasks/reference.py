@@ -10,8 +10,8 @@ large tables (more than 15,000 training rows) the expensive models get cheaper s
 trees, fewer iterations, linear SVMs instead of kernel SVMs) so that the whole pool of all tasks
 costs about half an hour of CPU time on 2 cores.
 
-:func:`wmrl.execution.leaderboards.rebuild_leaderboards` executes every solution once, for real, through the execution package's
-sandboxed :class:`~wmrl.execution.pool.LocalExecutor`, and writes the successful raw scores, sorted
+:func:`wmrl.execution.leaderboards.rebuild_leaderboards` executes every solution once, for real, through the execution
+package's sandboxed :class:`~wmrl.execution.pool.LocalExecutor`, and writes the successful raw scores, sorted
 best-first, to ``wmrl/tasks/leaderboards/<task_id>.csv`` (``rank,score``), plus one row per run to
 ``wmrl/tasks/leaderboards/reference_runs.csv`` (status, score, wall seconds, CPU-seconds).
 """

@@ -31,7 +31,8 @@ def train(
                                               help="With --resume: use RUN_DIR/config.yaml although it was "
                                                    "edited after the run saved it."),
 ) -> None:
-    """Post-train the agent with GRPO, a pure world model or WMRL (`method`: a registered recipe, e.g. grpo, wm, wmrl, wmrl-ppi; see `wmrl config show`).
+    """Post-train the agent with GRPO, a pure world model or WMRL (`method`: a registered recipe, e.g. grpo, wm, wmrl,
+    wmrl-ppi; see `wmrl config show`).
 
     Writes a run directory (docs/run-directory.md): config.yaml, metrics.jsonl, eval.jsonl,
     TensorBoard events, executions.sqlite, atomic checkpoints, ledger.json and summary.json.

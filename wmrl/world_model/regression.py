@@ -4,9 +4,9 @@
 final-layer hidden state (after the final norm) of the last token of the world model's input text
 (prompt, a separator, completion) and ``h_mean`` the mean over its tokens; ``mu``/``sd`` standardise
 the features with training-split statistics. With ``program_features=P > 0`` the P hashed 0/1
-program-choice features of :mod:`wmrl.world_model.program_features` follow (not standardised). The target is the executed reward (leaderboard
-percentile, docs/tasks.md); the loss is the mean squared error (unclipped output). Fitting first
-solves the head in closed form (ridge regression, penalty chosen by group K-fold), then, with an
+program-choice features of :mod:`wmrl.world_model.program_features` follow (not standardised). The target is the
+executed reward (leaderboard percentile, docs/tasks.md); the loss is the mean squared error (unclipped output). Fitting
+first solves the head in closed form (ridge regression, penalty chosen by group K-fold), then, with an
 adapter, fine-tunes LoRA and head jointly by AdamW. The backbone is the same base model object as
 the policy's: the world model adds a second named LoRA adapter (``"world_model"``) to the shared
 peft wrapper (see :mod:`wmrl.models.adapters`), so no second copy of the weights is held. With
@@ -117,11 +117,11 @@ class OutcomeHead(torch.nn.Module):
 
     Status: a multinomial logistic regression over the classes past the deterministic gate (runtime error, no
     submission, valid), with the reward head's ridge penalty (``C = 1 / (2 alpha)``: sklearn's
-    ``C * sum(log loss) + ||w||^2 / 2`` against ridge's ``alpha ||w||^2``), mixed with the uniform distribution at weight ``eps = 3 / (N + 3)`` (add-one smoothing:
-    a class never seen in N training rows keeps a small probability); with one class seen, that class at
-    ``(N + 1) / (N + 3)``. Reward uncertainty: the predictive standard deviation of ridge regression read as a
-    Bayesian linear model (Bishop 2006, "Pattern Recognition and Machine Learning", eq. 3.59),
-    ``std(z) = sigma * sqrt(1 + (z - z_bar)' (Zc' Zc + alpha I)^-1 (z - z_bar))`` with ``Zc`` the centred
+    ``C * sum(log loss) + ||w||^2 / 2`` against ridge's ``alpha ||w||^2``), mixed with the uniform distribution at
+    weight ``eps = 3 / (N + 3)`` (add-one smoothing: a class never seen in N training rows keeps a small probability);
+    with one class seen, that class at ``(N + 1) / (N + 3)``. Reward uncertainty: the predictive standard deviation of
+    ridge regression read as a Bayesian linear model (Bishop 2006, "Pattern Recognition and Machine Learning", eq.
+    3.59), ``std(z) = sigma * sqrt(1 + (z - z_bar)' (Zc' Zc + alpha I)^-1 (z - z_bar))`` with ``Zc`` the centred
     training features and ``sigma^2`` the ridge fit's group K-fold mean squared error (the training error where
     no folds ran). Buffers: ``status_w`` [3, D], ``status_b`` [3], ``eps`` [], ``cov`` [D, D], ``z_bar`` [D],
     ``sigma2`` [] (float32), ``fitted`` [] (0 until :meth:`fit`).
