@@ -121,10 +121,12 @@ def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") ->
         t = fake_task(i)
         tasks.append(dataclasses.replace(t, public_dir=pub, root=pub.parent, time_limit_s=60.0))
     ex = make_executor(a.executor, a.slots)
-    comps = Components(train_tasks=tasks, heldout_tasks=[], scaffold=LatencyScaffold(PAPER_LATENCY.scaled(a.scale), a.seed),
+    comps = Components(train_tasks=tasks, heldout_tasks=[],
+                       scaffold=LatencyScaffold(PAPER_LATENCY.scaled(a.scale), a.seed),
                        policy=SlowPolicy(a.seed, a.gen_s), executor=ex, world_model=SlowWorldModel(a.wm_s))
     cfg = load_config(None, [
-        "method=wmrl", f"run_dir={out / (f'k{k}' if at_bound == 'wait' else f'k{k}-{at_bound}')}", f"optim.steps={a.steps}", f"rollout.tasks_per_step={a.tasks}",
+        "method=wmrl", f"run_dir={out / (f'k{k}' if at_bound == 'wait' else f'k{k}-{at_bound}')}",
+        f"optim.steps={a.steps}", f"rollout.tasks_per_step={a.tasks}",
         f"rollout.group_size={a.group}", "optim.lr=0.2", f"wmrl.anchor_fraction={a.rho}",
         "wmrl.calibrator_min_anchors=8", "progress=false", "eval.every_k=0", "eval.at_end=false",
         "eval.at_start=false", f"wmrl.anchor_staleness={k}", f"seed={a.seed}", "checkpoint_every=1000",
@@ -149,7 +151,8 @@ def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") ->
           if x["step"] >= first and x["stream"] in ("anchor", "anchor_late") and x["reward_true"] is not None]
     # the policy's own reward: the fake task's true reward of every sample drawn in the last quarter of steps
     pol = [true_reward(x["completion"]) for x in samples if x["step"] >= first and x["stream"] != "anchor_late"]
-    return dict(k=k, at_bound=at_bound if k else "-", executor=a.executor, slots=a.slots, steps=len(m), step_s=float(step.mean()),
+    return dict(k=k, at_bound=at_bound if k else "-", executor=a.executor, slots=a.slots, steps=len(m),
+                step_s=float(step.mean()),
                 step_s_median=float(np.median(step)), lm_s=float(lm.mean()),
                 executions=led["executions"]["anchor"]["count"], exec_wall_s=exec_wall,
                 exec_mean_s=exec_wall / max(1, led["executions"]["anchor"]["count"]),
@@ -190,7 +193,8 @@ def _commit() -> str:
     try:
         c = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                            check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "wmrl", "benchmarks"]).returncode
+        dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "wmrl",
+                                "benchmarks"]).returncode
         return c + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

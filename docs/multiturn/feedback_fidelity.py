@@ -242,7 +242,8 @@ def fidelity(tasks_of: list[str], real: list[dict], pred: list[dict], n_boot: in
     for i, t in enumerate(tasks_of):
         groups[t].append(i)
     rng = np.random.default_rng(seed)
-    keys = ("validation_rel_error", "validation_rel_error_median", "status_accuracy", "pairwise_agreement", "pairwise_ties_half", "spearman_mean")
+    keys = ("validation_rel_error", "validation_rel_error_median", "status_accuracy", "pairwise_agreement",
+            "pairwise_ties_half", "spearman_mean")
     samples: dict[str, list[float]] = {k: [] for k in keys}
     for _ in range(n_boot):
         idx = np.concatenate([rng.choice(g, size=len(g), replace=True) for g in groups.values()])
@@ -352,8 +353,9 @@ def main(argv: list[str] | None = None) -> None:
 
     def add(name: str, kind: str, calib: str, p: np.ndarray, cost: dict[str, Any], mode: str | None = None) -> None:
         f = fidelity(tasks_of, real, observations(p), a.bootstrap, a.seed)
-        fn = fidelity([t for t, k in zip(tasks_of, novel) if k], [o for o, k in zip(real, novel) if k],
-                      [o for o, k in zip(observations(p), novel) if k], 0, a.seed) if 0 < sum(novel) < len(novel) else None
+        fn = (fidelity([t for t, k in zip(tasks_of, novel) if k], [o for o, k in zip(real, novel) if k],
+                       [o for o, k in zip(observations(p), novel) if k], 0, a.seed)
+              if 0 < sum(novel) < len(novel) else None)
         true_r = np.array([float(res.reward) if res.reward is not None else np.nan for res in results])
         rows_out.append({"name": name, "kind": kind, "calibration": calib, "calibrator_mode": mode, **cost,
                          "r_hat_mean": float(np.mean(p)), "r_hat_range": [float(np.min(p)), float(np.max(p))],
@@ -433,7 +435,8 @@ def main(argv: list[str] | None = None) -> None:
                           "sandbox_cpu_s_per_program": exec_cpu / max(1, len(uniq)),
                           "statuses": _count(o["status"] for o in real)},
            "rows": rows_out, "total_wall_s": time.perf_counter() - t_start, "driver_cpu_s": cpu_s() - c_start,
-           "command": " ".join(["python", "docs/multiturn/feedback_fidelity.py"] + (argv if argv is not None else sys.argv[1:])),
+           "command": " ".join(["python", "docs/multiturn/feedback_fidelity.py",
+                                *(argv if argv is not None else sys.argv[1:])]),
            "commit": _git_commit(), "python": platform.python_version(), "torch": torch.__version__}
     print_table(out)
     path = Path(a.out)
@@ -469,8 +472,9 @@ def print_table(out: dict[str, Any]) -> None:
     """The markdown tables of one setting: the figures, then paired differences."""
     print(f"\n{out['setting']}: {out['n_measured']} programs measured ({out['n_measured_novel']} novel), "
           f"world models fitted on {out['n_fit']}; ± = bootstrap SE over programs ({out['bootstrap']} resamples)")
-    print("| world model | feedback from | val. score rel. error, mean | median | error/no-error acc. | pairwise agreement "
-          "(ties wrong) | pairwise (ties 1/2) | pairwise (ties 1/2), novel programs | Spearman per task, mean | "
+    print("| world model | feedback from | val. score rel. error, mean | median | error/no-error acc. | "
+          "pairwise agreement (ties wrong) | pairwise (ties 1/2) | pairwise (ties 1/2), novel programs | "
+          "Spearman per task, mean | "
           "pairs | fit CPU-s | predict CPU-s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in out["rows"]:

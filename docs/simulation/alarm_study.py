@@ -65,7 +65,8 @@ def main() -> None:
              "(twice the uniform policy's). Delay: first alarm minus onset, in steps (median over runs with both; "
              "negative = before the onset). False alarms: alarms per 1000 anchor groups where nothing can be "
              "exploited. J: final true expected reward, response none -> raise_anchors (executions x).\n",
-             "| h | world model | runs alarmed | alarms per 1000 groups | median delay (steps) | J none | J raise_anchors | executions x |",
+             "| h | world model | runs alarmed | alarms per 1000 groups | median delay (steps) | J none "
+             "| J raise_anchors | executions x |",
              "|---|---|---|---|---|---|---|---|"]
     for (h, wm), d in df.groupby(["h", "world_model"], sort=False):
         n = d[d.response == "none"]
@@ -74,8 +75,8 @@ def main() -> None:
                   and not (pd.isna(fa) or pd.isna(on))]
         alarmed = int((n.n_alarms > 0).sum())
         rate = 1000 * n.n_alarms.mean() / groups_per_run
-        lines.append(f"| {h:g} | {wm} | {alarmed}/{len(n)} | {rate:.2f} | "
-                     f"{np.median(delays):.0f} |" if delays else f"| {h:g} | {wm} | {alarmed}/{len(n)} | {rate:.2f} | - |")
+        delay = f"{np.median(delays):.0f}" if delays else "-"
+        lines.append(f"| {h:g} | {wm} | {alarmed}/{len(n)} | {rate:.2f} | {delay} |")
         lines[-1] += (f" {n.J_final.mean():.3f} | {r.J_final.mean():.3f} | "
                       f"{r.executions.mean() / n.executions.mean():.2f} |")
     (a.out / "alarm.md").write_text("\n".join(lines) + "\n")

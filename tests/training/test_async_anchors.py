@@ -166,7 +166,8 @@ def test_a_resumed_run_keeps_its_steps_without_anchors(tmp_path, saved_before_th
     skipped = [r["update_skipped_without_anchors"] for r in m]
     if saved_before_the_key:
         assert skipped == [True, True, False, False, False]
-        assert "predates wmrl.steps_without_anchors: resuming with wmrl.steps_without_anchors=update" in rd.log.read_text()
+        assert ("predates wmrl.steps_without_anchors: resuming with wmrl.steps_without_anchors=update"
+                in rd.log.read_text())
     else:
         assert skipped == [True] * 5  # at most k = 3 in a row since the resume
         assert m[-1]["updates_skipped_without_anchors_total"] == 5
@@ -209,7 +210,8 @@ def test_over_bound_config_errors_are_clear():
                                           r"'calibration', 'drop'"):
         load_config(None, ["wmrl.over_bound_anchors=skip", "wmrl.anchor_staleness=3"])
     assert load_config(None, []).wmrl.over_bound_anchors == "wait"
-    assert load_config(None, ["wmrl.over_bound_anchors=drop", "wmrl.anchor_staleness=3"]).wmrl.over_bound_anchors == "drop"
+    assert load_config(None,
+                       ["wmrl.over_bound_anchors=drop", "wmrl.anchor_staleness=3"]).wmrl.over_bound_anchors == "drop"
     from wmrl.training.anchors import AnchorStream
 
     with pytest.raises(ValueError, match="k >= 1"):

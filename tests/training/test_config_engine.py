@@ -47,7 +47,8 @@ SAVED_BEFORE_LADDER = {
     "gpu-paper/grpo/1": "2289b2b86f523dcef642810d62a9d86fcabec81161ad6bca868a2d591ac1ea53",
 }
 LADDER_LINE = "  ladder: percentile\n"
-QUICKSTART_EDITS = (("  - openintro-email\n", "  - vega-seattle_weather\n"), ("  samples_per_task: 8\n", "  samples_per_task: 4\n"))
+QUICKSTART_EDITS = (("  - openintro-email\n", "  - vega-seattle_weather\n"),
+                    ("  samples_per_task: 8\n", "  samples_per_task: 4\n"))
 ALARM_LINES = ("  exploit_alarm: warn\n", "  exploit_alarm_threshold: 8.0\n", "  exploit_alarm_drift: 0.5\n",
                "  exploit_alarm_max_anchor_fraction: 0.5\n", "  program_features: 0\n")
 SAVED_BEFORE_ALARM = {
@@ -153,7 +154,8 @@ def test_every_bad_value_is_named_at_once():
         load_config(None, ["optim.lr=-1", "wmrl.router=fractoin", "model.name=null", "tasks.train=[a, [b]]"])
     lines = str(e.value).splitlines()
     assert "optim.lr: -1.0 is not above the minimum 0.0; expected a finite number > 0.0" in lines
-    assert "wmrl.router: 'fractoin' is not allowed; choose one of 'fraction', 'stratified' (did you mean 'fraction'?)" in lines
+    assert ("wmrl.router: 'fractoin' is not allowed; choose one of 'fraction', 'stratified' "
+            "(did you mean 'fraction'?)") in lines
     assert "model.name: expected a string, got None" in lines
     assert "tasks.train[1]: expected a string, got ['b']" in lines
 

@@ -135,19 +135,22 @@ def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int
         _, wall, cpu = _timed(partial(_update, policy, batch, micro_batch, mode))
         ct = update_computed_tokens(batch, micro_batch, mode)
         res[f"update_{mode}"] = {"wall_s": wall, "cpu_s": cpu, "row_tokens": row_tokens,
-                                 "tokens_per_s": row_tokens / wall, "rows": len(batch), "columns": batch.input_ids.shape[1],
+                                 "tokens_per_s": row_tokens / wall, "rows": len(batch),
+                                 "columns": batch.input_ids.shape[1],
                                  "computed_tokens": ct, "computed_tokens_per_s": ct / wall}
         log(f"update {mode:10s}: {len(batch)} rows x {batch.input_ids.shape[1]} = {row_tokens} row tokens in "
             f"{wall:.1f} s = {row_tokens / wall:.1f} tokens/s ({ct} tokens computed: {ct / wall:.1f}/s)")
     if variants:
         res["variants"] = _variants(policy, batch, micro_batch, log)
-    for label, eng, mode in ((("before", "generate", "per_sample"),) if before else ()) + (("now", "shared", "shared"),):
+    quickstart_steps = ((("before", "generate", "per_sample"),) if before else ()) + (("now", "shared", "shared"),)
+    for label, eng, mode in quickstart_steps:
         gen, _, g_cpu = _timed(partial(policy.sample, quick_tasks, "grammar", group_size=group_size,
                                               max_new_tokens=quick_new_tokens, generator_seed=seed, engine=eng))
         _, _, w_cpu = _timed(partial(wm.predict, gen.prompts, gen.completions))
         _, _, u_cpu = _timed(partial(_update, policy, gen, micro_batch, mode))
         res[f"quickstart_step_{label}"] = {"generate_cpu_s": g_cpu, "wm_cpu_s": w_cpu, "update_cpu_s": u_cpu,
-                                           "lm_cpu_s": g_cpu + w_cpu + u_cpu, "new_tokens": int(gen.completion_mask.sum())}
+                                           "lm_cpu_s": g_cpu + w_cpu + u_cpu,
+                                           "new_tokens": int(gen.completion_mask.sum())}
         log(f"quickstart step {label}: generate {g_cpu:.1f} + world model {w_cpu:.1f} + update {u_cpu:.1f} = "
             f"{g_cpu + w_cpu + u_cpu:.1f} LM CPU-s")
     for k in list(res):

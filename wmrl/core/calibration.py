@@ -244,7 +244,8 @@ class IsotonicCalibrator:
             return 0
         return int(np.unique(np.round(self._yt, 12)).size)
 
-    def diagnostics(self, wm_scores: np.ndarray | None = None, true_scores: np.ndarray | None = None) -> dict[str, float]:
+    def diagnostics(self, wm_scores: np.ndarray | None = None,
+                    true_scores: np.ndarray | None = None) -> dict[str, float]:
         """Calibration quality on held-out anchors (e.g. this step's anchors, before ``update``).
 
         Args:

@@ -106,7 +106,8 @@ class Observation:
         pct = f"{100 * self.validation_fraction:.0f}%"
         direction = "lower is better" if self.lower_is_better else "higher is better"
         if self.validation_score is None or not math.isfinite(self.validation_score):
-            shown = "not available (no graded submission)" if not self.ok else "not available (undefined on the held-out rows)"
+            shown = ("not available (no graded submission)" if not self.ok
+                     else "not available (undefined on the held-out rows)")
         else:
             v = float(self.validation_score)
             shown = f"{v:.4f}" if 1e-3 <= abs(v) < 1e6 or v == 0 else f"{v:.4g}"

@@ -187,7 +187,8 @@ def _read_text(path: str) -> list[str]:
         if low.endswith(".zip"):
             with zipfile.ZipFile(path) as z:
                 for info in z.infolist()[:64]:
-                    if not info.is_dir() and _is_data_file(info.filename) and not info.filename.lower().endswith(".zip"):
+                    if (not info.is_dir() and _is_data_file(info.filename)
+                            and not info.filename.lower().endswith(".zip")):
                         with z.open(info) as f:
                             blobs.append(f.read(MAX_READ_BYTES))
         else:
@@ -230,7 +231,8 @@ def scan_file(path: str, prints: list[_Fingerprint]) -> dict[str, int]:
     return out
 
 
-def scan_roots(config=None, python: str | None = None, extra_masks: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+def scan_roots(config=None, python: str | None = None,
+               extra_masks: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
     """(roots, masked): the host folders a program can read in the sandbox of ``config`` (default
     :class:`~wmrl.execution.sandbox.SandboxConfig`) and the host paths masked there (``hidden_paths`` plus
     ``extra_masks``), both as real paths.

@@ -120,7 +120,8 @@ def classify(run: SandboxRun) -> tuple[ExecutionStatus | None, str]:
     if run.killed == "cancelled":
         return ExecutionStatus.INFRA_ERROR, "cancelled by the driver"
     if run.killed == "timeout":
-        return ExecutionStatus.TIMEOUT, f"wall-clock limit of {run.time_limit_s:g} s reached; the process tree was killed"
+        return (ExecutionStatus.TIMEOUT,
+                f"wall-clock limit of {run.time_limit_s:g} s reached; the process tree was killed")
     code = run.exit_code
     if run.killed == "disk":
         return ExecutionStatus.RUNTIME_ERROR, "disk quota exceeded; the process tree was killed"
@@ -222,7 +223,8 @@ def _grade(task, submission: bytes, grader: Grader):
                 log.error("grader of task %s fails on its reference submission too: %s", task.id, broken)
                 return ExecutionStatus.INFRA_ERROR, (f"grader failed: {what} (it fails on the task's reference "
                                                      f"submission too: {cap_error(broken, 120)})"), None
-            return ExecutionStatus.INVALID_SUBMISSION, f"invalid submission: the grader could not process it ({what})", None
+            return (ExecutionStatus.INVALID_SUBMISSION, f"invalid submission: the grader could not process it ({what})",
+                    None)
         return ExecutionStatus.OK, "", grade
     finally:
         _rmtree(root)

@@ -1061,8 +1061,8 @@ def _over_disk(root: Path, config: SandboxConfig) -> tuple[str, str] | None:
     used, count, depth = _tree_usage(root / "work", config.disk_bytes, config.max_files, config.max_depth)
     used2, count2, depth2 = _tree_usage(root / "tmp", config.disk_bytes, config.max_files, config.max_depth)
     if used + used2 > config.disk_bytes or count + count2 > config.max_files:
-        return "disk", (f"\nwmrl: killed: the program stored {used + used2} bytes in {count + count2} entries, over the "
-                        f"limit of {config.disk_bytes} bytes / {config.max_files} entries\n")
+        return "disk", (f"\nwmrl: killed: the program stored {used + used2} bytes in {count + count2} entries, over "
+                        f"the limit of {config.disk_bytes} bytes / {config.max_files} entries\n")
     if max(depth, depth2) > config.max_depth:
         return "depth", (f"\nwmrl: killed: the program nested folders more than {config.max_depth} levels deep "
                          f"(or made a path too long to read) in its working or scratch folder\n")

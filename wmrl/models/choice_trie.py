@@ -167,7 +167,8 @@ class TrieTables:
             key_base=torch.tensor(key_base, dtype=L),
             edge_keys=torch.tensor([a * key_base + tok for a, tok, _ in edges], dtype=L),
             edge_next=torch.tensor([c for _, _, c in edges], dtype=L),
-            run_offsets=torch.tensor(run_offsets, dtype=L), run_tokens=torch.tensor([t for r in run for t in r], dtype=L),
+            run_offsets=torch.tensor(run_offsets, dtype=L),
+            run_tokens=torch.tensor([t for r in run for t in r], dtype=L),
             run_end=torch.tensor(end, dtype=L),
         )
 

@@ -29,8 +29,9 @@ wm_app = typer.Typer(help="World model: warm-up corpus, fitting, evaluation, thr
 
 
 # Options that several commands share (one declaration each).
-ModelOpt = Annotated[str, typer.Option("--model", help="Backbone: smollm2-135m, tiny, an HF id or a folder "
-                                                  "(the policy's; a world model's must match the one it was fitted on).")]
+ModelOpt = Annotated[str, typer.Option("--model", help=(
+    "Backbone: smollm2-135m, tiny, an HF id or a folder (the policy's; a world model's must match the one it was "
+    "fitted on)."))]
 TasksDirOpt = Annotated[list[Path] | None, typer.Option(
     "--root", "--tasks-dir", help="Where tasks live (repeatable; searched recursively, any layout); default: the "
     "built-in suite, or $WMRL_TASKS_ROOT. The same option as `wmrl tasks list --root` and tasks.root.")]
@@ -462,7 +463,8 @@ def eval_cmd(
     dt = time.perf_counter() - t0
     true = np.array([e["reward"] for e in examples])
     groups = [e["group"] for e in examples]
-    console.print(f"{wm.kind} world model: {len(examples)} predictions in {dt:.1f} s ({len(examples) / dt:.2f} predictions/s)")
+    console.print(f"{wm.kind} world model: {len(examples)} predictions in {dt:.1f} s ({len(examples) / dt:.2f} "
+                  "predictions/s)")
     skipped = {k: v for k, v in counts.items() if k != "used" and v}
     if skipped:
         console.print(f"log rows left out: {skipped}")
@@ -487,7 +489,8 @@ def bench_cmd(
     tasks_dir: TasksDirOpt = None,
     samples: int = typer.Option(4, "--samples", "-n", help="Trajectories per task."),
     scaffold: str | None = typer.Option(None, "--scaffold", help="Default: DEFAULT_SCAFFOLD."),
-    wm_dir: Path | None = typer.Option(None, "--wm", help="A fitted world model of either kind (default: a fresh regression one)."),
+    wm_dir: Path | None = typer.Option(None, "--wm",
+                                       help="A fitted world model of either kind (default: a fresh regression one)."),
     workers: WorkersOpt = 2,
     seed: SeedOpt = 0,
     json_out: Path | None = typer.Option(None, "--json"),
@@ -553,8 +556,9 @@ def bench_cmd(
                       "wall_s_per_trajectory": ex_sum_wall / n, "cpu_s_per_trajectory": ex_cpu / n,
                       "statuses": statuses},
     }
-    res["ratio_wm_to_execution_wall"] = res["world_model"]["wall_s_per_trajectory"] / max(res["execution"]["wall_s_per_trajectory"], 1e-9)
-    res["ratio_wm_to_execution_cpu"] = res["world_model"]["cpu_s_per_trajectory"] / max(res["execution"]["cpu_s_per_trajectory"], 1e-9)
+    wm_res, ex_res = res["world_model"], res["execution"]
+    res["ratio_wm_to_execution_wall"] = wm_res["wall_s_per_trajectory"] / max(ex_res["wall_s_per_trajectory"], 1e-9)
+    res["ratio_wm_to_execution_cpu"] = wm_res["cpu_s_per_trajectory"] / max(ex_res["cpu_s_per_trajectory"], 1e-9)
 
     t = Table(title=f"Throughput on the local machine: {n} trajectories ({model}, scaffold {sc.name}, "
                     f"{len(task_list)} tasks x {samples})")
@@ -583,7 +587,8 @@ def models_bench_cmd(
     model: ModelOpt = "smollm2-135m",
     task: str = typer.Option("aer-hmda", "--task", help="Train task of the sampling/update measurements."),
     quickstart_tasks: str = typer.Option("vcdextra-titanicp,aer-houseprices,sklearn-diabetes,modeldata-attrition",
-                                         "--quickstart-tasks", help="Tasks of the quickstart step (configs/quickstart.yaml)."),
+                                         "--quickstart-tasks",
+                                         help="Tasks of the quickstart step (configs/quickstart.yaml)."),
     tasks_dir: TasksDirOpt = None,
     groups: int = typer.Option(4, "--groups", min=1, help="Groups (copies of --task) per batch."),
     group_size: int = typer.Option(4, "--group-size", min=1, help="Samples per group."),
@@ -591,7 +596,8 @@ def models_bench_cmd(
                                        help="Completion budget of the sampling measurements."),
     micro_batch: int = typer.Option(4, "--micro-batch", min=1,
                                     help="Rows per forward/backward in the update (the quickstart's)."),
-    before: bool = typer.Option(True, "--before/--no-before", help="Also measure the per-row implementation without shared prompts (the baseline)."),
+    before: bool = typer.Option(True, "--before/--no-before",
+                                help="Also measure the per-row implementation without shared prompts (the baseline)."),
     variants: bool = typer.Option(False, "--variants", help="Also time eager attention and bf16 autocast."),
     seed: SeedOpt = 0,
     json_out: Path | None = typer.Option(None, "--json", help="Also write every figure to this JSON file."),

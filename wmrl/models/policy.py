@@ -106,7 +106,8 @@ class SamplingLogitsProcessor:
 
     def _record(self, tokens: torch.Tensor) -> None:
         assert self._prev is not None and self._prev_choice is not None
-        self.token_logprobs.append(self._prev.gather(1, tokens.view(-1, 1).to(self._prev.device)).squeeze(1).float().cpu())
+        self.token_logprobs.append(self._prev.gather(1,
+                                                     tokens.view(-1, 1).to(self._prev.device)).squeeze(1).float().cpu())
         self.token_choices.append(self._prev_choice)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
@@ -456,7 +457,8 @@ class Policy:
             comp_lps.append(lps[i, :n].tolist())
             comp_choice.append(choices[i, :n].tolist())
             if gproc is not None and gproc.matchers[i] is not None:
-                gdone.append(bool(gproc.matchers[i].is_terminated()) or self._completes(gproc.matchers[i], seq[i, n - 1]))
+                gdone.append(bool(gproc.matchers[i].is_terminated()) or self._completes(gproc.matchers[i],
+                                                                                        seq[i, n - 1]))
             else:
                 gdone.append(None)
         return prompts, comps, comp_lps, comp_choice, gdone, {"mask_seconds": proc.mask_seconds,
@@ -632,7 +634,8 @@ class Policy:
             return self._token_logprobs
         raise ValueError(f"mode must be 'shared', 'separate' or 'per_sample', got {mode!r}")
 
-    def logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None, *, mode: str = "shared") -> torch.Tensor:
+    def logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None, *,
+                 mode: str = "shared") -> torch.Tensor:
         """Per-token log-probs of the batch's completions under the current policy, with grad.
 
         Args:
@@ -660,7 +663,8 @@ class Policy:
         return self._micro(batch, lambda b: fn(self.model, b), micro_batch_size)
 
     @torch.no_grad()
-    def ref_logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None, *, mode: str = "shared") -> torch.Tensor:
+    def ref_logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None, *,
+                     mode: str = "shared") -> torch.Tensor:
         """Per-token log-probs under the reference policy (adapters disabled), no grad.
 
         Same layout as :meth:`logprobs`. The reference is the base model itself (peft's

@@ -167,7 +167,8 @@ class ScriptScaffold(_FreeFormScaffold):
         if task.type == "regression":
             sub = f"columns {task.id_column},{task.target} (predicted value)"
         elif task.type == "binary":
-            sub = f"columns {task.id_column},{task.target} (probability of class {task.classes[-1] if task.classes else 1})"
+            positive = task.classes[-1] if task.classes else 1
+            sub = f"columns {task.id_column},{task.target} (probability of class {positive})"
         else:
             sub = f"column {task.id_column} then one probability column per class"
         from wmrl.tasks.metrics import prediction_kind

@@ -251,7 +251,8 @@ def fig_curves(train: dict[str, list], held: dict[str, list]) -> Any | None:
         if len(seeds) > 1:
             se = np.nanstd(ys_all, axis=0, ddof=1) / math.sqrt(len(seeds))
             ax_h.fill_between(xs, ys - se, ys + se, color=c, alpha=0.18, lw=0)
-    ax_t.set_title("true reward of executed training trajectories\n(grpo: all groups; wmrl: anchors; wm: none)", fontsize=10)
+    ax_t.set_title("true reward of executed training trajectories\n(grpo: all groups; wmrl: anchors; wm: none)",
+                   fontsize=10)
     ax_t.set_ylabel("leaderboard percentile")
     ax_h.set_title("held-out mean leaderboard percentile (real execution)", fontsize=10)
     return finish_axes(fig, (ax_t, ax_h), "training compute so far (CPU-hours: trainer + sandbox)")

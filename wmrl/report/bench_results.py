@@ -108,7 +108,8 @@ def collect(out: str | Path) -> pd.DataFrame:
     cols = ["method", "seed", "heldout_percentile", "initial_percentile", "heldout_valid_rate", "heldout_samples",
             "train_percentile", "initial_train_percentile", "train_executions",
             "train_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s", "total_cpu_s", "wall_s",
-            "steps", "anchor_fraction", "corpus_cpu_s", "train_samples", "gen_cpu_s_per_sample", "sandbox_cpu_s_per_execution",
+            "steps", "anchor_fraction", "corpus_cpu_s", "train_samples", "gen_cpu_s_per_sample",
+            "sandbox_cpu_s_per_execution",
             "update_cpu_s_per_step", *WM_QUALITY_COLUMNS, *MULTITURN_COLUMNS]
     df = pd.DataFrame(rows, columns=cols)
     order = {m: i for i, m in enumerate(METHODS)}
@@ -146,7 +147,8 @@ def _unit_costs(run: Any) -> dict[str, float | int | None]:
     warm_n = int((ex.get("warmup") or {}).get("count") or 0)
     samples = int(pd.to_numeric(m.get("n_samples"), errors="coerce").sum()) if "n_samples" in m else 0
     samples += warm_n
-    gen = float((stages.get("generate") or {}).get("cpu_s") or 0.0) + float((phases.get("warmup") or {}).get("cpu_s") or 0.0)
+    gen = (float((stages.get("generate") or {}).get("cpu_s") or 0.0)
+           + float((phases.get("warmup") or {}).get("cpu_s") or 0.0))
     n_exec = sum(int((ex.get(k) or {}).get("count") or 0) for k in ("anchor", "warmup"))
     sbx = sum(float((ex.get(k) or {}).get("sandbox_cpu_s") or 0.0) for k in ("anchor", "warmup"))
     upd = float((stages.get("update") or {}).get("cpu_s") or 0.0)
@@ -266,7 +268,8 @@ def multiturn_columns(run: Any, n_steps: int) -> dict[str, Any]:
     if fid["n_turns"]:
         out.update(feedback_turns=fid["n_turns"], feedback_validation_rel_error=fid["validation_rel_error"],
                    feedback_validation_rel_error_median=fid["validation_rel_error_median"],
-                   feedback_status_accuracy=fid["status_accuracy"], feedback_pairwise_agreement=fid["pairwise_agreement"])
+                   feedback_status_accuracy=fid["status_accuracy"],
+                   feedback_pairwise_agreement=fid["pairwise_agreement"])
     return out
 
 

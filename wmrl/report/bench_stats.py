@@ -56,7 +56,8 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
     ref_pct = dict(zip(ref["seed"], ref["heldout_percentile"]))
     ref_train = dict(zip(ref["seed"], ref["train_percentile"]))
     train_gains = gains_vs_initial(results, "train_percentile", "initial_train_percentile")
-    ref_compute = float(pd.to_numeric(ref["train_compute_cpu_s"], errors="coerce").mean()) if not ref.empty else math.nan
+    ref_compute = float(pd.to_numeric(ref["train_compute_cpu_s"],
+                                      errors="coerce").mean()) if not ref.empty else math.nan
     rows = []
     for method, g in results.groupby("method", sort=False):
         pct = mean_se(list(g["heldout_percentile"]))

@@ -375,7 +375,9 @@ def fig_reward_vs_compute_methods(
         lo = max(g[0].min() for g in grids)
         if hi > lo:
             grid = np.linspace(lo, hi, 50)
-            avg = np.mean([np.interp(grid, gx, pd.Series(gy).rolling(max(1, len(gy) // 8), min_periods=1, center=True).mean().to_numpy()) for gx, gy in grids], axis=0)
+            avg = np.mean([np.interp(grid, gx,
+                                     pd.Series(gy).rolling(max(1, len(gy) // 8), min_periods=1,
+                                                           center=True).mean().to_numpy()) for gx, gy in grids], axis=0)
             ax.plot(grid, avg, color=c, lw=2.4, label=f"{method} (n={len(grids)})")
         else:
             ax.plot(grids[0][0], grids[0][1], color=c, lw=2.4, label=f"{method} (n={len(grids)})")

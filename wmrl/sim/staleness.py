@@ -72,7 +72,8 @@ def build_runs(ks: tuple[int, ...], seeds: int, methods: tuple[str, ...] = ("wmr
                     modes = [(*mo, "skip") for mo in modes] + [(*mo, "update") for mo in modes
                                                                 if k and mo[0] == "gradient" and mo[1] == 2.0]
                     for late, c, b, sw in modes:
-                        runs.append(RunSpec(m, wm, rho, seed, recall=False, staleness=k, late=late, latency_steps=latency_steps,
+                        runs.append(RunSpec(m, wm, rho, seed, recall=False, staleness=k, late=late,
+                                            latency_steps=latency_steps,
                                             latency_sigma=latency_sigma, late_ratio_max=c, at_bound=b,
                                             steps_without_anchors=sw))
     return runs
@@ -103,7 +104,8 @@ def summarise(finals) -> object:
                          steps_without_anchors=sw, updates_skipped=float(g["updates_skipped"].mean()), seeds=n,
                          J_final=float(g["J_final"].mean()), dJ_vs_sync=float(g["dJ"].mean()),
                          dJ_se=float(g["dJ"].std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan,
-                         staleness_mean=float(g["staleness_mean"].mean()), staleness_max=float(g["staleness_max"].max()),
+                         staleness_mean=float(g["staleness_mean"].mean()),
+                         staleness_max=float(g["staleness_max"].max()),
                          over_bound=float(g["over_bound_frac"].mean()) if "over_bound_frac" in g else math.nan))
     return pd.DataFrame(rows)
 
@@ -198,7 +200,8 @@ def build_regime_runs(seeds: int, shapes: tuple[str, ...] = ("exploit",), method
             for m in dict.fromkeys(methods):
                 runs.append(RunSpec(m, wm, rho, seed, recall=False))
                 for sw in UNANCHORED_MODES:
-                    runs.append(RunSpec(m, wm, rho, seed, recall=False, staleness=k, late="gradient", late_ratio_max=2.0,
+                    runs.append(RunSpec(m, wm, rho, seed, recall=False, staleness=k, late="gradient",
+                                        late_ratio_max=2.0,
                                         at_bound="calibration", latency_steps=lat.median_s, latency_sigma=lat.sigma,
                                         latency_floor_steps=lat.floor_s, latency_cap_steps=lat.cap_s,
                                         steps_without_anchors=sw))

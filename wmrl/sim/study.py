@@ -223,7 +223,8 @@ def _saving(r) -> str:
 
 
 def _error_table(sub, methods: list[str], margin: float, saving_of: str | None) -> list[str]:
-    lines = ["| error | B | sigma | " + " | ".join(methods) + (f" | GRPO execs to match {saving_of} / its execs |" if saving_of else " |"),
+    last = f" | GRPO execs to match {saving_of} / its execs |" if saving_of else " |"
+    lines = ["| error | B | sigma | " + " | ".join(methods) + last,
              "|---|---|---|" + "---|" * (len(methods) + (1 if saving_of else 0))]
     errs = sub[sub.method != "wm"][["shape", "bias", "sigma"]].drop_duplicates()
     order = {"monotone": 1, "offset": 2, "exploit": 3}
@@ -249,11 +250,14 @@ def markdown_tables(summary, preset_name: str, cfg: SimConfig, wall_s: float, ma
     base = s[s.method.isin(["grpo", "anchor-only"])]
     n_seeds = int(base.n_seeds.max())
     lines += [f"Preset `{preset_name}`: {cfg.n_tasks} tasks x {cfg.group_size} samples per step, {cfg.n_arms} arms, "
-              f"d={cfg.dim}, {cfg.steps} steps, Adam lr {cfg.lr}, {n_seeds} seeds; simulation wall time {wall_s:.0f} s.", "",
+              f"d={cfg.dim}, {cfg.steps} steps, Adam lr {cfg.lr}, {n_seeds} seeds; simulation wall time "
+              f"{wall_s:.0f} s.", "",
               "Cells: final true reward J (mean of the last 10% of the curve) minus real-execution GRPO's at equal "
-              f"steps, mean ±sd over seeds (paired: same problem per seed). Bold: within the margin {margin} of GRPO.", "",
+              f"steps, mean ±sd over seeds (paired: same problem per seed). Bold: within the margin {margin} of "
+              "GRPO.", "",
               "### Reference runs (no world model)", "",
-              "| method | advantages | rho | J final | J* - J | J - J_GRPO | executions |", "|---|---|---|---|---|---|---|"]
+              "| method | advantages | rho | J final | J* - J | J - J_GRPO | executions |",
+              "|---|---|---|---|---|---|---|"]
     for _, r in base.sort_values(["std_norm", "method", "rho"], ascending=[False, True, True]).iterrows():
         adv = "GRPO (std)" if r.std_norm else "Dr. GRPO (no std)"
         lines.append(f"| {r.method} | {adv} | {r.rho:.2f} | {r.J_final:.3f} | {r.gap_final:.3f} | "
@@ -270,7 +274,8 @@ def markdown_tables(summary, preset_name: str, cfg: SimConfig, wall_s: float, ma
         ao = base[(base.method == "anchor-only") & np.isclose(base.rho, rho) & base.std_norm.astype(bool)]
         lines += [f"### Anchor fraction rho = {rho:.2f} (executions {rho:.2f} of GRPO's), GRPO advantages", ""]
         if len(ao):
-            lines += [f"Anchor-only at this rho (the same executions, world model unused): {_cell(ao.iloc[0], margin)}.", ""]
+            lines += ["Anchor-only at this rho (the same executions, world model unused): "
+                      f"{_cell(ao.iloc[0], margin)}.", ""]
         lines += _error_table(sub, methods, margin, "wmrl" if "wmrl" in methods else None)
         lines.append("")
     dr = s[~s.std_norm.astype(bool) & ~s.method.isin(["grpo", "anchor-only"])]
@@ -279,14 +284,16 @@ def markdown_tables(summary, preset_name: str, cfg: SimConfig, wall_s: float, ma
         lines += ["### Dr. GRPO advantages (no std normalisation), rho = 0.10", ""]
         if len(ao):
             lines += [f"Anchor-only: {_cell(ao.iloc[0], margin)}.", ""]
-        methods = [m for m in ["wm", "wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware", "wmrl-ppi"] if m in set(dr.method)]
+        methods = [m for m in ["wm", "wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware",
+                               "wmrl-ppi"] if m in set(dr.method)]
         lines += _error_table(dr, methods, margin, "wmrl")
         lines.append("")
     lines += ["### Equal executions", "",
               "J at the end minus GRPO's J after the same number of executions (GRPO's curve interpolated), "
               "rho = 0.10, GRPO advantages, mean over the errors of each shape.", ""]
     sub = std[np.isclose(std.rho, 0.1) & ~std.method.isin(["grpo", "wm"])]
-    methods = [m for m in ("anchor-only", "wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware", "wmrl-ppi") if m in set(sub.method)]
+    methods = [m for m in ("anchor-only", "wmrl-no-denoise", "wmrl-no-debias", "wmrl", "wmrl-bias-aware",
+                           "wmrl-ppi") if m in set(sub.method)]
     lines += ["| error | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
     for sh in ("none", "monotone", "offset", "exploit"):
         cells = []
@@ -313,7 +320,8 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
 
     paths: list[Path] = []
     colors = {"grpo": "k", "anchor-only": "0.55", "wm": "tab:red", "wmrl-no-denoise": "tab:orange",
-              "wmrl-no-debias": "tab:purple", "wmrl": "tab:blue", "wmrl-bias-aware": "tab:cyan", "wmrl-ppi": "tab:green",
+              "wmrl-no-debias": "tab:purple", "wmrl": "tab:blue", "wmrl-bias-aware": "tab:cyan",
+              "wmrl-ppi": "tab:green",
               "wmrl-flat": "tab:brown"}
     c = curves[curves["std_norm"].astype(bool)].copy() if "std_norm" in curves else curves.copy()
     summary = summary[summary["std_norm"].astype(bool)]
@@ -393,7 +401,8 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
     paths.append(p)
 
     if preset.rho_sweep:
-        fig, axes = plt.subplots(1, len(preset.rho_sweep_errors), figsize=(5 * len(preset.rho_sweep_errors), 4), squeeze=False)
+        fig, axes = plt.subplots(1, len(preset.rho_sweep_errors), figsize=(5 * len(preset.rho_sweep_errors), 4),
+                                 squeeze=False)
         for ax, wm in zip(axes[0], preset.rho_sweep_errors):
             for m in ("anchor-only", "wmrl", "wmrl-bias-aware", "wmrl-ppi"):
                 if m == "anchor-only":

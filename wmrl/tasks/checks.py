@@ -288,9 +288,10 @@ def reward_problems(task: Task) -> list[TaskProblem]:
                 out.append(TaskProblem(task.id, "score_range", f"task {task.id!r}: field '{name}' {v:.6g} lies outside "
                                        f"the range [{lo:g}, {hi:g}] of its metric {task.metric}"))
         if (g < b) != task.lower_is_better:
-            out.append(TaskProblem(task.id, "metric_direction", f"task {task.id!r}: field 'metric': the gold (GT) score "
-                                   f"{g:.6g} is {'below' if g < b else 'above'} the baseline {b:.6g}, but {task.metric} "
-                                   f"is {'lower' if task.lower_is_better else 'higher'} is better"))
+            out.append(TaskProblem(task.id, "metric_direction",
+                                   f"task {task.id!r}: field 'metric': the gold (GT) score "
+                                   f"{g:.6g} is {'below' if g < b else 'above'} the baseline {b:.6g}, but "
+                                   f"{task.metric} is {'lower' if task.lower_is_better else 'higher'} is better"))
         return out
     if not task.has_leaderboard or not Path(task.sample_submission_path).is_file():
         return out

@@ -55,7 +55,8 @@ def _load_folder(task: str):
     if not path.exists():
         _fail(f"task folder {path} does not exist; give a task id (see 'wmrl tasks list') or the path of a task folder")
     if not path.is_dir():
-        _fail(f"{path} is a file, not a task folder; give a task id (see 'wmrl tasks list') or the path of a task folder")
+        _fail(f"{path} is a file, not a task folder; give a task id (see 'wmrl tasks list') or the path of a task "
+              "folder")
     try:
         return load_task(path)
     except TaskFormatError as exc:

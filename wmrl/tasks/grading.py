@@ -419,7 +419,8 @@ def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.n
     if len(df) == 0:
         raise InvalidSubmission(f"the submission has no rows; expected {len(answers)} (one per test id)")
     if df[task.id_column].isna().any():
-        raise InvalidSubmission(f"{int(df[task.id_column].isna().sum())} row(s) have an empty id column {task.id_column!r}")
+        raise InvalidSubmission(f"{int(df[task.id_column].isna().sum())} row(s) have an empty id column "
+                                f"{task.id_column!r}")
     ids = normalise_ids(df[task.id_column])
     dup = ids[ids.duplicated()].unique()
     if len(dup):
@@ -478,7 +479,8 @@ def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.n
                                 f"{int((arr <= -1).sum())} value(s) <= -1 (the smallest {arr.min():.4g})")
     if kind == "proba":
         if (arr < 0).any() or (arr > 1).any():
-            raise InvalidSubmission(f"probabilities must lie in [0, 1]; found values from {arr.min():.4g} to {arr.max():.4g}")
+            raise InvalidSubmission(f"probabilities must lie in [0, 1]; found values from {arr.min():.4g} to "
+                                    f"{arr.max():.4g}")
         if task.type == "multiclass" and (arr.sum(axis=1) <= 0).any():
             raise InvalidSubmission("a row of class probabilities sums to 0; each row needs a positive total")
     y_pred = arr[:, 0] if arr.shape[1] == 1 else arr
@@ -743,7 +745,8 @@ def grade_score(task: Task, value: float, boards: list[np.ndarray] | None = None
         if rpg is None:
             raise ValueError(f"task {task.id!r} is rewarded by RPG but has no distinct baseline_score and gold_score "
                              f"(baseline {task.baseline_score}, gold {task.gold_score})")
-        better = (value > task.baseline_score) if task.gold_score > task.baseline_score else (value < task.baseline_score)
+        higher_is_better = task.gold_score > task.baseline_score
+        better = value > task.baseline_score if higher_is_better else value < task.baseline_score
         return Grade(score=float(value), reward=float(rpg), medal=None, above_median=bool(better), rpg=rpg,
                      lower_is_better=task.lower_is_better, metric=task.metric)
     boards = load_boards(task) if boards is None else boards

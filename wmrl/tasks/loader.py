@@ -481,8 +481,9 @@ def _load_mlebench(root: Path, extra: Sequence[Path] = ()) -> Task:
         except TaskFormatError:
             if code is None and "metric" not in hints:  # the hints file's metric stands in for the unknown grader
                 raise TaskFormatError(f"task {task_id!r}: field 'metric': config.yaml grader.name {grader!r} is not a "
-                                      "metric wmrl computes, and the competition has no grade.py to score with; refused "
-                                      f"rather than guessed (set 'metric' in the hints file {hints_path})") from None
+                                      "metric wmrl computes, and the competition has no grade.py to score with; "
+                                      "refused rather than guessed (set 'metric' in the hints file "
+                                      f"{hints_path})") from None
     claims += _code_claim(task_id, code, "grade.py") if not claims else []
     if "metric" in hints:
         claims.append(("wmrl.yaml metric", str(hints.pop("metric"))))
@@ -586,7 +587,8 @@ def _load_dsbench(resplit_dir: Path) -> Task:
     baseline = _read_result(perf / "baseline" / task_id / "result.txt")
     gold = _read_result(perf / "GT" / task_id / "result.txt")
     if baseline is None:
-        raise TaskFormatError(f"DSBench task {task_id!r}: no baseline score at {perf / 'baseline' / task_id / 'result.txt'}"
+        raise TaskFormatError(f"DSBench task {task_id!r}: no baseline score at "
+                              f"{perf / 'baseline' / task_id / 'result.txt'}"
                               " (unzip DSBench's save_performance.zip into data_modeling/), so no RPG can be computed")
     meta["baseline_score"] = baseline
     if gold is not None:

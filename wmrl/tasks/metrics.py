@@ -50,16 +50,18 @@ METRICS: dict[str, MetricInfo] = {
     m.name: m
     for m in (
         MetricInfo("accuracy", False, "label", ("binary", "multiclass"),
-                   "Accuracy: the fraction of test rows whose predicted class equals the true class (higher is better)."),
+                   "Accuracy: the fraction of test rows whose predicted class equals the true class "
+                   "(higher is better)."),
         MetricInfo("macro_f1", False, "label", ("binary", "multiclass"),
                    "Macro-averaged F1: the unweighted mean over classes of the F1 score (higher is better)."),
         MetricInfo("roc_auc", False, "proba", ("binary",),
                    "Area under the ROC curve of the predicted probability of the positive class (higher is better)."),
         MetricInfo("roc_auc_ovr", False, "proba", ("multiclass",),
-                   "Macro-averaged one-vs-rest area under the ROC curve of the per-class probabilities (higher is better)."),
+                   "Macro-averaged one-vs-rest area under the ROC curve of the per-class probabilities (higher is "
+                   "better)."),
         MetricInfo("log_loss", True, "proba", ("binary", "multiclass"),
-                   "Log loss (cross-entropy) of the predicted probabilities, clipped to [eps, 1 - eps] with eps the float64 "
-                   "machine epsilon, as scikit-learn clips (lower is better)."),
+                   "Log loss (cross-entropy) of the predicted probabilities, clipped to [eps, 1 - eps] with eps the "
+                   "float64 machine epsilon, as scikit-learn clips (lower is better)."),
         MetricInfo("qwk", False, "label", ("binary", "multiclass"),
                    "Quadratic weighted kappa (Cohen's kappa with quadratic weights) between predicted and true ordinal "
                    "labels (higher is better; 1 is perfect agreement, 0 is chance)."),

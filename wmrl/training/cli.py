@@ -128,7 +128,8 @@ def evaluate(
     for r in recs:
         m = r["medals"]
         t.add_row(r["split"], str(r["step"]), str(r["n_tasks"]), str(r["n_samples"]), _f3(r["mean_percentile"]),
-                  "n/a" if r.get("mean_rpg_tasks") is None else _f3(r["mean_rpg_tasks"]), _f3(r["best_percentile_mean"]),
+                  "n/a" if r.get("mean_rpg_tasks") is None else _f3(r["mean_rpg_tasks"]),
+                  _f3(r["best_percentile_mean"]),
                   _f3(r["valid_rate"]), str(m["gold"]), str(m["silver"]), str(m["bronze"]), str(r["n_infra_errors"]))
     out.print(t)
     for r in recs:  # why RPG is n/a, or which tasks it leaves out

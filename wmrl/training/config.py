@@ -251,8 +251,8 @@ class WmrlConfig(_Section):
         "the world model over-rates (anchors scoring below their calibrated predictions, or ordered worse than "
         "chance by the world model). When it fires: 'warn' (train.log, console, metrics), 'raise_anchors' (also "
         "double the anchor fraction, up to exploit_alarm_max_anchor_fraction), 'refit' (also refit the world model "
-        "on every anchor so far), 'stop' (also stop at the step's checkpoint; resume to continue), or 'none' (no test). "
-        "Recipes with both streams only (docs/training.md)."))
+        "on every anchor so far), 'stop' (also stop at the step's checkpoint; resume to continue), or 'none' (no "
+        "test). Recipes with both streams only (docs/training.md)."))
     exploit_alarm_threshold: Float = Field(8.0, gt=0.0, description=(
         "h of the alarm's CUSUM tests, in standard deviations: larger = fewer false alarms, later detection "
         "(docs/simulation.md measures both)."))
@@ -502,7 +502,8 @@ def _allowed(f: FieldInfo) -> str:
 
 _EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 _RANGE_ERRORS = {"greater_than": ("is not above the minimum", "gt"),
-                 "greater_than_equal": ("is below the minimum", "ge"), "less_than_equal": ("is above the maximum", "le"),
+                 "greater_than_equal": ("is below the minimum", "ge"),
+                 "less_than_equal": ("is above the maximum", "le"),
                  "less_than": ("is not below the maximum", "lt")}
 
 

@@ -205,7 +205,8 @@ class BackboneWorldModel:
                 continue
             p_ids = self._prompt_ids(p)
             c_ids = [self._ids(completions[i]) + list(suffix) for i in idx]
-            if not c_ids or min(len(c) for c in c_ids) == 0 or len(p_ids) + max(len(c) for c in c_ids) > self.max_length:
+            if (not c_ids or min(len(c) for c in c_ids) == 0
+                    or len(p_ids) + max(len(c) for c in c_ids) > self.max_length):
                 rest += idx  # truncation or empty completions: the plain path handles them
                 continue
             for s in range(0, len(idx), self.batch_size):
@@ -235,7 +236,8 @@ class BackboneWorldModel:
             return {}
         from peft import get_peft_model_state_dict
 
-        return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(self.peft_model, adapter_name=self.adapter_name).items()}
+        return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(self.peft_model,
+                                                                          adapter_name=self.adapter_name).items()}
 
     @staticmethod
     def read_saved_config(directory: str | Path) -> dict[str, Any]:

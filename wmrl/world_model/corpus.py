@@ -90,7 +90,8 @@ def collect_warmup(
     if not tasks:
         raise ValueError("collect_warmup needs at least one train task")
     if samples_per_task < 1 or tasks_per_batch < 1:
-        raise ValueError(f"samples_per_task and tasks_per_batch must be >= 1, got {samples_per_task}, {tasks_per_batch}")
+        raise ValueError("samples_per_task and tasks_per_batch must be >= 1, "
+                         f"got {samples_per_task}, {tasks_per_batch}")
     g = samples_per_task if group_size is None else int(group_size)
     if g < 1 or samples_per_task % g:
         raise ValueError(f"group_size={group_size} must be >= 1 and divide samples_per_task={samples_per_task}")

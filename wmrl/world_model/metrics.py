@@ -71,7 +71,8 @@ def bias_by_decile(pred: np.ndarray, true: np.ndarray, n_bins: int = 10) -> list
     return out
 
 
-def world_model_metrics(pred: Sequence[float], true: Sequence[float], group_ids: Sequence[Hashable] | None = None) -> dict[str, Any]:
+def world_model_metrics(pred: Sequence[float], true: Sequence[float],
+                        group_ids: Sequence[Hashable] | None = None) -> dict[str, Any]:
     """Accuracy of predicted rewards against executed rewards.
 
     Args:
@@ -117,7 +118,8 @@ def world_model_metrics(pred: Sequence[float], true: Sequence[float], group_ids:
     }
 
 
-def calibration_plot(pred: Sequence[float], true: Sequence[float], path: str | Path, title: str = "World model calibration") -> Path:
+def calibration_plot(pred: Sequence[float], true: Sequence[float], path: str | Path,
+                     title: str = "World model calibration") -> Path:
     """Write a PNG: executed reward against predicted reward (points), decile means (line), y = x.
 
     Returns:

@@ -67,7 +67,8 @@ def status_class(status: str | None) -> str | None:
     try:
         return table[status]
     except KeyError:
-        raise ValueError(f"unknown execution status {status!r}; known: {', '.join(sorted(table))}, infra_error") from None
+        known = ", ".join(sorted(table))
+        raise ValueError(f"unknown execution status {status!r}; known: {known}, infra_error") from None
 
 
 def gate_status(completion: str) -> str | None:

@@ -75,7 +75,8 @@ class RewardHead(torch.nn.Module):
         return self.linear(self.standardise(feats)).squeeze(-1)
 
 
-def ridge_fit(Z: np.ndarray, y: np.ndarray, groups: Sequence[Hashable], alphas: Sequence[float] = (1.0, 10.0, 100.0, 1000.0),
+def ridge_fit(Z: np.ndarray, y: np.ndarray, groups: Sequence[Hashable],
+              alphas: Sequence[float] = (1.0, 10.0, 100.0, 1000.0),
               seed: int = 0) -> tuple[np.ndarray, float, float, float]:
     """Closed-form ridge regression of ``y`` on standardised features ``Z``, alpha by group K-fold.
 
@@ -243,7 +244,8 @@ class RegressionWorldModel(BackboneWorldModel):
         """[B, 2H] float32: last-token and mean hidden states of the final layer."""
         am = enc["attention_mask"]
         pos = (am.cumsum(-1) - 1).clamp(min=0)
-        h = self._decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos, use_cache=False).last_hidden_state
+        h = self._decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos,
+                          use_cache=False).last_hidden_state
         h = h.float()
         last = h[:, -1, :]  # left padding: the last column is every row's last real token
         m = am.unsqueeze(-1).to(h.dtype)
