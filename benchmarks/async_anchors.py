@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,12 +39,19 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from wmrl.core.staleness import PAPER_LATENCY
+from wmrl.execution.pool import LocalExecutor
+from wmrl.execution.ray_pool import RayExecutor
+from wmrl.execution.sandbox import SandboxConfig
+from wmrl.training.components import Components
+from wmrl.training.config import load_config
+from wmrl.training.run import run_training
+from wmrl.training.rundir import RunDir, read_jsonl
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "training"))
 
 from _training_fakes import FakePolicy, FakeScaffold, FakeWorldModel, fake_task, true_reward  # noqa: E402
-
-from wmrl.core.staleness import PAPER_LATENCY  # noqa: E402
 
 
 class LatencyScaffold(FakeScaffold):
@@ -91,16 +99,10 @@ class SlowWorldModel(FakeWorldModel):
 
 
 def make_executor(kind: str, slots: int):
-    from wmrl.execution.sandbox import SandboxConfig
-
     sb = SandboxConfig(threads=1)
     if kind == "local":
-        from wmrl.execution.pool import LocalExecutor
-
         return LocalExecutor(max_workers=slots, sandbox=sb, grader=grade_fake_reward)
-    import ray
-
-    from wmrl.execution.ray_pool import RayExecutor
+    import ray  # noqa: PLC0415 - heavy and optional (ray): only with --executor ray
 
     if not ray.is_initialized():  # logical CPUs = slots: the sandboxes sleep, Ray schedules them
         ray.init(num_cpus=slots, include_dashboard=False, log_to_driver=False)
@@ -109,11 +111,6 @@ def make_executor(kind: str, slots: int):
 
 def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") -> dict:
     """One training run with staleness bound ``k`` and ``wmrl.over_bound_anchors=at_bound``; returns its row."""
-    from wmrl.training.components import Components
-    from wmrl.training.config import load_config
-    from wmrl.training.rundir import RunDir, read_jsonl
-    from wmrl.training.run import run_training
-
     pub = out / "task" / "public"
     pub.mkdir(parents=True, exist_ok=True)
     tasks = []
@@ -188,8 +185,6 @@ def table(rows: list[dict]) -> str:
 
 def _commit() -> str:
     """The checkout's short commit (with ``+dirty`` when tracked files differ), or ``unknown``."""
-    import subprocess
-
     try:
         c = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                            check=True).stdout.strip()

@@ -37,14 +37,33 @@ import json
 import math
 import platform
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from scipy.stats import spearmanr
+
+from wmrl.core.calibration import IsotonicCalibrator
+from wmrl.core.recipe import RecipeSettings
+from wmrl.episodes.fidelity import feedback_fidelity
+from wmrl.episodes.observation import observation_from_prediction, observation_from_result
+from wmrl.execution.log import ExecutionLog
+from wmrl.execution.pool import LocalExecutor
+from wmrl.execution.sandbox import SandboxConfig
+from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus
+from wmrl.models import backbone as bb
+from wmrl.models.types import LoraSettings
+from wmrl.tasks.loader import default_suite
+from wmrl.tasks.validation import validation_view
+from wmrl.training.config import EpisodeConfig, WorldModelConfig
+from wmrl.world_model.factory import new_world_model
 
 HERE = Path(__file__).resolve().parent
 
@@ -70,11 +89,6 @@ SETTINGS: dict[str, dict[str, Any]] = {
 # ------------------------------------------------------------------------------------------------------------
 def load_corpus(path: str, streams: list[str], train_ids: set[str] | None) -> list[dict[str, Any]]:
     """Executed, rewarded trajectories of the log at ``path`` (read from a private copy: the log may be live)."""
-    import shutil
-    import tempfile
-
-    from wmrl.execution.log import ExecutionLog
-
     src = Path(path)
     if not src.is_file():
         raise SystemExit(f"corpus {src} not found (give --corpus)")
@@ -115,8 +129,6 @@ def split_half(rows: list[dict[str, Any]], seed: int) -> tuple[list[dict], list[
 
 def backbone(name: str, seed: int) -> tuple[Any, Any]:
     """The world model's backbone as ``wmrl.training.parts`` gives it (``tiny`` seeded; its initial weights)."""
-    from wmrl.models import backbone as bb
-
     return bb.tiny_backbone(seed=seed) if name == "tiny" else bb.load_backbone(name)
 
 
@@ -128,11 +140,6 @@ def cpu_s() -> float:
 def fit_world_model(kind: str, adapter: bool, records: list[dict], base: tuple[Any, Any], wmc: Any, seed: int,
                     epochs: int, lr: float) -> tuple[Any, dict[str, Any]]:
     """A fresh world model of ``kind`` on a copy of the backbone, fitted as the trainer's ``_fit`` does."""
-    import torch
-
-    from wmrl.models.types import LoraSettings
-    from wmrl.world_model.factory import new_world_model
-
     torch.manual_seed(seed)
     model, tok = copy.deepcopy(base[0]), base[1]
     lora = LoraSettings(r=wmc.lora_r, alpha=2 * wmc.lora_r) if adapter else None
@@ -159,11 +166,6 @@ def execute_on_views(rows: list[dict], tasks: dict[str, Any], fraction: float, w
                      cache: Path | None) -> tuple[list[Any], int]:
     """The real validation-view execution of every row's program (cached by task, program and fraction;
     identical programs run once): the results, and how many were run now (the others came from ``cache``)."""
-    from wmrl.execution.pool import LocalExecutor
-    from wmrl.execution.sandbox import SandboxConfig
-    from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus
-    from wmrl.tasks.validation import validation_view
-
     def key(r: dict) -> str:
         return hashlib.sha256(f"{r['task_id']}|{fraction}|{r['program']}".encode()).hexdigest()[:24]
 
@@ -194,10 +196,6 @@ def _metrics(tasks_of: list[str], real: list[dict], pred: list[dict], idx: np.nd
 
     ``feedback_fidelity`` (each task one episode, the resampled programs its turns) plus pairwise agreement with
     prediction ties counted 1/2 (``feedback_fidelity`` counts them as wrong) and the mean per-task Spearman."""
-    from scipy.stats import spearmanr
-
-    from wmrl.episodes.fidelity import feedback_fidelity
-
     turns = [{"episode": tasks_of[i], "turn": j + 1, "executed": True, "observation": real[i],
               "observation_wm": pred[i]} for j, i in enumerate(idx)]
     f = feedback_fidelity(turns)
@@ -292,14 +290,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--exec-cache", default=None, help="JSON file caching the validation-view executions")
     ap.add_argument("--out", default=str(HERE / "feedback_fidelity.json"), help="JSON to merge the results into")
     a = ap.parse_args(argv)
-
-    import torch
-
-    from wmrl.core.calibration import IsotonicCalibrator
-    from wmrl.core.recipe import RecipeSettings
-    from wmrl.episodes.observation import observation_from_prediction, observation_from_result
-    from wmrl.tasks.loader import default_suite
-    from wmrl.training.config import EpisodeConfig, WorldModelConfig
 
     torch.set_num_threads(a.threads)
     t_start, c_start = time.perf_counter(), cpu_s()

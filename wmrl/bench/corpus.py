@@ -16,7 +16,9 @@ from typing import Any
 
 from wmrl.bench.presets import REFERENCE, BenchError, Preset, method_config
 from wmrl.report.bench_results import corpus_dir
+from wmrl.training import parts
 from wmrl.training.config import config_to_dict
+from wmrl.training.rundir import write_json_atomic
 
 
 def corpus_log(out: str | Path) -> Path:
@@ -62,8 +64,6 @@ def ensure_corpus(preset: Preset, out: str | Path, log: Callable[[str], None] = 
             raise BenchError(f"{d} holds a shared corpus made with other settings ({', '.join(diff)}); rerun with "
                              f"the same preset and --set options, or pass another --out")
         return rec
-    from wmrl.training import parts  # noqa: PLC0415 - heavy (torch)
-    from wmrl.training.rundir import write_json_atomic  # noqa: PLC0415
 
     if d.exists():
         shutil.rmtree(d)

@@ -27,6 +27,10 @@ from typing import Any
 
 import torch
 
+from wmrl.models.decoding import prompt_groups
+from wmrl.models.policy import Policy
+from wmrl.world_model.regression import RegressionWorldModel
+
 
 def matmul_gflops(n: int = 1024, rounds: int = 5, reps: int = 10) -> float:
     """Best float32 ``n x n @ n x n`` rate over ``rounds`` of ``reps`` products, GFLOP/s (2 n^3 each)."""
@@ -77,8 +81,6 @@ def update_computed_tokens(batch: Any, micro: int, mode: str) -> int:
     """Tokens the update's forward runs through the decoder: per micro-batch, every row's columns
     (``per_sample``), or each distinct prompt once plus every row's completion columns (``shared``),
     after trimming all-padding columns."""
-    from wmrl.models.decoding import prompt_groups
-
     P, n = batch.prompt_len, 0
     for s in range(0, len(batch), micro):
         sub = batch.slice(list(range(s, min(s + micro, len(batch)))))
@@ -96,9 +98,6 @@ def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int
               max_new_tokens: int = 64, quick_new_tokens: int = 96, micro_batch: int = 4, seed: int = 0,
               before: bool = True, variants: bool = False, log: Any = print) -> dict[str, Any]:
     """All measurements of the module docstring; returns them as a JSON-ready dict."""
-    from wmrl.models.policy import Policy
-    from wmrl.world_model.regression import RegressionWorldModel
-
     torch.manual_seed(seed)
     n_params = sum(p.numel() for p in model.parameters())
     gf = matmul_gflops()

@@ -15,6 +15,7 @@ from wmrl.bench.corpus import corpus_log
 from wmrl.bench.presets import METHODS, BenchError, Preset, method_config
 from wmrl.report.bench_results import uses_world_model
 from wmrl.training.config import TrainConfig, config_to_dict
+from wmrl.training.rundir import RunDir
 
 
 @dataclass
@@ -73,8 +74,6 @@ def run_state(run_dir: Path) -> str:
     from: :meth:`wmrl.training.rundir.RunDir.resume_candidates`, so a broken ``latest`` falls back to an
     earlier complete one as ``--resume`` does), ``"partial"`` (the folder exists without either) or
     ``"new"``."""
-    from wmrl.training.rundir import RunDir  # noqa: PLC0415
-
     rd = Path(run_dir)
     if (rd / "summary.json").is_file():
         return "finished"

@@ -66,7 +66,7 @@ def _quiet() -> None:
 def require_metaworld() -> Any:
     """Import Meta-World (registers the ``Meta-World/*`` Gymnasium ids) or raise a clear error."""
     try:
-        import metaworld
+        import metaworld  # noqa: PLC0415 - optional (metaworld)
     except ImportError as e:  # pragma: no cover - exercised only without the extra
         raise ImportError("the embodied track needs Meta-World: pip install 'wmrl[embodied]' "
                           "(metaworld==3.1.1, packaging)") from e
@@ -171,7 +171,7 @@ class EnvPool:
         self.env_steps = 0
 
     def _make(self, task: str) -> Any:
-        import gymnasium as gym
+        import gymnasium as gym  # noqa: PLC0415 - heavy (gymnasium)
 
         try:
             env = gym.make("Meta-World/MT1", env_name=task, seed=self.suite.state_seed,
@@ -325,7 +325,7 @@ def expert_rollout(pool: EnvPool, state: InitialState, noise_std: float, rng: np
     Returns:
         (visited observations [L+1, 39] float32, clean expert actions [L, 4] float32, success).
     """
-    from metaworld.policies import ENV_POLICY_MAP
+    from metaworld.policies import ENV_POLICY_MAP  # noqa: PLC0415 - optional (metaworld)
 
     if state.task not in ENV_POLICY_MAP:
         raise ValueError(f"Meta-World has no scripted expert for {state.task!r}")
@@ -361,7 +361,7 @@ def measure_render(task: str = "push-v3", size: int = 64, steps: int = 20) -> di
     try:
         require_metaworld()  # mujoco loads the GL backend at import: a missing library fails here
         _quiet()
-        import gymnasium as gym
+        import gymnasium as gym  # noqa: PLC0415 - heavy (gymnasium)
 
         env = gym.make("Meta-World/MT1", env_name=task, seed=0, render_mode="rgb_array", width=size, height=size)
         env.reset()

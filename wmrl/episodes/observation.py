@@ -187,7 +187,7 @@ def observation_from_prediction(task: Task, turn: int, reward_wm_calibrated: flo
     Raises:
         LeaderboardError: a percentile task without a leaderboard.
     """
-    from wmrl.tasks.grading import score_at_percentile
+    from wmrl.tasks.grading import score_at_percentile  # noqa: PLC0415 - heavy: loads pandas
 
     p = float(reward_wm_calibrated)
     common = dict(turn=int(turn), source="world_model", metric=task.metric,

@@ -56,7 +56,7 @@ def _kill_rest(main_pid: int) -> None:
 def _not_dumpable() -> None:
     """PR_SET_DUMPABLE 0: a program with the launcher's uid (user-namespace mode) cannot ptrace it."""
     try:
-        import ctypes
+        import ctypes  # noqa: PLC0415 - best effort, inside the try: a Python without ctypes still launches
 
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     except Exception:  # noqa: BLE001 - best effort; the marker protocol does not depend on it

@@ -37,6 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Iterable
 
+from wmrl.execution.sandbox import SandboxConfig, _visible_roots, hidden_paths
+from wmrl.paths import wmrl_home
+
 #: File names (lower-cased) the scan reads, optionally followed by a compression suffix.
 DATA_SUFFIXES = (".csv", ".tsv", ".txt", ".dat", ".data", ".json", ".arff", ".tab", ".psv")
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zip")
@@ -160,7 +163,7 @@ def fingerprint(task) -> _Fingerprint:
     Raises:
         OSError, ValueError: ``test.csv`` cannot be read as a CSV.
     """
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - heavy (pandas)
 
     df = pd.read_csv(task.test_path, dtype=str, keep_default_na=False)
     cols = [c for c in df.columns if c != task.id_column]
@@ -240,8 +243,6 @@ def scan_roots(config=None, python: str | None = None,
     Raises:
         wmrl.execution.sandbox.SandboxUnavailable: the interpreter does not run.
     """
-    from wmrl.execution.sandbox import SandboxConfig, _visible_roots, hidden_paths
-
     config = config or SandboxConfig()
     python = python or config.python or sys.executable
     roots = sorted({os.path.realpath(r) for r in _visible_roots(python, config) if os.path.isdir(r)})
@@ -318,8 +319,6 @@ def scan_tasks(tasks: list, config=None, roots: list[str] | None = None, masked:
 
 def _load_cache(key: str) -> tuple[dict, Path | None]:
     try:
-        from wmrl.paths import wmrl_home
-
         d = wmrl_home() / "cache" / "leakscan"
         d.mkdir(parents=True, exist_ok=True)
         p = d / f"{key}.json"

@@ -191,7 +191,7 @@ class ExecutionLog:
 
     def to_frame(self, where: dict[str, Any] | None = None):
         """The rows of :meth:`records` as a pandas DataFrame (``meta`` stays a dict column)."""
-        import pandas as pd
+        import pandas as pd  # noqa: PLC0415 - heavy (pandas)
 
         return pd.DataFrame(self.records(where), columns=list(COLUMNS))
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import resource
 import signal
 import threading
 import time
@@ -57,7 +58,7 @@ MEMORY_SIGNATURES = ("MemoryError", "Unable to allocate", "Cannot allocate memor
 def default_grader(task, path: Path):
     """:func:`wmrl.tasks.grading.grade_submission` (imported lazily: it pulls pandas); messages name
     the file ``submission.csv``."""
-    from wmrl.tasks.grading import grade_submission
+    from wmrl.tasks.grading import grade_submission  # noqa: PLC0415 - heavy: loads pandas
 
     return grade_submission(task, path, name=SUBMISSION_NAME)
 
@@ -90,7 +91,6 @@ def _peak_rss() -> int:
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    import resource
 
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 

@@ -59,6 +59,8 @@ and disk limit) and :func:`_record` (the result); the execution folders' ownersh
 from __future__ import annotations
 
 import errno
+import glob
+import importlib.util
 import json
 import logging
 import math
@@ -78,6 +80,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from wmrl.execution.masks import read_masks
+from wmrl.execution.masks import test_folders as _tests
 from wmrl.execution.scratch import _sweep_once, make_scratch, remove_or_quarantine
 
 log = logging.getLogger(__name__)
@@ -428,7 +432,6 @@ def site_folders(python: str) -> tuple[str, ...]:
         dirs = json.loads(out)
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         raise SandboxUnavailable(f"interpreter {python!r} does not run: {exc}") from exc
-    import glob
 
     for pat in ("/usr/lib/python3*/dist-packages", "/usr/lib/python3*/site-packages",
                 "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages"):
@@ -494,8 +497,6 @@ def hidden_paths(config: SandboxConfig, python: str | None = None,
 @lru_cache(maxsize=64)
 def _hidden_paths(python: str, packages: tuple[str, ...], paths: tuple[str, ...],
                   extra_ro_binds: tuple[str, ...], test_folders: bool = True) -> tuple[str, ...]:
-    from wmrl.execution.masks import test_folders as _tests
-
     roots = _visible_roots(python, SandboxConfig(extra_ro_binds=extra_ro_binds))
     candidates: list[str] = []
     for site_dir in site_folders(python):
@@ -557,7 +558,6 @@ def source_gap(source: str, config: SandboxConfig) -> str:
         return "" if entry in config.hide_packages else (
             f"the data source {source!r} is the installed package folder {entry!r}, which "
             f"SandboxConfig.hide_packages does not hide (add {entry!r} to it)")
-    import importlib.util
 
     try:
         found = importlib.util.find_spec(kind) is not None if kind.isidentifier() else False
@@ -985,7 +985,6 @@ def _launch_command(result: SandboxRun, root: Path, public: Path, python: str, m
         bwrap = find_bwrap(config)
         assert bwrap is not None
         spec["argv"] = [python, SANDBOX_PROGRAM]
-        from wmrl.execution.masks import read_masks
 
         task_root = public.resolve().parent
         hidden = hidden_paths(config, python, extra=(str(task_root),) + read_masks(task_root))

@@ -37,11 +37,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file
 
 from wmrl.interfaces import Scaffold
 from wmrl.models import adapters
 from wmrl.models import decoding
 from wmrl.models.choice_trie import DONE, ChoiceTrie, TrieMatcher, TrieTables, allowed_mask
+from wmrl.models.scaffolds import get_scaffold
 from wmrl.models.types import LoraSettings, RolloutBatch
 from wmrl.tasks.spec import Task
 
@@ -313,8 +315,6 @@ class Policy:
             ValueError: no tasks, ``group_size < 1``, ``temperature < 0``, ``top_p`` outside (0, 1],
                 an unknown ``engine``, or ``prompts`` of another length than ``tasks``.
         """
-        from wmrl.models.scaffolds import get_scaffold
-
         if isinstance(scaffold, str):
             scaffold = get_scaffold(scaffold)
         if not tasks:
@@ -403,7 +403,7 @@ class Policy:
     def _generate_chunk(
         self, chunk: list, scaffold: Scaffold, max_new_tokens: int, temperature: float, top_p: float
     ) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[list[bool]], list[bool | None]]:
-        from transformers import LogitsProcessorList, StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteriaList  # noqa: PLC0415 - heavy (transformers)
 
         enc = self.tokenizer([r[3] for r in chunk], return_tensors="pt", padding=True, add_special_tokens=False)
         input_ids = enc["input_ids"].to(self.device)
@@ -535,7 +535,6 @@ class Policy:
         keys = batch.grammar_keys or [None] * len(batch)
         if all(k is None for k in keys):
             return None
-        from wmrl.models.scaffolds import get_scaffold
 
         scaffold = get_scaffold(batch.scaffold)
         cache = self._grammar_cache()
@@ -570,7 +569,6 @@ class Policy:
         keys = batch.grammar_keys or [None] * len(batch)
         if all(k is None for k in keys):
             return None, None
-        from wmrl.models.scaffolds import get_scaffold
 
         tables, roots = self._grammar_cache().tables(get_scaffold(batch.scaffold), keys)
         P = batch.prompt_len
@@ -707,7 +705,6 @@ class Policy:
             adapters.load_adapter(self.peft_model, self.adapter_name, d)
             self._activate()
             return
-        from safetensors.torch import load_file
 
         files = sorted((d / "model").glob("*.safetensors"))
         if not files:

@@ -37,6 +37,8 @@ from typing import Literal
 from wmrl.interfaces import Scaffold
 from wmrl.models.fail_grammar import EXTRA_IMPORTS, fail_grammar_sentences
 from wmrl.models.grammar_lang import call, expand, hp
+from wmrl.tasks.harness import render_solution
+from wmrl.tasks.metrics import prediction_kind
 from wmrl.tasks.spec import Task
 
 ScaffoldName = Literal["script", "function", "grammar", "grammar-fail"]
@@ -58,7 +60,7 @@ _MAX_SCHEMA_COLUMNS = 12
 
 @functools.lru_cache(maxsize=256)
 def _schema_cached(train_path: str, target: str, id_column: str, mtime: float) -> str:
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - heavy (pandas)
 
     df = pd.read_csv(train_path, nrows=500)
     feats = [c for c in df.columns if c not in (target, id_column)]
@@ -171,7 +173,6 @@ class ScriptScaffold(_FreeFormScaffold):
             sub = f"columns {task.id_column},{task.target} (probability of class {positive})"
         else:
             sub = f"column {task.id_column} then one probability column per class"
-        from wmrl.tasks.metrics import prediction_kind
 
         if prediction_kind(task.type, task.metric) == "label":
             sub = f"columns {task.id_column},{task.target} (predicted label)"
@@ -245,8 +246,6 @@ class FunctionScaffold(_FreeFormScaffold):
 
     def render(self, task: Task, completion: str) -> str:
         """The harness program around :meth:`function_source`; never raises."""
-        from wmrl.tasks.harness import render_solution
-
         return render_solution(task, self.function_source(completion))
 
     def is_valid(self, task: Task, completion: str) -> bool:
@@ -406,8 +405,6 @@ class GrammarScaffold:
 
     def render(self, task: Task, completion: str) -> str:
         """The harness program around :meth:`function_source`; never raises."""
-        from wmrl.tasks.harness import render_solution
-
         return render_solution(task, self.function_source(completion))
 
     def is_valid(self, task: Task, completion: str) -> bool:
@@ -449,8 +446,6 @@ class FailGrammarScaffold(GrammarScaffold):
 
     def render(self, task: Task, completion: str) -> str:
         """The harness program around :meth:`function_source`, predictions written as-is; never raises."""
-        from wmrl.tasks.harness import render_solution
-
         return render_solution(task, self.function_source(completion), output="as_is")
 
     def is_valid(self, task: Task, completion: str) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from wmrl.core.recipe import get_recipe, recipe_names
+from wmrl.episodes.fidelity import feedback_fidelity
 from wmrl.world_model.metrics import world_model_metrics
 from wmrl.report.runs import load_run, read_jsonl, train_executions
 
@@ -248,8 +249,6 @@ def multiturn_columns(run: Any, n_steps: int) -> dict[str, Any]:
     - ``feedback_*``: the world model's feedback against the real one on every executed training anchor turn
       (:func:`wmrl.episodes.fidelity.feedback_fidelity`; None without a world model).
     """
-    from wmrl.episodes.fidelity import feedback_fidelity
-
     ev = {(sp, st): _eval_at(run, sp, st) for sp in ("heldout", "train") for st in (0, n_steps)}
     k = int(((run.config or {}).get("episode") or {}).get("max_turns") or 1)
     out: dict[str, Any] = dict.fromkeys(MULTITURN_COLUMNS)

@@ -47,7 +47,7 @@ def machine_info() -> dict[str, Any]:
         "accelerator": "none",
     }
     try:
-        import torch  # noqa: PLC0415 - optional and heavy
+        import torch  # noqa: PLC0415 - heavy (torch)
 
         info["torch"] = torch.__version__
         if torch.cuda.is_available():

@@ -21,6 +21,7 @@ from wmrl.report import html as H
 from wmrl.report import plots as P
 from wmrl.report.machine import machine_line
 from wmrl.report.runs import RunData, improvement_rows, load_runs, run_overview, turn_rows
+from wmrl.world_model.fidelity import FIGURES, LABELS, FidelityCard, format_figure
 
 
 def _config_highlights(cfg: dict[str, Any]) -> str:
@@ -86,8 +87,6 @@ def fidelity_table(runs: Sequence[RunData]) -> pd.DataFrame:
     """The world model's fidelity card on each run's anchors (``fidelity.json``; :mod:`wmrl.world_model.fidelity`):
     one row per run that has one, each figure as ``value [95% interval]`` (``n/a`` where undefined); empty when no
     run has a card."""
-    from wmrl.world_model.fidelity import FIGURES, LABELS, FidelityCard, format_figure
-
     rows = []
     for r in runs:
         if r.fidelity is None:

@@ -78,7 +78,7 @@ class BanditProblem:
     @classmethod
     def make(cls, n_tasks: int, n_arms: int, seed: int, dim: int = 8, idio: float = 1.0) -> BanditProblem:
         """Draw a problem (module docstring); deterministic in ``seed``."""
-        from scipy.stats import norm
+        from scipy.stats import norm  # noqa: PLC0415 - heavy (scipy)
 
         if n_tasks < 1 or n_arms < 10 or dim < 2:
             raise ValueError(f"need n_tasks >= 1, n_arms >= 10 and dim >= 2, got {n_tasks}, {n_arms}, {dim}")

@@ -29,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from wmrl.core.staleness import AT_BOUND_MODES, PAPER_LATENCY, UNANCHORED_MODES, LatencyModel
 from wmrl.sim.bandit import WorldModelSpec
@@ -82,8 +83,6 @@ def build_runs(ks: tuple[int, ...], seeds: int, methods: tuple[str, ...] = ("wmr
 def summarise(finals) -> object:
     """One row per (shape, method, staleness, late, at_bound, without anchors): J_final mean, the paired difference
     to k = 0 (mean, se), staleness mean and max, the share of anchor groups over the bound, updates skipped, seeds."""
-    import pandas as pd
-
     f = finals.copy()
     sync = f[f["staleness"] == 0].set_index(["shape", "method", "seed"])["J_final"]
     f["dJ"] = [r.J_final - sync.get((r.shape, r.method, r.seed), math.nan) for r in f.itertuples()]
@@ -234,8 +233,6 @@ def run_regime_study(out: Path, seeds: int = 24, shapes: tuple[str, ...] = ("exp
         ValueError: seeds < 1, no horizon or one < 1 step, or what :func:`build_regime_runs` refuses (all before
             anything is simulated).
     """
-    import pandas as pd
-
     horizons = tuple(dict.fromkeys(horizons))
     if seeds < 1 or not horizons or min(horizons) < 1:
         raise ValueError(f"need seeds >= 1 and at least one horizon, each >= 1 step, got {seeds}, {horizons}")

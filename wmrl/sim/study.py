@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from wmrl.sim.bandit import WorldModelSpec
 from wmrl.sim.engine import METHODS, RunSpec, SimConfig, simulate
@@ -158,8 +159,6 @@ def summarise(curves, finals):
         (median over seeds of the executions GRPO needed to first reach this method's final J; inf if it never did),
         alpha_or_lambda, cal_mae_before, cal_mae_after, n_seeds.
     """
-    import pandas as pd
-
     f = finals.copy()
     if "std_norm" not in f:
         f["std_norm"] = True
@@ -313,10 +312,10 @@ def markdown_tables(summary, preset_name: str, cfg: SimConfig, wall_s: float, ma
 def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
     """PNG plots: curves vs steps and vs executions for representative errors, pure-WM gap heatmaps,
     WMRL - GRPO heatmaps, and the rho sweep."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - heavy (matplotlib)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - heavy (matplotlib)
 
     paths: list[Path] = []
     colors = {"grpo": "k", "anchor-only": "0.55", "wm": "tab:red", "wmrl-no-denoise": "tab:orange",
@@ -437,8 +436,6 @@ def _render(curves, finals, out: Path, preset_name: str, preset: Preset, wall: f
 
 def render(out: Path | str, margin: float | None = None) -> dict:
     """Rebuild summary.csv, summary.md and the plots from a finished study's curves.csv/finals.csv/meta.json."""
-    import pandas as pd
-
     out = Path(out)
     meta = json.loads((out / "meta.json").read_text())
     if meta["preset"] not in PRESETS:
@@ -484,7 +481,6 @@ def run_study(
         preset = replace(preset, seeds=tuple(range(seeds)))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    import pandas as pd
 
     by_std = build_runs(preset)
     t0 = time.perf_counter()

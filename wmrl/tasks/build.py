@@ -29,6 +29,7 @@ import yaml
 
 from wmrl.tasks import leaderboard as lb
 from wmrl.tasks.datasets import SMALL_TASKS, TASK_DEFS, TaskDef, load_source, task_def  # noqa: F401 (SMALL_TASKS re-exported)
+from wmrl.tasks.grading import score_submission
 from wmrl.tasks.loader import load_task
 from wmrl.tasks.metrics import metric_info, prediction_kind, submission_columns
 from wmrl.tasks.spec import Task
@@ -109,7 +110,7 @@ def prepare_table(d: TaskDef) -> tuple[pd.DataFrame, str]:
 
 def split_table(d: TaskDef, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Shuffle, assign ids 0..N-1, and split into (train, test) with the task's seed (stratified for classes)."""
-    from sklearn.model_selection import train_test_split
+    from sklearn.model_selection import train_test_split  # noqa: PLC0415 - heavy (sklearn)
 
     seed = task_seed(d.id)
     df = df.sample(frac=1.0, random_state=seed).reset_index(drop=True)
@@ -219,8 +220,6 @@ def build_task(d: TaskDef, out: Path) -> Task:
     Returns the loaded :class:`Task`. Raises ``ValueError`` on inconsistent data, ``ImportError`` if
     the data package is missing.
     """
-    from wmrl.tasks.grading import score_submission
-
     df, doc = prepare_table(d)
     classes = tuple(d.classes) if d.classes else (
         () if d.type == "regression" else tuple(sorted(df[d.target].unique())))

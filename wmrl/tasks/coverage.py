@@ -42,6 +42,8 @@ from typing import Any
 
 import yaml
 
+from wmrl.tasks.benchcode import recognise_metric
+
 #: Why a competition is refused, in the order that picks a competition's main reason.
 REASONS: dict[str, str] = {
     "no_grading_code": "no grading code in the benchmark's convention",
@@ -624,8 +626,6 @@ def _dsbench_problem(tree: ast.Module) -> str | None:
 
 def _classify(reader: _CheckoutReader, cid: str, code: Path | None, *, entry_problem=None,
               extra: list[Problem] | None = None, missing_what: str = "") -> CompetitionCoverage:
-    from wmrl.tasks.benchcode import recognise_metric
-
     if code is None or not code.is_file():
         what = missing_what or (reader.rel(code) if code is not None else "the grading code")
         return CompetitionCoverage(cid, None, (Problem("no_grading_code", f"no {what}"),))

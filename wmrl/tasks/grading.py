@@ -12,10 +12,15 @@ among the task's classes.
 """
 from __future__ import annotations
 
+import csv
 import dataclasses
 import functools
+import hashlib
+import json
 import math
+import os
 import re
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +28,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from wmrl.paths import wmrl_home
 from wmrl.tasks import leaderboard as lb
-from wmrl.tasks.metrics import prediction_kind, score as metric_score, submission_columns
+from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
+from wmrl.tasks.metrics import CODE_METRICS, prediction_kind, score as metric_score, submission_columns
+from wmrl.tasks.probes import VALID_PROBES, probe_submissions
 from wmrl.tasks.spec import InvalidSubmission, Task, UnreadableSubmission
 
 _INT_FLOAT = re.compile(r"^(-?\d+)\.0*$")
@@ -235,8 +243,6 @@ def check_header(path: Path, expected: list[str], name: str) -> None:
     Raises:
         InvalidSubmission: the first line is not UTF-8 text, or its columns (stripped) are not ``expected``.
     """
-    import csv
-
     with open(path, "rb") as f:
         first = f.readline(line_limit(len(expected)) + 1)
     try:
@@ -593,10 +599,6 @@ def code_score(task: Task, submission: Path | str | pd.DataFrame, part: str = "t
         MetricCodeUnavailable: the code imports a module that is not installed.
         ValueError: the task has no metric code.
     """
-    import tempfile
-
-    from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
-
     if task.metric_code is None:
         raise ValueError(f"task {task.id!r} has no benchmark grading code")
     with tempfile.TemporaryDirectory(prefix="wmrl-grade-") as td:
@@ -648,7 +650,6 @@ def fast_path(task: Task) -> bool:
     """
     if task.metric_code is None:
         return True
-    from wmrl.tasks.metrics import CODE_METRICS
 
     if task.metric in CODE_METRICS:
         return False
@@ -659,11 +660,7 @@ def fast_path(task: Task) -> bool:
 
 
 def _fast_path_cache_file(task: Task) -> Path | None:
-    import hashlib
-
     try:
-        from wmrl.paths import wmrl_home
-
         h = hashlib.sha256()
         for p in (task.metric_code, task.answers_path):
             h.update(Path(p).read_bytes())
@@ -677,12 +674,6 @@ def _fast_path_cache_file(task: Task) -> Path | None:
 
 
 def _fast_path_decide(task: Task) -> bool:
-    import json
-    import os
-    import tempfile
-
-    from wmrl.tasks.probes import VALID_PROBES, probe_submissions
-
     cache = _fast_path_cache_file(task)
     if cache is not None and cache.is_file():
         try:

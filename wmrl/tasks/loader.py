@@ -34,6 +34,7 @@ Task construction and the metric resolution.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,11 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from wmrl.paths import default_task_roots
+from wmrl.tasks.benchcode import declared_higher_is_better, recognise_metric
+from wmrl.tasks.checks import load_problems
+from wmrl.tasks.grading import score_submission
+from wmrl.tasks.leaderboard import read_leaderboard
 from wmrl.tasks.metrics import CODE_METRICS, METRICS, metric_info
 from wmrl.tasks.spec import SAMPLE_SUBMISSION_NAMES, Split, Task, hints_file
 
@@ -243,9 +249,6 @@ def _code_metric(meta: dict[str, Any], public_dir: Path, code: Path, layout: str
     direction: the hints, else what the code declares (MLE-Dojo's ``higher_is_better``), else the
     leaderboard's order (MLE-bench's rule: first < last means lower is better), else gold against baseline
     (DSBench's rule)."""
-    from wmrl.tasks.benchcode import declared_higher_is_better
-    from wmrl.tasks.leaderboard import read_leaderboard
-
     cols = [meta["id_column"], meta["target"]]
     sample = _sample_submission(public_dir)
     if sample is not None:
@@ -367,8 +370,6 @@ def _task_folders_in(hidden: Path) -> list[Path]:
 
 def _installed_package_dir(name: str) -> Path | None:
     """The folder of an installed package (``mlebench``, ``mledojo``) without importing it, or None."""
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
@@ -436,8 +437,6 @@ def resolve_metric(task_id: str, claims: Sequence[tuple[str, str]], *, hints: Pa
 
 def _code_claim(task_id: str, code: Path | None, label: str) -> list[tuple[str, str]]:
     """``[(label, metric)]`` when the metric code is recognised; TaskFormatError when it exists but is not."""
-    from wmrl.tasks.benchcode import recognise_metric
-
     if code is None:
         return []
     try:
@@ -601,8 +600,6 @@ def _load_dsbench(resplit_dir: Path) -> Task:
     task = _make_task(meta, root=resplit_dir, public_dir=resplit_dir, answers_path=answers, leaderboards=(),
                       description=description, layout="dsbench", metric_code=code, reward_kind="rpg")
     if gold is None:  # DSBench's GT score is the answers graded as a submission
-        from wmrl.tasks.grading import score_submission
-
         gold_value = score_submission(task, pd.read_csv(answers, dtype={task.id_column: str}))
         task = dataclasses.replace(task, gold_score=float(gold_value))
     return task
@@ -783,8 +780,6 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
             raise TaskFormatError(f"two task folders share the id {t.id!r} (field 'id'): {by_id[t.id].root} and "
                                   f"{t.root}; give one root per copy or rename one")
         if check and t.layout != "wmrl":
-            from wmrl.tasks.checks import load_problems
-
             problems = load_problems(t)
             if problems:
                 disc.refused.append((t.id, d, "; ".join(p.message for p in problems)))
@@ -876,8 +871,6 @@ def default_suite() -> TaskSuite:
     Raises:
         SuiteNotBuilt: the directory is missing or holds no task; the message says to run ``wmrl tasks build``.
     """
-    from wmrl.paths import default_task_roots
-
     roots = default_task_roots()
     missing = [r for r in roots if not r.is_dir()]
     if missing:

@@ -142,7 +142,7 @@ def score(metric: str, y_true: np.ndarray, y_pred: np.ndarray, classes: Sequence
     Raises:
         ValueError: unknown metric, or inputs of the wrong shape.
     """
-    from sklearn import metrics as skm
+    from sklearn import metrics as skm  # noqa: PLC0415 - heavy (sklearn)
 
     info = metric_info(metric)
     y_true = np.asarray(y_true)

@@ -32,8 +32,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
+from wmrl.core.episodes import best_turn, finite_mean, reward_after_turn
 from wmrl.core.infra import DEFAULT_ALPHA, DEFAULT_BACKGROUND_RATE, InfraCheck, check_infra
+from wmrl.episodes.observation import observation_from_result
+from wmrl.episodes.rollout import TurnFeedback, run_episodes
+from wmrl.execution.types import ExecutionRequest
+from wmrl.tasks.leaderboard import relative_performance_gap
+from wmrl.tasks.validation import validation_view
+from wmrl.trajectory import Trajectory
 
 MEDALS = ("gold", "silver", "bronze")
 
@@ -130,8 +138,6 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
 
     def _mean(x: list[float] | list[bool]) -> float | None:
         return float(np.mean(x)) if len(x) else None
-
-    from wmrl.tasks.leaderboard import relative_performance_gap
 
     bounds = rpg_scores or {}
     rpg_task: dict[str, float] = {}
@@ -240,9 +246,6 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
         (record, results): the :func:`summarize_eval` record (plus ``sample_outcomes``, ``wall_s`` and ``time``) and
         the raw execution results in sample order (multi-turn: every turn's execution).
     """
-    from wmrl.execution.types import ExecutionRequest
-    from wmrl.trajectory import Trajectory
-
     t0 = time.perf_counter()
     if not tasks:
         raise ValueError(f"no tasks to evaluate for split {split!r}")
@@ -252,7 +255,6 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
                                  temperature=temperature, top_p=top_p, checkpoint=checkpoint, run_name=run_name,
                                  seed=seed, max_turns=max_turns, validation_fraction=validation_fraction,
                                  error_chars=error_chars, time_limit_s=time_limit_s)
-    import torch
 
     with torch.no_grad():
         batch = policy.sample(list(tasks), scaffold, group_size=samples_per_task, max_new_tokens=max_new_tokens,
@@ -313,15 +315,6 @@ def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor
         episodes of their best turn), ``episode_turns_mean``, ``submitted_rate``, ``exec_count_turn`` ([K]),
         ``wall_s`` and ``time``; and every execution result (all turns).
     """
-    import torch
-
-    from wmrl.core.episodes import best_turn, finite_mean, reward_after_turn
-    from wmrl.episodes.observation import observation_from_result
-    from wmrl.episodes.rollout import TurnFeedback, run_episodes
-    from wmrl.execution.types import ExecutionRequest
-    from wmrl.tasks.validation import validation_view
-    from wmrl.trajectory import Trajectory
-
     t0 = time.perf_counter()
     all_results: list[Any] = []
     per_turn = [0] * max_turns

@@ -7,6 +7,7 @@ by a dead trainer is taken over silently.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -40,8 +41,6 @@ class RunDirOwner:
                 start time, and what to do).
             OSError: the lock file cannot be made or opened.
         """
-        import fcntl
-
         if self.fd is not None:
             return
         created = not os.path.lexists(self.path)

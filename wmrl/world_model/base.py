@@ -70,7 +70,7 @@ class BackboneWorldModel:
         self.adapter_name = adapter_name
         self.max_length = int(max_length)
         self.batch_size = int(batch_size)
-        from peft import PeftModel
+        from peft import PeftModel  # noqa: PLC0415 - heavy (peft)
 
         if lora is not None:
             self.peft_model = adapters.attach_lora(model, adapter_name, lora)
@@ -234,7 +234,7 @@ class BackboneWorldModel:
         """This world model's LoRA tensors (CPU), or {} without an adapter."""
         if self.lora is None:
             return {}
-        from peft import get_peft_model_state_dict
+        from peft import get_peft_model_state_dict  # noqa: PLC0415 - heavy (peft)
 
         return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(self.peft_model,
                                                                           adapter_name=self.adapter_name).items()}

@@ -7,10 +7,14 @@ trainer's quick start, which counts its cost). Every execution carries the traje
 """
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from wmrl.execution.pool import result_or_infra
+from wmrl.execution.types import ExecutionRequest
+from wmrl.models.scaffolds import get_scaffold
 from wmrl.tasks.spec import Task
 from wmrl.trajectory import Trajectory
 
@@ -82,9 +86,6 @@ def collect_warmup(
         ValueError: no tasks, ``samples_per_task < 1``, ``tasks_per_batch < 1``, or ``group_size``
             not a divisor of ``samples_per_task``.
     """
-    from wmrl.execution.types import ExecutionRequest
-    from wmrl.models.scaffolds import get_scaffold
-
     if isinstance(scaffold, str):
         scaffold = get_scaffold(scaffold)
     if not tasks:
@@ -122,8 +123,6 @@ def collect_warmup(
 
 def _gather(pending: list, progress: Any, t0: float) -> tuple[list[dict[str, Any]], list[Any]]:
     """Wait for every submitted ``(future, request)``; their log records and results, in order."""
-    from wmrl.execution.pool import result_or_infra
-
     results = [result_or_infra(f, r) for f, r in pending]
     records = [result_record(res, req) for (_, req), res in zip(pending, results)]
     if progress:
@@ -165,11 +164,6 @@ def collect_uniform(
     Raises:
         ValueError: no tasks, ``samples_per_task < 1``, or a task the scaffold has no grammar for.
     """
-    import random
-
-    from wmrl.execution.types import ExecutionRequest
-    from wmrl.models.scaffolds import get_scaffold
-
     if isinstance(scaffold, str):
         scaffold = get_scaffold(scaffold)
     if not tasks:

@@ -25,11 +25,11 @@ def world_model_class(kind: str) -> type:
         ValueError: an unknown kind (the message lists the known ones).
     """
     if kind == "regression":
-        from wmrl.world_model.regression import RegressionWorldModel
+        from wmrl.world_model.regression import RegressionWorldModel  # noqa: PLC0415 - heavy: loads torch
 
         return RegressionWorldModel
     if kind == "generative":
-        from wmrl.world_model.generative import GenerativeWorldModel
+        from wmrl.world_model.generative import GenerativeWorldModel  # noqa: PLC0415 - heavy: loads torch
 
         return GenerativeWorldModel
     raise ValueError(f"unknown world model kind {kind!r}; known kinds: {', '.join(WORLD_MODEL_KINDS)}")
@@ -51,7 +51,7 @@ def saved_world_model_kind(directory: str | Path) -> str:
     Raises:
         FileNotFoundError: not a saved world model folder.
     """
-    from wmrl.world_model.base import BackboneWorldModel
+    from wmrl.world_model.base import BackboneWorldModel  # noqa: PLC0415 - heavy: loads torch
 
     return str(BackboneWorldModel.read_saved_config(directory)["kind"])
 

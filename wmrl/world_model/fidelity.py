@@ -178,7 +178,7 @@ def _check_int(name: str, v: Any, lo: int) -> int:
 def _auc(score: np.ndarray, positive: np.ndarray) -> float | None:
     """ROC AUC of ``score`` for ``positive`` (Mann-Whitney U / (n_pos n_neg), average ranks for ties); None
     with one class only."""
-    from scipy.stats import rankdata
+    from scipy.stats import rankdata  # noqa: PLC0415 - heavy (scipy)
 
     n_pos = int(positive.sum())
     n_neg = positive.size - n_pos
@@ -189,7 +189,7 @@ def _auc(score: np.ndarray, positive: np.ndarray) -> float | None:
 
 
 def _spearman(p: np.ndarray, t: np.ndarray) -> float | None:
-    from scipy.stats import spearmanr
+    from scipy.stats import spearmanr  # noqa: PLC0415 - heavy (scipy)
 
     if p.size < 2 or np.ptp(p) == 0 or np.ptp(t) == 0:
         return None

@@ -90,7 +90,7 @@ def world_model_metrics(pred: Sequence[float], true: Sequence[float],
     Raises:
         ValueError: lengths differ, or no samples.
     """
-    from scipy.stats import pearsonr, spearmanr
+    from scipy.stats import pearsonr, spearmanr  # noqa: PLC0415 - heavy (scipy)
 
     p = np.asarray(pred, dtype=np.float64)
     t = np.asarray(true, dtype=np.float64)
@@ -125,10 +125,10 @@ def calibration_plot(pred: Sequence[float], true: Sequence[float], path: str | P
     Returns:
         The written path (parent folders are created).
     """
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - heavy (matplotlib)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - heavy (matplotlib)
 
     p = np.asarray(pred, dtype=np.float64)
     t = np.asarray(true, dtype=np.float64)

@@ -37,12 +37,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 
 from wmrl.models import adapters
 from wmrl.models.types import LoraSettings
 from wmrl.world_model.base import BackboneWorldModel
 from wmrl.world_model.data import check_fit_settings, fit_metrics, fit_split
 from wmrl.world_model.outcome import STATUS_CLASSES, OutcomePrediction, gated
+from wmrl.world_model.program_features import program_features
 
 __all__ = ["OutcomeHead", "RegressionWorldModel", "RewardHead", "ridge_fit"]
 
@@ -89,8 +91,8 @@ def ridge_fit(Z: np.ndarray, y: np.ndarray, groups: Sequence[Hashable],
         ``(w [D], b, alpha, cv_mse)``: ``cv_mse`` is the group K-fold mean squared error of the chosen alpha
         (NaN with fewer than 3 groups or one candidate: no folds were run).
     """
-    from sklearn.linear_model import Ridge
-    from sklearn.model_selection import GroupKFold
+    from sklearn.linear_model import Ridge  # noqa: PLC0415 - heavy (sklearn)
+    from sklearn.model_selection import GroupKFold  # noqa: PLC0415 - heavy (sklearn)
 
     keys = [repr(g) for g in groups]
     n_groups = len(set(keys))
@@ -141,7 +143,7 @@ class OutcomeHead(torch.nn.Module):
     def fit(self, Z: np.ndarray, statuses: Sequence[str | None], alpha: float, sigma2: float, seed: int = 0) -> None:
         """Fit both parts on standardised features ``Z`` [N, D] (float64) and outcome classes (None: unknown,
         left out of the status fit; gated rows, ``syntax_error``, too)."""
-        from sklearn.linear_model import LogisticRegression
+        from sklearn.linear_model import LogisticRegression  # noqa: PLC0415 - heavy (sklearn)
 
         d = Z.shape[1]
         Zc = Z - Z.mean(0)
@@ -226,7 +228,6 @@ class RegressionWorldModel(BackboneWorldModel):
         """[B, 2H] backbone features -> [B, 2H + P] with the program-choice features appended (P = 0: as is)."""
         if not self.program_features:
             return feats
-        from wmrl.world_model.program_features import program_features
 
         prog = torch.as_tensor(program_features(prompts, completions, self.program_features), device=feats.device)
         return torch.cat([feats, prog.to(feats.dtype)], dim=-1)
@@ -347,8 +348,6 @@ class RegressionWorldModel(BackboneWorldModel):
         With ``set_standardisation`` the feature mean and population std (correction=0: finite even
         for one training example) are first taken from ``train``. Returns ``(ridge alpha, train MSE)``.
         """
-        import torch
-
         X = self.features([e["prompt"] for e in train], [e["completion"] for e in train])
         if set_standardisation:
             with torch.no_grad():
@@ -492,8 +491,6 @@ class RegressionWorldModel(BackboneWorldModel):
 
     def save(self, directory: str | Path) -> Path:
         """Write ``world_model.json``, ``head.safetensors`` and the adapter (LoRA) to ``directory``."""
-        from safetensors.torch import save_file
-
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         (d / "world_model.json").write_text(json.dumps(self.config(), indent=2))
@@ -510,8 +507,6 @@ class RegressionWorldModel(BackboneWorldModel):
             ValueError: the folder holds another kind of world model, or the saved head or adapter
                 does not fit (other backbone or LoRA rank).
         """
-        from safetensors.torch import load_file
-
         d = Path(directory)
         self._check_saved_kind(d)
         if not (d / "head.safetensors").is_file():
