@@ -161,7 +161,7 @@ def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int
 def _variants(policy: Any, batch: Any, micro: int, log: Any) -> list[dict[str, Any]]:
     """Forward-only log-probs of ``batch`` (shared mode) under attention / precision variants."""
     base = policy._base()
-    out = []
+    out: list[dict[str, Any]] = []
     with torch.no_grad():
         ref, t_ref, _ = _timed(lambda: policy.logprobs(batch, micro_batch_size=micro))
     out.append({"variant": "float32, sdpa (default)", "wall_s": t_ref, "max_abs_logprob_diff": 0.0})

@@ -31,7 +31,7 @@ class MeasuredRewards:
     def __len__(self) -> int:
         return len(self._n)
 
-    def add(self, task_ids: Sequence[str], completions: Sequence[str], rewards: Iterable[float]) -> None:
+    def add(self, task_ids: Sequence[str], completions: Sequence[str], rewards: Iterable[float | None]) -> None:
         """Record N executions (rewards that are None or not finite, such as infrastructure failures, are skipped).
 
         Raises:

@@ -297,7 +297,7 @@ def rollout_lockstep(pool: EnvPool, states: Sequence[InitialState], act: ActFn, 
             if idx.size == 0:
                 break
             a, lp = act(obs[idx, t], instr[idx], rng)
-            for j, i in enumerate(idx):
+            for j, i in enumerate(idx.tolist()):
                 o, _r, _term, _trunc, info = envs[i].step(np.clip(a[j], -1.0, 1.0))
                 pool.env_steps += 1
                 obs[i, t + 1] = o
@@ -329,7 +329,7 @@ def expert_rollout(pool: EnvPool, state: InitialState, noise_std: float, rng: np
 
     if state.task not in ENV_POLICY_MAP:
         raise ValueError(f"Meta-World has no scripted expert for {state.task!r}")
-    expert = ENV_POLICY_MAP[state.task]()
+    expert = ENV_POLICY_MAP[state.task]()  # type: ignore[abstract]  # concrete experts, typed as their abstract base
     env = pool.acquire(state.task)
     try:
         o = pool.reset_to(env, state)

@@ -77,6 +77,11 @@ class GaussianPolicy(nn.Module):
         cfg: sizes.
     """
 
+    obs_mean: torch.Tensor  # buffers (register_buffer), typed for the type checker
+    obs_std: torch.Tensor
+    instr_ids: torch.Tensor
+    instr_offsets: torch.Tensor
+
     def __init__(self, instructions: Sequence[str], cfg: PolicyConfig):
         super().__init__()
         if cfg.hidden < 1 or cfg.layers < 1 or cfg.lang_dim < 1 or not cfg.init_std > 0:

@@ -46,6 +46,11 @@ Collapse = Literal["shaping", "peak", "final"]
 class ProgressPredictor(nn.Module):
     """p(s, instruction) in [0, 1]; instructions are indices into ``instructions``."""
 
+    obs_mean: torch.Tensor  # buffers (register_buffer), typed for the type checker
+    obs_std: torch.Tensor
+    instr_ids: torch.Tensor
+    instr_offsets: torch.Tensor
+
     def __init__(self, instructions: Sequence[str], hidden: int = 128, lang_dim: int = 16, obs_dim: int = OBS_DIM):
         super().__init__()
         self.instructions = list(instructions)

@@ -190,7 +190,7 @@ def observation_from_prediction(task: Task, turn: int, reward_wm_calibrated: flo
     from wmrl.tasks.grading import score_at_percentile  # noqa: PLC0415 - heavy: loads pandas
 
     p = float(reward_wm_calibrated)
-    common = dict(turn=int(turn), source="world_model", metric=task.metric,
+    common: dict[str, Any] = dict(turn=int(turn), source="world_model", metric=task.metric,
                   lower_is_better=bool(task.lower_is_better),
                   wall_s=None if wall_s is None else float(wall_s), validation_fraction=_fraction(task))
     if math.isnan(p) or p < error_threshold:

@@ -70,6 +70,8 @@ def _child(spec: dict, err_w: int) -> None:
             resource.setrlimit(getattr(resource, name), (int(soft), int(hard)))
         uid, gid = spec.get("uid"), spec.get("gid")
         if os.geteuid() == 0 and uid is not None:
+            if gid is None:
+                raise ValueError("the launcher spec gives a uid but no gid")
             os.setgroups([])
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)

@@ -8,6 +8,7 @@ import json
 import sqlite3
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
@@ -36,7 +37,7 @@ def _load_task(task_id: str, tasks_dir: Path | None):
         raise
 
 
-def _fail(msg: str, code: int = 1) -> None:
+def _fail(msg: str, code: int = 1) -> NoReturn:
     typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(code)
 
@@ -216,6 +217,7 @@ def sandbox_bench_command(
     if not skip_pool:
         from wmrl.tasks.reference import reference_programs
 
+        assert task is not None  # resolved above whenever the pool is measured
         progs = reference_programs(task)
         step = max(1, len(progs) // max(1, solutions))
         chosen = progs[::step][:solutions]

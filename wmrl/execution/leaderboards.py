@@ -9,6 +9,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from wmrl.execution.pool import LocalExecutor
 from wmrl.execution.types import ExecutionRequest, ExecutionStatus
@@ -19,7 +20,7 @@ from wmrl.tasks.spec import Task
 def rebuild_leaderboards(
     tasks: Sequence[Task],
     board_dir: Path | None = None,
-    executor_factory: Callable[[], object] | None = None,
+    executor_factory: Callable[[], Any] | None = None,
     time_limit_s: float = 300.0,
     log: Callable[[str], None] = print,
 ) -> dict[str, list[float]]:

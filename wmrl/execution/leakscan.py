@@ -34,8 +34,9 @@ import sys
 import zipfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from collections.abc import Iterable
+from typing import Any
 
 from wmrl.execution.sandbox import SandboxConfig, _visible_roots, hidden_paths
 from wmrl.paths import wmrl_home
@@ -134,8 +135,8 @@ class _Fingerprint:
         self.counted = sum(1 for r in self.rows if r)
         self.threshold = max(1, min(self.counted, max(MIN_ROWS, math.ceil(MIN_SHARE * n_test))))
         h = hashlib.sha256(task_id.encode())
-        for r in self.rows:
-            h.update(("|".join(sorted(r)) + "\n").encode())
+        for kept in self.rows:
+            h.update(("|".join(sorted(kept)) + "\n").encode())
         self.digest = h.hexdigest()[:16]
 
     def possible(self, tokens: set[str]) -> int:
@@ -182,6 +183,10 @@ def _is_data_file(name: str) -> bool:
     return low.endswith(DATA_SUFFIXES) or name.lower().endswith(".zip")
 
 
+#: Readers of compressed data files, by suffix (anything else is read as it is).
+_OPENERS: dict[str, Callable[..., Any]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+
+
 def _read_text(path: str) -> list[str]:
     """The decompressed text(s) of a data file, each at most MAX_READ_BYTES; [] for a binary file."""
     low = path.lower()
@@ -195,7 +200,7 @@ def _read_text(path: str) -> list[str]:
                         with z.open(info) as f:
                             blobs.append(f.read(MAX_READ_BYTES))
         else:
-            opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(os.path.splitext(low)[1], open)
+            opener = _OPENERS.get(os.path.splitext(low)[1], open)
             with opener(path, "rb") as f:
                 blobs.append(f.read(MAX_READ_BYTES))
     except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError, ValueError, RuntimeError):

@@ -156,7 +156,8 @@ class ExecutionLog:
         values = tuple(_utf8(v) for v in row.values())
         with self._lock:
             cur = self._conn.execute(f"INSERT INTO executions ({names}) VALUES ({marks})", values)
-            return int(cur.lastrowid)
+            assert cur.lastrowid is not None  # set by every successful INSERT
+            return cur.lastrowid
 
     def records(self, where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Rows as dicts in insertion order, ``meta`` parsed back to a dict and ``trajectory`` the

@@ -169,6 +169,7 @@ def outcome(request: ExecutionRequest, run: SandboxRun, grader: Grader | None = 
         exit_code=run.exit_code, started_at=run.started_at, time_limit_s=run.time_limit_s,
         sandbox=run.mode, stdout_bytes=run.stdout_bytes, stderr_bytes=run.stderr_bytes)
     if status is None:
+        assert run.submission is not None  # classify gives no status only to a run with a submission
         t0 = time.perf_counter()
         _reset_peak_rss()
         status, error, grade = _grade(task, run.submission, grader or default_grader)
@@ -190,7 +191,7 @@ def outcome(request: ExecutionRequest, run: SandboxRun, grader: Grader | None = 
     return result
 
 
-def _grade(task, submission: bytes, grader: Grader):
+def _grade(task, submission: bytes | bytearray, grader: Grader):
     """Write the bytes to ``submission.csv`` in a fresh locked execution folder (``make_scratch``: a driver killed
     mid-grading leaves it to the next sweep) and grade that; messages name it ``submission.csv`` (never the
     driver's temporary path) and are capped.

@@ -379,12 +379,12 @@ def interpreter_paths(python: str) -> tuple[str, ...]:
         prefixes = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     else:
         try:
-            out = subprocess.run([python, "-I", "-c", "import sys, json; print(json.dumps([sys.prefix, "
-                                  "sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]))"],
-                                 capture_output=True, timeout=60, check=True, text=True).stdout
+            printed = subprocess.run([python, "-I", "-c", "import sys, json; print(json.dumps([sys.prefix, "
+                                      "sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]))"],
+                                     capture_output=True, timeout=60, check=True, text=True).stdout
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxUnavailable(f"interpreter {python!r} does not run: {exc}") from exc
-        prefixes = json.loads(out)
+        prefixes = json.loads(printed)
     paths: set[str] = set()
     for p in prefixes + [os.path.dirname(python)]:
         paths.add(os.path.abspath(p))
@@ -649,9 +649,9 @@ def _bwrap_args(bwrap: str, mode: str, root: Path, public_dir: Path, python: str
         args += ["--unshare-user", "--uid", "65534", "--gid", "65534", "--disable-userns"]
     args += _system_binds()
     for name in _ETC_ALLOW:
-        p = Path("/etc") / name
-        if p.exists():
-            args += ["--ro-bind", str(p), str(p)]
+        etc_file = Path("/etc") / name
+        if etc_file.exists():
+            args += ["--ro-bind", str(etc_file), str(etc_file)]
     args += ["--ro-bind", str(root / "sandbox" / "passwd"), "/etc/passwd",
              "--ro-bind", str(root / "sandbox" / "group"), "/etc/group",
              "--proc", "/proc", "--dev", "/dev",
@@ -1069,7 +1069,7 @@ def _over_disk(root: Path, config: SandboxConfig) -> tuple[str, str] | None:
 
 
 def _supervise(tree: _Tree, streams: dict[int, Any], root: Path, config: SandboxConfig, deadline: float,
-               cancel: threading.Event | None, err: _HeadTail) -> tuple[int, Any, float]:
+               cancel: threading.Event | None, err: _HeadTail) -> tuple[int, Any, float | None]:
     """Read the pipes until the tree has exited and they are closed (or 1 s after it was reaped), enforcing
     the wall-clock deadline, cancellation and the disk limit on the way.
 
@@ -1083,7 +1083,9 @@ def _supervise(tree: _Tree, streams: dict[int, Any], root: Path, config: Sandbox
         sel.register(fd, selectors.EVENT_READ)
     open_fds = set(streams)
     next_poll = time.monotonic() + config.poll_s
-    status = rusage = reaped_at = None
+    status: int | None = None
+    rusage: Any = None
+    reaped_at: float | None = None
     try:
         while True:
             now = time.monotonic()
@@ -1096,7 +1098,7 @@ def _supervise(tree: _Tree, streams: dict[int, Any], root: Path, config: Sandbox
                             os.killpg(proc.pid, signal.SIGKILL)
                         except (ProcessLookupError, PermissionError):
                             pass
-            if status is not None and (not open_fds or now - reaped_at > 1.0):
+            if status is not None and (not open_fds or (reaped_at is not None and now - reaped_at > 1.0)):
                 break
             if status is None and not tree.killed:
                 if now >= deadline:

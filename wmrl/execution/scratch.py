@@ -99,7 +99,7 @@ def sweep_stale_scratch(scratch_dir: str | os.PathLike | None = None) -> list[Pa
 def _sweep(scratch_dir: str | os.PathLike | None) -> list[Path]:
     base = Path(scratch_dir or tempfile.gettempdir())
     host_prefix = f"{SCRATCH_PREFIX}{socket.gethostname()}-"
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(base.iterdir())
     except OSError:

@@ -52,6 +52,7 @@ def attach_lora(model: Any, name: str, settings: LoraSettings) -> Any:
     """
     from peft import PeftModel, get_peft_model  # noqa: PLC0415 - heavy (peft)
 
+    peft_model: PeftModel | None
     if isinstance(model, PeftModel):
         peft_model = model
     else:

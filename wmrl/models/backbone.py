@@ -113,7 +113,7 @@ def _load_smollm2(cache_dir: Path | None, dtype: Any) -> tuple[Any, Any]:
         )
         tok = AutoTokenizer.from_pretrained(g.parent, gguf_file=g.name, local_files_only=True)
         # save_pretrained refuses a GGUF-loaded model while it still looks quantised.
-        model.hf_quantizer = None
+        model.hf_quantizer = None  # type: ignore[assignment]  # a plain attribute; typed by torch's Module.__getattr__
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
 
@@ -221,7 +221,7 @@ def tiny_backbone(
         num_attention_heads=num_heads,
         num_key_value_heads=max(1, num_heads // 2),
         max_position_embeddings=2048,
-        rope_theta=10000.0,
+        rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
         tie_word_embeddings=True,
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,

@@ -118,14 +118,32 @@ class TrieTables:
       whole run after each sampled token (each forced token has log-prob exactly 0).
     """
 
+    roots: torch.Tensor
+    offsets: torch.Tensor
+    tokens: torch.Tensor
+    n_allowed: torch.Tensor
+    terminal: torch.Tensor
+    stop: torch.Tensor
+    key_base: torch.Tensor
+    edge_keys: torch.Tensor
+    edge_next: torch.Tensor
+    run_offsets: torch.Tensor
+    run_tokens: torch.Tensor
+    run_end: torch.Tensor
+
     def __init__(self, **t: torch.Tensor):
+        """The tensors above, by name (:meth:`build` makes them)."""
         self.__dict__.update(t)
         self.n_nodes = int(self.n_allowed.numel())
 
     @classmethod
     def build(cls, tries: Sequence[ChoiceTrie]) -> TrieTables:
         """Tables of ``tries`` with global node numbering (see :attr:`roots`)."""
-        roots, allowed, terminal, stops, edges = [], [], [], [], []
+        roots: list[int] = []
+        allowed: list[list[int]] = []
+        terminal: list[bool] = []
+        stops: list[int] = []
+        edges: list[tuple[int, int, int]] = []
         base = 0
         for tr in tries:
             roots.append(base)

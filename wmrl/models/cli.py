@@ -215,7 +215,7 @@ def scaffolds_cmd(
         m, tok = _backbone(model, seed)
         policy = Policy(m, tok)
     sampler = "uniform" if uniform else model
-    rows = []
+    rows: list[dict[str, Any]] = []
     executor = _executor(workers, log)
     try:
         for name in names:
@@ -546,7 +546,7 @@ def bench_cmd(
         k = getattr(r.status, "value", r.status)
         statuses[k] = statuses.get(k, 0) + 1
 
-    res = {
+    res: dict[str, Any] = {
         "model": model, "scaffold": sc.name, "trajectories": n, "tasks": [t.id for t in task_list],
         "sampling": {"wall_s": gen_wall, "cpu_s": gen_cpu, "new_tokens": new_tokens,
                      "tokens_per_s": new_tokens / gen_wall, "trajectories_per_s": n / gen_wall},

@@ -112,7 +112,7 @@ class SamplingLogitsProcessor:
                                                      tokens.view(-1, 1).to(self._prev.device)).squeeze(1).float().cpu())
         self.token_choices.append(self._prev_choice)
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if input_ids.shape[0] != len(self.matchers):
             raise RuntimeError(f"batch of {input_ids.shape[0]} rows for {len(self.matchers)} matchers")
         t0 = time.perf_counter()
@@ -156,7 +156,7 @@ class _StopAtScaffoldEnd:
         self.stop_at = stop_at
         self.stop_len: dict[int, int] = {}
 
-    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
         gen = input_ids[:, self.prompt_len:]
         done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         for i in range(input_ids.shape[0]):
@@ -256,7 +256,7 @@ class Policy:
     def min_new_tokens(self, scaffold: Scaffold, tasks: Sequence[Task]) -> int:
         """The smallest ``max_new_tokens`` that lets every sentence of ``scaffold``'s grammar finish on
         ``tasks``: the longest sentence's canonical token count plus EOS (0 for an unconstrained scaffold)."""
-        keys = {scaffold.grammar_key(t) for t in tasks} - {None}
+        keys = {k for t in tasks if (k := scaffold.grammar_key(t)) is not None}
         cache = self._grammar_cache()
         return max((cache.get(scaffold, k).max_length for k in keys), default=0)
 
@@ -282,8 +282,8 @@ class Policy:
         temperature: float = 1.0,
         top_p: float = 1.0,
         generator_seed: int | None = None,
-        engine: str | None = None,
         prompts: Sequence[str] | None = None,
+        engine: str | None = None,
     ) -> RolloutBatch:
         """Sample ``group_size`` trajectories for each task (one group per task).
 
@@ -295,15 +295,15 @@ class Policy:
             temperature: > 0 samples from softmax(logits / temperature); 0 = greedy decoding.
             top_p: nucleus sampling threshold in (0, 1].
             generator_seed: seeds torch's RNG for this call (the global RNG is restored after).
+            prompts: M prompt texts, one per task, instead of ``scaffold.prompt(task)`` (a later turn of a
+                multi-turn episode: the task and its history, :func:`wmrl.episodes.prompt.episode_prompt`); the
+                task still chooses the grammar and renders the program.
             engine: None: :attr:`sampling_engine` (``"shared"`` unless set). ``"shared"``:
                 :func:`wmrl.models.decoding.sample_shared`, each group's
                 prompt prefilled once, batched grammar masks, forced runs appended in one pass;
                 ``"generate"``: transformers' ``generate`` with a per-row logits processor (every row
                 prefills its own prompt; the earlier implementation, kept as the measured
                 baseline of ``wmrl models bench``). Both sample the same distribution, not the same draws.
-            prompts: M prompt texts, one per task, instead of ``scaffold.prompt(task)`` (a later turn of a
-                multi-turn episode: the task and its history, :func:`wmrl.episodes.prompt.episode_prompt`); the
-                task still chooses the grammar and renders the program.
 
         Returns:
             A :class:`RolloutBatch` with B = M*G rows, ``old_logprobs`` filled from the
@@ -402,7 +402,7 @@ class Policy:
 
     def _generate_chunk(
         self, chunk: list, scaffold: Scaffold, max_new_tokens: int, temperature: float, top_p: float
-    ) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[list[bool]], list[bool | None]]:
+    ) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[list[bool]], list[bool | None], dict]:
         from transformers import LogitsProcessorList, StoppingCriteriaList  # noqa: PLC0415 - heavy (transformers)
 
         enc = self.tokenizer([r[3] for r in chunk], return_tensors="pt", padding=True, add_special_tokens=False)
@@ -444,7 +444,11 @@ class Policy:
         L = seq.shape[1]
         # log-probs of the sampled tokens under softmax(mask(raw logits) / T), recorded step by step
         lps, choices = proc.finish(seq)
-        prompts, comps, comp_lps, comp_choice, gdone = [], [], [], [], []
+        prompts: list[list[int]] = []
+        comps: list[list[int]] = []
+        comp_lps: list[list[float]] = []
+        comp_choice: list[list[bool]] = []
+        gdone: list[bool | None] = []
         eos = torch.tensor(self.eos_token_ids)
         for i in range(seq.shape[0]):
             is_eos = torch.isin(seq[i], eos).nonzero()
@@ -456,9 +460,9 @@ class Policy:
             comps.append(seq[i, :n].tolist())
             comp_lps.append(lps[i, :n].tolist())
             comp_choice.append(choices[i, :n].tolist())
-            if gproc is not None and gproc.matchers[i] is not None:
-                gdone.append(bool(gproc.matchers[i].is_terminated()) or self._completes(gproc.matchers[i],
-                                                                                        seq[i, n - 1]))
+            m = gproc.matchers[i] if gproc is not None else None
+            if m is not None:
+                gdone.append(bool(m.is_terminated()) or self._completes(m, seq[i, n - 1]))
             else:
                 gdone.append(None)
         return prompts, comps, comp_lps, comp_choice, gdone, {"mask_seconds": proc.mask_seconds,
@@ -571,6 +575,7 @@ class Policy:
             return None, None
 
         tables, roots = self._grammar_cache().tables(get_scaffold(batch.scaffold), keys)
+        assert tables is not None  # some row has a grammar (checked above)
         P = batch.prompt_len
         ids = batch.input_ids[:, P:].cpu()
         lens = batch.completion_mask[:, P:].cpu().sum(1)
@@ -687,6 +692,7 @@ class Policy:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         if self.peft_model is not None:
+            assert self.lora is not None  # an adapter is made from its settings
             adapters.save_adapter(self.peft_model, self.adapter_name, d, self.lora)
         else:
             self.model.save_pretrained(d / "model", safe_serialization=True)

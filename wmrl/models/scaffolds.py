@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -458,8 +459,8 @@ def _fail_sentence_set(kind: str) -> frozenset[str]:
     return frozenset(fail_grammar_sentences(kind))
 
 
-_SCAFFOLDS = {"script": ScriptScaffold, "function": FunctionScaffold, "grammar": GrammarScaffold,
-              "grammar-fail": FailGrammarScaffold}
+_SCAFFOLDS: dict[str, Callable[[], Scaffold]] = {"script": ScriptScaffold, "function": FunctionScaffold,
+                                                  "grammar": GrammarScaffold, "grammar-fail": FailGrammarScaffold}
 
 
 def get_scaffold(name: ScaffoldName | str) -> Scaffold:

@@ -11,7 +11,7 @@ import datetime as _dt
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -272,7 +272,7 @@ def multiturn_columns(run: Any, n_steps: int) -> dict[str, Any]:
     return out
 
 
-def _finite_num(x: Any) -> bool:
+def _finite_num(x: Any) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 

@@ -3,6 +3,7 @@ registered by :mod:`wmrl.bench.cli`. Heavy imports stay inside the commands."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 import typer
@@ -32,7 +33,7 @@ def report_cmd(
 _ENV_THAT_MATTERS = ("WMRL_HOME", "WMRL_TASKS_DIR", "OMP_WAIT_POLICY", "OMP_NUM_THREADS")
 
 
-def command_line(words: list[str], options: dict[str, object], repeated: list[tuple[str, str]] = ()) -> str:
+def command_line(words: list[str], options: dict[str, object], repeated: Sequence[tuple[str, str]] = ()) -> str:
     """The command as a user would type it to repeat this run: ``[ENV=...] wmrl WORDS --opt value ...``.
 
     Built from the parsed arguments (not ``sys.argv``, which is the test runner's under CliRunner);

@@ -26,7 +26,7 @@ from wmrl.world_model.fidelity import FIGURES, LABELS, FidelityCard, format_figu
 
 def _config_highlights(cfg: dict[str, Any]) -> str:
     """A one-line summary of the settings that matter most when comparing runs."""
-    parts = []
+    parts: list[str] = []
 
     def get(*keys: str) -> Any:
         d: Any = cfg

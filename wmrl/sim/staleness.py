@@ -70,9 +70,9 @@ def build_runs(ks: tuple[int, ...], seeds: int, methods: tuple[str, ...] = ("wmr
                                  + [("gradient", 2.0, b) for b in AT_BOUND_MODES if b != "wait"])
                     else:
                         modes = [("gradient", 2.0, b) for b in AT_BOUND_MODES]
-                    modes = [(*mo, "skip") for mo in modes] + [(*mo, "update") for mo in modes
-                                                                if k and mo[0] == "gradient" and mo[1] == 2.0]
-                    for late, c, b, sw in modes:
+                    with_skip = [(*mo, "skip") for mo in modes] + [(*mo, "update") for mo in modes
+                                                                    if k and mo[0] == "gradient" and mo[1] == 2.0]
+                    for late, c, b, sw in with_skip:
                         runs.append(RunSpec(m, wm, rho, seed, recall=False, staleness=k, late=late,
                                             latency_steps=latency_steps,
                                             latency_sigma=latency_sigma, late_ratio_max=c, at_bound=b,
@@ -80,7 +80,7 @@ def build_runs(ks: tuple[int, ...], seeds: int, methods: tuple[str, ...] = ("wmr
     return runs
 
 
-def summarise(finals) -> object:
+def summarise(finals: pd.DataFrame) -> pd.DataFrame:
     """One row per (shape, method, staleness, late, at_bound, without anchors): J_final mean, the paired difference
     to k = 0 (mean, se), staleness mean and max, the share of anchor groups over the bound, updates skipped, seeds."""
     f = finals.copy()
@@ -141,6 +141,7 @@ def run_staleness_study(out: Path, ks: tuple[int, ...] = (0, 1, 3, 9), seeds: in
         raise ValueError(f"need seeds >= 1 and steps >= 1, got {seeds}, {steps}")
     cfg = replace(SimConfig(), steps=steps)
     runs = build_runs(tuple(ks), seeds, methods, latency_steps, latency_sigma, extra_ks=tuple(extra_ks))
+    finals: pd.DataFrame
     _, finals = simulate(runs, cfg, progress=progress)
     summary = summarise(finals)
     md = markdown(summary, cfg, finals.attrs["wall_s"], latency_steps, latency_sigma)
@@ -237,8 +238,10 @@ def run_regime_study(out: Path, seeds: int = 24, shapes: tuple[str, ...] = ("exp
     if seeds < 1 or not horizons or min(horizons) < 1:
         raise ValueError(f"need seeds >= 1 and at least one horizon, each >= 1 step, got {seeds}, {horizons}")
     runs = build_regime_runs(seeds, tuple(shapes), tuple(methods), mean_steps)
-    parts, wall = [], 0.0
+    parts: list[pd.DataFrame] = []
+    wall = 0.0
     for h in horizons:
+        f: pd.DataFrame
         _, f = simulate(runs, horizon_config(h), progress=progress)
         wall += f.attrs["wall_s"]
         f["horizon"] = h

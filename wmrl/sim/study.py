@@ -488,6 +488,8 @@ def run_study(
     for std in (True, False):
         if not by_std[std]:
             continue
+        c: pd.DataFrame
+        f: pd.DataFrame
         c, f = simulate(by_std[std], replace(preset.cfg, normalize_std=std), progress=progress)
         for df in (c, f):
             df["run"] += offset

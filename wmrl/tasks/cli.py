@@ -28,12 +28,11 @@ def _suite_dir(dir_) -> Path:
     return Path(dir_).expanduser() if dir_ else default_tasks_dir()
 
 
-def _roots(dir_) -> list[Path]:
+def _roots(dir_: str | Path | list[Path] | None) -> list[Path]:
     from wmrl.paths import default_task_roots
 
-    if isinstance(dir_, (str, Path)):
-        dir_ = [dir_]
-    return [Path(d).expanduser() for d in dir_] if dir_ else default_task_roots()
+    dirs = [dir_] if isinstance(dir_, (str, Path)) else dir_
+    return [Path(d).expanduser() for d in dirs] if dirs else default_task_roots()
 
 
 def _fail(msg: str, code: int = 2) -> NoReturn:
@@ -63,7 +62,7 @@ def _load_folder(task: str):
         _fail(str(exc))
 
 
-def _resolve_task(task: str, dir_: Path | None):
+def _resolve_task(task: str, dir_: Path | list[Path] | None):
     """A task by id in the suite, or a task folder of any layout given as a path.
 
     A bare id (no path separator) is looked up in the suite first; only an argument written as a path,
@@ -356,7 +355,7 @@ def check_cmd(
         typer.echo(disc.summary())
     if bad:
         typer.secho(f"{bad} of {len(chosen)} task(s) would be refused for training", fg="red", err=True)
-    if refused:
+    if refused and disc is not None:
         where = " ".join(f"--root {r}" for r in disc.roots)
         ids = ", ".join(tid for tid, _, _ in refused)
         typer.secho(f"{len(refused)} task(s) under the roots were refused (cannot be graded): {ids}; each "

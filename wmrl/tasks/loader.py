@@ -494,7 +494,7 @@ def _load_mlebench(root: Path, extra: Sequence[Path] = ()) -> Task:
     meta.setdefault("score_decimals", 5)  # MLE-bench's Grader.__call__ rounds every score to 5 decimals
     meta = _infer_meta(meta, public_dir, answers)
     leaderboards = tuple(p for p in (meta_dir / "leaderboard.csv",) if p.is_file())
-    if by_code:
+    if by_code and code is not None:
         meta = _code_metric(meta, public_dir, code, "mlebench", leaderboards)
     description = _foreign_description(meta_dir / Path(str(config.get("description", "description.md"))).name,
                                        meta_dir / "description.md", public_dir / "description.md")
@@ -534,7 +534,7 @@ def _load_mledojo(root: Path, extra: Sequence[Path] = ()) -> Task:
                             *((pkg / "info" / name,) if pkg is not None else ()))
         if p:
             leaderboards.append(p)
-    if by_code:
+    if by_code and code is not None:
         meta = _code_metric(meta, public_dir, code, "mledojo", leaderboards)
     description = _foreign_description(public_dir / "description.txt", public_dir / "description.md",
                                        root / "description.md", root / "description.txt",
@@ -573,8 +573,8 @@ def _load_dsbench(resplit_dir: Path) -> Task:
         raise TaskFormatError(f"DSBench task {task_id!r}: no answers at {answers}")
     hints_path = hints_file("dsbench", resplit_dir)
     hints = _yaml(hints_path) if hints_path.is_file() else {}
-    code = home / "evaluation" / f"{task_id}_eval.py"
-    code = code if code.is_file() else None
+    code_file = home / "evaluation" / f"{task_id}_eval.py"
+    code = code_file if code_file.is_file() else None
     claims = _code_claim(task_id, code, f"evaluation/{task_id}_eval.py")
     if "metric" in hints:
         claims.append((f"wmrl/{task_id}.yaml metric", str(hints.pop("metric"))))
@@ -594,7 +594,7 @@ def _load_dsbench(resplit_dir: Path) -> Task:
         meta["gold_score"] = gold
     meta.update(hints)
     meta = _infer_meta(meta, resplit_dir, answers)
-    if by_code:
+    if by_code and code is not None:
         meta = _code_metric(meta, resplit_dir, code, "dsbench")
     description = _foreign_description(home / "data" / "task" / f"{task_id}.txt")
     task = _make_task(meta, root=resplit_dir, public_dir=resplit_dir, answers_path=answers, leaderboards=(),
@@ -736,9 +736,9 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
                 candidates.append((layout, d))
                 continue
             if is_dsbench_home(d):
-                for t in sorted((d / "data" / "data_resplit").iterdir()):
-                    if t.is_dir():
-                        candidates.append(("dsbench", t))
+                for resplit in sorted((d / "data" / "data_resplit").iterdir()):
+                    if resplit.is_dir():
+                        candidates.append(("dsbench", resplit))
                 continue
             if depth >= MAX_DEPTH:
                 continue
@@ -760,9 +760,9 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
                     continue
                 inside = _task_folders_in(c)
                 if inside:
-                    for t in inside:
-                        hidden_tasks.setdefault(t.name, c)
-                    names = ", ".join(t.name for t in inside[:3]) + (", ..." if len(inside) > 3 else "")
+                    for folder in inside:
+                        hidden_tasks.setdefault(folder.name, c)
+                    names = ", ".join(f.name for f in inside[:3]) + (", ..." if len(inside) > 3 else "")
                     disc.skipped.append((c, f"hidden folder {c} holds task folders ({names}) but is not searched: "
                                             "discovery enters no hidden folder below a root; give it as a root "
                                             f"(--root {c}, or in tasks.root)"))

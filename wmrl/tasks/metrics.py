@@ -26,6 +26,10 @@ import numpy as np
 
 PredictionKind = Literal["proba", "label", "value"]
 
+#: Each prediction kind and what a submission of that kind holds.
+_KIND_WORDS: tuple[tuple[PredictionKind, str], ...] = (("proba", "probabilities"), ("label", "labels"),
+                                                       ("value", "values"))
+
 
 @dataclass(frozen=True)
 class MetricInfo:
@@ -78,7 +82,7 @@ METRICS: dict[str, MetricInfo] = {
                      ("binary", "multiclass"),
                      f"Computed only by the benchmark's own grading code (the submission holds {what}); its direction "
                      "comes from the benchmark.")
-          for k, what in (("proba", "probabilities"), ("label", "labels"), ("value", "values"))),
+          for k, what in _KIND_WORDS),
     )
 }
 

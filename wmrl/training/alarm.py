@@ -73,7 +73,7 @@ class ExploitationWatch:
         fired = check is not None and check.fired
         if fired:
             self._respond(step, check, router, refit, log_line)
-        return {"exploit_alarm": fired, "exploit_alarm_reason": check.reason if fired else None,
+        return {"exploit_alarm": fired, "exploit_alarm_reason": check.reason if check is not None and fired else None,
                 "exploit_residual_cusum": self.monitor.residual_cusum, "exploit_order_cusum": self.monitor.order_cusum,
                 "exploit_alarms_total": self.monitor.n_alarms, "anchor_fraction": float(router.fraction)}
 

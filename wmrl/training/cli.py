@@ -157,12 +157,14 @@ def protocol_tables(res: dict) -> list:
     """Two rich tables of a ``protocol_result`` (:func:`wmrl.training.protocol.aggregate`), scores in percent:
     avg@k per task (with its failed and infrastructure-failed samples), then the category means and the
     overall number."""
+    from rich.console import JustifyMethod
     from rich.table import Table
 
     k, name = res["k"], res["protocol"]
     pt = Table(title=f"protocol {name}: avg@{k} per task (%)")
-    for col, just in (("task", "left"), ("category", "left"), (f"avg@{k}", "right"), ("failed", "right"),
-                      ("infra", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("task", "left"), ("category", "left"), (f"avg@{k}", "right"),
+                                                      ("failed", "right"), ("infra", "right"))
+    for col, just in columns:
         pt.add_column(col, justify=just)
     for tid, v in res["per_task"].items():
         pt.add_row(_escape(tid), _escape(v["category"]), f"{100 * v['avg_at_k']:.1f}", str(v["n_failed"]),
@@ -170,7 +172,8 @@ def protocol_tables(res: dict) -> list:
     for tid in res["missing"]:
         pt.add_row(_escape(tid), "", "missing", "", "")
     ct = Table(title=f"protocol {name}: category means (%)" + ("" if res["comparable"] else ", NOT COMPARABLE"))
-    for col, just in (("category", "left"), ("tasks", "right"), ("mean", "right")):
+    columns = (("category", "left"), ("tasks", "right"), ("mean", "right"))
+    for col, just in columns:
         ct.add_column(col, justify=just)
     for c, v in res["categories"].items():
         ct.add_row(_escape(c), str(v["n_tasks"]), f"{100 * v['mean']:.1f}")

@@ -23,7 +23,7 @@ import math
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeGuard, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -104,7 +104,10 @@ OptIds = Annotated[list[str] | None, BeforeValidator(_id_list)]
 
 #: The training methods: the one place their names are checked (``method: ...`` and ``--set method=``).
 #: The methods: the registered recipes of :mod:`wmrl.core.recipe` (one name per method and ablation).
-Method = Literal[tuple(recipe_names())]  # type: ignore[valid-type]
+if TYPE_CHECKING:  # the names are known only at run time; pydantic validates against them
+    Method = str
+else:
+    Method = Literal[tuple(recipe_names())]
 
 #: Keys that existed once, with what replaces them (their error says so).
 REMOVED_KEYS = {
@@ -463,7 +466,7 @@ def _strip(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def _is_section(tp: Any) -> bool:
+def _is_section(tp: Any) -> TypeGuard[type[BaseModel]]:
     return isinstance(tp, type) and issubclass(tp, BaseModel)
 
 
@@ -519,7 +522,8 @@ def _error_text(err: Any, root: type[BaseModel] | None = None) -> str:
     kind, loc, value = err["type"], tuple(err["loc"]), err.get("input")
     if kind == "value_error":  # a cross-field rule: its message names its keys itself
         return str(err["ctx"]["error"])
-    owner, field, item = root, None, False  # walk the models along the error's location
+    owner: type[BaseModel] | None = root  # walk the models along the error's location
+    field, item = None, False
     for part in loc:
         if isinstance(part, int):
             item = True

@@ -3,6 +3,7 @@ protocol (:mod:`wmrl.training.protocol`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ def find_split(suite: Any, ids: list[str]) -> tuple[list[Any], list[tuple[str, s
 
 def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_ids: list[str] | None = None,
                  train_tasks: bool = False, samples_per_task: int | None = None,
-                 out_name: str = "eval_cli.jsonl", protocol: Any = None, roots: list[str | Path] | None = None,
+                 out_name: str = "eval_cli.jsonl", protocol: Any = None, roots: Sequence[str | Path] | None = None,
                  allow_missing: bool = False) -> list[dict[str, Any]]:
     """Evaluate the policy of one checkpoint with real execution, optionally under an evaluation protocol.
 

@@ -109,7 +109,8 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
     per_task: dict[str, dict[str, Any]] = {}
     kinds = reward_kinds or {}
     rewards, valid, medal_any, above = [], [], [], []
-    pct, rpg = [], []
+    pct: list[float] = []
+    rpg: list[float] = []
     medals = {m: 0 for m in MEDALS}
     n_infra = 0
     cpu = 0.0
@@ -147,7 +148,7 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
         why = _rpg_undefined(b, g)
         if not why and tid not in per_task:
             why = "no graded sample (infrastructure errors only)"
-        if why:
+        if why or b is None or g is None:  # why is empty only when both scores are there
             rpg_missing[tid] = why
             continue
         n = len(per_task[tid]["scores"])
@@ -360,7 +361,7 @@ def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor
     turn_means = [finite_mean(after[:, j]) for j in range(max_turns)]
     rec.update(
         max_turns=max_turns, mean_percentile_turn=turn_means,
-        turn_gain=None if None in (turn_means[0], turn_means[-1]) else turn_means[-1] - turn_means[0],
+        turn_gain=None if turn_means[0] is None or turn_means[-1] is None else turn_means[-1] - turn_means[0],
         best_turn_mean=finite_mean(best_turn(after)),
         episode_turns_mean=float(ep.n_turns.mean()), submitted_rate=float(ep.submitted.mean()),
         exec_count_turn=per_turn, sandbox_cpu_s=float(sum(float(r.cpu_s or 0.0) for r in all_results)),

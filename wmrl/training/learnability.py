@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -50,7 +51,7 @@ class FamilyReward:
                                      "", "", program_hash(request.program)))
         return f
 
-    def run_batch(self, requests: list[ExecutionRequest]) -> list[ExecutionResult]:
+    def run_batch(self, requests: Sequence[ExecutionRequest]) -> list[ExecutionResult]:
         """:meth:`submit` for each request, in order."""
         return [self.submit(r).result() for r in requests]
 
@@ -83,7 +84,7 @@ def run_probe(*, model: str = "tiny", lr: float = 3e-3, steps: int = 25, target:
     from wmrl.training.run import run_training  # noqa: PLC0415 - heavy: loads torch
 
     tmp = run_dir is None
-    rd = Path(tempfile.mkdtemp(prefix="wmrl-probe-")) if tmp else Path(run_dir)
+    rd = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="wmrl-probe-"))
     try:
         cfg = load_config(None, [
             "method=grpo", f"run_dir={rd / 'run'}", f"optim.steps={steps}", f"optim.lr={lr}", "progress=false",

@@ -12,13 +12,16 @@ regression world models).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from wmrl.world_model.base import BackboneWorldModel
 
 #: the world-model kinds, default first
 WORLD_MODEL_KINDS: tuple[str, ...] = ("regression", "generative")
 
 
-def world_model_class(kind: str) -> type:
+def world_model_class(kind: str) -> type[BackboneWorldModel]:
     """The class of world-model ``kind``.
 
     Raises:

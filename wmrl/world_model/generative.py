@@ -167,7 +167,9 @@ def answer_tokens(tokenizer: Any) -> AnswerTokens:
         raise ValueError(f"tokenizer {_tokenizer_name(tokenizer)!r}: the quality words do not start with four "
                          "distinct tokens; use world_model.kind 'regression' with this backbone")
     prefix = full[outcomes[0]][:a]
-    return AnswerTokens(status_prefix=prefix, status_ids=status_ids, quality_prefix=valid[0][a:b], quality_ids=q_ids,
+    # no None left in either list (checked above)
+    return AnswerTokens(status_prefix=prefix, status_ids=[x for x in status_ids if x is not None],
+                        quality_prefix=valid[0][a:b], quality_ids=[x for x in q_ids if x is not None],
                         answers={o: seq[a:] for o, seq in full.items()})
 
 
@@ -483,6 +485,7 @@ class GenerativeWorldModel(BackboneWorldModel):
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         (d / "world_model.json").write_text(json.dumps(self.config(), indent=2))
+        assert self.lora is not None  # required by __init__
         adapters.save_adapter(self.peft_model, self.adapter_name, d, self.lora)
         return d
 

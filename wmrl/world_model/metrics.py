@@ -71,7 +71,7 @@ def bias_by_decile(pred: np.ndarray, true: np.ndarray, n_bins: int = 10) -> list
     return out
 
 
-def world_model_metrics(pred: Sequence[float], true: Sequence[float],
+def world_model_metrics(pred: Sequence[float] | np.ndarray, true: Sequence[float] | np.ndarray,
                         group_ids: Sequence[Hashable] | None = None) -> dict[str, Any]:
     """Accuracy of predicted rewards against executed rewards.
 
@@ -118,7 +118,7 @@ def world_model_metrics(pred: Sequence[float], true: Sequence[float],
     }
 
 
-def calibration_plot(pred: Sequence[float], true: Sequence[float], path: str | Path,
+def calibration_plot(pred: Sequence[float] | np.ndarray, true: Sequence[float] | np.ndarray, path: str | Path,
                      title: str = "World model calibration") -> Path:
     """Write a PNG: executed reward against predicted reward (points), decile means (line), y = x.
 

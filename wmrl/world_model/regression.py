@@ -60,6 +60,9 @@ class RewardHead(torch.nn.Module):
     model, not here, so that the training loss keeps its gradient outside the range.
     """
 
+    mu: torch.Tensor  # buffers (register_buffer), typed for the type checker
+    sd: torch.Tensor
+
     def __init__(self, dim: int):
         super().__init__()
         self.linear = torch.nn.Linear(dim, 1)
@@ -129,6 +132,14 @@ class OutcomeHead(torch.nn.Module):
     no folds ran). Buffers: ``status_w`` [3, D], ``status_b`` [3], ``eps`` [], ``cov`` [D, D], ``z_bar`` [D],
     ``sigma2`` [] (float32), ``fitted`` [] (0 until :meth:`fit`).
     """
+
+    status_w: torch.Tensor  # buffers (register_buffer), typed for the type checker
+    status_b: torch.Tensor
+    eps: torch.Tensor
+    cov: torch.Tensor
+    z_bar: torch.Tensor
+    sigma2: torch.Tensor
+    fitted: torch.Tensor
 
     def __init__(self, dim: int):
         super().__init__()
@@ -340,7 +351,7 @@ class RegressionWorldModel(BackboneWorldModel):
             params += adapters.adapter_parameters(self.peft_model, self.adapter_name)
         return params
 
-    def _solve_head(self, train: list[dict[str, Any]], rewards: np.ndarray, seed: int, *,
+    def _solve_head(self, train: Sequence[dict[str, Any]], rewards: np.ndarray, seed: int, *,
                     set_standardisation: bool) -> tuple[float, float]:
         """Set the head to the closed-form ridge solution on the current backbone's features, and fit the
         :class:`OutcomeHead` on the same features.
