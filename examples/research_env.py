@@ -17,6 +17,18 @@ import argparse
 import os
 import time
 
+import torch
+
+from wmrl.episodes.env import ProgramScaffold, ResearchEnv
+from wmrl.execution.pool import LocalExecutor
+from wmrl.execution.types import ExecutionRequest
+from wmrl.models.backbone import load_backbone
+from wmrl.tasks.loader import TaskSuite, default_suite
+from wmrl.world_model.data import WorldModelExample
+from wmrl.world_model.factory import load_world_model
+from wmrl.world_model.regression import RegressionWorldModel
+
+# Offline before transformers is first imported (wmrl.models.backbone imports it when a backbone is loaded).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -91,11 +103,6 @@ def scripted_agent(env, task_id: str, candidates: dict[str, str], seed: int = 0)
 def fit_world_model(task, programs: dict[str, str], executor, scaffold, model_name: str):
     """A RegressionWorldModel (head only, frozen backbone) fitted on ``programs`` executed on ``task``.
     Returns ``(world model, median run time of those executions in seconds)``."""
-    from wmrl.execution.types import ExecutionRequest
-    from wmrl.models.backbone import load_backbone
-    from wmrl.world_model.data import WorldModelExample
-    from wmrl.world_model.regression import RegressionWorldModel
-
     t0 = time.perf_counter()
     reqs = [ExecutionRequest(task=task, program=scaffold.render(task, code), request_id=f"warmup-{name}")
             for name, code in programs.items()]
@@ -122,12 +129,6 @@ def main() -> None:
     ap.add_argument("--model", default="tiny", help="the world model's backbone (tiny, smollm2-135m, ...)")
     args = ap.parse_args()
 
-    import torch
-
-    from wmrl.episodes.env import ProgramScaffold, ResearchEnv
-    from wmrl.execution.pool import LocalExecutor
-    from wmrl.tasks.loader import TaskSuite, default_suite
-
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     suite = TaskSuite(args.tasks) if args.tasks else default_suite()
@@ -136,9 +137,6 @@ def main() -> None:
     candidates = dict(list(programs.items())[:2])  # the agent's two pipelines
     with LocalExecutor(max_workers=2) as executor:
         if args.world_model:
-            from wmrl.models.backbone import load_backbone
-            from wmrl.world_model.factory import load_world_model
-
             model, tok = load_backbone(args.model)
             wm, wall_s = load_world_model(args.world_model, model, tok), None
         else:

@@ -12,7 +12,7 @@ import os
 # is imported (every command imports it lazily, so here is early enough); an explicit value wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import typer  # noqa: E402
+import typer
 
 app = typer.Typer(
     name="wmrl",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Console
+
 #: Width of tables printed when the output is not a terminal, columns.
 PIPE_WIDTH = 200
 
@@ -27,8 +29,6 @@ def make_console(*, stderr: bool = False, width: int | None = None, min_width: i
         The console. When its stream is not a terminal, ``print`` does not wrap text (``soft_wrap``)
         and tables are laid out ``width`` (default :data:`PIPE_WIDTH`) columns wide.
     """
-    from rich.console import Console
-
     probe = Console(stderr=stderr, width=width, **kwargs)
     if probe.is_terminal:
         if min_width and probe.width < min_width:

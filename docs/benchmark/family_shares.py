@@ -44,14 +44,15 @@ def main(out: str) -> None:
             if "/grpo/" in rd and r["reward_true"] is not None:
                 train_reward[f].append(r["reward_true"])
         con = sqlite3.connect(f"file:{rd}/executions.sqlite?mode=ro", uri=True)
-        for program, reward, meta, task in con.execute("select program, reward, meta, task_id from executions"):
+        for program, reward, meta in con.execute("select program, reward, meta from executions"):
             m = json.loads(meta or "{}")
             if m.get("stream") == "eval" and reward is not None and m.get("split", "heldout") == "heldout":
                 heldout[family(program)].append(reward)
         con.close()
     n_early, n_late = sum(early.values()), sum(late.values())
     print(f"{len(runs)} runs in {out}")
-    print(f"{'family':32s}{'share steps 1-3':>16s}{'share last 3':>14s}{'train reward (grpo)':>21s}{'held-out pct':>14s}")
+    print(f"{'family':32s}{'share steps 1-3':>16s}{'share last 3':>14s}{'train reward (grpo)':>21s}"
+          f"{'held-out pct':>14s}")
     mean = lambda xs: f"{statistics.mean(xs):.3f} (n={len(xs)})" if xs else "n/a"  # noqa: E731
     for f in sorted(set(early) | set(late), key=lambda k: -late[k]):
         print(f"{f:32s}{early[f] / n_early:16.2f}{late[f] / n_late:14.2f}{mean(train_reward[f]):>21s}"

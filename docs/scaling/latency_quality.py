@@ -3,12 +3,12 @@ when run time correlates with quality?
 
     python docs/scaling/latency_quality.py [--seeds 8] [--steps 200] [--out docs/scaling/latency_quality.md]
 
-The bandit of docs/simulation.md with the ``wmrl`` recipe (without recalled executions: the paper's) and an asynchronous anchor stream (staleness bound k,
-late groups in the gradient, docs/scaling.md), each execution's latency multiplied by exp(slope * (r - mean r)) (the
-step's mean) so that with slope > 0 the better programs of a step take longer. For each over-bound mode (``wait``, ``calibration``,
-``drop``) and slope: the final true reward J and the calibration bias on the world-model samples (mean of
-f_hat(r_hat) - r over the second half of the run; 0 = the map is right for what the policy writes), against the
-synchronous stream on the same seeds.
+The bandit of docs/simulation.md with the ``wmrl`` recipe (without recalled executions: the paper's) and an asynchronous
+anchor stream (staleness bound k, late groups in the gradient, docs/scaling.md), each execution's latency multiplied by
+exp(slope * (r - mean r)) (the step's mean) so that with slope > 0 the better programs of a step take longer. For each
+over-bound mode (``wait``, ``calibration``, ``drop``) and slope: the final true reward J and the calibration bias on the
+world-model samples (mean of f_hat(r_hat) - r over the second half of the run; 0 = the map is right for what the policy
+writes), against the synchronous stream on the same seeds.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from wmrl.sim.bandit import WorldModelSpec
 from wmrl.sim.engine import RunSpec, SimConfig, simulate
@@ -31,7 +30,8 @@ def main() -> None:
     ap.add_argument("--latency-steps", type=float, default=0.7)
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "latency_quality.md")
     a = ap.parse_args()
-    wms = {"monotone B=0.5": WorldModelSpec("monotone", 0.5, 0.05), "exploit B=0.2": WorldModelSpec("exploit", 0.2, 0.05)}
+    wms = {"monotone B=0.5": WorldModelSpec("monotone", 0.5, 0.05),
+           "exploit B=0.2": WorldModelSpec("exploit", 0.2, 0.05)}
     runs, keys = [], []
     for name, wm in wms.items():
         for s in range(a.seeds):
@@ -39,7 +39,8 @@ def main() -> None:
             keys.append((name, "synchronous", 0.0))
             for slope in (0.0, 4.0):
                 for mode in ("wait", "calibration", "drop"):
-                    runs.append(RunSpec("wmrl", wm, 0.1, seed=s, recall=False, staleness=a.k, late="gradient", at_bound=mode,
+                    runs.append(RunSpec("wmrl", wm, 0.1, seed=s, recall=False, staleness=a.k, late="gradient",
+                                        at_bound=mode,
                                         latency_steps=a.latency_steps, latency_reward_slope=slope))
                     keys.append((name, mode, slope))
     t0 = time.perf_counter()
@@ -49,9 +50,10 @@ def main() -> None:
     lines = ["# Latency that depends on quality: bias of the over-bound modes\n",
              f"`python docs/scaling/latency_quality.py --seeds {a.seeds} --steps {a.steps} --k {a.k} --latency-steps "
              f"{a.latency_steps:g}` ({time.perf_counter() - t0:.0f} s): `wmrl`, rho 0.1, bound k = {a.k}, median "
-             f"latency {a.latency_steps:g} steps (log-sd 0.6), late groups in the gradient; {a.seeds} seeds. dJ: paired "
-             "difference from the synchronous stream (mean ± SE). Bias: mean f_hat(r_hat) - r on the world-model "
-             "samples, second half of the run. Over bound: fraction of anchor groups still running at the bound.\n",
+             f"latency {a.latency_steps:g} steps (log-sd 0.6), late groups in the gradient; {a.seeds} seeds. dJ: "
+             "paired difference from the synchronous stream (mean ± SE). Bias: mean f_hat(r_hat) - r on the "
+             "world-model samples, second half of the run. Over bound: fraction of anchor groups still running at "
+             "the bound.\n",
              "| world model | mode | slope | J | dJ vs synchronous | calibration bias | over bound |",
              "|---|---|---|---|---|---|---|"]
     for (name, mode, slope), d in f.groupby(["wm_name", "mode", "slope"], sort=False):

@@ -75,7 +75,8 @@ class ProbeState(E._RunState):
 
         if sp.probe == "stale_stats":  # the gradient now with the true rewards; the statistics d steps later
             a = np.repeat(ag, G)
-            x = inputs(a, np.ones(C * G, bool), np.where(a, r.reshape(-1), np.nan), rh.reshape(-1), rh2.reshape(-1), gid)
+            x = inputs(a, np.ones(C * G, bool), np.where(a, r.reshape(-1), np.nan), rh.reshape(-1),
+                       rh2.reshape(-1), gid)
             out = self.recipe.step(x, copy.deepcopy(self.state), self.settings)
             learn(due)
         elif sp.probe == "fill":  # t < d: no anchors at all (routed groups out of the loss, never learned)

@@ -3,11 +3,12 @@
 
     python docs/simulation/alarm_study.py [--seeds 8] [--steps 300] [--out docs/simulation/alarm]
 
-Runs the ``wmrl`` recipe without recalled executions (the paper's recipe) at rho = 0.1 (20 tasks, 2 anchor groups a step) against world models that can be
-exploited (``exploit``: 10% of each task's arms over-rated by B) and world models that cannot (``monotone``
-distortion, pure noise, a group offset), for each CUSUM threshold h, with the alarm only recorded (response
-``none``) and with ``raise_anchors``. Onset of exploitation: the first step at which the policy puts twice its
-initial mass (0.2) on the over-rated arms. Written: ``alarm.csv`` (one row per run) and ``alarm.md`` (the table).
+Runs the ``wmrl`` recipe without recalled executions (the paper's recipe) at rho = 0.1 (20 tasks, 2 anchor groups a
+step) against world models that can be exploited (``exploit``: 10% of each task's arms over-rated by B) and world models
+that cannot (``monotone`` distortion, pure noise, a group offset), for each CUSUM threshold h, with the alarm only
+recorded (response ``none``) and with ``raise_anchors``. Onset of exploitation: the first step at which the policy puts
+twice its initial mass (0.2) on the over-rated arms. Written: ``alarm.csv`` (one row per run) and ``alarm.md`` (the
+table).
 """
 from __future__ import annotations
 
@@ -57,14 +58,15 @@ def main() -> None:
     a.out.mkdir(parents=True, exist_ok=True)
     df.to_csv(a.out / "alarm.csv", index=False)
     groups_per_run = 2 * a.steps  # 20 tasks x rho 0.1 anchor groups a step
-    lines = [f"# The exploitation alarm on the simulated bandit\n",
+    lines = ["# The exploitation alarm on the simulated bandit\n",
              f"`python docs/simulation/alarm_study.py --seeds {a.seeds} --steps {a.steps}` "
              f"({time.perf_counter() - t0:.0f} s). `wmrl` at rho 0.1, {a.seeds} seeds, {a.steps} steps, drift k = 0.5; "
              f"about {groups_per_run} anchor groups a run. Onset: the policy's mass on the over-rated arms reaches 0.2 "
              "(twice the uniform policy's). Delay: first alarm minus onset, in steps (median over runs with both; "
              "negative = before the onset). False alarms: alarms per 1000 anchor groups where nothing can be "
              "exploited. J: final true expected reward, response none -> raise_anchors (executions x).\n",
-             "| h | world model | runs alarmed | alarms per 1000 groups | median delay (steps) | J none | J raise_anchors | executions x |",
+             "| h | world model | runs alarmed | alarms per 1000 groups | median delay (steps) | J none "
+             "| J raise_anchors | executions x |",
              "|---|---|---|---|---|---|---|---|"]
     for (h, wm), d in df.groupby(["h", "world_model"], sort=False):
         n = d[d.response == "none"]
@@ -73,8 +75,8 @@ def main() -> None:
                   and not (pd.isna(fa) or pd.isna(on))]
         alarmed = int((n.n_alarms > 0).sum())
         rate = 1000 * n.n_alarms.mean() / groups_per_run
-        lines.append(f"| {h:g} | {wm} | {alarmed}/{len(n)} | {rate:.2f} | "
-                     f"{np.median(delays):.0f} |" if delays else f"| {h:g} | {wm} | {alarmed}/{len(n)} | {rate:.2f} | - |")
+        delay = f"{np.median(delays):.0f}" if delays else "-"
+        lines.append(f"| {h:g} | {wm} | {alarmed}/{len(n)} | {rate:.2f} | {delay} |")
         lines[-1] += (f" {n.J_final.mean():.3f} | {r.J_final.mean():.3f} | "
                       f"{r.executions.mean() / n.executions.mean():.2f} |")
     (a.out / "alarm.md").write_text("\n".join(lines) + "\n")

@@ -149,7 +149,8 @@ def test_shipped_presets_validate():
         assert set(p.methods) <= set(METHODS)
     small = load_preset("cpu-small")
     runs = plan(small, Path("/tmp/unused"))
-    assert len(runs) == small.seeds * len(small.methods) and "wmrl-raw" in small.methods  # the paper's four arms and more
+    # the paper's four arms and more
+    assert len(runs) == small.seeds * len(small.methods) and "wmrl-raw" in small.methods
     assert {r.config.model.name for r in runs} == {"tiny"} and {r.config.scaffold.name for r in runs} == {"grammar"}
     assert [r.config.eval.at_start for r in runs[:2]] == [True, False]  # step-0 eval once per seed (grpo)
     gpu = load_preset("gpu-paper")
@@ -194,7 +195,8 @@ def test_world_model_quality_on_anchors_by_hand(tmp_path):
          "anchor_true": [0.2, 0.6]},
     ]
     (rd / "calibration.jsonl").write_text("\n".join(json.dumps(c) for c in cal) + "\n")
-    (rd / "metrics.jsonl").write_text("\n".join(json.dumps({"step": s, "alpha": a}) for s, a in ((1, 0.2), (2, 0.6))) + "\n")
+    (rd / "metrics.jsonl").write_text("\n".join(json.dumps({"step": s, "alpha": a}) for s, a in ((1, 0.2),
+                                                                                                 (2, 0.6))) + "\n")
 
     q = bench_results.world_model_quality(load_run(rd))
     assert all(q[f"wm_{k}"] != q[f"wm_{k}"] for k in bench_results.FIDELITY_COLUMNS)  # no fidelity.json: NaN
@@ -229,7 +231,8 @@ def test_train_task_evaluations_from_wmrl_eval_enter_the_table(preset, tmp_path)
     train-task line, with the direction of the change."""
     out = tmp_path / "out"
     run_bench(preset, out, methods=["grpo", "wmrl"], train_fn=fake_train([]), log=lambda s: None)
-    assert "train-task percentile" not in bench_page.bench_table(bench_stats.aggregate(bench_results.collect(out))).columns
+    table = bench_page.bench_table(bench_stats.aggregate(bench_results.collect(out)))
+    assert "train-task percentile" not in table.columns
     finals = {("grpo", 0): 0.70, ("grpo", 1): 0.74, ("wmrl", 0): 0.60, ("wmrl", 1): 0.66}
     for (method, seed), pct in finals.items():
         recs = [{"step": 3, "split": "train", "checkpoint": "step_000003", "mean_percentile": pct}]
@@ -242,7 +245,8 @@ def test_train_task_evaluations_from_wmrl_eval_enter_the_table(preset, tmp_path)
     assert res.loc[("grpo", 1), "initial_train_percentile"] == pytest.approx(0.52)
     assert pd.isna(res.loc[("wmrl", 1), "initial_train_percentile"])
     results = bench_results.collect(out)
-    table = bench_page.bench_table(bench_stats.aggregate(results) + [bench_stats.initial_row(results)]).to_frame().set_index("method")
+    rows = bench_stats.aggregate(results) + [bench_stats.initial_row(results)]
+    table = bench_page.bench_table(rows).to_frame().set_index("method")
     assert table.loc["grpo", "train-task percentile"] == "0.720 ± 0.020"
     assert table.loc["wmrl", "train-task percentile"] == "0.630 ± 0.030"
     assert table.loc[bench_stats.INITIAL, "train-task percentile"] == "0.510 ± 0.010"
@@ -296,7 +300,8 @@ def test_shared_corpus_follows_the_bench_overrides_and_refuses_a_stale_one(tmp_p
     rec = ensure_corpus(preset, out, log=lambda s: None, overrides=["tasks.train=[b]", "rollout.temperature=0.7"])
     assert made == [(["b"], 0.7)] and rec["settings"]["tasks"]["train"] == ["b"]
     # the same settings: reused as it is; other settings: refused by name, nothing collected
-    assert ensure_corpus(preset, out, log=lambda s: None, overrides=["tasks.train=[b]", "rollout.temperature=0.7"]) == rec
+    assert ensure_corpus(preset, out, log=lambda s: None,
+                         overrides=["tasks.train=[b]", "rollout.temperature=0.7"]) == rec
     with pytest.raises(BenchError, match="other settings.*rollout.*tasks"):
         ensure_corpus(preset, out, log=lambda s: None)
     assert len(made) == 1
@@ -318,5 +323,6 @@ def test_a_bench_whose_every_run_fails_says_so(preset, tmp_path):
     def broken(cfg, resume):
         raise RuntimeError("no model here")
 
-    with pytest.raises(BenchError, match=r"all 2 planned runs failed \(the first: grpo seed 0: RuntimeError: no model here\)"):
+    with pytest.raises(BenchError,
+                       match=r"all 2 planned runs failed \(the first: grpo seed 0: RuntimeError: no model here\)"):
         run_bench(preset, tmp_path / "out", seeds=1, methods=["grpo", "wmrl"], train_fn=broken, log=lambda s: None)

@@ -24,7 +24,8 @@ def test_kendall_tau_a_known_values():
 
 
 def _groups(rng, n_groups, G, shift, order_sign):
-    """n_groups groups of G anchors: r ~ U(0, 1), r_tilde = r + shift + noise (over-rated by shift), r_hat ordered as order_sign * r."""
+    """n_groups groups of G anchors: r ~ U(0, 1), r_tilde = r + shift + noise (over-rated by shift), r_hat ordered as
+    order_sign * r."""
     gid = np.repeat(np.arange(n_groups), G)
     r = rng.random(n_groups * G)
     rt = r + shift + 0.05 * rng.standard_normal(r.size)

@@ -43,7 +43,8 @@ def _for(name, step=1, seed=0):
 
 def test_registry_lists_every_method_and_each_runs_on_the_same_arrays():
     names = recipe_names()
-    assert names == ["grpo", "wm", "wmrl", "wmrl-raw", "wmrl-no-recall", "wmrl-no-debias", "wmrl-no-denoise", "wmrl-ppi", "wmrl-bias-aware",
+    assert names == ["grpo", "wm", "wmrl", "wmrl-raw", "wmrl-no-recall", "wmrl-no-debias", "wmrl-no-denoise",
+                     "wmrl-ppi", "wmrl-bias-aware",
                      "anchor-only", "wmrl-flat"]
     outs = {}
     for name in names:
@@ -61,7 +62,8 @@ def test_registry_lists_every_method_and_each_runs_on_the_same_arrays():
     # the same anchor arrays: methods with both streams differ only in what they do with them
     assert not np.allclose(outs["wmrl"].weights, outs["wmrl-no-denoise"].weights)
     assert not np.allclose(outs["wmrl"].reward_used, outs["wmrl-no-debias"].reward_used)
-    assert outs["wmrl-ppi"].stats["fusion_mode"] == "ppi" and outs["wmrl-bias-aware"].stats["fusion_mode"] == "bias_aware"
+    assert outs["wmrl-ppi"].stats["fusion_mode"] == "ppi"
+    assert outs["wmrl-bias-aware"].stats["fusion_mode"] == "bias_aware"
     # anchor-only leaves the world-model samples out of the loss
     ao = outs["anchor-only"]
     x = _for("anchor-only", 3)

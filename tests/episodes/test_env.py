@@ -2,7 +2,6 @@
 bad inputs, and no test-set information in what a validate step returns. Real small tasks (``small_suite``)."""
 from __future__ import annotations
 
-import math
 import warnings
 from concurrent.futures import Future
 
@@ -28,7 +27,8 @@ pd.DataFrame({"id": te["id"], "survived": m.predict(Xt)}).to_csv("submission.csv
 #: Keys that would carry test-set information.
 TEST_KEYS = {"score", "reward", "medal", "above_median", "grade", "reward_wm"}
 
-needs_bwrap = pytest.mark.skipif(find_bwrap() is None, reason="bubblewrap not installed (apt-get install -y bubblewrap)")
+needs_bwrap = pytest.mark.skipif(find_bwrap() is None,
+                                 reason="bubblewrap not installed (apt-get install -y bubblewrap)")
 
 
 class StubWorldModel:

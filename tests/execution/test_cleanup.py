@@ -7,7 +7,6 @@ import os
 import socket
 from pathlib import Path
 
-import pytest
 
 from wmrl.execution import scratch as scr
 from wmrl.execution.runner import execute

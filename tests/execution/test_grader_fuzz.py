@@ -271,6 +271,7 @@ def test_an_unreadable_submission_is_blamed_only_when_the_grader_reads_the_refer
     def broken(t, path):  # an unexpected parse failure on every file: the grader's, not the submission's
         raise UnreadableSubmission("the submission could not be read (TypeError: ...)")
 
-    assert outcome(ExecutionRequest(task=task, program="x"), _run(b"id,y\n")).status == ExecutionStatus.INVALID_SUBMISSION
+    assert outcome(ExecutionRequest(task=task, program="x"),
+                   _run(b"id,y\n")).status == ExecutionStatus.INVALID_SUBMISSION
     r = outcome(ExecutionRequest(task=task, program="x"), _run(b"id,y\n"), grader=broken)
     assert r.is_infra_error and "reference submission" in r.error

@@ -104,7 +104,8 @@ def _load(name: str, subs: dict[str, str]) -> tuple[str, str, dict[str, float]]:
         text = text.replace(k, v)
     doc = text.split('"""')[1]
     expect = re.search(r"EXPECT:\s*(\w+)", doc).group(1)
-    config = {k: float(v) for k, v in re.findall(r"(\w+)=([\d.]+)", doc.split("CONFIG:")[1])} if "CONFIG:" in doc else {}
+    config = {k: float(v) for k, v in re.findall(r"(\w+)=([\d.]+)",
+                                                 doc.split("CONFIG:")[1])} if "CONFIG:" in doc else {}
     return text, expect, config
 
 
@@ -124,7 +125,8 @@ def test_hostile_program_is_contained(arena, name):
         executor = LocalExecutor(max_workers=1, sandbox=arena["config"].with_(**overrides))
     try:
         t0 = time.monotonic()
-        result = executor.submit(ExecutionRequest(task, program, request_id=name, time_limit_s=time_limit)).result(timeout=60)
+        result = executor.submit(ExecutionRequest(task, program, request_id=name,
+                                                  time_limit_s=time_limit)).result(timeout=60)
         elapsed = time.monotonic() - t0
     finally:
         if executor is not arena["executor"]:

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 
-from conftest import make_tiny_task  # noqa: E402
+from conftest import make_tiny_task
 
-from wmrl.execution.leakscan import scan_file, fingerprint, scan_tasks  # noqa: E402
+from wmrl.execution.leakscan import scan_file, fingerprint, scan_tasks
 
 
 @pytest.fixture()

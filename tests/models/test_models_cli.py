@@ -20,7 +20,8 @@ def _write_log(path, make_task, n_groups=8, g=4):
 
     task = make_task(path.parent / "task", "binary")
     rng = np.random.default_rng(0)
-    comps = {"make_pipeline(GaussianNB())": 0.2, "make_pipeline(RandomForestClassifier(n_estimators=50, max_depth=8, min_samples_leaf=1))": 0.8}
+    comps = {"make_pipeline(GaussianNB())": 0.2,
+             "make_pipeline(RandomForestClassifier(n_estimators=50, max_depth=8, min_samples_leaf=1))": 0.8}
     log = ExecutionLog(path)
     for grp in range(n_groups):
         for i in range(g):
@@ -98,7 +99,9 @@ def test_wm_fit_and_eval_on_a_log(tmp_path, task_factory):
 
 
 def test_wm_fit_missing_log_is_a_clear_error(tmp_path):
-    r = runner.invoke(app, ["wm", "fit", "--log", str(tmp_path / "nope.sqlite"), "--out", str(tmp_path / "o"), "--model", "tiny"])
+    r = runner.invoke(app,
+                      ["wm", "fit", "--log", str(tmp_path / "nope.sqlite"), "--out", str(tmp_path / "o"),
+                       "--model", "tiny"])
     assert r.exit_code != 0
     assert "wm warmup" in r.output
 
@@ -113,11 +116,13 @@ def test_warmup_and_scaffolds_commands(small_suite, tmp_path):
     assert r.exit_code == 0, r.output
     rows = ExecutionLog(logp).records()
     assert len(rows) == 4
-    assert all(row["meta"]["stream"] == "warmup" and row["meta"]["completion"].startswith("make_pipeline(") for row in rows)
+    assert all(row["meta"]["stream"] == "warmup" and row["meta"]["completion"].startswith("make_pipeline(")
+               for row in rows)
     assert all(row["status"] == "ok" for row in rows), [row["error"] for row in rows]
     js = tmp_path / "sc.json"
     r = runner.invoke(app, ["scaffolds", "--root", str(small_suite), "--model", "tiny", "--samples", "1",
-                            "--scaffold", "grammar", "--scaffold", "function", "--max-new-tokens", "96", "--json", str(js)])
+                            "--scaffold", "grammar", "--scaffold", "function", "--max-new-tokens", "96",
+                            "--json", str(js)])
     assert r.exit_code == 0, r.output
     res = json.loads(js.read_text())
     rates = {row["scaffold"]: row["valid_program_rate"] for row in res["rows"]}

@@ -68,7 +68,8 @@ def test_outcome_prediction_checks_and_gating():
 
     def rest(idx):
         seen.append(list(idx))
-        return OutcomePrediction(np.full(len(idx), 0.7), np.tile([0, 0, 0, 1.0], (len(idx), 1)), np.full(len(idx), 0.05))
+        return OutcomePrediction(np.full(len(idx), 0.7), np.tile([0, 0, 0, 1.0], (len(idx), 1)),
+                                 np.full(len(idx), 0.05))
 
     g = gated(["make_pipeline(Ridge())", "", "make_pipeline("], rest)
     assert seen == [[0]]  # the model sees only what the gate let through

@@ -28,7 +28,8 @@ def test_grammar_sampling_is_valid_and_logprobs_match(tasks, tiny):
     assert batch.valid is not None and all(batch.valid)
     for comp, task in zip(batch.completions, [tasks[0]] * 4 + [tasks[1]] * 4):
         assert comp.startswith("make_pipeline(") and comp.endswith(")")
-        assert ("Classifier" in comp or "LogisticRegression" in comp or "GaussianNB" in comp) == (task.type != "regression")
+        is_classifier = "Classifier" in comp or "LogisticRegression" in comp or "GaussianNB" in comp
+        assert is_classifier == (task.type != "regression")
     assert all("def build_model():" in p for p in batch.programs)
     # prompt and padding are masked out; completions start at prompt_len
     P = batch.prompt_len

@@ -54,7 +54,8 @@ def test_script_scaffold_extracts_code_block(tasks):
 def test_grammar_accepts_and_rejects(tasks):
     sc = get_scaffold("grammar")
     clf_task, reg_task = tasks[0], tasks[1]
-    good = "make_pipeline(StandardScaler(), PCA(n_components=0.95), HistGradientBoostingClassifier(max_iter=100, learning_rate=0.1, max_leaf_nodes=31))"
+    good = ("make_pipeline(StandardScaler(), PCA(n_components=0.95), "
+            "HistGradientBoostingClassifier(max_iter=100, learning_rate=0.1, max_leaf_nodes=31))")
     assert sc.is_valid(clf_task, good)
     assert not sc.is_valid(reg_task, good)
     assert sc.is_valid(reg_task, "make_pipeline(Ridge(alpha=1.0))")
@@ -77,7 +78,8 @@ def test_grammar_render_builds_a_real_estimator(tasks):
     from sklearn.base import is_classifier, is_regressor
 
     sc = get_scaffold("grammar")
-    comp = "make_pipeline(QuantileTransformer(n_quantiles=100), RandomForestRegressor(n_estimators=10, max_depth=3, min_samples_leaf=5))"
+    comp = ("make_pipeline(QuantileTransformer(n_quantiles=100), "
+            "RandomForestRegressor(n_estimators=10, max_depth=3, min_samples_leaf=5))")
     assert sc.is_valid(tasks[1], comp)
     assert not sc.is_valid(tasks[0], comp)  # a regressor for a classification task
     from wmrl.tasks.harness import import_block

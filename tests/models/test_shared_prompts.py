@@ -100,7 +100,8 @@ def test_shared_engine_prefills_each_group_once_and_matches_recomputation(tasks)
 
 def test_trie_tables_agree_with_the_matcher(tiny):
     _, tok = tiny
-    tries = [ChoiceTrie.from_sentences(tok, grammar_sentences(k), tok.eos_token_id) for k in ("classifier", "regressor")]
+    tries = [ChoiceTrie.from_sentences(tok, grammar_sentences(k), tok.eos_token_id)
+             for k in ("classifier", "regressor")]
     tab = TrieTables.build(tries)
     rng = random.Random(0)
     V = len(tok)
@@ -154,7 +155,8 @@ def test_lm_bench_on_the_tiny_model(tasks):
     assert u0["row_tokens"] == u1["row_tokens"] == u0["computed_tokens"] > u1["computed_tokens"]
     assert res["wm_shared"]["computed_tokens"] < res["wm_separate"]["computed_tokens"]
     for k in ("quickstart_step_before", "quickstart_step_now"):
-        assert res[k]["lm_cpu_s"] == pytest.approx(res[k]["generate_cpu_s"] + res[k]["wm_cpu_s"] + res[k]["update_cpu_s"])
+        parts = res[k]["generate_cpu_s"] + res[k]["wm_cpu_s"] + res[k]["update_cpu_s"]
+        assert res[k]["lm_cpu_s"] == pytest.approx(parts)
     assert any(line.startswith("update shared") for line in lines)
 
 

@@ -29,7 +29,8 @@ def _records(n_groups=12, g=4, seed=0):
             recs.append({
                 "status": "ok",
                 "reward": float(np.clip(_FAMILIES[c] + rng.normal(scale=0.05), 0, 1)),
-                "meta": {"prompt": f"Task: {task}. Predict churn.", "completion": c, "group_id": grp, "task_id": task, "step": 0},
+                "meta": {"prompt": f"Task: {task}. Predict churn.", "completion": c, "group_id": grp,
+                         "task_id": task, "step": 0},
             })
     recs.append({"status": "infra_error", "reward": None, "meta": {"prompt": "x", "completion": "y", "group_id": 99}})
     return recs
@@ -226,7 +227,8 @@ def _failing_records(n_groups=16, g=4, seed=0):
     outcomes = {
         "make_pipeline(LogisticRegression(penalty='l1', solver='lbfgs'))": ("runtime_error", 0.0),
         "make_pipeline(NearestCentroid())": ("invalid_submission", 0.0),
-        "make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=200, max_depth=8, min_samples_leaf=1))": ("ok", 0.85),
+        "make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=200, max_depth=8, min_samples_leaf=1))":
+            ("ok", 0.85),
         "make_pipeline(GaussianNB())": ("ok", 0.3),
     }
     comps = list(outcomes)

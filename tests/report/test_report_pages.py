@@ -18,7 +18,8 @@ def test_method_label_reads_ablation_switches():
     assert method_label({"method": "grpo"}) == "grpo"
     assert method_label({"method": "wmrl", "wmrl": {"debias": True, "denoise": True, "fusion": "ivw"}}) == "wmrl"
     assert method_label({"method": "wmrl", "wmrl": {"debias": False}}) == "wmrl (no debias)"
-    assert method_label({"method": "wmrl", "wmrl": {"fusion": "ppi", "denoise": False}}) == "wmrl (no denoise, fusion=ppi)"
+    assert method_label({"method": "wmrl",
+                         "wmrl": {"fusion": "ppi", "denoise": False}}) == "wmrl (no denoise, fusion=ppi)"
     assert method_label({}) == "?"
 
 
@@ -124,8 +125,10 @@ def test_report_shows_each_runs_fidelity_card(tmp_path):
     table = fidelity_table(load_runs([w, g]))
     assert list(table["run"]) == ["wmrl"]  # grpo has no world model, so no card
     row = table.iloc[0]
-    assert row["programs"] == 4 and row["status accuracy @1"] == format_figure(card.status_acc1) == "0.750 [0.500, 1.000]"
-    assert row["failure AUC"] == format_figure(card.failure_auc) and row["true / predicted valid share"] == "0.50 / 0.50"
+    assert row["programs"] == 4
+    assert row["status accuracy @1"] == format_figure(card.status_acc1) == "0.750 [0.500, 1.000]"
+    assert row["failure AUC"] == format_figure(card.failure_auc)
+    assert row["true / predicted valid share"] == "0.50 / 0.50"
     page = write_report([w, g], tmp_path / "r.html").read_text()
     assert "<h2>World-model fidelity on the anchors</h2>" in page and format_figure(card.ece) in page
     assert "World-model fidelity" not in write_report([g], tmp_path / "g.html").read_text()

@@ -11,7 +11,8 @@ CFG = SimConfig(n_tasks=6, n_arms=12, group_size=4, steps=12, log_every=4)
 def test_runs_do_not_depend_on_batch_composition():
     wm = WorldModelSpec("monotone", 0.5, 0.1)
     alone, _ = simulate([RunSpec("wmrl", wm, 0.2, seed=1)], CFG)
-    mixed, _ = simulate([RunSpec("grpo", seed=0), RunSpec("wmrl-ppi", wm, 0.2, seed=2), RunSpec("wmrl", wm, 0.2, seed=1)], CFG)
+    mixed, _ = simulate([RunSpec("grpo", seed=0), RunSpec("wmrl-ppi", wm, 0.2, seed=2),
+                         RunSpec("wmrl", wm, 0.2, seed=1)], CFG)
     a = alone[alone.run == 0].J.to_numpy()
     b = mixed[mixed.run == 2].J.to_numpy()
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)

@@ -23,7 +23,7 @@ TINY = Preset(
 
 def test_build_runs_has_no_duplicates_and_references():
     runs = build_runs(PRESETS["default"])
-    for std, rs in runs.items():
+    for rs in runs.values():
         keys = [(r.method, r.wm, round(r.rho, 6), r.seed) for r in rs]
         assert len(keys) == len(set(keys))
         assert sum(r.method == "grpo" for r in rs) == 3

@@ -49,7 +49,8 @@ def write_fake_run(root: Path, method: str = "wmrl", steps: int = 6, seed: int =
         })
         if method != "grpo" and r.size:
             cal.append({"step": s, "mode": "isotonic" if s > 2 else "identity", "n_window": 4 * (s - 1),
-                        "map_x": list(np.linspace(0, 1, 11)), "map_y": list(np.clip((np.linspace(0, 1, 11) - 0.3) * 2, 0, 1)),
+                        "map_x": list(np.linspace(0, 1, 11)),
+                        "map_y": list(np.clip((np.linspace(0, 1, 11) - 0.3) * 2, 0, 1)),
                         "anchor_wm": wm.tolist(), "anchor_wm_calibrated": np.clip((wm - 0.3) * 2, 0, 1).tolist(),
                         "anchor_true": r.tolist(), "anchor_task_ids": ["t"] * r.size})
     with open(root / "metrics.jsonl", "w") as fh:

@@ -74,7 +74,8 @@ class FakePolicy:
                                      for i, t in enumerate(tasks) for _ in range(group_size)],
                             completions=comps, task_ids=task_ids,
                             group_ids=[gi for gi in range(len(tasks)) for _ in range(group_size)],
-                            programs=[scaffold.render(t, c) for t, c in zip([t for t in tasks for _ in range(group_size)], comps)],
+                            programs=[scaffold.render(t, c)
+                                      for t, c in zip([t for t in tasks for _ in range(group_size)], comps)],
                             prompt_len=PROMPT_LEN, temperature=temperature)
 
     def logprobs(self, batch):

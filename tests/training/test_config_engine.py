@@ -17,18 +17,19 @@ ROOT = Path(__file__).resolve().parents[2]
 #: SHA-256 of ``dump_config``. At ec59c36 these were the hand-written engine's bytes (the pydantic engine
 #: matched them byte for byte); they were recomputed once when the four ablation keys ``wmrl.debias``,
 #: ``wmrl.denoise``, ``wmrl.fusion``, ``wmrl.bias_aware`` became method names (the dumps lost exactly those
-#: four lines), once when ``rollout.engine`` was added (one line), and once when the asynchronous anchor stream added ``wmrl.anchor_staleness``,
-#: ``wmrl.late_anchors`` and ``wmrl.late_ratio_max`` (the dumps gained exactly those three lines: without them
-#: they hash to ``SAVED_BEFORE_ASYNC``), once when ``wmrl.over_bound_anchors`` was added (one line, ``BOUND_LINE``:
-#: without it they hash to ``SAVED_BEFORE_BOUND``), and once when multi-turn episodes added the ``episode`` section
-#: (the dumps gained exactly ``EPISODE_BLOCK`` at the end: without it they hash to ``SAVED_BEFORE``), and once when
-#: ``wmrl.steps_without_anchors`` was added (one line, ``SKIP_LINE``: without it they hash to ``SAVED_BEFORE_SKIP``,
-#: the hashes of the line before; ``EPISODE_BLOCK`` is then stripped from those), and once when the infra alarm added
-#: ``executor.recheck_infra_errors``, ``executor.infra_background_rate`` and ``executor.infra_alarm_alpha`` (three
-#: lines, ``INFRA_LINES``: without them they hash to ``SAVED_BEFORE_INFRA``), and once when the exploitation alarm
-#: and the world model's program features added ``ALARM_LINES`` (without them: ``SAVED_BEFORE_ALARM``), and once when
-#: the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``). A resumed run
-#: compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by accident.
+#: four lines), once when ``rollout.engine`` was added (one line), and once when the asynchronous anchor stream added
+#: ``wmrl.anchor_staleness``, ``wmrl.late_anchors`` and ``wmrl.late_ratio_max`` (the dumps gained exactly those three
+#: lines: without them they hash to ``SAVED_BEFORE_ASYNC``), once when ``wmrl.over_bound_anchors`` was added (one line,
+#: ``BOUND_LINE``: without it they hash to ``SAVED_BEFORE_BOUND``), and once when multi-turn episodes added the
+#: ``episode`` section (the dumps gained exactly ``EPISODE_BLOCK`` at the end: without it they hash to
+#: ``SAVED_BEFORE``), and once when ``wmrl.steps_without_anchors`` was added (one line, ``SKIP_LINE``: without it they
+#: hash to ``SAVED_BEFORE_SKIP``, the hashes of the line before; ``EPISODE_BLOCK`` is then stripped from those), and
+#: once when the infra alarm added ``executor.recheck_infra_errors``, ``executor.infra_background_rate`` and
+#: ``executor.infra_alarm_alpha`` (three lines, ``INFRA_LINES``: without them they hash to ``SAVED_BEFORE_INFRA``), and
+#: once when the exploitation alarm and the world model's program features added ``ALARM_LINES`` (without them:
+#: ``SAVED_BEFORE_ALARM``), and once when the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``). A
+#: resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by
+#: accident.
 SAVED = {
     "defaults": "b00b06f5b9e91710df0ab6b6382a8bbe521e175688fafefda5ae35584db60f82",
     "quickstart": "e491c2c8c01bf53e64bed73a2a9d8272433299f15d10881ea6a5caec8108a07e",
@@ -46,7 +47,8 @@ SAVED_BEFORE_LADDER = {
     "gpu-paper/grpo/1": "2289b2b86f523dcef642810d62a9d86fcabec81161ad6bca868a2d591ac1ea53",
 }
 LADDER_LINE = "  ladder: percentile\n"
-QUICKSTART_EDITS = (("  - openintro-email\n", "  - vega-seattle_weather\n"), ("  samples_per_task: 8\n", "  samples_per_task: 4\n"))
+QUICKSTART_EDITS = (("  - openintro-email\n", "  - vega-seattle_weather\n"),
+                    ("  samples_per_task: 8\n", "  samples_per_task: 4\n"))
 ALARM_LINES = ("  exploit_alarm: warn\n", "  exploit_alarm_threshold: 8.0\n", "  exploit_alarm_drift: 0.5\n",
                "  exploit_alarm_max_anchor_fraction: 0.5\n", "  program_features: 0\n")
 SAVED_BEFORE_ALARM = {
@@ -152,7 +154,8 @@ def test_every_bad_value_is_named_at_once():
         load_config(None, ["optim.lr=-1", "wmrl.router=fractoin", "model.name=null", "tasks.train=[a, [b]]"])
     lines = str(e.value).splitlines()
     assert "optim.lr: -1.0 is not above the minimum 0.0; expected a finite number > 0.0" in lines
-    assert "wmrl.router: 'fractoin' is not allowed; choose one of 'fraction', 'stratified' (did you mean 'fraction'?)" in lines
+    assert ("wmrl.router: 'fractoin' is not allowed; choose one of 'fraction', 'stratified' "
+            "(did you mean 'fraction'?)") in lines
     assert "model.name: expected a string, got None" in lines
     assert "tasks.train[1]: expected a string, got ['b']" in lines
 

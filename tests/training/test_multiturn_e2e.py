@@ -29,7 +29,8 @@ pytestmark = pytest.mark.slow
 def _run(small_suite, tmp_path_factory, method: str, captured: list) -> Path:
     run = tmp_path_factory.mktemp("mt") / method
     cfg = load_config(TINY, [f"tasks.root={small_suite}", f"run_dir={run}", f"method={method}", "optim.steps=2",
-                             "episode.max_turns=2", "episode.validation_fraction=0.25", f"eval.at_end={method == 'grpo'}"])
+                             "episode.max_turns=2", "episode.validation_fraction=0.25",
+                             f"eval.at_end={method == 'grpo'}"])
     real = trainer_mod.rollout_step
 
     def spy(trainer, sb, seed):

@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _golden  # noqa: E402
+import _golden
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,6 @@ imports stay inside the command, so ``wmrl --help`` starts fast."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -13,11 +12,11 @@ from wmrl.report.cli import command_line
 def bench_cmd(
     preset: str = typer.Option(..., "--preset", "-p", help="Preset name (a shipped preset: cpu-small, "
                                "cpu-lm, gpu-paper) or a preset YAML path."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Bench folder; default runs/bench-<preset>. "
+    out: Path | None = typer.Option(None, "--out", "-o", help="Bench folder; default runs/bench-<preset>. "
                                        "Rerun the same command to resume; finished runs are skipped."),
-    seeds: Optional[int] = typer.Option(None, "--seeds", help="Number of seeds (0..N-1); default the preset's."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Training steps of every run; default the preset's."),
-    methods: Optional[str] = typer.Option(None, "--methods", help="Comma-separated subset, e.g. grpo,wmrl; "
+    seeds: int | None = typer.Option(None, "--seeds", help="Number of seeds (0..N-1); default the preset's."),
+    steps: int | None = typer.Option(None, "--steps", help="Training steps of every run; default the preset's."),
+    methods: str | None = typer.Option(None, "--methods", help="Comma-separated subset, e.g. grpo,wmrl; "
                                           "default all of the preset's."),
     set_: list[str] = typer.Option([], "--set", help="Config override for every run, key=value (repeatable)."),
     table_only: bool = typer.Option(False, "--table-only", help="Only (re)write the table from finished runs."),
@@ -25,13 +24,14 @@ def bench_cmd(
 ) -> None:
     """Benchmark grpo, wm, wmrl and the wmrl ablations side by side (same tasks, seeds, steps).
 
-    Each final policy is evaluated on held-out tasks with real execution; the table (Markdown + HTML) and a reward-against-compute plot go into the bench folder.
+    Each final policy is evaluated on held-out tasks with real execution; the table (Markdown + HTML) and a
+    reward-against-compute plot go into the bench folder.
     """
-    from wmrl.bench.convergence import write_bench_outputs  # noqa: PLC0415
-    from wmrl.bench.plan import plan, run_state  # noqa: PLC0415
-    from wmrl.bench.presets import BenchError, load_preset  # noqa: PLC0415
-    from wmrl.bench.run import run_bench  # noqa: PLC0415
-    from wmrl.training.config import ConfigError  # noqa: PLC0415
+    from wmrl.bench.convergence import write_bench_outputs
+    from wmrl.bench.plan import plan, run_state
+    from wmrl.bench.presets import BenchError, load_preset
+    from wmrl.bench.run import run_bench
+    from wmrl.training.config import ConfigError
 
     try:
         p = load_preset(preset)

@@ -27,6 +27,7 @@ from wmrl.bench.plan import PlannedRun, check_existing, plan, run_state
 from wmrl.bench.presets import METHODS, BenchError, Preset, preset_dir
 from wmrl.report.bench_results import now, uses_world_model
 from wmrl.report.machine import machine_info
+from wmrl.training import run as trainer
 from wmrl.training.config import TrainConfig
 
 
@@ -34,8 +35,6 @@ TrainFn = Callable[..., Any]
 
 
 def _default_train_fn(config: TrainConfig, resume: bool) -> Any:
-    from wmrl.training import run as trainer  # noqa: PLC0415 - heavy (torch)
-
     if resume:
         return trainer.run_training(config, resume=True)
     return trainer.run_training(config)

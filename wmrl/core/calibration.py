@@ -244,7 +244,8 @@ class IsotonicCalibrator:
             return 0
         return int(np.unique(np.round(self._yt, 12)).size)
 
-    def diagnostics(self, wm_scores: np.ndarray | None = None, true_scores: np.ndarray | None = None) -> dict[str, float]:
+    def diagnostics(self, wm_scores: np.ndarray | None = None,
+                    true_scores: np.ndarray | None = None) -> dict[str, float]:
         """Calibration quality on held-out anchors (e.g. this step's anchors, before ``update``).
 
         Args:
@@ -309,7 +310,7 @@ class IsotonicCalibrator:
         self._refit()
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> "IsotonicCalibrator":
+    def from_state_dict(cls, state: dict[str, Any]) -> IsotonicCalibrator:
         """A new calibrator restored from :meth:`state_dict`."""
         cal = cls()
         cal.load_state_dict(state)

@@ -1,4 +1,5 @@
-"""Fusing the anchor stream and the world-model stream (the WMRL paper's inverse-variance denoising; docs/architecture.md).
+"""Fusing the anchor stream and the world-model stream (the WMRL paper's inverse-variance denoising;
+docs/architecture.md).
 
 Inverse-variance weighting (IVW). Two unbiased estimates of the policy gradient: g_A from n_A
 anchor samples (true reward, per-sample variance V_A) and g_W from n_W world-model samples

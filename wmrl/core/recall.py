@@ -31,7 +31,7 @@ class MeasuredRewards:
     def __len__(self) -> int:
         return len(self._n)
 
-    def add(self, task_ids: Sequence[str], completions: Sequence[str], rewards: Iterable[float]) -> None:
+    def add(self, task_ids: Sequence[str], completions: Sequence[str], rewards: Iterable[float | None]) -> None:
         """Record N executions (rewards that are None or not finite, such as infrastructure failures, are skipped).
 
         Raises:
@@ -49,7 +49,8 @@ class MeasuredRewards:
 
     def add_records(self, records: Iterable[dict[str, Any]]) -> None:
         """Record execution-log records (dicts as ``wmrl.execution.log.ExecutionLog.records`` returns them: a
-        ``trajectory`` with ``task_id`` and ``completion``, and a ``reward``); records without a trajectory are skipped."""
+        ``trajectory`` with ``task_id`` and ``completion``, and a ``reward``); records without a trajectory are
+        skipped."""
         recs = [r for r in records if r.get("trajectory") is not None]
         self.add([r["trajectory"].task_id for r in recs], [r["trajectory"].completion for r in recs],
                  [r.get("reward") for r in recs])

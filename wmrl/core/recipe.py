@@ -1,4 +1,5 @@
-"""One WMRL step as one transformation, and the methods as registered recipes (docs/architecture.md, "The method's formulas").
+"""One WMRL step as one transformation, and the methods as registered recipes (docs/architecture.md, "The method's
+formulas").
 
 A step's B trajectories in M groups go in: group ids, which groups were executed (anchors), which
 samples are valid, the executed rewards and the world model's raw scores. Out come the reward each

@@ -71,7 +71,7 @@ class LatencyModel:
         z = rng.standard_normal(int(n))
         return np.clip(self.median_s * np.exp(self.sigma * z), self.floor_s, self.cap_s)
 
-    def scaled(self, factor: float) -> "LatencyModel":
+    def scaled(self, factor: float) -> LatencyModel:
         """The same shape with every time multiplied by ``factor`` (> 0), e.g. 1/100 for a benchmark."""
         if not (math.isfinite(factor) and factor > 0):
             raise ValueError(f"factor must be > 0, got {factor!r}")
@@ -285,5 +285,6 @@ def project_step_times(t_gen: float, t_wm: float, t_update: float, n_exec: int, 
     t = t_async = hi
     wait = t_async - t0
     return {"t_lm": t_lm, "t_sync": t_sync, "t_async": t_async, "wait": wait, "speedup": t_sync / t_async,
-            "utilisation_sync": n_exec * mean_l / (slots * t_sync), "utilisation_async": n_exec * mean_l / (slots * t_async),
+            "utilisation_sync": n_exec * mean_l / (slots * t_sync),
+            "utilisation_async": n_exec * mean_l / (slots * t_async),
             "staleness_mean": float(np.mean(np.minimum(np.ceil(gmax / t), k))) if k else 0.0}

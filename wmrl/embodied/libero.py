@@ -43,8 +43,8 @@ def require_libero() -> tuple[Any, Any, Any]:
         ImportError: LIBERO is not installed (the message says how to install it).
     """
     try:
-        from libero.libero import benchmark, get_libero_path
-        from libero.libero.envs import OffScreenRenderEnv
+        from libero.libero import benchmark, get_libero_path  # noqa: PLC0415 - optional (libero)
+        from libero.libero.envs import OffScreenRenderEnv  # noqa: PLC0415 - optional (libero)
     except ImportError as e:
         raise ImportError("the LIBERO adapter needs LIBERO and robosuite: pip install 'wmrl[libero]' (or LIBERO "
                           "from its repository) and download its assets; see docs/embodied.md") from e

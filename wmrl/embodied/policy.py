@@ -23,7 +23,8 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -75,6 +76,11 @@ class GaussianPolicy(nn.Module):
         instructions: every instruction the policy may be asked (train and held-out tasks), fixed order.
         cfg: sizes.
     """
+
+    obs_mean: torch.Tensor  # buffers (register_buffer), typed for the type checker
+    obs_std: torch.Tensor
+    instr_ids: torch.Tensor
+    instr_offsets: torch.Tensor
 
     def __init__(self, instructions: Sequence[str], cfg: PolicyConfig):
         super().__init__()
@@ -141,7 +147,7 @@ class GaussianPolicy(nn.Module):
                     "cfg": self.cfg.__dict__}, path / "policy.pt")
 
     @classmethod
-    def load(cls, path: Path) -> "GaussianPolicy":
+    def load(cls, path: Path) -> GaussianPolicy:
         d = torch.load(Path(path) / "policy.pt", weights_only=False)
         p = cls(d["instructions"], PolicyConfig(**d["cfg"]))
         p.load_state_dict(d["state_dict"])

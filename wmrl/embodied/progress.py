@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -44,6 +45,11 @@ Collapse = Literal["shaping", "peak", "final"]
 
 class ProgressPredictor(nn.Module):
     """p(s, instruction) in [0, 1]; instructions are indices into ``instructions``."""
+
+    obs_mean: torch.Tensor  # buffers (register_buffer), typed for the type checker
+    obs_std: torch.Tensor
+    instr_ids: torch.Tensor
+    instr_offsets: torch.Tensor
 
     def __init__(self, instructions: Sequence[str], hidden: int = 128, lang_dim: int = 16, obs_dim: int = OBS_DIM):
         super().__init__()
@@ -79,7 +85,7 @@ class ProgressPredictor(nn.Module):
                     "lang_dim": self.lang_dim, "obs_dim": self.obs_dim}, path / "progress.pt")
 
     @classmethod
-    def load(cls, path: Path) -> "ProgressPredictor":
+    def load(cls, path: Path) -> ProgressPredictor:
         d = torch.load(Path(path) / "progress.pt", weights_only=False)
         m = cls(d["instructions"], d["hidden"], d["lang_dim"], d.get("obs_dim", OBS_DIM))
         m.load_state_dict(d["state_dict"])

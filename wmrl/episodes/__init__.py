@@ -26,7 +26,7 @@ __all__ = ["DEFAULT_ERROR_CHARS", "PREDICTED_ERROR_TAIL", "Observation", "Resear
 
 def __getattr__(name: str):
     if name == "ResearchEnv":  # lazily: it imports gymnasium and registers the env id
-        from wmrl.episodes.env import ResearchEnv
+        from wmrl.episodes.env import ResearchEnv  # noqa: PLC0415 - heavy: loads gymnasium
 
         return ResearchEnv
     raise AttributeError(f"module 'wmrl.episodes' has no attribute {name!r}")

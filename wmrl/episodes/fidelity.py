@@ -1,8 +1,9 @@
 """How faithful the world model's feedback is, measured on anchors (docs/multiturn.md).
 
 Every executed anchor turn has two observations of the same program: the real one (the sandbox's run on the
-validation view) and the one the world model would have shown (:func:`wmrl.episodes.observation.observation_from_prediction`
-from the calibrated prediction). :func:`feedback_fidelity` compares them:
+validation view) and the one the world model would have shown
+(:func:`wmrl.episodes.observation.observation_from_prediction` from the calibrated prediction).
+:func:`feedback_fidelity` compares them:
 
 - ``validation_rel_error`` and ``validation_rel_error_median``: mean and median |v_wm - v| / max(|v|, 1e-9)
   over turns where both ran without error (the scores are in each task's metric units, so the error is

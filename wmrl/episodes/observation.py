@@ -79,7 +79,7 @@ class Observation:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Observation":
+    def from_dict(cls, d: dict[str, Any]) -> Observation:
         """The inverse of :meth:`to_dict`; unknown keys are ignored.
 
         Raises:
@@ -106,7 +106,8 @@ class Observation:
         pct = f"{100 * self.validation_fraction:.0f}%"
         direction = "lower is better" if self.lower_is_better else "higher is better"
         if self.validation_score is None or not math.isfinite(self.validation_score):
-            shown = "not available (no graded submission)" if not self.ok else "not available (undefined on the held-out rows)"
+            shown = ("not available (no graded submission)" if not self.ok
+                     else "not available (undefined on the held-out rows)")
         else:
             v = float(self.validation_score)
             shown = f"{v:.4f}" if 1e-3 <= abs(v) < 1e6 or v == 0 else f"{v:.4g}"
@@ -186,10 +187,10 @@ def observation_from_prediction(task: Task, turn: int, reward_wm_calibrated: flo
     Raises:
         LeaderboardError: a percentile task without a leaderboard.
     """
-    from wmrl.tasks.grading import score_at_percentile
+    from wmrl.tasks.grading import score_at_percentile  # noqa: PLC0415 - heavy: loads pandas
 
     p = float(reward_wm_calibrated)
-    common = dict(turn=int(turn), source="world_model", metric=task.metric,
+    common: dict[str, Any] = dict(turn=int(turn), source="world_model", metric=task.metric,
                   lower_is_better=bool(task.lower_is_better),
                   wall_s=None if wall_s is None else float(wall_s), validation_fraction=_fraction(task))
     if math.isnan(p) or p < error_threshold:

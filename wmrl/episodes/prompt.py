@@ -32,7 +32,8 @@ FENCE = "```"
 #: The closing instruction of a prompt with history.
 REVISE_INSTRUCTION = ("Write an improved solution in the same format as before. To submit your last attempt "
                       "as final, repeat it unchanged.")
-#: The closing instruction for an agent with explicit validate / submit actions (:class:`wmrl.episodes.env.ResearchEnv`).
+#: The closing instruction for an agent with explicit validate / submit actions
+#: (:class:`wmrl.episodes.env.ResearchEnv`).
 ACTION_INSTRUCTION = ("Write an improved solution in the same format as before, and validate it, or submit the "
                       "solution you choose as final with the submit action.")
 

@@ -113,8 +113,15 @@ class Episodes:
         return int(self.task_index.size)
 
     def final(self, e: int) -> TurnFeedback:
-        """The feedback of episode ``e``'s final submission."""
-        return self.feedback[e][int(self.final_turn[e]) - 1]
+        """The feedback of episode ``e``'s final submission.
+
+        Raises:
+            ValueError: the episode has no graded turn.
+        """
+        fb = self.feedback[e][int(self.final_turn[e]) - 1] if self.final_turn[e] >= 1 else None
+        if fb is None:
+            raise ValueError(f"episode {e} has no graded turn")
+        return fb
 
     def final_array(self, attr: str) -> np.ndarray:
         """[B] float64 attribute ``attr`` (``reward_true``, ``reward_wm``) of each final submission."""
@@ -190,7 +197,7 @@ def run_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], group_size: i
         ep.rows.append(active.copy())
         ep.n_turns[active] = turn
         graded = []
-        for r, e in enumerate(active):
+        for r, e in enumerate(active.tolist()):
             if turn > 1 and is_submit(batch.completions[r], history[e][-1][0]):
                 ep.submitted[e] = True  # the submit action: the previous program is final, nothing runs
             else:

@@ -35,7 +35,7 @@ class _Stop(Exception):
     """Raised by the SIGTERM handler so that a blocking ``waitpid`` returns (PEP 475 retries it)."""
 
 
-def _on_term(signum, frame):  # noqa: ARG001
+def _on_term(signum, frame):
     raise _Stop
 
 
@@ -56,7 +56,7 @@ def _kill_rest(main_pid: int) -> None:
 def _not_dumpable() -> None:
     """PR_SET_DUMPABLE 0: a program with the launcher's uid (user-namespace mode) cannot ptrace it."""
     try:
-        import ctypes
+        import ctypes  # noqa: PLC0415 - best effort, inside the try: a Python without ctypes still launches
 
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     except Exception:  # noqa: BLE001 - best effort; the marker protocol does not depend on it
@@ -70,6 +70,8 @@ def _child(spec: dict, err_w: int) -> None:
             resource.setrlimit(getattr(resource, name), (int(soft), int(hard)))
         uid, gid = spec.get("uid"), spec.get("gid")
         if os.geteuid() == 0 and uid is not None:
+            if gid is None:
+                raise ValueError("the launcher spec gives a uid but no gid")
             os.setgroups([])
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)

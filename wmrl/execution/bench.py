@@ -27,7 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wmrl.execution.pool import LocalExecutor
 from wmrl.execution.sandbox import SandboxConfig, UnsandboxedWarning, run_program
+from wmrl.execution.types import ExecutionRequest
 
 TRIVIAL_PROGRAM = 'print("ok")\n'
 
@@ -149,9 +151,6 @@ def pool_throughput(task, programs: Sequence[str], concurrencies: Sequence[int] 
     Returns one :class:`Throughput` per level (batch wall seconds, total CPU-seconds, statuses,
     scores in program order).
     """
-    from wmrl.execution.pool import LocalExecutor
-    from wmrl.execution.types import ExecutionRequest
-
     out = []
     for c in concurrencies:
         reqs = [ExecutionRequest(task=task, program=p, request_id=f"bench-c{c}-{i}", time_limit_s=time_limit_s)

@@ -8,14 +8,14 @@ import json
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn
 
 import typer
 
 MiB = 1024**2
 
 
-def _load_task(task_id: str, tasks_dir: Optional[Path]):
+def _load_task(task_id: str, tasks_dir: Path | None):
     """A task by id from ``tasks_dir`` (or the default suite), or from a task folder given as a path."""
     from wmrl.tasks.loader import TaskSuite, default_suite, detect_layout, load_task
 
@@ -37,7 +37,7 @@ def _load_task(task_id: str, tasks_dir: Optional[Path]):
         raise
 
 
-def _fail(msg: str, code: int = 1) -> None:
+def _fail(msg: str, code: int = 1) -> NoReturn:
     typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(code)
 
@@ -46,13 +46,16 @@ def exec_command(
     task_id: str = typer.Argument(..., help="Task id in the suite, or the path of a task folder."),
     program: Path = typer.Argument(..., help="The solution program (Python file)."),
     json_out: bool = typer.Option(False, "--json", help="Print the outcome as one JSON object."),
-    tasks_dir: Optional[Path] = typer.Option(None, "--root", "--tasks-dir", help="Where tasks live (searched recursively, any layout; default: the built-in suite). The same option as `wmrl tasks list --root`."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Wall-clock limit, seconds (default: the task's)."),
+    tasks_dir: Path | None = typer.Option(None, "--root", "--tasks-dir",
+                                          help="Where tasks live (searched recursively, any layout; default: the "
+                                               "built-in suite). The same option as `wmrl tasks list --root`."),
+    time_limit: float | None = typer.Option(None, "--time-limit",
+                                            help="Wall-clock limit, seconds (default: the task's)."),
     memory_mb: int = typer.Option(4096, "--memory-mb", help="Address-space limit per process, MiB."),
     threads: int = typer.Option(1, "--threads", help="BLAS/OpenMP threads of the program."),
     unsandboxed: bool = typer.Option(False, "--unsandboxed",
                                      help="Allow the weak rlimit-only mode when bwrap is missing (no isolation!)."),
-    log_path: Optional[Path] = typer.Option(None, "--log", help="Append the execution to this SQLite execution log."),
+    log_path: Path | None = typer.Option(None, "--log", help="Append the execution to this SQLite execution log."),
 ) -> None:
     """Run PROGRAM on TASK_ID in the sandbox, grade it, print the outcome.
 
@@ -150,8 +153,11 @@ def _print_result(result) -> None:
 
 def sandbox_bench_command(
     repeats: int = typer.Option(20, "--repeats", help="Executions of the trivial program per mode."),
-    task_id: Optional[str] = typer.Option(None, "--task", help="Task for the pool throughput (default: the smallest train task)."),
-    tasks_dir: Optional[Path] = typer.Option(None, "--root", "--tasks-dir", help="Where tasks live (searched recursively, any layout; default: the built-in suite). The same option as `wmrl tasks list --root`."),
+    task_id: str | None = typer.Option(None, "--task",
+                                       help="Task for the pool throughput (default: the smallest train task)."),
+    tasks_dir: Path | None = typer.Option(None, "--root", "--tasks-dir",
+                                          help="Where tasks live (searched recursively, any layout; default: the "
+                                               "built-in suite). The same option as `wmrl tasks list --root`."),
     solutions: int = typer.Option(4, "--solutions", help="Reference solutions run at each concurrency."),
     concurrency: str = typer.Option("1,2", "--concurrency", help="Comma-separated pool sizes."),
     skip_pool: bool = typer.Option(False, "--skip-pool", help="Only measure the sandbox overhead."),
@@ -203,13 +209,15 @@ def sandbox_bench_command(
         d = timings[k].as_dict()
         t.add_row(k, f"{d['median_s']:.4f}", f"{d['mean_s']:.4f}", f"{d['p90_s']:.4f}", f"{d['min_s']:.4f}")
     console.print(t)
-    console.print(f"sandbox overhead (median bwrap - plain): {report['overhead']['bwrap_minus_plain_median_s'] * 1000:.1f} ms "
+    console.print("sandbox overhead (median bwrap - plain): "
+                  f"{report['overhead']['bwrap_minus_plain_median_s'] * 1000:.1f} ms "
                   f"per execution; launcher/limits alone (rlimit - plain): "
                   f"{report['overhead']['rlimit_minus_plain_median_s'] * 1000:.1f} ms")
 
     if not skip_pool:
         from wmrl.tasks.reference import reference_programs
 
+        assert task is not None  # resolved above whenever the pool is measured
         progs = reference_programs(task)
         step = max(1, len(progs) // max(1, solutions))
         chosen = progs[::step][:solutions]

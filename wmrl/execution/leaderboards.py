@@ -9,7 +9,10 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from wmrl.execution.pool import LocalExecutor
+from wmrl.execution.types import ExecutionRequest, ExecutionStatus
 from wmrl.tasks.reference import reference_programs
 from wmrl.tasks.spec import Task
 
@@ -17,7 +20,7 @@ from wmrl.tasks.spec import Task
 def rebuild_leaderboards(
     tasks: Sequence[Task],
     board_dir: Path | None = None,
-    executor_factory: Callable[[], object] | None = None,
+    executor_factory: Callable[[], Any] | None = None,
     time_limit_s: float = 300.0,
     log: Callable[[str], None] = print,
 ) -> dict[str, list[float]]:
@@ -39,17 +42,14 @@ def rebuild_leaderboards(
         RuntimeError: a task ends with fewer than 10 successful reference solutions (the message
             lists the failures).
     """
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - heavy (pandas)
 
-    from wmrl.execution.types import ExecutionRequest, ExecutionStatus
-    from wmrl.tasks import leaderboard as lb
-    from wmrl.tasks.build import LEADERBOARD_DIR
+    from wmrl.tasks import leaderboard as lb  # noqa: PLC0415 - heavy: loads pandas
+    from wmrl.tasks.build import LEADERBOARD_DIR  # noqa: PLC0415 - heavy: loads pandas
 
     board_dir = Path(board_dir) if board_dir is not None else LEADERBOARD_DIR
     board_dir.mkdir(parents=True, exist_ok=True)
     if executor_factory is None:
-        from wmrl.execution.pool import LocalExecutor
-
         def executor_factory():
             return LocalExecutor(max_workers=2)
 

@@ -11,9 +11,9 @@ cells are split into tokens (words and numbers, lower-cased; numbers written in 
 ``29``, ``29.0`` and ``2.9e1`` agree, to 6 significant digits); the row keeps its
 :data:`TOKENS_PER_ROW` rarest tokens over the test set. A record of a file (a line; a long line is cut
 at ``}``/``]`` and into :data:`RECORD_CHARS`-character pieces) matches a row when it holds all of them
-(ordinals are numbers: ``1st`` matches ``1``), so rows of common values (a class, a sex, an age) are told apart by their combination. Rows with fewer than :data:`MIN_TOKENS` tokens, or
-with no token of three characters or more (small integers only), cannot be told apart and are not
-counted. A file holding at least :data:`MIN_SHARE` of a
+(ordinals are numbers: ``1st`` matches ``1``), so rows of common values (a class, a sex, an age) are told apart by their
+combination. Rows with fewer than :data:`MIN_TOKENS` tokens, or with no token of three characters or more (small
+integers only), cannot be told apart and are not counted. A file holding at least :data:`MIN_SHARE` of a
 task's test rows and at least :data:`MIN_ROWS` of them (or all, for a smaller test set) is a copy.
 
 Tables stored column by column (one column a line) or in binary formats are not found.
@@ -34,8 +34,12 @@ import sys
 import zipfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Iterable
+from typing import Any
+
+from wmrl.execution.sandbox import SandboxConfig, _visible_roots, hidden_paths
+from wmrl.paths import wmrl_home
 
 #: File names (lower-cased) the scan reads, optionally followed by a compression suffix.
 DATA_SUFFIXES = (".csv", ".tsv", ".txt", ".dat", ".data", ".json", ".arff", ".tab", ".psv")
@@ -131,8 +135,8 @@ class _Fingerprint:
         self.counted = sum(1 for r in self.rows if r)
         self.threshold = max(1, min(self.counted, max(MIN_ROWS, math.ceil(MIN_SHARE * n_test))))
         h = hashlib.sha256(task_id.encode())
-        for r in self.rows:
-            h.update(("|".join(sorted(r)) + "\n").encode())
+        for kept in self.rows:
+            h.update(("|".join(sorted(kept)) + "\n").encode())
         self.digest = h.hexdigest()[:16]
 
     def possible(self, tokens: set[str]) -> int:
@@ -160,7 +164,7 @@ def fingerprint(task) -> _Fingerprint:
     Raises:
         OSError, ValueError: ``test.csv`` cannot be read as a CSV.
     """
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - heavy (pandas)
 
     df = pd.read_csv(task.test_path, dtype=str, keep_default_na=False)
     cols = [c for c in df.columns if c != task.id_column]
@@ -179,6 +183,10 @@ def _is_data_file(name: str) -> bool:
     return low.endswith(DATA_SUFFIXES) or name.lower().endswith(".zip")
 
 
+#: Readers of compressed data files, by suffix (anything else is read as it is).
+_OPENERS: dict[str, Callable[..., Any]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+
+
 def _read_text(path: str) -> list[str]:
     """The decompressed text(s) of a data file, each at most MAX_READ_BYTES; [] for a binary file."""
     low = path.lower()
@@ -187,11 +195,12 @@ def _read_text(path: str) -> list[str]:
         if low.endswith(".zip"):
             with zipfile.ZipFile(path) as z:
                 for info in z.infolist()[:64]:
-                    if not info.is_dir() and _is_data_file(info.filename) and not info.filename.lower().endswith(".zip"):
+                    if (not info.is_dir() and _is_data_file(info.filename)
+                            and not info.filename.lower().endswith(".zip")):
                         with z.open(info) as f:
                             blobs.append(f.read(MAX_READ_BYTES))
         else:
-            opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(os.path.splitext(low)[1], open)
+            opener = _OPENERS.get(os.path.splitext(low)[1], open)
             with opener(path, "rb") as f:
                 blobs.append(f.read(MAX_READ_BYTES))
     except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError, ValueError, RuntimeError):
@@ -230,7 +239,8 @@ def scan_file(path: str, prints: list[_Fingerprint]) -> dict[str, int]:
     return out
 
 
-def scan_roots(config=None, python: str | None = None, extra_masks: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+def scan_roots(config=None, python: str | None = None,
+               extra_masks: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
     """(roots, masked): the host folders a program can read in the sandbox of ``config`` (default
     :class:`~wmrl.execution.sandbox.SandboxConfig`) and the host paths masked there (``hidden_paths`` plus
     ``extra_masks``), both as real paths.
@@ -238,8 +248,6 @@ def scan_roots(config=None, python: str | None = None, extra_masks: tuple[str, .
     Raises:
         wmrl.execution.sandbox.SandboxUnavailable: the interpreter does not run.
     """
-    from wmrl.execution.sandbox import SandboxConfig, _visible_roots, hidden_paths
-
     config = config or SandboxConfig()
     python = python or config.python or sys.executable
     roots = sorted({os.path.realpath(r) for r in _visible_roots(python, config) if os.path.isdir(r)})
@@ -316,8 +324,6 @@ def scan_tasks(tasks: list, config=None, roots: list[str] | None = None, masked:
 
 def _load_cache(key: str) -> tuple[dict, Path | None]:
     try:
-        from wmrl.paths import wmrl_home
-
         d = wmrl_home() / "cache" / "leakscan"
         d.mkdir(parents=True, exist_ok=True)
         p = d / f"{key}.json"

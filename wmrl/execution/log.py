@@ -1,8 +1,8 @@
 """The execution log: every execution of a run, appended to one SQLite database.
 
 One row per execution (table ``executions``) with the task, the program text and its SHA-256, the
-outcome (status, score, reward, medal; ``validation_score`` on a validation view), timings (wall seconds, CPU-seconds of the process tree,
-peak resident bytes), truncated stdout/stderr, timestamps, and the request's ``meta`` as JSON (the
+outcome (status, score, reward, medal; ``validation_score`` on a validation view), timings (wall seconds, CPU-seconds of
+the process tree, peak resident bytes), truncated stdout/stderr, timestamps, and the request's ``meta`` as JSON (the
 trainer stores prompt, completion, scaffold, step, group_id, stream, policy_version there), so a
 world model can later be trained on (prompt + completion -> reward).
 
@@ -18,7 +18,7 @@ import math
 import sqlite3
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ COLUMNS: dict[str, str] = {
 def _iso(ts: float) -> str | None:
     if not ts:
         return None
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds")
 
 
 def _utf8(v: Any) -> Any:
@@ -156,7 +156,8 @@ class ExecutionLog:
         values = tuple(_utf8(v) for v in row.values())
         with self._lock:
             cur = self._conn.execute(f"INSERT INTO executions ({names}) VALUES ({marks})", values)
-            return int(cur.lastrowid)
+            assert cur.lastrowid is not None  # set by every successful INSERT
+            return cur.lastrowid
 
     def records(self, where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Rows as dicts in insertion order, ``meta`` parsed back to a dict and ``trajectory`` the
@@ -191,7 +192,7 @@ class ExecutionLog:
 
     def to_frame(self, where: dict[str, Any] | None = None):
         """The rows of :meth:`records` as a pandas DataFrame (``meta`` stays a dict column)."""
-        import pandas as pd
+        import pandas as pd  # noqa: PLC0415 - heavy (pandas)
 
         return pd.DataFrame(self.records(where), columns=list(COLUMNS))
 
@@ -242,7 +243,7 @@ class ExecutionLog:
             self._conn.close()
             self._conn = None  # type: ignore[assignment]
 
-    def __enter__(self) -> "ExecutionLog":
+    def __enter__(self) -> ExecutionLog:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -30,7 +30,7 @@ CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".pyx", ".pxd", ".typed")
 
 
 def _holds_data(folder: str) -> bool:
-    for dirpath, dirs, files in os.walk(folder, onerror=lambda e: None):
+    for _dirpath, dirs, files in os.walk(folder, onerror=lambda e: None):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         if any(not f.endswith(CODE_SUFFIXES) for f in files):
             return True

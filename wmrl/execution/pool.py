@@ -50,7 +50,7 @@ class ExecutionFuture(Future):
             else:
                 running = False
         if running:
-            self._invoke_callbacks()
+            self._invoke_callbacks()  # type: ignore[attr-defined]  # Future's own (private) helper, not in typeshed
             return True
         return super().cancel()
 
@@ -85,6 +85,18 @@ class _FutureExecutor:
     _name = "executor"
     #: re-execute a request once when it ends in ``infra_error`` (:func:`recheck_infra_error`)
     recheck_infra = True
+
+    def _dispatch(self, fut: ExecutionFuture, request: ExecutionRequest) -> None:
+        """Queue the job of ``request`` for ``fut`` (called under the lock)."""
+        raise NotImplementedError
+
+    def _run(self, fut: ExecutionFuture, request: ExecutionRequest) -> ExecutionResult:
+        """Run one job; its result."""
+        raise NotImplementedError
+
+    def _shutdown(self, running: list[ExecutionFuture]) -> None:
+        """Stop the backend after :meth:`close`; ``running`` are the futures still running."""
+        raise NotImplementedError
 
     def _init_futures(self) -> None:
         self._lock = threading.Lock()

@@ -57,7 +57,7 @@ class RayExecutor(_FutureExecutor):
                  sandbox: SandboxConfig | None = None, log: ExecutionLog | None = None,
                  grader: Grader | None = None, init_kwargs: dict[str, Any] | None = None,
                  max_workers: int | None = None):
-        import ray
+        import ray  # noqa: PLC0415 - heavy (ray)
 
         if max_workers is not None:  # the LocalExecutor spelling, accepted as an alias
             if max_concurrency is not None and max_concurrency != max_workers:

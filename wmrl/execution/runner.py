@@ -31,10 +31,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+import resource
 import signal
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -58,7 +58,7 @@ MEMORY_SIGNATURES = ("MemoryError", "Unable to allocate", "Cannot allocate memor
 def default_grader(task, path: Path):
     """:func:`wmrl.tasks.grading.grade_submission` (imported lazily: it pulls pandas); messages name
     the file ``submission.csv``."""
-    from wmrl.tasks.grading import grade_submission
+    from wmrl.tasks.grading import grade_submission  # noqa: PLC0415 - heavy: loads pandas
 
     return grade_submission(task, path, name=SUBMISSION_NAME)
 
@@ -91,7 +91,6 @@ def _peak_rss() -> int:
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    import resource
 
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
@@ -121,7 +120,8 @@ def classify(run: SandboxRun) -> tuple[ExecutionStatus | None, str]:
     if run.killed == "cancelled":
         return ExecutionStatus.INFRA_ERROR, "cancelled by the driver"
     if run.killed == "timeout":
-        return ExecutionStatus.TIMEOUT, f"wall-clock limit of {run.time_limit_s:g} s reached; the process tree was killed"
+        return (ExecutionStatus.TIMEOUT,
+                f"wall-clock limit of {run.time_limit_s:g} s reached; the process tree was killed")
     code = run.exit_code
     if run.killed == "disk":
         return ExecutionStatus.RUNTIME_ERROR, "disk quota exceeded; the process tree was killed"
@@ -169,6 +169,7 @@ def outcome(request: ExecutionRequest, run: SandboxRun, grader: Grader | None = 
         exit_code=run.exit_code, started_at=run.started_at, time_limit_s=run.time_limit_s,
         sandbox=run.mode, stdout_bytes=run.stdout_bytes, stderr_bytes=run.stderr_bytes)
     if status is None:
+        assert run.submission is not None  # classify gives no status only to a run with a submission
         t0 = time.perf_counter()
         _reset_peak_rss()
         status, error, grade = _grade(task, run.submission, grader or default_grader)
@@ -190,7 +191,7 @@ def outcome(request: ExecutionRequest, run: SandboxRun, grader: Grader | None = 
     return result
 
 
-def _grade(task, submission: bytes, grader: Grader):
+def _grade(task, submission: bytes | bytearray, grader: Grader):
     """Write the bytes to ``submission.csv`` in a fresh locked execution folder (``make_scratch``: a driver killed
     mid-grading leaves it to the next sweep) and grade that; messages name it ``submission.csv`` (never the
     driver's temporary path) and are capped.
@@ -223,7 +224,8 @@ def _grade(task, submission: bytes, grader: Grader):
                 log.error("grader of task %s fails on its reference submission too: %s", task.id, broken)
                 return ExecutionStatus.INFRA_ERROR, (f"grader failed: {what} (it fails on the task's reference "
                                                      f"submission too: {cap_error(broken, 120)})"), None
-            return ExecutionStatus.INVALID_SUBMISSION, f"invalid submission: the grader could not process it ({what})", None
+            return (ExecutionStatus.INVALID_SUBMISSION, f"invalid submission: the grader could not process it ({what})",
+                    None)
         return ExecutionStatus.OK, "", grade
     finally:
         _rmtree(root)

@@ -8,6 +8,7 @@ driver in another PID namespace keeps its folders.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import socket
@@ -44,8 +45,6 @@ def make_scratch(scratch_dir: str | os.PathLike | None = None) -> tuple[Path, in
     Raises:
         OSError: the folder cannot be made or locked.
     """
-    import fcntl
-
     tmp = Path(tempfile.mkdtemp(prefix="." + _scratch_prefix(), dir=scratch_dir))
     fd = -1
     try:
@@ -65,8 +64,6 @@ def _lock_if_abandoned(folder: Path) -> int | None:
     """An fd holding the folder's owner lock when nobody else holds it (its driver is gone), else None.
 
     A folder without a lock file (made by an older wmrl, or not by wmrl) is never taken."""
-    import fcntl
-
     try:
         fd = os.open(folder / OWNER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -94,7 +91,7 @@ def sweep_stale_scratch(scratch_dir: str | os.PathLike | None = None) -> list[Pa
     """
     try:
         return _sweep(scratch_dir)
-    except Exception:  # noqa: BLE001 - a sweep must never stop an execution
+    except Exception:  # a sweep must never stop an execution; logged with its traceback
         log.exception("the sweep of stale execution folders failed; executions go on")
         return []
 
@@ -102,7 +99,7 @@ def sweep_stale_scratch(scratch_dir: str | os.PathLike | None = None) -> list[Pa
 def _sweep(scratch_dir: str | os.PathLike | None) -> list[Path]:
     base = Path(scratch_dir or tempfile.gettempdir())
     host_prefix = f"{SCRATCH_PREFIX}{socket.gethostname()}-"
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(base.iterdir())
     except OSError:
@@ -289,6 +286,6 @@ def remove_or_quarantine(folder: Path) -> bool:
         return True
     try:
         _quarantine(folder)
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.exception("could not set %s aside", folder)
     return False

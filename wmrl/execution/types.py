@@ -14,7 +14,7 @@ from wmrl.trajectory import Trajectory
 MAX_ERROR_CHARS = 500
 
 
-class ExecutionStatus(str, Enum):
+class ExecutionStatus(str, Enum):  # noqa: UP042 - StrEnum would change str() and f-strings of a status
     """How one execution ended. Only ``INFRA_ERROR`` is not the program's doing."""
 
     OK = "ok"
@@ -61,9 +61,9 @@ class ExecutionResult:
     for ``cpu_s``; bytes for ``peak_rss_bytes``. ``score`` is the raw metric value and ``reward`` the
     leaderboard percentile in [0, 1] (both on the test rows); ``validation_score`` is the task's metric on
     the harness-held-out rows of train.csv when the task is a validation view
-    (:func:`wmrl.tasks.validation.validation_view`; what a competitor sees), else ``None``; for program failures ``reward`` is the task's failure reward;
-    for ``INFRA_ERROR`` both are ``None`` and the trainer must leave the sample out. ``error`` is at
-    most :data:`MAX_ERROR_CHARS` characters.
+    (:func:`wmrl.tasks.validation.validation_view`; what a competitor sees), else ``None``; for program failures
+    ``reward`` is the task's failure reward; for ``INFRA_ERROR`` both are ``None`` and the trainer must leave the sample
+    out. ``error`` is at most :data:`MAX_ERROR_CHARS` characters.
     """
 
     request_id: str

@@ -12,14 +12,16 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from safetensors.torch import load_file, save_file
+
 from wmrl.models.types import LoraSettings
 
 # base model -> the PeftModel wrapping it (a weak map: no reference cycle, no nn.Module registration)
-_WRAPPERS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_WRAPPERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def _lora_config(settings: LoraSettings) -> Any:
-    from peft import LoraConfig
+    from peft import LoraConfig  # noqa: PLC0415 - heavy (peft)
 
     return LoraConfig(
         r=settings.r,
@@ -48,8 +50,9 @@ def attach_lora(model: Any, name: str, settings: LoraSettings) -> Any:
     Raises:
         ValueError: ``name`` already exists on this model (use another name, or load into it).
     """
-    from peft import PeftModel, get_peft_model
+    from peft import PeftModel, get_peft_model  # noqa: PLC0415 - heavy (peft)
 
+    peft_model: PeftModel | None
     if isinstance(model, PeftModel):
         peft_model = model
     else:
@@ -84,8 +87,7 @@ def adapter_parameters(peft_model: Any, name: str) -> list[Any]:
 
 def save_adapter(peft_model: Any, name: str, directory: Path, settings: LoraSettings) -> None:
     """Write adapter ``name``'s weights (``adapter.safetensors``) and settings (``adapter.json``)."""
-    from peft import get_peft_model_state_dict
-    from safetensors.torch import save_file
+    from peft import get_peft_model_state_dict  # noqa: PLC0415 - heavy (peft)
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -111,8 +113,7 @@ def load_adapter(peft_model: Any, name: str, directory: Path) -> None:
         FileNotFoundError: ``adapter.safetensors`` is missing.
         ValueError: the stored tensors do not fit the adapter (another rank or base model).
     """
-    from peft import set_peft_model_state_dict
-    from safetensors.torch import load_file
+    from peft import set_peft_model_state_dict  # noqa: PLC0415 - heavy (peft)
 
     p = Path(directory) / "adapter.safetensors"
     if not p.is_file():

@@ -86,7 +86,7 @@ def smollm2_tokenizer(cache_dir: Path | None = None) -> Any:
     Read from the GGUF once (a few seconds) and cached as ``tokenizer.json`` under
     ``<models dir>/smollm2-tokenizer``; later calls load in well under a second.
     """
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # noqa: PLC0415 - heavy (transformers)
 
     models = _models_dir(cache_dir)
     converted = models / _CONVERTED_DIRNAME
@@ -101,8 +101,8 @@ def smollm2_tokenizer(cache_dir: Path | None = None) -> Any:
 
 
 def _load_smollm2(cache_dir: Path | None, dtype: Any) -> tuple[Any, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # noqa: PLC0415 - heavy (torch)
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 - heavy (transformers)
 
     target = _models_dir(cache_dir) / _CONVERTED_DIRNAME
     if not (target / "model.safetensors").is_file():
@@ -113,7 +113,7 @@ def _load_smollm2(cache_dir: Path | None, dtype: Any) -> tuple[Any, Any]:
         )
         tok = AutoTokenizer.from_pretrained(g.parent, gguf_file=g.name, local_files_only=True)
         # save_pretrained refuses a GGUF-loaded model while it still looks quantised.
-        model.hf_quantizer = None
+        model.hf_quantizer = None  # type: ignore[assignment]  # a plain attribute; typed by torch's Module.__getattr__
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
 
@@ -155,7 +155,7 @@ def load_backbone(
         FileNotFoundError: the default wheel is missing, or ``name`` is neither a local folder nor
             in the local HF cache (the message says to pass ``allow_download=True``).
     """
-    import torch
+    import torch  # noqa: PLC0415 - heavy (torch)
 
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -166,7 +166,7 @@ def load_backbone(
     elif name == DEFAULT_MODEL:
         model, tok = _load_smollm2(cache_dir, dtype)
     else:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 - heavy (transformers)
 
         local = Path(name).expanduser()
         src = str(local) if local.exists() else name
@@ -207,8 +207,8 @@ def tiny_backbone(
     Raises:
         ValueError: ``hidden_size`` not divisible by ``num_heads``.
     """
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import torch  # noqa: PLC0415 - heavy (torch)
+    from transformers import LlamaConfig, LlamaForCausalLM  # noqa: PLC0415 - heavy (transformers)
 
     if hidden_size % num_heads:
         raise ValueError(f"hidden_size={hidden_size} must be divisible by num_heads={num_heads}")
@@ -221,7 +221,7 @@ def tiny_backbone(
         num_attention_heads=num_heads,
         num_key_value_heads=max(1, num_heads // 2),
         max_position_embeddings=2048,
-        rope_theta=10000.0,
+        rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
         tie_word_embeddings=True,
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,

@@ -66,7 +66,7 @@ class ChoiceTrie:
         self._allowed: dict[int, torch.Tensor] = {}
 
     @classmethod
-    def from_sentences(cls, tokenizer: Any, sentences: Sequence[str], stop_token_id: int) -> "ChoiceTrie":
+    def from_sentences(cls, tokenizer: Any, sentences: Sequence[str], stop_token_id: int) -> ChoiceTrie:
         """The trie of each sentence's canonical tokenization by ``tokenizer`` (no special tokens)."""
         ids = tokenizer(list(sentences), add_special_tokens=False)["input_ids"]
         return cls(ids, stop_token_id)
@@ -84,11 +84,11 @@ class ChoiceTrie:
             self._allowed[node] = t
         return t
 
-    def matcher(self) -> "TrieMatcher":
+    def matcher(self) -> TrieMatcher:
         """A fresh matcher at the root."""
         return TrieMatcher(self)
 
-    def tables(self) -> "TrieTables":
+    def tables(self) -> TrieTables:
         """The trie as tensors for batched decoding (built once, cached)."""
         t = getattr(self, "_tables", None)
         if t is None:
@@ -118,14 +118,32 @@ class TrieTables:
       whole run after each sampled token (each forced token has log-prob exactly 0).
     """
 
+    roots: torch.Tensor
+    offsets: torch.Tensor
+    tokens: torch.Tensor
+    n_allowed: torch.Tensor
+    terminal: torch.Tensor
+    stop: torch.Tensor
+    key_base: torch.Tensor
+    edge_keys: torch.Tensor
+    edge_next: torch.Tensor
+    run_offsets: torch.Tensor
+    run_tokens: torch.Tensor
+    run_end: torch.Tensor
+
     def __init__(self, **t: torch.Tensor):
+        """The tensors above, by name (:meth:`build` makes them)."""
         self.__dict__.update(t)
         self.n_nodes = int(self.n_allowed.numel())
 
     @classmethod
-    def build(cls, tries: Sequence[ChoiceTrie]) -> "TrieTables":
+    def build(cls, tries: Sequence[ChoiceTrie]) -> TrieTables:
         """Tables of ``tries`` with global node numbering (see :attr:`roots`)."""
-        roots, allowed, terminal, stops, edges = [], [], [], [], []
+        roots: list[int] = []
+        allowed: list[list[int]] = []
+        terminal: list[bool] = []
+        stops: list[int] = []
+        edges: list[tuple[int, int, int]] = []
         base = 0
         for tr in tries:
             roots.append(base)
@@ -167,7 +185,8 @@ class TrieTables:
             key_base=torch.tensor(key_base, dtype=L),
             edge_keys=torch.tensor([a * key_base + tok for a, tok, _ in edges], dtype=L),
             edge_next=torch.tensor([c for _, _, c in edges], dtype=L),
-            run_offsets=torch.tensor(run_offsets, dtype=L), run_tokens=torch.tensor([t for r in run for t in r], dtype=L),
+            run_offsets=torch.tensor(run_offsets, dtype=L),
+            run_tokens=torch.tensor([t for r in run for t in r], dtype=L),
             run_end=torch.tensor(end, dtype=L),
         )
 

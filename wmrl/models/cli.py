@@ -21,7 +21,7 @@ import json
 import math
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -29,15 +29,16 @@ wm_app = typer.Typer(help="World model: warm-up corpus, fitting, evaluation, thr
 
 
 # Options that several commands share (one declaration each).
-ModelOpt = Annotated[str, typer.Option("--model", help="Backbone: smollm2-135m, tiny, an HF id or a folder "
-                                                  "(the policy's; a world model's must match the one it was fitted on).")]
-TasksDirOpt = Annotated[Optional[list[Path]], typer.Option(
+ModelOpt = Annotated[str, typer.Option("--model", help=(
+    "Backbone: smollm2-135m, tiny, an HF id or a folder (the policy's; a world model's must match the one it was "
+    "fitted on)."))]
+TasksDirOpt = Annotated[list[Path] | None, typer.Option(
     "--root", "--tasks-dir", help="Where tasks live (repeatable; searched recursively, any layout); default: the "
     "built-in suite, or $WMRL_TASKS_ROOT. The same option as `wmrl tasks list --root` and tasks.root.")]
 TemperatureOpt = Annotated[float, typer.Option("--temperature", help="Sampling temperature.")]
 WorkersOpt = Annotated[int, typer.Option("--workers", help="Concurrent sandboxed executions.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (sampling, splits, initialisation).")]
-MaxNewTokensOpt = Annotated[Optional[int], typer.Option("--max-new-tokens", help="Override the scaffold's token budget.")]
+MaxNewTokensOpt = Annotated[int | None, typer.Option("--max-new-tokens", help="Override the scaffold's token budget.")]
 KindOpt = Annotated[Literal["regression", "generative"], typer.Option(
     "--kind", help="World model: 'regression' (adapter + scalar head, MSE) or 'generative' (adapter writes the score "
                    "as text '0.DD'; prediction = expected value of the digit distributions).")]
@@ -86,7 +87,7 @@ def _backbone(name: str, seed: int = 0) -> tuple[Any, Any]:
         raise typer.BadParameter(f"cannot load backbone {name!r}: {e}", param_hint="--model") from None
 
 
-def _train_tasks(ids: Optional[str], tasks_dir: Optional[list[Path]], split: str = "train") -> list[Any]:
+def _train_tasks(ids: str | None, tasks_dir: list[Path] | None, split: str = "train") -> list[Any]:
     from wmrl.tasks.loader import TaskSuite, default_suite
 
     suite = TaskSuite(tasks_dir) if tasks_dir else default_suite()
@@ -134,7 +135,7 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
-def _executor(workers: int, log_path: Optional[Path]) -> Any:
+def _executor(workers: int, log_path: Path | None) -> Any:
     from wmrl.execution.log import ExecutionLog
     from wmrl.execution.pool import LocalExecutor
 
@@ -166,9 +167,9 @@ def status_shares(records: list[dict[str, Any]]) -> tuple[dict[str, float], int,
 def scaffolds_cmd(
     samples: int = typer.Option(4, "--samples", "-n", help="Samples per train task and scaffold."),
     model: ModelOpt = "smollm2-135m",
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated task ids (default: all train tasks)."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task ids (default: all train tasks)."),
     tasks_dir: TasksDirOpt = None,
-    scaffold: Optional[list[str]] = typer.Option(None, "--scaffold", help="Scaffolds to measure (repeatable; default "
+    scaffold: list[str] | None = typer.Option(None, "--scaffold", help="Scaffolds to measure (repeatable; default "
                                                  "all, or every grammar scaffold with --uniform)."),
     uniform: bool = typer.Option(False, "--uniform", help="Draw the programs uniformly at random from each grammar "
                                  "scaffold's sentences (seeded by --seed) instead of sampling the LM: no model is "
@@ -177,8 +178,8 @@ def scaffolds_cmd(
     temperature: TemperatureOpt = 1.0,
     workers: WorkersOpt = 2,
     seed: SeedOpt = 0,
-    log: Optional[Path] = typer.Option(None, "--log", help="Also store every execution in this SQLite log."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the measured rates as JSON here."),
+    log: Path | None = typer.Option(None, "--log", help="Also store every execution in this SQLite log."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the measured rates as JSON here."),
     threads: ThreadsOpt = 1,
 ) -> None:
     """Valid-program rate and status mix of each scaffold on the built-in train tasks (sampled, then executed).
@@ -214,7 +215,7 @@ def scaffolds_cmd(
         m, tok = _backbone(model, seed)
         policy = Policy(m, tok)
     sampler = "uniform" if uniform else model
-    rows = []
+    rows: list[dict[str, Any]] = []
     executor = _executor(workers, log)
     try:
         for name in names:
@@ -291,10 +292,10 @@ def warmup_cmd(
     group_size: int = typer.Option(0, "--group-size", help="Trajectories per group, dividing --samples-per-task "
                                    "(0 = one group per task)."),
     tasks_per_batch: int = typer.Option(2, "--tasks-per-batch", help="Tasks sampled per generate call."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated train task ids (default: all)."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated train task ids (default: all)."),
     tasks_dir: TasksDirOpt = None,
     model: ModelOpt = "smollm2-135m",
-    scaffold: Optional[str] = typer.Option(None, "--scaffold", help="Default: DEFAULT_SCAFFOLD."),
+    scaffold: str | None = typer.Option(None, "--scaffold", help="Default: DEFAULT_SCAFFOLD."),
     max_new_tokens: MaxNewTokensOpt = None,
     temperature: TemperatureOpt = 1.0,
     workers: WorkersOpt = 2,
@@ -363,9 +364,9 @@ def fit_cmd(
     heldout_fraction: float = typer.Option(0.25, "--heldout-fraction", help="Fraction of groups held out."),
     lora_r: int = typer.Option(8, "--lora-r", help="LoRA rank; 0 = frozen backbone, head only (regression only)."),
     max_length: int = typer.Option(320, "--max-length", help="Tokens per input (left-truncated)."),
-    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Stop training after this many seconds."),
+    time_budget: float | None = typer.Option(None, "--time-budget", help="Stop training after this many seconds."),
     seed: SeedOpt = 0,
-    stream: Optional[str] = typer.Option(None, "--stream", help="Only rows with this meta.stream (e.g. warmup)."),
+    stream: str | None = typer.Option(None, "--stream", help="Only rows with this meta.stream (e.g. warmup)."),
     kind: KindOpt = "regression",
     threads: ThreadsOpt = 1,
 ) -> None:
@@ -424,8 +425,8 @@ def eval_cmd(
     wm_dir: Path = typer.Option(..., "--wm", help="A world model folder written by 'wmrl wm fit'."),
     log: Path = typer.Option(..., "--log", help="Execution log with executed trajectories."),
     model: ModelOpt = "smollm2-135m",
-    png: Optional[Path] = typer.Option(None, "--png", help="Write a calibration plot here."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the fidelity card (every figure with its "
+    png: Path | None = typer.Option(None, "--png", help="Write a calibration plot here."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the fidelity card (every figure with its "
                                             "95% interval, counts, status mixes) here as JSON."),
     n_boot: int = typer.Option(1000, "--boot", min=0, help="Bootstrap resamples (whole groups) of the fidelity "
                                "card's intervals; 0 = point values only."),
@@ -462,7 +463,8 @@ def eval_cmd(
     dt = time.perf_counter() - t0
     true = np.array([e["reward"] for e in examples])
     groups = [e["group"] for e in examples]
-    console.print(f"{wm.kind} world model: {len(examples)} predictions in {dt:.1f} s ({len(examples) / dt:.2f} predictions/s)")
+    console.print(f"{wm.kind} world model: {len(examples)} predictions in {dt:.1f} s ({len(examples) / dt:.2f} "
+                  "predictions/s)")
     skipped = {k: v for k, v in counts.items() if k != "used" and v}
     if skipped:
         console.print(f"log rows left out: {skipped}")
@@ -483,14 +485,15 @@ def eval_cmd(
 @wm_app.command("bench")
 def bench_cmd(
     model: ModelOpt = "smollm2-135m",
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated train task ids (default: the 2 smallest)."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated train task ids (default: the 2 smallest)."),
     tasks_dir: TasksDirOpt = None,
     samples: int = typer.Option(4, "--samples", "-n", help="Trajectories per task."),
-    scaffold: Optional[str] = typer.Option(None, "--scaffold", help="Default: DEFAULT_SCAFFOLD."),
-    wm_dir: Optional[Path] = typer.Option(None, "--wm", help="A fitted world model of either kind (default: a fresh regression one)."),
+    scaffold: str | None = typer.Option(None, "--scaffold", help="Default: DEFAULT_SCAFFOLD."),
+    wm_dir: Path | None = typer.Option(None, "--wm",
+                                       help="A fitted world model of either kind (default: a fresh regression one)."),
     workers: WorkersOpt = 2,
     seed: SeedOpt = 0,
-    json_out: Optional[Path] = typer.Option(None, "--json"),
+    json_out: Path | None = typer.Option(None, "--json"),
     threads: ThreadsOpt = 1,
 ) -> None:
     """Policy sampling, world-model prediction and real execution of the same trajectories, side by side."""
@@ -543,7 +546,7 @@ def bench_cmd(
         k = getattr(r.status, "value", r.status)
         statuses[k] = statuses.get(k, 0) + 1
 
-    res = {
+    res: dict[str, Any] = {
         "model": model, "scaffold": sc.name, "trajectories": n, "tasks": [t.id for t in task_list],
         "sampling": {"wall_s": gen_wall, "cpu_s": gen_cpu, "new_tokens": new_tokens,
                      "tokens_per_s": new_tokens / gen_wall, "trajectories_per_s": n / gen_wall},
@@ -553,8 +556,9 @@ def bench_cmd(
                       "wall_s_per_trajectory": ex_sum_wall / n, "cpu_s_per_trajectory": ex_cpu / n,
                       "statuses": statuses},
     }
-    res["ratio_wm_to_execution_wall"] = res["world_model"]["wall_s_per_trajectory"] / max(res["execution"]["wall_s_per_trajectory"], 1e-9)
-    res["ratio_wm_to_execution_cpu"] = res["world_model"]["cpu_s_per_trajectory"] / max(res["execution"]["cpu_s_per_trajectory"], 1e-9)
+    wm_res, ex_res = res["world_model"], res["execution"]
+    res["ratio_wm_to_execution_wall"] = wm_res["wall_s_per_trajectory"] / max(ex_res["wall_s_per_trajectory"], 1e-9)
+    res["ratio_wm_to_execution_cpu"] = wm_res["cpu_s_per_trajectory"] / max(ex_res["cpu_s_per_trajectory"], 1e-9)
 
     t = Table(title=f"Throughput on the local machine: {n} trajectories ({model}, scaffold {sc.name}, "
                     f"{len(task_list)} tasks x {samples})")
@@ -583,7 +587,8 @@ def models_bench_cmd(
     model: ModelOpt = "smollm2-135m",
     task: str = typer.Option("aer-hmda", "--task", help="Train task of the sampling/update measurements."),
     quickstart_tasks: str = typer.Option("vcdextra-titanicp,aer-houseprices,sklearn-diabetes,modeldata-attrition",
-                                         "--quickstart-tasks", help="Tasks of the quickstart step (configs/quickstart.yaml)."),
+                                         "--quickstart-tasks",
+                                         help="Tasks of the quickstart step (configs/quickstart.yaml)."),
     tasks_dir: TasksDirOpt = None,
     groups: int = typer.Option(4, "--groups", min=1, help="Groups (copies of --task) per batch."),
     group_size: int = typer.Option(4, "--group-size", min=1, help="Samples per group."),
@@ -591,10 +596,11 @@ def models_bench_cmd(
                                        help="Completion budget of the sampling measurements."),
     micro_batch: int = typer.Option(4, "--micro-batch", min=1,
                                     help="Rows per forward/backward in the update (the quickstart's)."),
-    before: bool = typer.Option(True, "--before/--no-before", help="Also measure the per-row implementation without shared prompts (the baseline)."),
+    before: bool = typer.Option(True, "--before/--no-before",
+                                help="Also measure the per-row implementation without shared prompts (the baseline)."),
     variants: bool = typer.Option(False, "--variants", help="Also time eager attention and bf16 autocast."),
     seed: SeedOpt = 0,
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write every figure to this JSON file."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write every figure to this JSON file."),
     threads: ThreadsOpt = 1,
 ) -> None:
     """Tokens/s of sampling (grammar, free), world-model scoring and the update, and a quickstart step's

@@ -219,6 +219,7 @@ def sample_shared(
         chunk = tok[r_rep].clone()
         forced = within > 0
         if bool(forced.any()):
+            assert tables is not None  # forced tokens come only from a grammar's runs
             chunk[forced] = tables.run_tokens[run_start[r_rep][forced] + within[forced] - 1]
         out_r = rows[r_rep]
         toks[out_r, col] = chunk
@@ -346,7 +347,7 @@ def completion_logprobs(
     if r.numel() == 0:
         return out + 0.0 * h_pred.sum()  # keeps the graph (every token forced: log-probs 0, gradient 0)
     logits = lm_head(h_pred[r, t]).float() / batch.temperature  # [N, V]
-    if allowed_n is not None:
+    if allowed_n is not None and tables is not None:
         rc, tc = r.cpu(), t.cpu()
         nsel = nd[rc, tc]
         csel = nsel >= 0

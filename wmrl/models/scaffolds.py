@@ -31,12 +31,15 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from wmrl.interfaces import Scaffold
 from wmrl.models.fail_grammar import EXTRA_IMPORTS, fail_grammar_sentences
 from wmrl.models.grammar_lang import call, expand, hp
+from wmrl.tasks.harness import render_solution
+from wmrl.tasks.metrics import prediction_kind
 from wmrl.tasks.spec import Task
 
 ScaffoldName = Literal["script", "function", "grammar", "grammar-fail"]
@@ -58,7 +61,7 @@ _MAX_SCHEMA_COLUMNS = 12
 
 @functools.lru_cache(maxsize=256)
 def _schema_cached(train_path: str, target: str, id_column: str, mtime: float) -> str:
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - heavy (pandas)
 
     df = pd.read_csv(train_path, nrows=500)
     feats = [c for c in df.columns if c not in (target, id_column)]
@@ -167,10 +170,10 @@ class ScriptScaffold(_FreeFormScaffold):
         if task.type == "regression":
             sub = f"columns {task.id_column},{task.target} (predicted value)"
         elif task.type == "binary":
-            sub = f"columns {task.id_column},{task.target} (probability of class {task.classes[-1] if task.classes else 1})"
+            positive = task.classes[-1] if task.classes else 1
+            sub = f"columns {task.id_column},{task.target} (probability of class {positive})"
         else:
             sub = f"column {task.id_column} then one probability column per class"
-        from wmrl.tasks.metrics import prediction_kind
 
         if prediction_kind(task.type, task.metric) == "label":
             sub = f"columns {task.id_column},{task.target} (predicted label)"
@@ -244,8 +247,6 @@ class FunctionScaffold(_FreeFormScaffold):
 
     def render(self, task: Task, completion: str) -> str:
         """The harness program around :meth:`function_source`; never raises."""
-        from wmrl.tasks.harness import render_solution
-
         return render_solution(task, self.function_source(completion))
 
     def is_valid(self, task: Task, completion: str) -> bool:
@@ -405,8 +406,6 @@ class GrammarScaffold:
 
     def render(self, task: Task, completion: str) -> str:
         """The harness program around :meth:`function_source`; never raises."""
-        from wmrl.tasks.harness import render_solution
-
         return render_solution(task, self.function_source(completion))
 
     def is_valid(self, task: Task, completion: str) -> bool:
@@ -448,8 +447,6 @@ class FailGrammarScaffold(GrammarScaffold):
 
     def render(self, task: Task, completion: str) -> str:
         """The harness program around :meth:`function_source`, predictions written as-is; never raises."""
-        from wmrl.tasks.harness import render_solution
-
         return render_solution(task, self.function_source(completion), output="as_is")
 
     def is_valid(self, task: Task, completion: str) -> bool:
@@ -462,8 +459,8 @@ def _fail_sentence_set(kind: str) -> frozenset[str]:
     return frozenset(fail_grammar_sentences(kind))
 
 
-_SCAFFOLDS = {"script": ScriptScaffold, "function": FunctionScaffold, "grammar": GrammarScaffold,
-              "grammar-fail": FailGrammarScaffold}
+_SCAFFOLDS: dict[str, Callable[[], Scaffold]] = {"script": ScriptScaffold, "function": FunctionScaffold,
+                                                  "grammar": GrammarScaffold, "grammar-fail": FailGrammarScaffold}
 
 
 def get_scaffold(name: ScaffoldName | str) -> Scaffold:

@@ -98,7 +98,7 @@ class RolloutBatch:
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
 
-    def slice(self, indices: Sequence[int] | slice) -> "RolloutBatch":
+    def slice(self, indices: Sequence[int] | slice) -> RolloutBatch:
         """A new batch with the rows ``indices`` (e.g. a micro-batch for the loss).
 
         Tensors are indexed along dim 0 (views for a ``slice``), per-row lists are subset, scalars

@@ -13,6 +13,7 @@ table is one :class:`wmrl.report.tables.Table`, rendered to Markdown, HTML and C
 nothing of ``wmrl.bench`` or ``wmrl.training``. Matplotlib, pandas and the Agg backend are imported
 here; torch is not.
 """
+import importlib
 from typing import Any
 
 _EXPORTS = {"render_report": "wmrl.report.report", "write_report": "wmrl.report.report",
@@ -23,8 +24,6 @@ _EXPORTS = {"render_report": "wmrl.report.report", "write_report": "wmrl.report.
 def __getattr__(name: str) -> Any:
     """Import on first use, so that ``wmrl --help`` (which imports ``wmrl.report.cli``) stays fast."""
     if name in _EXPORTS:
-        import importlib  # noqa: PLC0415
-
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'wmrl.report' has no attribute {name!r}")
 

@@ -40,6 +40,7 @@ from wmrl.report.bench_stats import (
     train_paired_notes,
 )
 from wmrl.report.machine import machine_line
+from wmrl.report.plots import _plt, color_for, finish_axes
 from wmrl.report.stats import MeanSE, mean_se
 from wmrl.report.tables import Cell, Table
 
@@ -100,7 +101,7 @@ def bench_table(rows: Sequence[MethodRow], reference: str = REFERENCE) -> Table:
     for r in rows:
         is_ref, is_init = r.method == reference, r.method == INITIAL
 
-        def num(x: float, digits: int) -> Cell:
+        def num(x: float, digits: int, *, is_init: bool = is_init) -> Cell:
             return blank if is_init else Cell(x, fmt=f".{digits}f")
 
         out.append({
@@ -173,7 +174,7 @@ def multiturn_table(results: pd.DataFrame) -> Table:
         return Table([])
     rows = []
     for method, g in results.groupby("method", sort=False):
-        def ms(col: str, digits: int = 3) -> Cell:
+        def ms(col: str, digits: int = 3, *, g: pd.DataFrame = g) -> Cell:
             return Cell.mean_se(mean_se(list(g[col])), digits)
         rows.append({
             "method": Cell(method),
@@ -209,7 +210,6 @@ def fig_curves(train: dict[str, list], held: dict[str, list]) -> Any | None:
     """
     if not any(train.values()) and not any(held.values()):
         return None
-    from wmrl.report.plots import _plt, color_for, finish_axes  # noqa: PLC0415 - matplotlib
 
     plt = _plt()
     fig, (ax_t, ax_h) = plt.subplots(1, 2, figsize=(13, 4.8))
@@ -251,7 +251,8 @@ def fig_curves(train: dict[str, list], held: dict[str, list]) -> Any | None:
         if len(seeds) > 1:
             se = np.nanstd(ys_all, axis=0, ddof=1) / math.sqrt(len(seeds))
             ax_h.fill_between(xs, ys - se, ys + se, color=c, alpha=0.18, lw=0)
-    ax_t.set_title("true reward of executed training trajectories\n(grpo: all groups; wmrl: anchors; wm: none)", fontsize=10)
+    ax_t.set_title("true reward of executed training trajectories\n(grpo: all groups; wmrl: anchors; wm: none)",
+                   fontsize=10)
     ax_t.set_ylabel("leaderboard percentile")
     ax_h.set_title("held-out mean leaderboard percentile (real execution)", fontsize=10)
     return finish_axes(fig, (ax_t, ax_h), "training compute so far (CPU-hours: trainer + sandbox)")

@@ -56,7 +56,8 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
     ref_pct = dict(zip(ref["seed"], ref["heldout_percentile"]))
     ref_train = dict(zip(ref["seed"], ref["train_percentile"]))
     train_gains = gains_vs_initial(results, "train_percentile", "initial_train_percentile")
-    ref_compute = float(pd.to_numeric(ref["train_compute_cpu_s"], errors="coerce").mean()) if not ref.empty else math.nan
+    ref_compute = float(pd.to_numeric(ref["train_compute_cpu_s"],
+                                      errors="coerce").mean()) if not ref.empty else math.nan
     rows = []
     for method, g in results.groupby("method", sort=False):
         pct = mean_se(list(g["heldout_percentile"]))
@@ -64,7 +65,7 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
         if method != reference and ref_pct:
             paired = paired_difference(dict(zip(g["seed"], g["heldout_percentile"])), ref_pct)
 
-        def mean(col: str, scale: float = 1.0) -> float:
+        def mean(col: str, scale: float = 1.0, *, g: pd.DataFrame = g) -> float:
             v = pd.to_numeric(g[col], errors="coerce")
             return float(v.mean()) / scale if v.notna().any() else math.nan
 

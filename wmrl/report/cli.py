@@ -3,21 +3,21 @@ registered by :mod:`wmrl.bench.cli`. Heavy imports stay inside the commands."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 
 def report_cmd(
     run_dirs: list[Path] = typer.Argument(..., help="One or more run directories written by `wmrl train`."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file to write; default RUN_DIR/report.html "
+    out: Path | None = typer.Option(None, "--out", "-o", help="HTML file to write; default RUN_DIR/report.html "
                                        "for one run, ./report.html for several."),
-    title: Optional[str] = typer.Option(None, help="Page title."),
+    title: str | None = typer.Option(None, help="Page title."),
 ) -> None:
     """Write one self-contained HTML page (plots embedded) comparing the given runs."""
-    from wmrl.report.report import write_report  # noqa: PLC0415
-    from wmrl.report.runs import NotARunDir  # noqa: PLC0415
+    from wmrl.report.report import write_report
+    from wmrl.report.runs import NotARunDir
 
     target = out or (run_dirs[0] / "report.html" if len(run_dirs) == 1 else Path("report.html"))
     cmd = command_line(["report", *map(str, run_dirs)], {"--out": out, "--title": title})
@@ -33,13 +33,13 @@ def report_cmd(
 _ENV_THAT_MATTERS = ("WMRL_HOME", "WMRL_TASKS_DIR", "OMP_WAIT_POLICY", "OMP_NUM_THREADS")
 
 
-def command_line(words: list[str], options: dict[str, object], repeated: list[tuple[str, str]] = ()) -> str:
+def command_line(words: list[str], options: dict[str, object], repeated: Sequence[tuple[str, str]] = ()) -> str:
     """The command as a user would type it to repeat this run: ``[ENV=...] wmrl WORDS --opt value ...``.
 
     Built from the parsed arguments (not ``sys.argv``, which is the test runner's under CliRunner);
     options left at their defaults are omitted; values are shell-quoted.
     """
-    import os  # noqa: PLC0415
+    import os
 
     env = [f"{k}={shlex.quote(os.environ[k])}" for k in _ENV_THAT_MATTERS if os.environ.get(k)]
     parts = ["wmrl", *(shlex.quote(w) for w in words)]

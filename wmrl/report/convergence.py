@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -58,7 +58,7 @@ ROW_COLUMNS = (
 )
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: Any) -> TypeGuard[float]:
     return isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool) and math.isfinite(float(x))
 
 

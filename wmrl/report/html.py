@@ -51,7 +51,7 @@ def esc(text: Any) -> str:
 
 def figure_to_data_uri(fig: Any, dpi: int = 100) -> str:
     """Render a matplotlib Figure to ``data:image/png;base64,...`` and close it (frees memory)."""
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - heavy (matplotlib)
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")

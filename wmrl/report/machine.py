@@ -47,18 +47,19 @@ def machine_info() -> dict[str, Any]:
         "accelerator": "none",
     }
     try:
-        import torch  # noqa: PLC0415 - optional and heavy
+        import torch  # noqa: PLC0415 - heavy (torch)
 
         info["torch"] = torch.__version__
         if torch.cuda.is_available():
             info["accelerator"] = f"cuda: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-    except Exception:  # pragma: no cover - torch missing or broken
+    except Exception:  # noqa: BLE001 - torch missing or broken (a CUDA driver error) leaves the fields unknown  # pragma: no cover
         pass
     return info
 
 
 def machine_line(info: dict[str, Any] | None = None) -> str:
-    """One human-readable line, e.g. ``"Linux-6.1-x86_64, 2 CPUs (AMD EPYC), 23.4 GiB, torch 2.13.0, no accelerator"``."""
+    """One human-readable line, e.g.
+    ``"Linux-6.1-x86_64, 2 CPUs (AMD EPYC), 23.4 GiB, torch 2.13.0, no accelerator"``."""
     i = info or machine_info()
     acc = "no accelerator" if i.get("accelerator") in (None, "none") else i["accelerator"]
     cpu = f"{i.get('cpu_count')} CPUs" + (f" ({i['cpu_model']})" if i.get("cpu_model") else "")

@@ -21,11 +21,12 @@ from wmrl.report import html as H
 from wmrl.report import plots as P
 from wmrl.report.machine import machine_line
 from wmrl.report.runs import RunData, improvement_rows, load_runs, run_overview, turn_rows
+from wmrl.world_model.fidelity import FIGURES, LABELS, FidelityCard, format_figure
 
 
 def _config_highlights(cfg: dict[str, Any]) -> str:
     """A one-line summary of the settings that matter most when comparing runs."""
-    parts = []
+    parts: list[str] = []
 
     def get(*keys: str) -> Any:
         d: Any = cfg
@@ -86,8 +87,6 @@ def fidelity_table(runs: Sequence[RunData]) -> pd.DataFrame:
     """The world model's fidelity card on each run's anchors (``fidelity.json``; :mod:`wmrl.world_model.fidelity`):
     one row per run that has one, each figure as ``value [95% interval]`` (``n/a`` where undefined); empty when no
     run has a card."""
-    from wmrl.world_model.fidelity import FIGURES, LABELS, FidelityCard, format_figure
-
     rows = []
     for r in runs:
         if r.fidelity is None:
@@ -120,7 +119,7 @@ def render_report(runs: Sequence[RunData], title: str | None = None, command: st
     if not runs:
         raise ValueError("no runs to report on: pass at least one run directory")
     title = title or ("wmrl report: " + ", ".join(r.name for r in runs))
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     out: list[str] = []
     intro = [H.paragraph(f"Generated {now} on {machine_line()}.", "note")]
     if command:

@@ -11,8 +11,8 @@ in [0, 1], with a unit vector w*, idiosyncratic eps ~ N(0, 1) and ``idio = 1`` b
 marginally uniform. The policy's true expected reward J(theta) = mean_c sum_a pi(a|c) r(c, a) is
 computed exactly (no evaluation noise).
 
-The world model follows the WMRL paper's error model (docs/architecture.md), r_hat = r + b(tau) + xi, with three shapes of bias b of
-magnitude B and fresh Gaussian noise xi ~ N(0, sigma^2) at every query:
+The world model follows the WMRL paper's error model (docs/architecture.md), r_hat = r + b(tau) + xi, with three shapes
+of bias b of magnitude B and fresh Gaussian noise xi ~ N(0, sigma^2) at every query:
 
 - ``monotone``: r_hat = (1 - B) r + B (1 - (1 - r)^4) + xi. A strictly increasing distortion
   (B in [0, 1]) that compresses the top of the scale (slope (1 - B) at r = 1): the world model
@@ -76,9 +76,9 @@ class BanditProblem:
     exploit: np.ndarray
 
     @classmethod
-    def make(cls, n_tasks: int, n_arms: int, seed: int, dim: int = 8, idio: float = 1.0) -> "BanditProblem":
+    def make(cls, n_tasks: int, n_arms: int, seed: int, dim: int = 8, idio: float = 1.0) -> BanditProblem:
         """Draw a problem (module docstring); deterministic in ``seed``."""
-        from scipy.stats import norm
+        from scipy.stats import norm  # noqa: PLC0415 - heavy (scipy)
 
         if n_tasks < 1 or n_arms < 10 or dim < 2:
             raise ValueError(f"need n_tasks >= 1, n_arms >= 10 and dim >= 2, got {n_tasks}, {n_arms}, {dim}")

@@ -19,14 +19,18 @@ def make_out_folder(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise typer.BadParameter(f"cannot create the folder {out}: {exc.strerror or exc}", param_hint="--out")
+        raise typer.BadParameter(f"cannot create the folder {out}: {exc.strerror or exc}", param_hint="--out") from exc
 
 
 def simulate_command(
-    out: Path = typer.Option(Path("sim-out"), "--out", help="Folder for curves.csv.gz, finals.csv, summary.csv/.md, meta.json and PNG plots."),
-    preset: str = typer.Option("default", "--preset", help="'default' (full sweep, a few minutes on 2 cores) or 'small' (a quick look)."),
-    seeds: int = typer.Option(None, "--seeds", min=1, help="Number of seeds 0..N-1 (default: the preset's, 3 for default)."),
-    margin: float = typer.Option(0.01, "--margin", help="Reward margin below GRPO that counts as matching it in the tables."),
+    out: Path = typer.Option(Path("sim-out"), "--out",
+                             help="Folder for curves.csv.gz, finals.csv, summary.csv/.md, meta.json and PNG plots."),
+    preset: str = typer.Option("default", "--preset",
+                               help="'default' (full sweep, a few minutes on 2 cores) or 'small' (a quick look)."),
+    seeds: int = typer.Option(None, "--seeds", min=1,
+                              help="Number of seeds 0..N-1 (default: the preset's, 3 for default)."),
+    margin: float = typer.Option(0.01, "--margin",
+                                 help="Reward margin below GRPO that counts as matching it in the tables."),
 ) -> None:
     """Convergence study: GRPO with real execution vs pure world model vs WMRL and its ablations and PPI.
 
@@ -58,8 +62,10 @@ def simulate_command(
 
 
 def staleness_command(
-    out: Path = typer.Option(Path("sim-staleness"), "--out", help="Folder for staleness.md, staleness.csv, staleness_finals.csv."),
-    k: list[int] = typer.Option([0, 1, 3, 9], "--k", help="Staleness bounds (steps; must include 0, the synchronous reference)."),
+    out: Path = typer.Option(Path("sim-staleness"), "--out",
+                             help="Folder for staleness.md, staleness.csv, staleness_finals.csv."),
+    k: list[int] = typer.Option([0, 1, 3, 9], "--k",
+                                help="Staleness bounds (steps; must include 0, the synchronous reference)."),
     seeds: int = typer.Option(6, "--seeds", min=1, help="Seeds 0..N-1."),
     steps: int = typer.Option(200, "--steps", min=1, help="Training steps per run."),
     latency_steps: float = typer.Option(3.0, "--latency-steps", min=0.01, help="Median execution latency, in steps."),
@@ -87,12 +93,14 @@ def staleness_command(
 def async_command(
     out: Path = typer.Option(Path("sim-async"), "--out", help="Folder for regime.md, regime.csv, regime_finals.csv."),
     seeds: int = typer.Option(24, "--seeds", min=1, help="Seeds 0..N-1."),
-    shape: list[str] = typer.Option(["exploit"], "--shape", help="World-model error shapes: exploit, monotone, offset."),
+    shape: list[str] = typer.Option(["exploit"], "--shape",
+                                    help="World-model error shapes: exploit, monotone, offset."),
     method: list[str] = typer.Option(["wmrl", "wmrl-ppi"], "--method", help="Recipes with both streams."),
     horizon: list[int] = typer.Option([200, 1600, 3200], "--horizon", help=(
         "Training steps per run; the learning rate is scaled so that lr x steps is the 200-step study's.")),
     mean_latency_steps: float = typer.Option(10.0, "--mean-latency-steps", min=0.01, help=(
-        "Mean execution latency in steps (PAPER_LATENCY's shape scaled; >= 10 is the long-latency regime of docs/scaling.md).")),
+        "Mean execution latency in steps (PAPER_LATENCY's shape scaled; >= 10 is the long-latency regime of "
+        "docs/scaling.md).")),
 ) -> None:
     """The chosen asynchronous setting against the synchronous stream where an execution lasts >= 10 steps: k = the
     latency's cap in steps, over-bound groups to the calibration, steps without anchors skipped (and updated, for

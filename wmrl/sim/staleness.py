@@ -29,11 +29,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from wmrl.core.recipe import BASELINE, WMRL
 from wmrl.core.staleness import AT_BOUND_MODES, PAPER_LATENCY, UNANCHORED_MODES, LatencyModel
 from wmrl.sim.bandit import WorldModelSpec
-from wmrl.sim.engine import LATE_MODES, RunSpec, SimConfig, simulate
+from wmrl.sim.engine import RunSpec, SimConfig, simulate
 
 #: The world models of the axis: a monotone distortion, a group offset, an exploitable error (r_hat = r + b + xi).
 WORLD_MODELS = (WorldModelSpec("monotone", 0.5, 0.1), WorldModelSpec("offset", 0.5, 0.1),
@@ -70,20 +71,19 @@ def build_runs(ks: tuple[int, ...], seeds: int, methods: tuple[str, ...] = (WMRL
                                  + [("gradient", 2.0, b) for b in AT_BOUND_MODES if b != "wait"])
                     else:
                         modes = [("gradient", 2.0, b) for b in AT_BOUND_MODES]
-                    modes = [(*mo, "skip") for mo in modes] + [(*mo, "update") for mo in modes
-                                                                if k and mo[0] == "gradient" and mo[1] == 2.0]
-                    for late, c, b, sw in modes:
-                        runs.append(RunSpec(m, wm, rho, seed, recall=False, staleness=k, late=late, latency_steps=latency_steps,
+                    with_skip = [(*mo, "skip") for mo in modes] + [(*mo, "update") for mo in modes
+                                                                    if k and mo[0] == "gradient" and mo[1] == 2.0]
+                    for late, c, b, sw in with_skip:
+                        runs.append(RunSpec(m, wm, rho, seed, recall=False, staleness=k, late=late,
+                                            latency_steps=latency_steps,
                                             latency_sigma=latency_sigma, late_ratio_max=c, at_bound=b,
                                             steps_without_anchors=sw))
     return runs
 
 
-def summarise(finals) -> "object":
+def summarise(finals: pd.DataFrame) -> pd.DataFrame:
     """One row per (shape, method, staleness, late, at_bound, without anchors): J_final mean, the paired difference
     to k = 0 (mean, se), staleness mean and max, the share of anchor groups over the bound, updates skipped, seeds."""
-    import pandas as pd
-
     f = finals.copy()
     sync = f[f["staleness"] == 0].set_index(["shape", "method", "seed"])["J_final"]
     f["dJ"] = [r.J_final - sync.get((r.shape, r.method, r.seed), math.nan) for r in f.itertuples()]
@@ -104,7 +104,8 @@ def summarise(finals) -> "object":
                          steps_without_anchors=sw, updates_skipped=float(g["updates_skipped"].mean()), seeds=n,
                          J_final=float(g["J_final"].mean()), dJ_vs_sync=float(g["dJ"].mean()),
                          dJ_se=float(g["dJ"].std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan,
-                         staleness_mean=float(g["staleness_mean"].mean()), staleness_max=float(g["staleness_max"].max()),
+                         staleness_mean=float(g["staleness_mean"].mean()),
+                         staleness_max=float(g["staleness_max"].max()),
                          over_bound=float(g["over_bound_frac"].mean()) if "over_bound_frac" in g else math.nan))
     return pd.DataFrame(rows)
 
@@ -141,6 +142,7 @@ def run_staleness_study(out: Path, ks: tuple[int, ...] = (0, 1, 3, 9), seeds: in
         raise ValueError(f"need seeds >= 1 and steps >= 1, got {seeds}, {steps}")
     cfg = replace(SimConfig(), steps=steps)
     runs = build_runs(tuple(ks), seeds, methods, latency_steps, latency_sigma, extra_ks=tuple(extra_ks))
+    finals: pd.DataFrame
     _, finals = simulate(runs, cfg, progress=progress)
     summary = summarise(finals)
     md = markdown(summary, cfg, finals.attrs["wall_s"], latency_steps, latency_sigma)
@@ -199,7 +201,8 @@ def build_regime_runs(seeds: int, shapes: tuple[str, ...] = ("exploit",), method
             for m in dict.fromkeys(methods):
                 runs.append(RunSpec(m, wm, rho, seed, recall=False))
                 for sw in UNANCHORED_MODES:
-                    runs.append(RunSpec(m, wm, rho, seed, recall=False, staleness=k, late="gradient", late_ratio_max=2.0,
+                    runs.append(RunSpec(m, wm, rho, seed, recall=False, staleness=k, late="gradient",
+                                        late_ratio_max=2.0,
                                         at_bound="calibration", latency_steps=lat.median_s, latency_sigma=lat.sigma,
                                         latency_floor_steps=lat.floor_s, latency_cap_steps=lat.cap_s,
                                         steps_without_anchors=sw))
@@ -232,14 +235,14 @@ def run_regime_study(out: Path, seeds: int = 24, shapes: tuple[str, ...] = ("exp
         ValueError: seeds < 1, no horizon or one < 1 step, or what :func:`build_regime_runs` refuses (all before
             anything is simulated).
     """
-    import pandas as pd
-
     horizons = tuple(dict.fromkeys(horizons))
     if seeds < 1 or not horizons or min(horizons) < 1:
         raise ValueError(f"need seeds >= 1 and at least one horizon, each >= 1 step, got {seeds}, {horizons}")
     runs = build_regime_runs(seeds, tuple(shapes), tuple(methods), mean_steps)
-    parts, wall = [], 0.0
+    parts: list[pd.DataFrame] = []
+    wall = 0.0
     for h in horizons:
+        f: pd.DataFrame
         _, f = simulate(runs, horizon_config(h), progress=progress)
         wall += f.attrs["wall_s"]
         f["horizon"] = h

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,8 +31,12 @@ import numpy as np
 import pandas as pd
 
 from wmrl.tasks import leaderboard as lb
+from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
+from wmrl.tasks.grading import (MetricCodeUnavailable, _normalise_labels, fast_path, normalise_ids, read_answers,
+                                score_submission)
 from wmrl.tasks.metrics import CODE_METRICS, metric_info
-from wmrl.tasks.spec import Task
+from wmrl.tasks.probes import probe_submissions
+from wmrl.tasks.spec import InvalidSubmission, Task
 
 #: Share of matching values from which a public column counts as the answers.
 AGREEMENT = 0.95
@@ -79,14 +84,11 @@ def _matches(values: pd.Series, truth: pd.Series, regression: bool) -> np.ndarra
         b = truth.to_numpy(dtype=np.float64)
         with np.errstate(invalid="ignore"):
             return np.isclose(a, b, rtol=1e-4, atol=1e-9) & np.isfinite(a)
-    from wmrl.tasks.grading import _normalise_labels
 
     return (_normalise_labels(values.astype(str), ()).to_numpy() == truth.astype(str).to_numpy())
 
 
 def _leaks_in(df: pd.DataFrame, rel: str, task: Task, answers: pd.DataFrame) -> list[str]:
-    from wmrl.tasks.grading import normalise_ids
-
     out: list[str] = []
     regression = task.type == "regression"
     target = answers[task.target]
@@ -130,8 +132,6 @@ def answers_in_public(task: Task) -> list[str]:
     Raises:
         FileNotFoundError, ValueError: the answers themselves cannot be read.
     """
-    from wmrl.tasks.grading import read_answers
-
     answers = read_answers(task)
     answers_hash = _sha256(Path(task.answers_path))
     public = Path(task.public_dir)
@@ -239,12 +239,6 @@ def code_problems(task: Task) -> list[TaskProblem]:
     (:mod:`wmrl.tasks.probes`), or it declares a direction (MLE-Dojo's ``higher_is_better``) that is not the
     task's. Whether wmrl's metric may stand in for the code is decided by
     :func:`wmrl.tasks.grading.fast_path` (not a problem either way)."""
-    import tempfile
-
-    from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
-    from wmrl.tasks.grading import MetricCodeUnavailable, fast_path, read_answers
-    from wmrl.tasks.probes import probe_submissions
-
     if task.metric_code is None:
         return []
     out: list[TaskProblem] = []
@@ -273,9 +267,6 @@ def reward_problems(task: Task) -> list[TaskProblem]:
     task the sample submission must not beat a board's best entry; for an RPG task the baseline and gold
     scores must differ, lie in the metric's range, and gold must be better than baseline in the metric's
     direction (DSBench decides the direction by ``gt > baseline``)."""
-    from wmrl.tasks.grading import score_submission
-    from wmrl.tasks.spec import InvalidSubmission
-
     out: list[TaskProblem] = []
     lo, hi = METRIC_RANGES.get(task.metric, (-math.inf, math.inf))
     if task.reward_kind == "rpg":
@@ -288,9 +279,10 @@ def reward_problems(task: Task) -> list[TaskProblem]:
                 out.append(TaskProblem(task.id, "score_range", f"task {task.id!r}: field '{name}' {v:.6g} lies outside "
                                        f"the range [{lo:g}, {hi:g}] of its metric {task.metric}"))
         if (g < b) != task.lower_is_better:
-            out.append(TaskProblem(task.id, "metric_direction", f"task {task.id!r}: field 'metric': the gold (GT) score "
-                                   f"{g:.6g} is {'below' if g < b else 'above'} the baseline {b:.6g}, but {task.metric} "
-                                   f"is {'lower' if task.lower_is_better else 'higher'} is better"))
+            out.append(TaskProblem(task.id, "metric_direction",
+                                   f"task {task.id!r}: field 'metric': the gold (GT) score "
+                                   f"{g:.6g} is {'below' if g < b else 'above'} the baseline {b:.6g}, but "
+                                   f"{task.metric} is {'lower' if task.lower_is_better else 'higher'} is better"))
         return out
     if not task.has_leaderboard or not Path(task.sample_submission_path).is_file():
         return out

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 import typer
 
@@ -28,12 +28,11 @@ def _suite_dir(dir_) -> Path:
     return Path(dir_).expanduser() if dir_ else default_tasks_dir()
 
 
-def _roots(dir_) -> list[Path]:
+def _roots(dir_: str | Path | list[Path] | None) -> list[Path]:
     from wmrl.paths import default_task_roots
 
-    if isinstance(dir_, (str, Path)):
-        dir_ = [dir_]
-    return [Path(d).expanduser() for d in dir_] if dir_ else default_task_roots()
+    dirs = [dir_] if isinstance(dir_, (str, Path)) else dir_
+    return [Path(d).expanduser() for d in dirs] if dirs else default_task_roots()
 
 
 def _fail(msg: str, code: int = 2) -> NoReturn:
@@ -55,14 +54,15 @@ def _load_folder(task: str):
     if not path.exists():
         _fail(f"task folder {path} does not exist; give a task id (see 'wmrl tasks list') or the path of a task folder")
     if not path.is_dir():
-        _fail(f"{path} is a file, not a task folder; give a task id (see 'wmrl tasks list') or the path of a task folder")
+        _fail(f"{path} is a file, not a task folder; give a task id (see 'wmrl tasks list') or the path of a task "
+              "folder")
     try:
         return load_task(path)
     except TaskFormatError as exc:
         _fail(str(exc))
 
 
-def _resolve_task(task: str, dir_: Optional[Path]):
+def _resolve_task(task: str, dir_: Path | list[Path] | None):
     """A task by id in the suite, or a task folder of any layout given as a path.
 
     A bare id (no path separator) is looked up in the suite first; only an argument written as a path,
@@ -91,11 +91,11 @@ def _resolve_task(task: str, dir_: Optional[Path]):
 
 @tasks_app.command("build")
 def build_cmd(
-    out: Optional[Path] = typer.Option(None, "--out", help=_DIR_HELP),
+    out: Path | None = typer.Option(None, "--out", help=_DIR_HELP),
     leaderboards: bool = typer.Option(False, "--leaderboards",
                                       help="also rerun the reference pools in the sandbox and rewrite the "
                                            "committed leaderboards (about 30 CPU-minutes for all tasks)"),
-    only: Optional[list[str]] = typer.Option(None, "--only", help="build only these task ids (repeatable)"),
+    only: list[str] | None = typer.Option(None, "--only", help="build only these task ids (repeatable)"),
 ) -> None:
     """Build the built-in suite of real tasks (seconds); leaderboards come from the committed CSVs."""
     import time
@@ -130,7 +130,7 @@ def build_cmd(
 @tasks_app.command("list")
 def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="print JSON (one object per task) for scripts"),
-    dir_: Optional[list[Path]] = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
+    dir_: list[Path] | None = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
 ) -> None:
     """A table of the tasks under the roots: id, adapter, type, rows, metric, reward kind, split; then what
     was found, skipped and refused, and why. Exits 1 when a task was refused."""
@@ -180,7 +180,7 @@ def list_cmd(
 @tasks_app.command("show")
 def show_cmd(
     task_id: str = typer.Argument(..., help="task id, or the path of a task folder (any layout)"),
-    dir_: Optional[list[Path]] = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
+    dir_: list[Path] | None = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
 ) -> None:
     """A task's description and a summary of its leaderboards."""
     import numpy as np
@@ -218,7 +218,7 @@ def show_cmd(
 def grade_cmd(
     task_id: str = typer.Argument(..., help="task id, or the path of a task folder (any layout)"),
     submission: Path = typer.Argument(..., help="submission CSV"),
-    dir_: Optional[list[Path]] = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
+    dir_: list[Path] | None = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
     as_json: bool = typer.Option(False, "--json", help="print the grade as JSON"),
 ) -> None:
     """Grade a submission: raw score, leaderboard percentile (reward), medal, above median, RPG."""
@@ -292,11 +292,11 @@ def stats_cmd(
 
 @tasks_app.command("check")
 def check_cmd(
-    tasks: Optional[list[str]] = typer.Argument(None, help="Task ids or task folders (default: the whole suite)."),
-    dir_: Optional[list[Path]] = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
+    tasks: list[str] | None = typer.Argument(None, help="Task ids or task folders (default: the whole suite)."),
+    dir_: list[Path] | None = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
     copies: bool = typer.Option(False, "--copies", help="also look for copies of the test rows in every file the "
                                 "sandbox can read (wmrl.execution.leakscan; minutes over a large environment, cached)"),
-    scan_only: Optional[list[Path]] = typer.Option(None, "--copies-in", help="look for copies only under these "
+    scan_only: list[Path] | None = typer.Option(None, "--copies-in", help="look for copies only under these "
                                                    "folders (repeatable; implies --copies)"),
     mask: bool = typer.Option(False, "--mask", help="with --copies: list each copy found in the task folder's "
                               "sandbox-masks.txt, so that the sandbox masks it from then on"),
@@ -355,7 +355,7 @@ def check_cmd(
         typer.echo(disc.summary())
     if bad:
         typer.secho(f"{bad} of {len(chosen)} task(s) would be refused for training", fg="red", err=True)
-    if refused:
+    if refused and disc is not None:
         where = " ".join(f"--root {r}" for r in disc.roots)
         ids = ", ".join(tid for tid, _, _ in refused)
         typer.secho(f"{len(refused)} task(s) under the roots were refused (cannot be graded): {ids}; each "
@@ -370,7 +370,7 @@ def check_cmd(
 @tasks_app.command("fixtures")
 def fixtures_cmd(
     out: Path = typer.Option(..., "--out", help="folder to write the benchmark-layout fixtures into"),
-    benchmark: Optional[list[str]] = typer.Option(None, "--benchmark",
+    benchmark: list[str] | None = typer.Option(None, "--benchmark",
                                                   help="mledojo, mlebench or dsbench (repeatable; default all)"),
 ) -> None:
     """Write small tasks in the real MLE-Dojo, MLE-bench and DSBench layouts, made from built-in tables."""
@@ -387,7 +387,7 @@ def fixtures_cmd(
 @tasks_app.command("coverage")
 def coverage_cmd(
     path: Path = typer.Argument(..., help="an MLE-bench, MLE-Dojo or DSBench checkout (detected from its layout)"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write every competition's row as JSON to "
+    json_out: Path | None = typer.Option(None, "--json", help="also write every competition's row as JSON to "
                                             "FILE ('-': print the JSON instead of the tables)"),
 ) -> None:
     """Which competitions of a benchmark checkout wmrl can grade with the benchmark's own grading code,

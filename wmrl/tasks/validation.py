@@ -228,7 +228,7 @@ def split_seed(seed: int) -> int:
 
 def _split(train: pd.DataFrame, task: Task, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Row positions ``(kept, held_out)`` of train.csv, each sorted."""
-    from sklearn.model_selection import train_test_split
+    from sklearn.model_selection import train_test_split  # noqa: PLC0415 - heavy (sklearn)
 
     n = len(train)
     n_val = min(n - 1, max(1, int(round(fraction * n))))

@@ -19,7 +19,8 @@ model. The anchors of a step are its own valid anchor samples with their out-of-
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class ExploitationWatch:
         fired = check is not None and check.fired
         if fired:
             self._respond(step, check, router, refit, log_line)
-        return {"exploit_alarm": fired, "exploit_alarm_reason": check.reason if fired else None,
+        return {"exploit_alarm": fired, "exploit_alarm_reason": check.reason if check is not None and fired else None,
                 "exploit_residual_cusum": self.monitor.residual_cusum, "exploit_order_cusum": self.monitor.order_cusum,
                 "exploit_alarms_total": self.monitor.n_alarms, "anchor_fraction": float(router.fraction)}
 

@@ -5,7 +5,6 @@ Imports of heavy libraries stay inside the commands.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -22,17 +21,18 @@ config_app = typer.Typer(help="Inspect training configs: every field with its ty
 
 
 def train(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config (see `wmrl config show`)."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", "-s",
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML config (see `wmrl config show`)."),
+    set_: list[str] | None = typer.Option(None, "--set", "-s",
                                              help="Override one field, e.g. --set optim.steps=3 --set method=grpo."),
-    resume: Optional[Path] = typer.Option(None, "--resume",
+    resume: Path | None = typer.Option(None, "--resume",
                                           help="Continue the run in RUN_DIR from its latest checkpoint."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar."),
     accept_edited_config: bool = typer.Option(False, "--accept-edited-config",
                                               help="With --resume: use RUN_DIR/config.yaml although it was "
                                                    "edited after the run saved it."),
 ) -> None:
-    """Post-train the agent with GRPO, a pure world model or WMRL (`method`: a registered recipe, e.g. grpo, wm, wmrl, wmrl-ppi; see `wmrl config show`).
+    """Post-train the agent with GRPO, a pure world model or WMRL (`method`: a registered recipe, e.g. grpo, wm, wmrl,
+    wmrl-ppi; see `wmrl config show`).
 
     Writes a run directory (docs/run-directory.md): config.yaml, metrics.jsonl, eval.jsonl,
     TensorBoard events, executions.sqlite, atomic checkpoints, ledger.json and summary.json.
@@ -61,10 +61,10 @@ def train(
             summary = run_training(cfg, progress=False if no_progress else None)
     except (ConfigError, RunDirError, FileNotFoundError, KeyError) as e:
         _print_error(err, e)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     except KeyboardInterrupt:
         err.print("interrupted: continue with `wmrl train --resume RUN_DIR` (the last checkpoint is kept)")
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     print_summary(summary)
 
 
@@ -73,16 +73,16 @@ def evaluate(
     checkpoint: str = typer.Option("latest", "--checkpoint", help="Checkpoint: 'latest', a step number, a "
                                    "folder name like step_000004, or 'initial' (the policy before training, "
                                    "rebuilt from the run's config)."),
-    tasks: Optional[list[str]] = typer.Option(None, "--tasks", help="Task ids to evaluate on (repeatable, or "
+    tasks: list[str] | None = typer.Option(None, "--tasks", help="Task ids to evaluate on (repeatable, or "
                                               "comma-separated); default: the run's held-out (and train) tasks."),
     train_tasks: bool = typer.Option(False, "--train-tasks", help="Evaluate on the run's train tasks only "
                                      "(split 'train', in distribution)."),
-    samples: Optional[int] = typer.Option(None, "--samples", help="Samples per task (default: the run's eval config)."),
+    samples: int | None = typer.Option(None, "--samples", help="Samples per task (default: the run's eval config)."),
     protocol: str = typer.Option("default", "--protocol", help="Evaluation protocol: 'default' (the run's tasks and "
                                  "eval settings), 'paper' (the WMRL paper's MLE-Dojo test table: 14 competitions, avg@8, "
                                  "4 turns, temperature 0.8, per-category means), a registered name, or a YAML file "
                                  "(docs/training.md, Evaluation protocols)."),
-    root: Optional[list[str]] = typer.Option(None, "--root", help="Task root holding the protocol's competitions "
+    root: list[str] | None = typer.Option(None, "--root", help="Task root holding the protocol's competitions "
                                              "(repeatable; default: the run's tasks.root)."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Evaluate the competitions of the protocol's "
                                        "split that are found when some are missing (the numbers are then not "
@@ -107,7 +107,7 @@ def evaluate(
                             allow_missing=allow_missing)
     except (ConfigError, FileNotFoundError, KeyError) as e:
         _print_error(err, e)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     for r in recs:
         for reason in (r.get("protocol_result") or {}).get("not_comparable", []):
             err.print(f"[yellow]not comparable with protocol {r['protocol']['name']!r}:[/yellow] "
@@ -128,7 +128,8 @@ def evaluate(
     for r in recs:
         m = r["medals"]
         t.add_row(r["split"], str(r["step"]), str(r["n_tasks"]), str(r["n_samples"]), _f3(r["mean_percentile"]),
-                  "n/a" if r.get("mean_rpg_tasks") is None else _f3(r["mean_rpg_tasks"]), _f3(r["best_percentile_mean"]),
+                  "n/a" if r.get("mean_rpg_tasks") is None else _f3(r["mean_rpg_tasks"]),
+                  _f3(r["best_percentile_mean"]),
                   _f3(r["valid_rate"]), str(m["gold"]), str(m["silver"]), str(m["bronze"]), str(r["n_infra_errors"]))
     out.print(t)
     for r in recs:  # why RPG is n/a, or which tasks it leaves out
@@ -142,7 +143,7 @@ def evaluate(
                 out.print(table)
 
 
-def _f3(x: Optional[float]) -> str:
+def _f3(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
@@ -156,12 +157,14 @@ def protocol_tables(res: dict) -> list:
     """Two rich tables of a ``protocol_result`` (:func:`wmrl.training.protocol.aggregate`), scores in percent:
     avg@k per task (with its failed and infrastructure-failed samples), then the category means and the
     overall number."""
+    from rich.console import JustifyMethod
     from rich.table import Table
 
     k, name = res["k"], res["protocol"]
     pt = Table(title=f"protocol {name}: avg@{k} per task (%)")
-    for col, just in (("task", "left"), ("category", "left"), (f"avg@{k}", "right"), ("failed", "right"),
-                      ("infra", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("task", "left"), ("category", "left"), (f"avg@{k}", "right"),
+                                                      ("failed", "right"), ("infra", "right"))
+    for col, just in columns:
         pt.add_column(col, justify=just)
     for tid, v in res["per_task"].items():
         pt.add_row(_escape(tid), _escape(v["category"]), f"{100 * v['avg_at_k']:.1f}", str(v["n_failed"]),
@@ -169,7 +172,8 @@ def protocol_tables(res: dict) -> list:
     for tid in res["missing"]:
         pt.add_row(_escape(tid), "", "missing", "", "")
     ct = Table(title=f"protocol {name}: category means (%)" + ("" if res["comparable"] else ", NOT COMPARABLE"))
-    for col, just in (("category", "left"), ("tasks", "right"), ("mean", "right")):
+    columns = (("category", "left"), ("tasks", "right"), ("mean", "right"))
+    for col, just in columns:
         ct.add_column(col, justify=just)
     for c, v in res["categories"].items():
         ct.add_row(_escape(c), str(v["n_tasks"]), f"{100 * v['mean']:.1f}")
@@ -181,8 +185,8 @@ def protocol_tables(res: dict) -> list:
 
 
 def show(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config to resolve (default: defaults)."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Overrides, as for `wmrl train`."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML config to resolve (default: defaults)."),
+    set_: list[str] | None = typer.Option(None, "--set", "-s", help="Overrides, as for `wmrl train`."),
     yaml_out: bool = typer.Option(False, "--yaml", help="Print the resolved config as YAML instead of a table."),
 ) -> None:
     """Print every config field with its type, resolved value and help text."""
@@ -196,7 +200,7 @@ def show(
         cfg = load_config(config, list(set_ or [])) if (config or set_) else TrainConfig()
     except (ConfigError, FileNotFoundError) as e:
         _print_error(make_console(stderr=True), e)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     if yaml_out:
         typer.echo(dump_config(cfg), nl=False)
         return

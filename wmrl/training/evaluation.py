@@ -32,8 +32,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
+from wmrl.core.episodes import best_turn, finite_mean, reward_after_turn
 from wmrl.core.infra import DEFAULT_ALPHA, DEFAULT_BACKGROUND_RATE, InfraCheck, check_infra
+from wmrl.episodes.observation import observation_from_result
+from wmrl.episodes.rollout import TurnFeedback, run_episodes
+from wmrl.execution.types import ExecutionRequest
+from wmrl.tasks.leaderboard import relative_performance_gap
+from wmrl.tasks.validation import validation_view
+from wmrl.trajectory import Trajectory
 
 MEDALS = ("gold", "silver", "bronze")
 
@@ -101,7 +109,8 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
     per_task: dict[str, dict[str, Any]] = {}
     kinds = reward_kinds or {}
     rewards, valid, medal_any, above = [], [], [], []
-    pct, rpg = [], []
+    pct: list[float] = []
+    rpg: list[float] = []
     medals = {m: 0 for m in MEDALS}
     n_infra = 0
     cpu = 0.0
@@ -131,8 +140,6 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
     def _mean(x: list[float] | list[bool]) -> float | None:
         return float(np.mean(x)) if len(x) else None
 
-    from wmrl.tasks.leaderboard import relative_performance_gap
-
     bounds = rpg_scores or {}
     rpg_task: dict[str, float] = {}
     rpg_missing: dict[str, str] = {}
@@ -141,7 +148,7 @@ def summarize_eval(task_ids: Sequence[str], results: Sequence[Any], *, step: int
         why = _rpg_undefined(b, g)
         if not why and tid not in per_task:
             why = "no graded sample (infrastructure errors only)"
-        if why:
+        if why or b is None or g is None:  # why is empty only when both scores are there
             rpg_missing[tid] = why
             continue
         n = len(per_task[tid]["scores"])
@@ -240,9 +247,6 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
         (record, results): the :func:`summarize_eval` record (plus ``sample_outcomes``, ``wall_s`` and ``time``) and
         the raw execution results in sample order (multi-turn: every turn's execution).
     """
-    from wmrl.execution.types import ExecutionRequest
-    from wmrl.trajectory import Trajectory
-
     t0 = time.perf_counter()
     if not tasks:
         raise ValueError(f"no tasks to evaluate for split {split!r}")
@@ -252,7 +256,6 @@ def evaluate_policy(policy: Any, scaffold: Any, tasks: Sequence[Any], executor: 
                                  temperature=temperature, top_p=top_p, checkpoint=checkpoint, run_name=run_name,
                                  seed=seed, max_turns=max_turns, validation_fraction=validation_fraction,
                                  error_chars=error_chars, time_limit_s=time_limit_s)
-    import torch
 
     with torch.no_grad():
         batch = policy.sample(list(tasks), scaffold, group_size=samples_per_task, max_new_tokens=max_new_tokens,
@@ -313,15 +316,6 @@ def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor
         episodes of their best turn), ``episode_turns_mean``, ``submitted_rate``, ``exec_count_turn`` ([K]),
         ``wall_s`` and ``time``; and every execution result (all turns).
     """
-    import torch
-
-    from wmrl.core.episodes import best_turn, finite_mean, reward_after_turn
-    from wmrl.episodes.observation import observation_from_result
-    from wmrl.episodes.rollout import TurnFeedback, run_episodes
-    from wmrl.execution.types import ExecutionRequest
-    from wmrl.tasks.validation import validation_view
-    from wmrl.trajectory import Trajectory
-
     t0 = time.perf_counter()
     all_results: list[Any] = []
     per_turn = [0] * max_turns
@@ -367,7 +361,7 @@ def evaluate_episodes(policy: Any, scaffold: Any, tasks: Sequence[Any], executor
     turn_means = [finite_mean(after[:, j]) for j in range(max_turns)]
     rec.update(
         max_turns=max_turns, mean_percentile_turn=turn_means,
-        turn_gain=None if None in (turn_means[0], turn_means[-1]) else turn_means[-1] - turn_means[0],
+        turn_gain=None if turn_means[0] is None or turn_means[-1] is None else turn_means[-1] - turn_means[0],
         best_turn_mean=finite_mean(best_turn(after)),
         episode_turns_mean=float(ep.n_turns.mean()), submitted_rate=float(ep.submitted.mean()),
         exec_count_turn=per_turn, sandbox_cpu_s=float(sum(float(r.cpu_s or 0.0) for r in all_results)),

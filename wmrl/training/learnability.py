@@ -16,12 +16,15 @@ import argparse
 import re
 import json
 import shutil
+import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
 from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus, program_hash
+from wmrl.models.scaffolds import get_scaffold, grammar_sentences
 
 #: The cpu-small train tasks (binary classification, 1.5k-10k rows).
 DEFAULT_TASKS = ("modeldata-credit_data", "modeldata-wa_churn", "aer-hmda", "modeldata-lending_club")
@@ -40,7 +43,7 @@ class FamilyReward:
                   for line in program.splitlines())
         return 1.0 if hit else 0.0
 
-    def submit(self, request: ExecutionRequest) -> "Future[ExecutionResult]":
+    def submit(self, request: ExecutionRequest) -> Future[ExecutionResult]:
         """A finished future with status ``ok`` and score = reward = :meth:`reward`."""
         r = self.reward(request.program)
         f: Future = Future()
@@ -48,7 +51,7 @@ class FamilyReward:
                                      "", "", program_hash(request.program)))
         return f
 
-    def run_batch(self, requests: list[ExecutionRequest]) -> list[ExecutionResult]:
+    def run_batch(self, requests: Sequence[ExecutionRequest]) -> list[ExecutionResult]:
         """:meth:`submit` for each request, in order."""
         return [self.submit(r).result() for r in requests]
 
@@ -74,15 +77,14 @@ def run_probe(*, model: str = "tiny", lr: float = 3e-3, steps: int = 25, target:
         SuiteNotBuilt, ConfigError: as :func:`wmrl.training.run.run_training` (e.g. ``steps < 1``).
         FileNotFoundError: an unknown ``model`` (nothing can be downloaded).
     """
-    from wmrl.models.policy import Policy
-    from wmrl.models.scaffolds import get_scaffold
-    from wmrl.training import parts
-    from wmrl.training.config import load_config
-    from wmrl.training.components import Components
-    from wmrl.training.run import run_training
+    from wmrl.models.policy import Policy  # noqa: PLC0415 - heavy: loads torch
+    from wmrl.training import parts  # noqa: PLC0415 - heavy: loads torch
+    from wmrl.training.config import load_config  # noqa: PLC0415 - heavy: loads torch
+    from wmrl.training.components import Components  # noqa: PLC0415 - heavy: loads torch
+    from wmrl.training.run import run_training  # noqa: PLC0415 - heavy: loads torch
 
     tmp = run_dir is None
-    rd = Path(tempfile.mkdtemp(prefix="wmrl-probe-")) if tmp else Path(run_dir)
+    rd = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="wmrl-probe-"))
     try:
         cfg = load_config(None, [
             "method=grpo", f"run_dir={rd / 'run'}", f"optim.steps={steps}", f"optim.lr={lr}", "progress=false",
@@ -109,8 +111,6 @@ def check_target(target: str) -> None:
     Raises:
         ValueError: naming the target and the model families it could be.
     """
-    from wmrl.models.scaffolds import grammar_sentences
-
     sentences = [s for k in ("classifier", "regressor") for s in grammar_sentences(k)]
     hits = sum(target in s for s in sentences) if target.strip() else 0
     if not target.strip() or hits in (0, len(sentences)):
@@ -124,10 +124,8 @@ def check_target(target: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Command line: prints the rewarded fraction per step and the wall time; a bad argument or config
     is one line on stderr and exit code 2."""
-    import sys
-
-    from wmrl.tasks.loader import SuiteNotBuilt
-    from wmrl.training.config import ConfigError
+    from wmrl.tasks.loader import SuiteNotBuilt  # noqa: PLC0415 - heavy: loads pandas
+    from wmrl.training.config import ConfigError  # noqa: PLC0415 - heavy: loads torch
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="tiny", help="model.name: 'tiny' (random, every weight trains), "

@@ -26,7 +26,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -34,7 +34,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from wmrl.runs.config import (ConfigError, Float, Int, OptFloat, OptIds, _errors_text, _nullable,
                               _require_finite, _yaml_error_text, load_yaml)
 
-OptInt = Annotated[Optional[Int], BeforeValidator(_nullable)]
+OptInt = Annotated[Int | None, BeforeValidator(_nullable)]
 
 #: The names :func:`register_protocol` will not replace.
 BUILTIN = ("default", "paper")
@@ -98,7 +98,7 @@ class EvalProtocol(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _consistent(self) -> "EvalProtocol":
+    def _consistent(self) -> EvalProtocol:
         if not _NAME.match(self.name):
             raise ValueError(f"name: {self.name!r} is not a protocol name; use letters, digits, '_', '.' and '-'")
         if self.split is not None:

@@ -70,7 +70,7 @@ class BackboneWorldModel:
         self.adapter_name = adapter_name
         self.max_length = int(max_length)
         self.batch_size = int(batch_size)
-        from peft import PeftModel
+        from peft import PeftModel  # noqa: PLC0415 - heavy (peft)
 
         if lora is not None:
             self.peft_model = adapters.attach_lora(model, adapter_name, lora)
@@ -205,7 +205,8 @@ class BackboneWorldModel:
                 continue
             p_ids = self._prompt_ids(p)
             c_ids = [self._ids(completions[i]) + list(suffix) for i in idx]
-            if not c_ids or min(len(c) for c in c_ids) == 0 or len(p_ids) + max(len(c) for c in c_ids) > self.max_length:
+            if (not c_ids or min(len(c) for c in c_ids) == 0
+                    or len(p_ids) + max(len(c) for c in c_ids) > self.max_length):
                 rest += idx  # truncation or empty completions: the plain path handles them
                 continue
             for s in range(0, len(idx), self.batch_size):
@@ -233,9 +234,10 @@ class BackboneWorldModel:
         """This world model's LoRA tensors (CPU), or {} without an adapter."""
         if self.lora is None:
             return {}
-        from peft import get_peft_model_state_dict
+        from peft import get_peft_model_state_dict  # noqa: PLC0415 - heavy (peft)
 
-        return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(self.peft_model, adapter_name=self.adapter_name).items()}
+        return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(self.peft_model,
+                                                                          adapter_name=self.adapter_name).items()}
 
     @staticmethod
     def read_saved_config(directory: str | Path) -> dict[str, Any]:
@@ -261,7 +263,7 @@ class BackboneWorldModel:
                 raise ValueError(f"{directory} holds a {saved!r} world model, this one is {self.kind!r}; load it "
                                  "with wmrl.world_model.factory.load_world_model")
 
-    def _load_into(self, directory: str | Path) -> "BackboneWorldModel":  # pragma: no cover - abstract
+    def _load_into(self, directory: str | Path) -> BackboneWorldModel:  # pragma: no cover - abstract
         raise NotImplementedError
 
     @classmethod

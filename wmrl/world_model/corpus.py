@@ -7,10 +7,14 @@ trainer's quick start, which counts its cost). Every execution carries the traje
 """
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from wmrl.execution.pool import result_or_infra
+from wmrl.execution.types import ExecutionRequest
+from wmrl.models.scaffolds import get_scaffold
 from wmrl.tasks.spec import Task
 from wmrl.trajectory import Trajectory
 
@@ -82,15 +86,13 @@ def collect_warmup(
         ValueError: no tasks, ``samples_per_task < 1``, ``tasks_per_batch < 1``, or ``group_size``
             not a divisor of ``samples_per_task``.
     """
-    from wmrl.execution.types import ExecutionRequest
-    from wmrl.models.scaffolds import get_scaffold
-
     if isinstance(scaffold, str):
         scaffold = get_scaffold(scaffold)
     if not tasks:
         raise ValueError("collect_warmup needs at least one train task")
     if samples_per_task < 1 or tasks_per_batch < 1:
-        raise ValueError(f"samples_per_task and tasks_per_batch must be >= 1, got {samples_per_task}, {tasks_per_batch}")
+        raise ValueError("samples_per_task and tasks_per_batch must be >= 1, "
+                         f"got {samples_per_task}, {tasks_per_batch}")
     g = samples_per_task if group_size is None else int(group_size)
     if g < 1 or samples_per_task % g:
         raise ValueError(f"group_size={group_size} must be >= 1 and divide samples_per_task={samples_per_task}")
@@ -121,8 +123,6 @@ def collect_warmup(
 
 def _gather(pending: list, progress: Any, t0: float) -> tuple[list[dict[str, Any]], list[Any]]:
     """Wait for every submitted ``(future, request)``; their log records and results, in order."""
-    from wmrl.execution.pool import result_or_infra
-
     results = [result_or_infra(f, r) for f, r in pending]
     records = [result_record(res, req) for (_, req), res in zip(pending, results)]
     if progress:
@@ -164,11 +164,6 @@ def collect_uniform(
     Raises:
         ValueError: no tasks, ``samples_per_task < 1``, or a task the scaffold has no grammar for.
     """
-    import random
-
-    from wmrl.execution.types import ExecutionRequest
-    from wmrl.models.scaffolds import get_scaffold
-
     if isinstance(scaffold, str):
         scaffold = get_scaffold(scaffold)
     if not tasks:

@@ -128,7 +128,8 @@ def fit_metrics(wm: Any, train: Sequence[dict[str, Any]], held: Sequence[dict[st
     """
     t0 = time.perf_counter()
     tr_pred = wm.predict([e["prompt"] for e in train], [e["completion"] for e in train])
-    out: dict[str, Any] = {"train": world_model_metrics(tr_pred, np.array([e["reward"] for e in train], dtype=np.float64),
+    out: dict[str, Any] = {"train": world_model_metrics(tr_pred,
+                                                        np.array([e["reward"] for e in train], dtype=np.float64),
                                                         [e["group"] for e in train])}
     if held:
         h_pred = wm.predict([e["prompt"] for e in held], [e["completion"] for e in held])

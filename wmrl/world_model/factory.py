@@ -12,24 +12,27 @@ regression world models).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from wmrl.world_model.base import BackboneWorldModel
 
 #: the world-model kinds, default first
 WORLD_MODEL_KINDS: tuple[str, ...] = ("regression", "generative")
 
 
-def world_model_class(kind: str) -> type:
+def world_model_class(kind: str) -> type[BackboneWorldModel]:
     """The class of world-model ``kind``.
 
     Raises:
         ValueError: an unknown kind (the message lists the known ones).
     """
     if kind == "regression":
-        from wmrl.world_model.regression import RegressionWorldModel
+        from wmrl.world_model.regression import RegressionWorldModel  # noqa: PLC0415 - heavy: loads torch
 
         return RegressionWorldModel
     if kind == "generative":
-        from wmrl.world_model.generative import GenerativeWorldModel
+        from wmrl.world_model.generative import GenerativeWorldModel  # noqa: PLC0415 - heavy: loads torch
 
         return GenerativeWorldModel
     raise ValueError(f"unknown world model kind {kind!r}; known kinds: {', '.join(WORLD_MODEL_KINDS)}")
@@ -51,7 +54,7 @@ def saved_world_model_kind(directory: str | Path) -> str:
     Raises:
         FileNotFoundError: not a saved world model folder.
     """
-    from wmrl.world_model.base import BackboneWorldModel
+    from wmrl.world_model.base import BackboneWorldModel  # noqa: PLC0415 - heavy: loads torch
 
     return str(BackboneWorldModel.read_saved_config(directory)["kind"])
 

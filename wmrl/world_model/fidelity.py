@@ -87,7 +87,7 @@ class Figure:
         return {"value": self.value, "lo": self.lo, "hi": self.hi}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "Figure":
+    def from_dict(cls, d: dict[str, Any] | None) -> Figure:
         """The figure :meth:`to_dict` wrote (missing keys, or None: undefined)."""
         d = d or {}
         return cls(d.get("value"), d.get("lo"), d.get("hi"))
@@ -153,7 +153,7 @@ class FidelityCard:
         return out
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "FidelityCard":
+    def from_dict(cls, d: dict[str, Any]) -> FidelityCard:
         """The card :meth:`to_dict` wrote (e.g. a run's ``fidelity.json``).
 
         Raises:
@@ -164,9 +164,10 @@ class FidelityCard:
                 and f.default_factory is MISSING and f.name not in d]
         if need:
             raise ValueError(f"not a fidelity card: missing {', '.join(need)}")
-        kw = {f.name: d[f.name] for f in fields(cls) if f.name not in FIGURES and f.name in d}
+        kw: dict[str, Any] = {f.name: d[f.name] for f in fields(cls) if f.name not in FIGURES and f.name in d}
         kw["notes"] = tuple(kw.get("notes", ()))
-        return cls(**kw, **{k: Figure.from_dict(figs.get(k)) for k in FIGURES})
+        kw.update({k: Figure.from_dict(figs.get(k)) for k in FIGURES})
+        return cls(**kw)
 
 
 def _check_int(name: str, v: Any, lo: int) -> int:
@@ -178,7 +179,7 @@ def _check_int(name: str, v: Any, lo: int) -> int:
 def _auc(score: np.ndarray, positive: np.ndarray) -> float | None:
     """ROC AUC of ``score`` for ``positive`` (Mann-Whitney U / (n_pos n_neg), average ranks for ties); None
     with one class only."""
-    from scipy.stats import rankdata
+    from scipy.stats import rankdata  # noqa: PLC0415 - heavy (scipy)
 
     n_pos = int(positive.sum())
     n_neg = positive.size - n_pos
@@ -189,7 +190,7 @@ def _auc(score: np.ndarray, positive: np.ndarray) -> float | None:
 
 
 def _spearman(p: np.ndarray, t: np.ndarray) -> float | None:
-    from scipy.stats import spearmanr
+    from scipy.stats import spearmanr  # noqa: PLC0415 - heavy (scipy)
 
     if p.size < 2 or np.ptp(p) == 0 or np.ptp(t) == 0:
         return None
@@ -294,7 +295,8 @@ def fidelity_card(pred: OutcomePrediction | Sequence[float] | np.ndarray, true_r
     if not np.isfinite(true).all():
         raise ValueError(f"{int((~np.isfinite(true)).sum())} rows with a true class have no finite true reward; "
                          "give the executed reward (the failure reward for a failed program), or true_class None")
-    rows = _Rows(reward[k], None if probs is None else probs[k], true, cls, [group_ids[i] for i in k], ece_bins)
+    rows = _Rows(reward[k], None if probs is None else probs[k], true, cls, [group_ids[i] for i in k.tolist()],
+                 ece_bins)
     point = rows.figures(np.arange(rows.n_groups))
     boot: dict[str, list[float]] = {f: [] for f in FIGURES}
     rng = np.random.default_rng(seed)
@@ -322,9 +324,10 @@ def fidelity_card(pred: OutcomePrediction | Sequence[float] | np.ndarray, true_r
         notes.append("pairwise accuracy undefined: no group has two programs with different true rewards")
     counts = np.bincount(cls, minlength=len(STATUS_CLASSES))
     p = None if probs is None else probs[k]
+    figures: dict[str, Any] = {f: fig(f) for f in FIGURES}  # Figure each, by the field's name
     return FidelityCard(
         n=int(k.size), n_groups=rows.n_groups, n_dropped=int(n_all - k.size), n_pairs=int(rows.pairs.sum()),
-        **{f: fig(f) for f in FIGURES},
+        **figures,
         truth_mix={c: float(counts[i] / k.size) for i, c in enumerate(STATUS_CLASSES)},
         pred_mix=None if p is None else {c: float(p[:, i].mean()) for i, c in enumerate(STATUS_CLASSES)},
         pred_top_mix=None if p is None else {

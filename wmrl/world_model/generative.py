@@ -61,7 +61,7 @@ from wmrl.models import adapters
 from wmrl.models.types import LoraSettings
 from wmrl.world_model.base import BackboneWorldModel
 from wmrl.world_model.data import check_fit_settings, fit_metrics, fit_split
-from wmrl.world_model.outcome import LADDERS, STATUS_CLASSES, OutcomePrediction, RewardLadder, gated
+from wmrl.world_model.outcome import LADDERS, OutcomePrediction, RewardLadder, gated
 
 __all__ = ["GenerativeWorldModel", "AnswerTokens", "answer_tokens", "answer_text", "quality_bucket", "OUTCOME_CUE",
            "QUALITY_BUCKETS", "QUALITY_CUTS", "QUALITY_POSITIONS", "JUDGE_STATUSES"]
@@ -156,7 +156,8 @@ def answer_tokens(tokenizer: Any) -> AnswerTokens:
     firsts = {o: seq[a] if a < len(seq) else None for o, seq in full.items()}
     status_ids = [firsts[(s, None)] if s != "valid" else firsts[("valid", "low")] for s in JUDGE_STATUSES]
     valid = [full[("valid", q)] for q in QUALITY_BUCKETS]
-    if None in status_ids or len(set(status_ids)) != 3 or any(firsts[("valid", q)] != status_ids[2] for q in QUALITY_BUCKETS):
+    if (None in status_ids or len(set(status_ids)) != 3
+            or any(firsts[("valid", q)] != status_ids[2] for q in QUALITY_BUCKETS)):
         raise ValueError(f"tokenizer {_tokenizer_name(tokenizer)!r}: the status words do not start with three "
                          "distinct tokens after a common prefix; the generative world model cannot read its answer "
                          "(use world_model.kind 'regression' with this backbone)")
@@ -166,7 +167,9 @@ def answer_tokens(tokenizer: Any) -> AnswerTokens:
         raise ValueError(f"tokenizer {_tokenizer_name(tokenizer)!r}: the quality words do not start with four "
                          "distinct tokens; use world_model.kind 'regression' with this backbone")
     prefix = full[outcomes[0]][:a]
-    return AnswerTokens(status_prefix=prefix, status_ids=status_ids, quality_prefix=valid[0][a:b], quality_ids=q_ids,
+    # no None left in either list (checked above)
+    return AnswerTokens(status_prefix=prefix, status_ids=[x for x in status_ids if x is not None],
+                        quality_prefix=valid[0][a:b], quality_ids=[x for x in q_ids if x is not None],
                         answers={o: seq[a:] for o, seq in full.items()})
 
 
@@ -253,7 +256,8 @@ class GenerativeWorldModel(BackboneWorldModel):
         if len(prompts) == 0:
             raise ValueError("loss() needs at least one trajectory")
         t = self.tokens
-        outcomes = [(s, QUALITY_BUCKETS[quality_bucket(r)] if s == "valid" else None) for s, r in zip(statuses, rewards)]
+        outcomes = [(s,
+                     QUALITY_BUCKETS[quality_bucket(r)] if s == "valid" else None) for s, r in zip(statuses, rewards)]
         for s, _ in outcomes:
             if s not in JUDGE_STATUSES:
                 raise ValueError(f"status {s!r} is not one the judge writes ({', '.join(JUDGE_STATUSES)})")
@@ -285,7 +289,8 @@ class GenerativeWorldModel(BackboneWorldModel):
         (``attention_mask`` [B, S] covers the cached S positions); returns [B, 4] bucket probabilities."""
         q = torch.tensor(self.tokens.quality_prefix, dtype=torch.long, device=attention_mask.device)
         B, k = attention_mask.shape[0], len(q)
-        am = torch.cat([attention_mask, torch.ones((B, k), dtype=attention_mask.dtype, device=attention_mask.device)], 1)
+        am = torch.cat([attention_mask,
+                        torch.ones((B, k), dtype=attention_mask.dtype, device=attention_mask.device)], 1)
         out = self._decoder(input_ids=q.expand(B, k), attention_mask=am,
                             position_ids=next_pos.view(B, 1) + torch.arange(k, device=am.device).view(1, k),
                             cache=cache, use_cache=True)
@@ -480,10 +485,11 @@ class GenerativeWorldModel(BackboneWorldModel):
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         (d / "world_model.json").write_text(json.dumps(self.config(), indent=2))
+        assert self.lora is not None  # required by __init__
         adapters.save_adapter(self.peft_model, self.adapter_name, d, self.lora)
         return d
 
-    def _load_into(self, directory: str | Path) -> "GenerativeWorldModel":
+    def _load_into(self, directory: str | Path) -> GenerativeWorldModel:
         """Instance form of :meth:`load`: ``wm.load(dir)`` loads the saved adapter into this world model.
 
         Raises:
@@ -498,7 +504,8 @@ class GenerativeWorldModel(BackboneWorldModel):
             if "status_token_ids" not in ans:
                 raise ValueError(f"the generative world model in {d} writes an earlier answer format (a score); "
                                  "refit it with 'wmrl wm fit --kind generative'")
-            for key, mine in (("status_token_ids", self.tokens.status_ids), ("quality_token_ids", self.tokens.quality_ids)):
+            for key, mine in (("status_token_ids", self.tokens.status_ids),
+                              ("quality_token_ids", self.tokens.quality_ids)):
                 if list(ans[key]) != list(mine):
                     raise ValueError(f"the world model in {d} was fitted with {key} {ans[key]}, this tokenizer "
                                      f"({_tokenizer_name(self.tokenizer)!r}) gives {mine}: another tokenizer")

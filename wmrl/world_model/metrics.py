@@ -71,7 +71,8 @@ def bias_by_decile(pred: np.ndarray, true: np.ndarray, n_bins: int = 10) -> list
     return out
 
 
-def world_model_metrics(pred: Sequence[float], true: Sequence[float], group_ids: Sequence[Hashable] | None = None) -> dict[str, Any]:
+def world_model_metrics(pred: Sequence[float] | np.ndarray, true: Sequence[float] | np.ndarray,
+                        group_ids: Sequence[Hashable] | None = None) -> dict[str, Any]:
     """Accuracy of predicted rewards against executed rewards.
 
     Args:
@@ -89,7 +90,7 @@ def world_model_metrics(pred: Sequence[float], true: Sequence[float], group_ids:
     Raises:
         ValueError: lengths differ, or no samples.
     """
-    from scipy.stats import pearsonr, spearmanr
+    from scipy.stats import pearsonr, spearmanr  # noqa: PLC0415 - heavy (scipy)
 
     p = np.asarray(pred, dtype=np.float64)
     t = np.asarray(true, dtype=np.float64)
@@ -117,16 +118,17 @@ def world_model_metrics(pred: Sequence[float], true: Sequence[float], group_ids:
     }
 
 
-def calibration_plot(pred: Sequence[float], true: Sequence[float], path: str | Path, title: str = "World model calibration") -> Path:
+def calibration_plot(pred: Sequence[float] | np.ndarray, true: Sequence[float] | np.ndarray, path: str | Path,
+                     title: str = "World model calibration") -> Path:
     """Write a PNG: executed reward against predicted reward (points), decile means (line), y = x.
 
     Returns:
         The written path (parent folders are created).
     """
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - heavy (matplotlib)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - heavy (matplotlib)
 
     p = np.asarray(pred, dtype=np.float64)
     t = np.asarray(true, dtype=np.float64)

@@ -67,7 +67,8 @@ def status_class(status: str | None) -> str | None:
     try:
         return table[status]
     except KeyError:
-        raise ValueError(f"unknown execution status {status!r}; known: {', '.join(sorted(table))}, infra_error") from None
+        known = ", ".join(sorted(table))
+        raise ValueError(f"unknown execution status {status!r}; known: {known}, infra_error") from None
 
 
 def gate_status(completion: str) -> str | None:
@@ -191,14 +192,14 @@ class OutcomePrediction:
         return [STATUS_CLASSES[i] for i in self.status_probs.argmax(1)]
 
     @classmethod
-    def concat(cls, parts: list["OutcomePrediction"]) -> "OutcomePrediction":
+    def concat(cls, parts: list[OutcomePrediction]) -> OutcomePrediction:
         """One prediction of the parts' rows, in order (an empty list gives N = 0)."""
         if not parts:
             return cls(np.zeros(0), np.zeros((0, len(STATUS_CLASSES))), np.zeros(0))
         return cls(np.concatenate([p.reward for p in parts]), np.concatenate([p.status_probs for p in parts]),
                    np.concatenate([p.reward_std for p in parts]))
 
-    def take(self, index: np.ndarray | list[int]) -> "OutcomePrediction":
+    def take(self, index: np.ndarray | list[int]) -> OutcomePrediction:
         """The rows ``index`` (an int array or list), in that order."""
         i = np.asarray(index, dtype=np.int64)
         return OutcomePrediction(self.reward[i], self.status_probs[i], self.reward_std[i])

@@ -57,7 +57,7 @@ def program_features(prompts: Sequence[str], completions: Sequence[str], dim: in
         raise ValueError(f"program feature dimension must be >= 1, got {dim}")
     if len(prompts) != len(completions):
         raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
-    from sklearn.feature_extraction import FeatureHasher
+    from sklearn.feature_extraction import FeatureHasher  # noqa: PLC0415 - heavy (sklearn)
 
     rows = []
     for p, c in zip(prompts, completions):

@@ -4,9 +4,9 @@
 final-layer hidden state (after the final norm) of the last token of the world model's input text
 (prompt, a separator, completion) and ``h_mean`` the mean over its tokens; ``mu``/``sd`` standardise
 the features with training-split statistics. With ``program_features=P > 0`` the P hashed 0/1
-program-choice features of :mod:`wmrl.world_model.program_features` follow (not standardised). The target is the executed reward (leaderboard
-percentile, docs/tasks.md); the loss is the mean squared error (unclipped output). Fitting first
-solves the head in closed form (ridge regression, penalty chosen by group K-fold), then, with an
+program-choice features of :mod:`wmrl.world_model.program_features` follow (not standardised). The target is the
+executed reward (leaderboard percentile, docs/tasks.md); the loss is the mean squared error (unclipped output). Fitting
+first solves the head in closed form (ridge regression, penalty chosen by group K-fold), then, with an
 adapter, fine-tunes LoRA and head jointly by AdamW. The backbone is the same base model object as
 the policy's: the world model adds a second named LoRA adapter (``"world_model"``) to the shared
 peft wrapper (see :mod:`wmrl.models.adapters`), so no second copy of the weights is held. With
@@ -37,12 +37,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 
 from wmrl.models import adapters
 from wmrl.models.types import LoraSettings
 from wmrl.world_model.base import BackboneWorldModel
 from wmrl.world_model.data import check_fit_settings, fit_metrics, fit_split
 from wmrl.world_model.outcome import STATUS_CLASSES, OutcomePrediction, gated
+from wmrl.world_model.program_features import program_features
 
 __all__ = ["OutcomeHead", "RegressionWorldModel", "RewardHead", "ridge_fit"]
 
@@ -57,6 +59,9 @@ class RewardHead(torch.nn.Module):
     state magnitudes (SmolLM2's reach |h| ~ 37). Predictions are clipped to [0, 1] by the world
     model, not here, so that the training loss keeps its gradient outside the range.
     """
+
+    mu: torch.Tensor  # buffers (register_buffer), typed for the type checker
+    sd: torch.Tensor
 
     def __init__(self, dim: int):
         super().__init__()
@@ -75,7 +80,8 @@ class RewardHead(torch.nn.Module):
         return self.linear(self.standardise(feats)).squeeze(-1)
 
 
-def ridge_fit(Z: np.ndarray, y: np.ndarray, groups: Sequence[Hashable], alphas: Sequence[float] = (1.0, 10.0, 100.0, 1000.0),
+def ridge_fit(Z: np.ndarray, y: np.ndarray, groups: Sequence[Hashable],
+              alphas: Sequence[float] = (1.0, 10.0, 100.0, 1000.0),
               seed: int = 0) -> tuple[np.ndarray, float, float, float]:
     """Closed-form ridge regression of ``y`` on standardised features ``Z``, alpha by group K-fold.
 
@@ -88,8 +94,8 @@ def ridge_fit(Z: np.ndarray, y: np.ndarray, groups: Sequence[Hashable], alphas: 
         ``(w [D], b, alpha, cv_mse)``: ``cv_mse`` is the group K-fold mean squared error of the chosen alpha
         (NaN with fewer than 3 groups or one candidate: no folds were run).
     """
-    from sklearn.linear_model import Ridge
-    from sklearn.model_selection import GroupKFold
+    from sklearn.linear_model import Ridge  # noqa: PLC0415 - heavy (sklearn)
+    from sklearn.model_selection import GroupKFold  # noqa: PLC0415 - heavy (sklearn)
 
     keys = [repr(g) for g in groups]
     n_groups = len(set(keys))
@@ -117,15 +123,23 @@ class OutcomeHead(torch.nn.Module):
 
     Status: a multinomial logistic regression over the classes past the deterministic gate (runtime error, no
     submission, valid), with the reward head's ridge penalty (``C = 1 / (2 alpha)``: sklearn's
-    ``C * sum(log loss) + ||w||^2 / 2`` against ridge's ``alpha ||w||^2``), mixed with the uniform distribution at weight ``eps = 3 / (N + 3)`` (add-one smoothing:
-    a class never seen in N training rows keeps a small probability); with one class seen, that class at
-    ``(N + 1) / (N + 3)``. Reward uncertainty: the predictive standard deviation of ridge regression read as a
-    Bayesian linear model (Bishop 2006, "Pattern Recognition and Machine Learning", eq. 3.59),
-    ``std(z) = sigma * sqrt(1 + (z - z_bar)' (Zc' Zc + alpha I)^-1 (z - z_bar))`` with ``Zc`` the centred
+    ``C * sum(log loss) + ||w||^2 / 2`` against ridge's ``alpha ||w||^2``), mixed with the uniform distribution at
+    weight ``eps = 3 / (N + 3)`` (add-one smoothing: a class never seen in N training rows keeps a small probability);
+    with one class seen, that class at ``(N + 1) / (N + 3)``. Reward uncertainty: the predictive standard deviation of
+    ridge regression read as a Bayesian linear model (Bishop 2006, "Pattern Recognition and Machine Learning", eq.
+    3.59), ``std(z) = sigma * sqrt(1 + (z - z_bar)' (Zc' Zc + alpha I)^-1 (z - z_bar))`` with ``Zc`` the centred
     training features and ``sigma^2`` the ridge fit's group K-fold mean squared error (the training error where
     no folds ran). Buffers: ``status_w`` [3, D], ``status_b`` [3], ``eps`` [], ``cov`` [D, D], ``z_bar`` [D],
     ``sigma2`` [] (float32), ``fitted`` [] (0 until :meth:`fit`).
     """
+
+    status_w: torch.Tensor  # buffers (register_buffer), typed for the type checker
+    status_b: torch.Tensor
+    eps: torch.Tensor
+    cov: torch.Tensor
+    z_bar: torch.Tensor
+    sigma2: torch.Tensor
+    fitted: torch.Tensor
 
     def __init__(self, dim: int):
         super().__init__()
@@ -140,7 +154,7 @@ class OutcomeHead(torch.nn.Module):
     def fit(self, Z: np.ndarray, statuses: Sequence[str | None], alpha: float, sigma2: float, seed: int = 0) -> None:
         """Fit both parts on standardised features ``Z`` [N, D] (float64) and outcome classes (None: unknown,
         left out of the status fit; gated rows, ``syntax_error``, too)."""
-        from sklearn.linear_model import LogisticRegression
+        from sklearn.linear_model import LogisticRegression  # noqa: PLC0415 - heavy (sklearn)
 
         d = Z.shape[1]
         Zc = Z - Z.mean(0)
@@ -225,7 +239,6 @@ class RegressionWorldModel(BackboneWorldModel):
         """[B, 2H] backbone features -> [B, 2H + P] with the program-choice features appended (P = 0: as is)."""
         if not self.program_features:
             return feats
-        from wmrl.world_model.program_features import program_features
 
         prog = torch.as_tensor(program_features(prompts, completions, self.program_features), device=feats.device)
         return torch.cat([feats, prog.to(feats.dtype)], dim=-1)
@@ -243,7 +256,8 @@ class RegressionWorldModel(BackboneWorldModel):
         """[B, 2H] float32: last-token and mean hidden states of the final layer."""
         am = enc["attention_mask"]
         pos = (am.cumsum(-1) - 1).clamp(min=0)
-        h = self._decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos, use_cache=False).last_hidden_state
+        h = self._decoder(input_ids=enc["input_ids"], attention_mask=am, position_ids=pos,
+                          use_cache=False).last_hidden_state
         h = h.float()
         last = h[:, -1, :]  # left padding: the last column is every row's last real token
         m = am.unsqueeze(-1).to(h.dtype)
@@ -337,7 +351,7 @@ class RegressionWorldModel(BackboneWorldModel):
             params += adapters.adapter_parameters(self.peft_model, self.adapter_name)
         return params
 
-    def _solve_head(self, train: list[dict[str, Any]], rewards: np.ndarray, seed: int, *,
+    def _solve_head(self, train: Sequence[dict[str, Any]], rewards: np.ndarray, seed: int, *,
                     set_standardisation: bool) -> tuple[float, float]:
         """Set the head to the closed-form ridge solution on the current backbone's features, and fit the
         :class:`OutcomeHead` on the same features.
@@ -345,8 +359,6 @@ class RegressionWorldModel(BackboneWorldModel):
         With ``set_standardisation`` the feature mean and population std (correction=0: finite even
         for one training example) are first taken from ``train``. Returns ``(ridge alpha, train MSE)``.
         """
-        import torch
-
         X = self.features([e["prompt"] for e in train], [e["completion"] for e in train])
         if set_standardisation:
             with torch.no_grad():
@@ -490,8 +502,6 @@ class RegressionWorldModel(BackboneWorldModel):
 
     def save(self, directory: str | Path) -> Path:
         """Write ``world_model.json``, ``head.safetensors`` and the adapter (LoRA) to ``directory``."""
-        from safetensors.torch import save_file
-
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         (d / "world_model.json").write_text(json.dumps(self.config(), indent=2))
@@ -500,7 +510,7 @@ class RegressionWorldModel(BackboneWorldModel):
             adapters.save_adapter(self.peft_model, self.adapter_name, d, self.lora)
         return d
 
-    def _load_into(self, directory: str | Path) -> "RegressionWorldModel":
+    def _load_into(self, directory: str | Path) -> RegressionWorldModel:
         """Instance form of :meth:`load`: ``wm.load(dir)`` loads saved weights into this world model.
 
         Raises:
@@ -508,8 +518,6 @@ class RegressionWorldModel(BackboneWorldModel):
             ValueError: the folder holds another kind of world model, or the saved head or adapter
                 does not fit (other backbone or LoRA rank).
         """
-        from safetensors.torch import load_file
-
         d = Path(directory)
         self._check_saved_kind(d)
         if not (d / "head.safetensors").is_file():

@@ -1,5 +1,7 @@
 """EXPECT: ok -- leave a detached, busy grandchild behind and exit with a valid submission."""
-import os, shutil, time
+import os
+import shutil
+import time
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:

@@ -1,5 +1,6 @@
 """EXPECT: runtime_error -- many files each under the file-size limit, in the workdir and /tmp (disk quota)."""
-import itertools, time
+import itertools
+import time
 for i in itertools.count():
     for d in (".", "/tmp"):
         with open(f"{d}/fill{i}.bin", "wb") as f:

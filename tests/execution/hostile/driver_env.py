@@ -1,5 +1,6 @@
 """EXPECT: ok -- look for the driver's environment in os.environ and every /proc/*/environ, then submit."""
-import os, shutil
+import os
+import shutil
 print(dict(os.environ))
 for pid in os.listdir("/proc"):
     if pid.isdigit():

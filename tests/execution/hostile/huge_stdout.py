@@ -1,5 +1,6 @@
 """EXPECT: ok -- print 40 MB to stdout and stderr, then submit correctly."""
-import shutil, sys
+import shutil
+import sys
 line = "x" * 1023 + "\n"
 for _ in range(20 * 1024):
     sys.stdout.write(line)

@@ -1,5 +1,7 @@
 """EXPECT: ok -- kill the parent, PID 1, every visible process and the driver's pid, then submit."""
-import os, shutil, signal
+import os
+import shutil
+import signal
 for target, how in [(os.getppid(), "ppid"), (1, "pid1"), (__DRIVER_PID__, "driver"), (-1, "all")]:
     try:
         os.kill(target, signal.SIGKILL)

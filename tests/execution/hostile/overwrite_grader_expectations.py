@@ -1,5 +1,6 @@
 """EXPECT: ok -- overwrite the answers, the public test ids and the leaderboard, then submit the sample."""
-import os, shutil
+import os
+import shutil
 for t in ["__PRIVATE_PATH__", "__TASK_ROOT__/leaderboard.csv", "input/sample_submission.csv", "input/test.csv"]:
     try:
         with open(t, "w") as f:

@@ -1,5 +1,6 @@
 """EXPECT: ok -- walk the visible filesystem for answer files / the canary, then submit the sample."""
-import os, shutil
+import os
+import shutil
 hits = []
 skip = {"/proc", "/sys", "/dev", "/usr"}
 for root, dirs, files in os.walk("/"):

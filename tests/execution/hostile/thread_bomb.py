@@ -1,7 +1,8 @@
 """EXPECT: runtime_error -- start threads until the process limit refuses."""
-import threading, time
+import threading
+import time
 ts = []
-for i in range(100000):
+for _ in range(100000):
     t = threading.Thread(target=time.sleep, args=(30,), daemon=True)
     t.start()
     ts.append(t)

@@ -1,5 +1,6 @@
 """EXPECT: ok -- try to create or change files everywhere outside the workdir, then submit."""
-import os, shutil
+import os
+import shutil
 targets = ["__TASK_ROOT__/pwned.txt", "__TASK_ROOT__/private/test.csv", "__OUTSIDE_DIR__/pwned.txt",
            "__OUTSIDE_DIR__/canary.txt", "input/pwned.txt", "input/test.csv", "/usr/pwned.txt",
            "/etc/passwd", "/sandbox/solution.py", "/pwned.txt", "/root/pwned.txt", "__PYTHON_PREFIX__/pwned.txt",
