@@ -21,7 +21,8 @@ wall seconds), the consumed anchors' staleness (mean, max; steps), the time gene
 later fed to the calibration only with ``calibration``, discarded with ``drop``: ``wmrl.over_bound_anchors``),
 the updates skipped because a step's anchors were all in flight and none arrived (``wmrl.steps_without_anchors``)
 and the true reward of the anchors consumed in the last quarter of steps (the fake task's reward). Every k > 0
-runs once per ``--at-bound`` mode; k = 0 (synchronous) once. The last column is the fake task's true reward of every sample the policy drew in the last quarter of steps (what it
+runs once per ``--at-bound`` mode; k = 0 (synchronous) once. The last column is the fake task's true reward of
+every sample the policy drew in the last quarter of steps (what it
 learned, whether or not its anchors arrived). The table also goes to ``results_<executor>.json``
 / ``.md`` in ``--out``, with the date and the machine it was run on.
 """
@@ -38,6 +39,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+from wmrl.report.machine import machine_line
+from wmrl.training.run import run_training
+from wmrl.runs.rundir import RunDir, read_jsonl
+from wmrl.training.config import load_config
+from wmrl.training.components import Components
+from wmrl.execution.ray_pool import RayExecutor
+from wmrl.execution.pool import LocalExecutor
+from wmrl.execution.sandbox import SandboxConfig
+
+from wmrl.core.staleness import PAPER_LATENCY
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +58,6 @@ except ModuleNotFoundError as e:  # the repository root is not on sys.path (or a
     raise SystemExit(f"benchmarks/async_anchors.py imports the test fakes of tests/support ({e}): run it from the "
                      "repository root as `PYTHONPATH=. python benchmarks/async_anchors.py ...`") from None
 
-from wmrl.core.staleness import PAPER_LATENCY
 
 
 class LatencyScaffold(FakeScaffold):
@@ -95,16 +105,11 @@ class SlowWorldModel(FakeWorldModel):
 
 
 def make_executor(kind: str, slots: int):
-    from wmrl.execution.sandbox import SandboxConfig
-
     sb = SandboxConfig(threads=1)
     if kind == "local":
-        from wmrl.execution.pool import LocalExecutor
-
         return LocalExecutor(max_workers=slots, sandbox=sb, grader=grade_fake_reward)
-    import ray
+    import ray  # noqa: PLC0415 - optional dependency
 
-    from wmrl.execution.ray_pool import RayExecutor
 
     if not ray.is_initialized():  # logical CPUs = slots: the sandboxes sleep, Ray schedules them
         ray.init(num_cpus=slots, include_dashboard=False, log_to_driver=False)
@@ -113,10 +118,6 @@ def make_executor(kind: str, slots: int):
 
 def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") -> dict:
     """One training run with staleness bound ``k`` and ``wmrl.over_bound_anchors=at_bound``; returns its row."""
-    from wmrl.training.components import Components
-    from wmrl.training.config import load_config
-    from wmrl.runs.rundir import RunDir, read_jsonl
-    from wmrl.training.run import run_training
 
     pub = out / "task" / "public"
     pub.mkdir(parents=True, exist_ok=True)
@@ -125,10 +126,12 @@ def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") ->
         t = fake_task(i)
         tasks.append(dataclasses.replace(t, public_dir=pub, root=pub.parent, time_limit_s=60.0))
     ex = make_executor(a.executor, a.slots)
-    comps = Components(train_tasks=tasks, heldout_tasks=[], scaffold=LatencyScaffold(PAPER_LATENCY.scaled(a.scale), a.seed),
+    comps = Components(train_tasks=tasks, heldout_tasks=[],
+                       scaffold=LatencyScaffold(PAPER_LATENCY.scaled(a.scale), a.seed),
                        policy=SlowPolicy(a.seed, a.gen_s), executor=ex, world_model=SlowWorldModel(a.wm_s))
     cfg = load_config(None, [
-        "method=wmrl", f"run_dir={out / (f'k{k}' if at_bound == 'wait' else f'k{k}-{at_bound}')}", f"optim.steps={a.steps}", f"rollout.tasks_per_step={a.tasks}",
+        "method=wmrl", f"run_dir={out / (f'k{k}' if at_bound == 'wait' else f'k{k}-{at_bound}')}",
+        f"optim.steps={a.steps}", f"rollout.tasks_per_step={a.tasks}",
         f"rollout.group_size={a.group}", "optim.lr=0.2", f"wmrl.anchor_fraction={a.rho}",
         "wmrl.calibrator_min_anchors=8", "progress=false", "eval.every_k=0", "eval.at_end=false",
         "eval.at_start=false", f"wmrl.anchor_staleness={k}", f"seed={a.seed}", "checkpoint_every=1000",
@@ -153,7 +156,8 @@ def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") ->
           if x["step"] >= first and x["stream"] in ("anchor", "anchor_late") and x["reward_true"] is not None]
     # the policy's own reward: the fake task's true reward of every sample drawn in the last quarter of steps
     pol = [true_reward(x["completion"]) for x in samples if x["step"] >= first and x["stream"] != "anchor_late"]
-    return dict(k=k, at_bound=at_bound if k else "-", executor=a.executor, slots=a.slots, steps=len(m), step_s=float(step.mean()),
+    return dict(k=k, at_bound=at_bound if k else "-", executor=a.executor, slots=a.slots, steps=len(m),
+                step_s=float(step.mean()),
                 step_s_median=float(np.median(step)), lm_s=float(lm.mean()),
                 executions=led["executions"]["anchor"]["count"], exec_wall_s=exec_wall,
                 exec_mean_s=exec_wall / max(1, led["executions"]["anchor"]["count"]),
@@ -212,15 +216,15 @@ def main(argv=None) -> None:
                 rows.append(run_one(k, a, out / a.executor, mode))
                 print(json.dumps(rows[-1]), flush=True)
         out.mkdir(parents=True, exist_ok=True)
-        from wmrl.report.machine import machine_line
 
-        date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+        date = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d")
         machine = machine_line()
         for r in rows:
             r["date"], r["machine"] = date, machine
         (out / f"results_{a.executor}.json").write_text(json.dumps(rows, indent=1))
         (out / f"results_{a.executor}.md").write_text(
-            f"Run {date} on {machine}: `PYTHONPATH=. python benchmarks/async_anchors.py {' '.join(argv or sys.argv[1:])}`\n\n"
+            f"Run {date} on {machine}: `PYTHONPATH=. python benchmarks/async_anchors.py "
+            f"{' '.join(argv or sys.argv[1:])}`\n\n"
             + table(rows) + "\n")
         print(table(rows))
 

@@ -2,8 +2,6 @@
 and the policy use, and the test doubles of the trainer's tests do too (so the fakes cannot drift)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 

@@ -36,7 +36,7 @@ class TaskSource(Protocol):
 class Executor(Protocol):
     """Runs untrusted programs in a sandbox and grades them in the trusted process."""
 
-    def submit(self, request: ExecutionRequest) -> "Future[ExecutionResult]":
+    def submit(self, request: ExecutionRequest) -> Future[ExecutionResult]:
         """Start one execution; the future can be cancelled."""
         ...
 
@@ -99,11 +99,11 @@ class Policy(Protocol):
         (one per task) replaces ``scaffold.prompt(task)``: a later turn of a multi-turn episode."""
         ...
 
-    def logprobs(self, batch: Any) -> "torch.Tensor":
+    def logprobs(self, batch: Any) -> torch.Tensor:
         """Per-token log-probs [B, T] float32 of the batch's tokens under the current weights, with grad."""
         ...
 
-    def ref_logprobs(self, batch: Any) -> "torch.Tensor":
+    def ref_logprobs(self, batch: Any) -> torch.Tensor:
         """The same under the reference (initial) weights, without grad (for the KL term)."""
         ...
 

@@ -62,7 +62,7 @@ class Trajectory:
         return {"schema": SCHEMA, "version": VERSION, **asdict(self)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "Trajectory | None":
+    def from_dict(cls, d: dict[str, Any] | None) -> Trajectory | None:
         """Read a record of any version; None when it holds no trajectory (no prompt or completion).
 
         Raises:

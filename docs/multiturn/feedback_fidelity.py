@@ -36,21 +36,40 @@ import datetime as _dt
 import hashlib
 import json
 import math
-import os
 import platform
 import random
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from wmrl.training.config import EpisodeConfig, WorldModelConfig
+from wmrl.tasks.loader import default_suite
+from wmrl.report.machine import machine_line
+from wmrl.episodes.observation import observation_from_prediction, observation_from_result
+from wmrl.core.recipe import RecipeSettings
+from wmrl.core.calibration import IsotonicCalibrator
+import torch
+from wmrl.episodes.fidelity import feedback_fidelity
+from scipy.stats import spearmanr
+from wmrl.tasks.validation import validation_view
+from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus
+from wmrl.execution.sandbox import SandboxConfig
+from wmrl.execution.pool import LocalExecutor
+from wmrl.world_model.factory import new_world_model
+from wmrl.models.types import LoraSettings
+from wmrl.models import backbone as bb
+from wmrl.execution.log import ExecutionLog
+import shutil
 
 HERE = Path(__file__).resolve().parent
 
 #: Where the corpora come from (paths relative to the working directory, the repository root when run as the
-#: docstring says; ``--corpus`` gives another). ``overrides``: the world_model settings of the config that produced the corpus
+#: docstring says; ``--corpus`` gives another). ``overrides``: the world_model settings of the config that produced
+#: the corpus
 #: (cpu-small bench preset; configs/multiturn.yaml); everything else is a WorldModelConfig default.
 SETTINGS: dict[str, dict[str, Any]] = {
     "bench-tiny": {
@@ -72,10 +91,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
 # ------------------------------------------------------------------------------------------------------------
 def load_corpus(path: str, streams: list[str], train_ids: set[str] | None) -> list[dict[str, Any]]:
     """Executed, rewarded trajectories of the log at ``path`` (read from a private copy: the log may be live)."""
-    import shutil
-    import tempfile
 
-    from wmrl.execution.log import ExecutionLog
 
     src = Path(path)
     if not src.is_file():
@@ -117,7 +133,6 @@ def split_half(rows: list[dict[str, Any]], seed: int) -> tuple[list[dict], list[
 
 def backbone(name: str, seed: int) -> tuple[Any, Any]:
     """The world model's backbone as ``wmrl.training.parts`` gives it (``tiny`` seeded; its initial weights)."""
-    from wmrl.models import backbone as bb
 
     return bb.tiny_backbone(seed=seed) if name == "tiny" else bb.load_backbone(name)
 
@@ -130,10 +145,7 @@ def cpu_s() -> float:
 def fit_world_model(kind: str, adapter: bool, records: list[dict], base: tuple[Any, Any], wmc: Any, seed: int,
                     epochs: int, lr: float) -> tuple[Any, dict[str, Any]]:
     """A fresh world model of ``kind`` on a copy of the backbone, fitted as the trainer's ``_fit`` does."""
-    import torch
 
-    from wmrl.models.types import LoraSettings
-    from wmrl.world_model.factory import new_world_model
 
     torch.manual_seed(seed)
     model, tok = copy.deepcopy(base[0]), base[1]
@@ -161,10 +173,6 @@ def execute_on_views(rows: list[dict], tasks: dict[str, Any], fraction: float, w
                      cache: Path | None) -> tuple[list[Any], int]:
     """The real validation-view execution of every row's program (cached by task, program and fraction;
     identical programs run once): the results, and how many were run now (the others came from ``cache``)."""
-    from wmrl.execution.pool import LocalExecutor
-    from wmrl.execution.sandbox import SandboxConfig
-    from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus
-    from wmrl.tasks.validation import validation_view
 
     def key(r: dict) -> str:
         return hashlib.sha256(f"{r['task_id']}|{fraction}|{r['program']}".encode()).hexdigest()[:24]
@@ -196,9 +204,7 @@ def _metrics(tasks_of: list[str], real: list[dict], pred: list[dict], idx: np.nd
 
     ``feedback_fidelity`` (each task one episode, the resampled programs its turns) plus pairwise agreement with
     prediction ties counted 1/2 (``feedback_fidelity`` counts them as wrong) and the mean per-task Spearman."""
-    from scipy.stats import spearmanr
 
-    from wmrl.episodes.fidelity import feedback_fidelity
 
     turns = [{"episode": tasks_of[i], "turn": j + 1, "executed": True, "observation": real[i],
               "observation_wm": pred[i]} for j, i in enumerate(idx)]
@@ -244,7 +250,8 @@ def fidelity(tasks_of: list[str], real: list[dict], pred: list[dict], n_boot: in
     for i, t in enumerate(tasks_of):
         groups[t].append(i)
     rng = np.random.default_rng(seed)
-    keys = ("validation_rel_error", "validation_rel_error_median", "status_accuracy", "pairwise_agreement", "pairwise_ties_half", "spearman_mean")
+    keys = ("validation_rel_error", "validation_rel_error_median", "status_accuracy", "pairwise_agreement",
+            "pairwise_ties_half", "spearman_mean")
     samples: dict[str, list[float]] = {k: [] for k in keys}
     for _ in range(n_boot):
         idx = np.concatenate([rng.choice(g, size=len(g), replace=True) for g in groups.values()])
@@ -294,14 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(HERE / "feedback_fidelity.json"), help="JSON to merge the results into")
     a = ap.parse_args(argv)
 
-    import torch
 
-    from wmrl.core.calibration import IsotonicCalibrator
-    from wmrl.core.recipe import RecipeSettings
-    from wmrl.episodes.observation import observation_from_prediction, observation_from_result
-    from wmrl.report.machine import machine_line
-    from wmrl.tasks.loader import default_suite
-    from wmrl.training.config import EpisodeConfig, WorldModelConfig
 
     torch.set_num_threads(a.threads)
     t_start, c_start = time.perf_counter(), cpu_s()
@@ -355,8 +355,9 @@ def main(argv: list[str] | None = None) -> None:
 
     def add(name: str, kind: str, calib: str, p: np.ndarray, cost: dict[str, Any], mode: str | None = None) -> None:
         f = fidelity(tasks_of, real, observations(p), a.bootstrap, a.seed)
-        fn = fidelity([t for t, k in zip(tasks_of, novel) if k], [o for o, k in zip(real, novel) if k],
-                      [o for o, k in zip(observations(p), novel) if k], 0, a.seed) if 0 < sum(novel) < len(novel) else None
+        fn = (fidelity([t for t, k in zip(tasks_of, novel) if k], [o for o, k in zip(real, novel) if k],
+                       [o for o, k in zip(observations(p), novel) if k], 0, a.seed)
+              if 0 < sum(novel) < len(novel) else None)
         true_r = np.array([float(res.reward) if res.reward is not None else np.nan for res in results])
         rows_out.append({"name": name, "kind": kind, "calibration": calib, "calibrator_mode": mode, **cost,
                          "r_hat_mean": float(np.mean(p)), "r_hat_range": [float(np.min(p)), float(np.max(p))],
@@ -436,8 +437,9 @@ def main(argv: list[str] | None = None) -> None:
                           "sandbox_cpu_s_per_program": exec_cpu / max(1, len(uniq)),
                           "statuses": _count(o["status"] for o in real)},
            "rows": rows_out, "total_wall_s": time.perf_counter() - t_start, "driver_cpu_s": cpu_s() - c_start,
-           "command": " ".join(["python", "docs/multiturn/feedback_fidelity.py"] + (argv if argv is not None else sys.argv[1:])),
-           "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"), "machine": machine_line(),
+           "command": " ".join(["python", "docs/multiturn/feedback_fidelity.py"]
+                               + (argv if argv is not None else sys.argv[1:])),
+           "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d"), "machine": machine_line(),
            "python": platform.python_version(), "torch": torch.__version__}
     print_table(out)
     path = Path(a.out)
@@ -465,8 +467,9 @@ def print_table(out: dict[str, Any]) -> None:
     """The markdown tables of one setting: the figures, then paired differences."""
     print(f"\n{out['setting']}: {out['n_measured']} programs measured ({out['n_measured_novel']} novel), "
           f"world models fitted on {out['n_fit']}; ± = bootstrap SE over programs ({out['bootstrap']} resamples)")
-    print("| world model | feedback from | val. score rel. error, mean | median | error/no-error acc. | pairwise agreement "
-          "(ties wrong) | pairwise (ties 1/2) | pairwise (ties 1/2), novel programs | Spearman per task, mean | "
+    print("| world model | feedback from | val. score rel. error, mean | median | error/no-error acc. | "
+          "pairwise agreement (ties wrong) | pairwise (ties 1/2) | pairwise (ties 1/2), novel programs | "
+          "Spearman per task, mean | "
           "pairs | fit CPU-s | predict CPU-s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in out["rows"]:

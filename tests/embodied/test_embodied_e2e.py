@@ -12,10 +12,10 @@ import torch
 
 pytest.importorskip("metaworld")
 
-from wmrl.embodied import environment as E  # noqa: E402
-from wmrl.embodied import trainer as T  # noqa: E402
-from wmrl.embodied.config import load_config  # noqa: E402
-from wmrl.runs.rundir import read_jsonl  # noqa: E402
+from wmrl.embodied import environment as E
+from wmrl.embodied import trainer as T
+from wmrl.embodied.config import load_config
+from wmrl.runs.rundir import read_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,8 @@ def test_resume_continues_exactly_and_cli(tmp_path) -> None:
 
     full = tmp_path / "full"
     r = CliRunner().invoke(app, ["embodied", "train", "--preset", "tiny", "--no-progress", "--set", f"run_dir={full}",
-                                 "--set", "optim.steps=4", "--set", "checkpoint_every=2", "--set", "eval.at_start=false"])
+                                 "--set", "optim.steps=4", "--set", "checkpoint_every=2",
+                                 "--set", "eval.at_start=false"])
     assert r.exit_code == 0, r.output
     cut = tmp_path / "cut"
     out = T.run_embodied(_cfg(cut, "optim.steps=4", "checkpoint_every=2"), stop_after_step=3, progress=False)

@@ -13,6 +13,7 @@ from wmrl.embodied.policy import GaussianPolicy, PolicyConfig
 from wmrl.embodied.progress import collapse, progress_labels
 from wmrl.core.recipe import RecipeSettings, StepInputs
 from wmrl.embodied.environment import anchor_rewards
+from wmrl.runs.config import ConfigError
 from wmrl.step.engine import StepEngine
 
 
@@ -20,7 +21,6 @@ def _recipe_step(engine: StepEngine, step: int, gid, is_anchor, r_true, r_hat):
     """The recipe stage of the step engine on one step's arrays (as the embodied trainer's step runs it)."""
     return engine.run_recipe(StepInputs(step=step, group_ids=gid, is_anchor=is_anchor, valid=np.ones(gid.size, bool),
                                         reward_true=np.asarray(r_true, float), reward_wm=np.asarray(r_hat, float)))
-from wmrl.runs.config import ConfigError
 
 
 def test_collapse_modes() -> None:

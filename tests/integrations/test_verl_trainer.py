@@ -17,18 +17,18 @@ import torch
 pytest.importorskip("verl", reason="verl 0.9.1 needs transformers<5.11: run in .venv-verl (scripts/verl-env.sh)")
 pytest.importorskip("transfer_queue", reason="verl 0.9.1's V1 trainer needs TransferQueue (scripts/verl-env.sh)")
 
-import ray  # noqa: E402
-import transfer_queue as tq  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-from verl import DataProto  # noqa: E402
-from verl.trainer.ppo import core_algos  # noqa: E402
-from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls  # noqa: E402
-from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
+import ray
+import transfer_queue as tq
+from omegaconf import OmegaConf
+from verl import DataProto
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.v1 import PPOTrainerSync, get_trainer_cls
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-from wmrl.core.recipe import RecipeSettings, StepInputs  # noqa: E402
-from wmrl.integrations.driver import loss_advantages, replay  # noqa: E402
-from wmrl.integrations.verl import ESTIMATOR_STATE, INFRA_SCORE, anchor_groups, wmrl_compute_advantage  # noqa: E402
-from wmrl.integrations.verl_trainer import TRAINER_MODE, WMRLPPOTrainerSync, register_all  # noqa: E402
+from wmrl.core.recipe import RecipeSettings, StepInputs
+from wmrl.integrations.driver import loss_advantages, replay
+from wmrl.integrations.verl import ESTIMATOR_STATE, INFRA_SCORE, anchor_groups, wmrl_compute_advantage
+from wmrl.integrations.verl_trainer import TRAINER_MODE, WMRLPPOTrainerSync, register_all
 
 pytestmark = pytest.mark.slow
 

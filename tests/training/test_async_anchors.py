@@ -21,7 +21,7 @@ from wmrl.runs.rundir import RunDir, read_jsonl
 from wmrl.training.run import run_training
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _golden  # noqa: E402
+import _golden
 
 #: metrics and samples of 5-step fake runs recorded on commit ab7050e, before the asynchronous stream existed
 SYNC = Path(__file__).resolve().parent / "golden" / "fakes_sync_5step.json"
@@ -145,8 +145,9 @@ def test_steps_without_anchors_skip_their_update(tmp_path, mode):
 def test_a_resumed_run_keeps_its_steps_without_anchors(tmp_path, saved_before_the_key):
     """A resume starts a new pipeline fill (the anchors in flight at the checkpoint are lost, counted in
     anchors_lost), so its run of skipped updates starts from 0: nothing ever arrives here, k = 3, steps 1-2 skip
-    before the stop and 3-5 after it; the count over the run is kept. Review: a run saved before wmrl.steps_without_anchors existed (its
-    config.yaml lacks the key) updated at such steps; resumed, it switched to the new default ``skip``."""
+    before the stop and 3-5 after it; the count over the run is kept. Review: a run saved before
+    wmrl.steps_without_anchors existed (its config.yaml lacks the key) updated at such steps; resumed, it switched to
+    the new default ``skip``."""
     from wmrl.training.run import resume_training
 
     cfg, rd = _stopped_run(tmp_path, steps=5, k=3, stop=2)
@@ -165,7 +166,8 @@ def test_a_resumed_run_keeps_its_steps_without_anchors(tmp_path, saved_before_th
     skipped = [r["update_skipped_without_anchors"] for r in m]
     if saved_before_the_key:
         assert skipped == [True, True, False, False, False]
-        assert "predates wmrl.steps_without_anchors: resuming with wmrl.steps_without_anchors=update" in rd.log.read_text()
+        assert ("predates wmrl.steps_without_anchors: resuming with wmrl.steps_without_anchors=update"
+                in rd.log.read_text())
     else:
         assert skipped == [True] * 5  # at most k = 3 in a row since the resume
         assert m[-1]["updates_skipped_without_anchors_total"] == 5
@@ -208,7 +210,8 @@ def test_over_bound_config_errors_are_clear():
                                           r"'calibration', 'drop'"):
         load_config(None, ["wmrl.over_bound_anchors=skip", "wmrl.anchor_staleness=3"])
     assert load_config(None, []).wmrl.over_bound_anchors == "wait"
-    assert load_config(None, ["wmrl.over_bound_anchors=drop", "wmrl.anchor_staleness=3"]).wmrl.over_bound_anchors == "drop"
+    cfg = load_config(None, ["wmrl.over_bound_anchors=drop", "wmrl.anchor_staleness=3"])
+    assert cfg.wmrl.over_bound_anchors == "drop"
     from wmrl.step.anchors import AnchorStream
 
     with pytest.raises(ValueError, match="k >= 1"):

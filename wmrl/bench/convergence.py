@@ -34,11 +34,18 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
+from wmrl.core.calibration import IsotonicCalibrator
+from wmrl.execution.log import ExecutionLog
+from wmrl.report.bench_page import write_outputs
 from wmrl.report.bench_results import METHODS, corpus_dir, now, uses_world_model
 from wmrl.report.convergence import TOLERANCE, VERDICTS, candidate_programs, convergence_rows, modal_programs
 from wmrl.report.convergence_page import FILE as CONVERGENCE_FILE
 from wmrl.report.runs import read_jsonl
+from wmrl.training import parts
+from wmrl.training.config import load_config
+from wmrl.world_model.factory import load_world_model
 
 #: Bumped when the content of ``convergence.json`` changes, so that older files are recomputed.
 VERSION = 1
@@ -59,8 +66,6 @@ def execution_rows(path: str | Path) -> pd.DataFrame:
     Raises:
         sqlite3.DatabaseError: ``path`` is not an execution log.
     """
-    from wmrl.execution.log import ExecutionLog  # noqa: PLC0415
-
     p = Path(path)
     if not p.is_file():
         return pd.DataFrame(columns=list(_ROW_KEYS))
@@ -120,10 +125,6 @@ def load_final_world_model(run_dir: Path, checkpoint: Path | None) -> tuple[Any,
         ConfigError: the run's config does not validate.
         ValueError: the saved world model does not fit the backbone (or is of another kind).
     """
-    from wmrl.training import parts  # noqa: PLC0415 - heavy (torch)
-    from wmrl.training.config import load_config  # noqa: PLC0415
-    from wmrl.world_model.factory import load_world_model  # noqa: PLC0415
-
     cfg = load_config(run_dir / "config.yaml")
     src = final_world_model_dir(run_dir, checkpoint)
     if not (src / "world_model.json").is_file():
@@ -138,7 +139,6 @@ def final_calibrator(checkpoint: Path | None) -> Callable[[np.ndarray], np.ndarr
     """f_hat of the checkpoint's recipe state (the isotonic calibrator), or None when it holds none."""
     if checkpoint is None:
         return None
-    from wmrl.core.calibration import IsotonicCalibrator  # noqa: PLC0415
 
     st = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
     state = (st.get("recipe") or {}).get("calibrator", st.get("calibrator"))
@@ -218,8 +218,6 @@ def diagnose_run(run_dir: Path, method: str, seed: int, rows: pd.DataFrame, cand
             prompts = _prompts(ev, everything)
 
             def score(task_ids: Any, completions: Any) -> np.ndarray:
-                import torch  # noqa: PLC0415
-
                 t1 = time.perf_counter()
                 with torch.no_grad():
                     r = wm.predict([prompts[t] for t in task_ids], list(completions))
@@ -304,8 +302,6 @@ def write_bench_outputs(out: str | Path, log: Log | None = None) -> dict[str, Pa
     Raises:
         BenchError: ``out`` holds no finished run.
     """
-    from wmrl.report.bench_page import write_outputs  # noqa: PLC0415
-
     log = log or (lambda msg: print(msg, flush=True))
     try:
         diagnose_bench(out, log)

@@ -16,6 +16,7 @@ from typing import Any
 
 from wmrl.bench.presets import REFERENCE, BenchError, Preset, method_config
 from wmrl.report.bench_results import corpus_dir
+from wmrl.training import parts
 from wmrl.training.config import config_to_dict
 
 
@@ -26,10 +27,17 @@ def corpus_log(out: str | Path) -> Path:
 
 
 def _corpus_settings(preset: Preset, overrides: Sequence[str]) -> dict[str, Any]:
-    """What a shared corpus depends on: the preset's ``corpus`` and the config parts that make its programs."""
-    base = config_to_dict(method_config(preset, REFERENCE, seed=preset.corpus["seed"], run_dir=Path("unused"),
+    """What a shared corpus depends on: the preset's ``corpus`` and the config parts that make its programs.
+
+    Raises:
+        ValueError: the preset has no ``corpus``.
+    """
+    corpus = preset.corpus
+    if corpus is None:
+        raise ValueError("the preset shares no warm-up corpus (no 'corpus' section)")
+    base = config_to_dict(method_config(preset, REFERENCE, seed=corpus["seed"], run_dir=Path("unused"),
                                         overrides=overrides))
-    return {**preset.corpus, **{k: base[k] for k in ("model", "scaffold", "tasks", "rollout")}}
+    return {**corpus, **{k: base[k] for k in ("model", "scaffold", "tasks", "rollout")}}
 
 
 def ensure_corpus(preset: Preset, out: str | Path, log: Callable[[str], None] = print,
@@ -62,7 +70,6 @@ def ensure_corpus(preset: Preset, out: str | Path, log: Callable[[str], None] = 
             raise BenchError(f"{d} holds a shared corpus made with other settings ({', '.join(diff)}); rerun with "
                              f"the same preset and --set options, or pass another --out")
         return rec
-    from wmrl.training import parts  # noqa: PLC0415 - heavy (torch)
     from wmrl.runs.rundir import write_json_atomic  # noqa: PLC0415
 
     if d.exists():

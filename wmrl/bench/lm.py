@@ -23,9 +23,14 @@ Tokens/s of the two engines are of different draws of the same distribution (dif
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import torch
+
+from wmrl.models.decoding import prompt_groups
+from wmrl.models.policy import Policy
+from wmrl.world_model.regression import RegressionWorldModel
 
 
 def matmul_gflops(n: int = 1024, rounds: int = 5, reps: int = 10) -> float:
@@ -77,8 +82,6 @@ def update_computed_tokens(batch: Any, micro: int, mode: str) -> int:
     """Tokens the update's forward runs through the decoder: per micro-batch, every row's columns
     (``per_sample``), or each distinct prompt once plus every row's completion columns (``shared``),
     after trimming all-padding columns."""
-    from wmrl.models.decoding import prompt_groups
-
     P, n = batch.prompt_len, 0
     for s in range(0, len(batch), micro):
         sub = batch.slice(list(range(s, min(s + micro, len(batch)))))
@@ -96,9 +99,6 @@ def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int
               max_new_tokens: int = 64, quick_new_tokens: int = 96, micro_batch: int = 4, seed: int = 0,
               before: bool = True, variants: bool = False, log: Any = print) -> dict[str, Any]:
     """All measurements of the module docstring; returns them as a JSON-ready dict."""
-    from wmrl.models.policy import Policy
-    from wmrl.world_model.regression import RegressionWorldModel
-
     torch.manual_seed(seed)
     n_params = sum(p.numel() for p in model.parameters())
     gf = matmul_gflops()
@@ -123,7 +123,7 @@ def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int
     uniq = {p: len(wm._prompt_ids(p)) for p in batch.prompts}
     shared_tokens = sum(uniq.values()) + sum(len(wm._ids(c)) for c in batch.completions)
     for share in (False, True):
-        _, wall, cpu = _timed(lambda: wm.features(batch.prompts, batch.completions, share_prompts=share))
+        _, wall, cpu = _timed(partial(wm.features, batch.prompts, batch.completions, share_prompts=share))
         ct = shared_tokens if share else sum(p_ids)
         res[f"wm_{'shared' if share else 'separate'}"] = {"wall_s": wall, "cpu_s": cpu, "input_tokens": sum(p_ids),
                                                         "tokens_per_s": sum(p_ids) / wall, "computed_tokens": ct,
@@ -132,22 +132,25 @@ def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int
             f"{sum(p_ids) / wall:.1f} tokens/s ({ct} computed: {ct / wall:.1f}/s)")
     row_tokens = int(batch.input_ids.numel())
     for mode in (["per_sample", "shared"] if before else ["shared"]):
-        _, wall, cpu = _timed(lambda: _update(policy, batch, micro_batch, mode))
+        _, wall, cpu = _timed(partial(_update, policy, batch, micro_batch, mode))
         ct = update_computed_tokens(batch, micro_batch, mode)
         res[f"update_{mode}"] = {"wall_s": wall, "cpu_s": cpu, "row_tokens": row_tokens,
-                                 "tokens_per_s": row_tokens / wall, "rows": len(batch), "columns": batch.input_ids.shape[1],
+                                 "tokens_per_s": row_tokens / wall, "rows": len(batch),
+                                 "columns": batch.input_ids.shape[1],
                                  "computed_tokens": ct, "computed_tokens_per_s": ct / wall}
         log(f"update {mode:10s}: {len(batch)} rows x {batch.input_ids.shape[1]} = {row_tokens} row tokens in "
             f"{wall:.1f} s = {row_tokens / wall:.1f} tokens/s ({ct} tokens computed: {ct / wall:.1f}/s)")
     if variants:
         res["variants"] = _variants(policy, batch, micro_batch, log)
-    for label, eng, mode in ((("before", "generate", "per_sample"),) if before else ()) + (("now", "shared", "shared"),):
-        gen, _, g_cpu = _timed(lambda: policy.sample(quick_tasks, "grammar", group_size=group_size,
-                                                     max_new_tokens=quick_new_tokens, generator_seed=seed, engine=eng))
-        _, _, w_cpu = _timed(lambda: wm.predict(gen.prompts, gen.completions))
-        _, _, u_cpu = _timed(lambda: _update(policy, gen, micro_batch, mode))
+    quickstart_steps = ((("before", "generate", "per_sample"),) if before else ()) + (("now", "shared", "shared"),)
+    for label, eng, mode in quickstart_steps:
+        gen, _, g_cpu = _timed(partial(policy.sample, quick_tasks, "grammar", group_size=group_size,
+                                              max_new_tokens=quick_new_tokens, generator_seed=seed, engine=eng))
+        _, _, w_cpu = _timed(partial(wm.predict, gen.prompts, gen.completions))
+        _, _, u_cpu = _timed(partial(_update, policy, gen, micro_batch, mode))
         res[f"quickstart_step_{label}"] = {"generate_cpu_s": g_cpu, "wm_cpu_s": w_cpu, "update_cpu_s": u_cpu,
-                                           "lm_cpu_s": g_cpu + w_cpu + u_cpu, "new_tokens": int(gen.completion_mask.sum())}
+                                           "lm_cpu_s": g_cpu + w_cpu + u_cpu,
+                                           "new_tokens": int(gen.completion_mask.sum())}
         log(f"quickstart step {label}: generate {g_cpu:.1f} + world model {w_cpu:.1f} + update {u_cpu:.1f} = "
             f"{g_cpu + w_cpu + u_cpu:.1f} LM CPU-s")
     for k in list(res):
@@ -159,7 +162,7 @@ def run_bench(model: Any, tok: Any, task: Any, quick_tasks: list, *, groups: int
 def _variants(policy: Any, batch: Any, micro: int, log: Any) -> list[dict[str, Any]]:
     """Forward-only log-probs of ``batch`` (shared mode) under attention / precision variants."""
     base = policy._base()
-    out = []
+    out: list[dict[str, Any]] = []
     with torch.no_grad():
         ref, t_ref, _ = _timed(lambda: policy.logprobs(batch, micro_batch_size=micro))
     out.append({"variant": "float32, sdpa (default)", "wall_s": t_ref, "max_abs_logprob_diff": 0.0})

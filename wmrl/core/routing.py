@@ -1,8 +1,7 @@
 """Anchor routing: which groups of a step are executed for real (docs/architecture.md, "Anchor stream").
 
 All routers share one interface, :class:`Router`::
-
-    route(group_task_ids: Sequence[str], step: int) -> np.ndarray[bool] of shape [M]   (True = anchor group: execute it; False = world model only)
+    route(group_task_ids: Sequence[str], step: int) -> np.ndarray[bool] of shape [M]   (True = anchor group)
 
 How many anchors (all routers): with target fraction rho and M groups at this step, the router
 keeps a carry c (the fractional anchors it still owes) and takes ``k = floor(rho * M + c)``
@@ -26,7 +25,7 @@ from __future__ import annotations
 import abc
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -265,7 +264,8 @@ def make_router(kind: str, fraction: float = 0.1, min_every: int | None = 10, se
     Raises:
         ValueError: unknown kind (the message lists the known ones).
     """
-    kinds = {"fraction": FractionRouter, "stratified": StratifiedRouter, "hash": HashRouter}
+    kinds: dict[str, Callable[..., Router]] = {"fraction": FractionRouter, "stratified": StratifiedRouter,
+                                              "hash": HashRouter}
     if kind not in kinds:
         raise ValueError(f"unknown router {kind!r}; choose one of {sorted(kinds)}")
     return kinds[kind](fraction=fraction, min_every=min_every, seed=seed)

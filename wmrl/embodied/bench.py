@@ -27,6 +27,11 @@ import numpy as np
 
 from wmrl.embodied.config import load_config
 from wmrl.runs.rundir import RunDir, write_json_atomic, write_text_atomic
+from wmrl.embodied.trainer import build_artefacts, make_suite
+from wmrl.embodied.progress import ProgressPredictor, collapse
+from wmrl.embodied.policy import GaussianPolicy
+from wmrl.embodied.env import rollout, shared_pool
+from wmrl.embodied.trainer import run_embodied
 
 DEFAULT_RECIPES = ["sft", "grpo", "wm", "wmrl", "wmrl-no-debias", "wmrl-no-denoise", "anchor-only"]
 
@@ -52,7 +57,6 @@ def _mean_se(xs: list[float]) -> tuple[float | None, float | None]:
 
 def run_one(out: Path, recipe: str, seed: int, preset: str, overrides: list[str], log: Any) -> dict[str, Any]:
     """Run (or resume, or read back) one bench run in ``out/<recipe>-s<seed>``."""
-    from wmrl.embodied.trainer import run_embodied
 
     d = out / f"{recipe}-s{seed}"
     rd = RunDir(d)
@@ -135,6 +139,7 @@ def ordering(table: list[dict[str, Any]], split: str = "heldout") -> str:
     if any(by.get(k) is None for k in ("grpo", "wm", "wmrl")):
         return f"{split}: not all of grpo, wm, wmrl ran"
     g, w, b = by["grpo"], by["wm"], by["wmrl"]
+    assert g is not None and w is not None and b is not None  # all three ran (checked above)
     order = " < ".join(k for k, _ in sorted((("sparse", g), ("dense", w), ("both", b)), key=lambda x: x[1]))
     holds = g < w < b
     return (f"{split}: sparse {g * 100:.1f}, dense {w * 100:.1f}, both {b * 100:.1f} -> observed order {order}; "
@@ -177,12 +182,8 @@ def collapse_study(cfg: Any, split: str = "train", samples_per_state: int = 2, s
     ``fail_above_success_median``: the fraction of failed episodes scoring at least the median successful
     episode (what a world model would reward as if it had succeeded; only the anchors can expose it).
     """
-    import torch
+    import torch  # noqa: PLC0415 - heavy
 
-    from wmrl.embodied.env import rollout, shared_pool
-    from wmrl.embodied.policy import GaussianPolicy
-    from wmrl.embodied.progress import ProgressPredictor, collapse
-    from wmrl.embodied.trainer import build_artefacts, make_suite
 
     art = build_artefacts(cfg)
     suite = make_suite(cfg)

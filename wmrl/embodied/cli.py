@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -25,16 +24,17 @@ def _fail(e: BaseException) -> None:
 
 @app.command("train")
 def train(
-    preset: Optional[str] = typer.Option(None, "--preset", "-p", help="tiny (CI, seconds) or bench."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config (on top of the preset)."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Override, e.g. --set method=grpo."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in RUN_DIR."),
+    preset: str | None = typer.Option(None, "--preset", "-p", help="tiny (CI, seconds) or bench."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML config (on top of the preset)."),
+    set_: list[str] | None = typer.Option(None, "--set", "-s", help="Override, e.g. --set method=grpo."),
+    resume: Path | None = typer.Option(None, "--resume", help="Continue the run in RUN_DIR."),
     accept_edited_config: bool = typer.Option(False, "--accept-edited-config",
                                               help="With --resume: accept an edited RUN_DIR/config.yaml."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No per-step lines on stderr."),
 ) -> None:
     """Post-train the SFT policy with one recipe (``--set method=NAME``: any registered recipe, e.g. grpo, wm,
-    wmrl, wmrl-no-debias, wmrl-no-denoise, wmrl-ppi, wmrl-bias-aware, anchor-only, wmrl-flat; or sft). Writes a run directory (config.yaml, metrics.jsonl, samples.jsonl, calibration.jsonl,
+    wmrl, wmrl-no-debias, wmrl-no-denoise, wmrl-ppi, wmrl-bias-aware, anchor-only, wmrl-flat; or sft). Writes a run
+    directory (config.yaml, metrics.jsonl, samples.jsonl, calibration.jsonl,
     eval.jsonl, checkpoints/, ledger.json, summary.json); a killed run continues with --resume RUN_DIR."""
     from wmrl.embodied.config import load_config
     from wmrl.embodied.trainer import RunDirError, run_embodied
@@ -59,7 +59,7 @@ def train(
 def evaluate(
     run_dir: Path = typer.Argument(..., help="A run directory written by `wmrl embodied train`."),
     checkpoint: str = typer.Option("latest", "--checkpoint", help="'latest', a step number or 'initial' (SFT)."),
-    samples: Optional[int] = typer.Option(None, "--samples", help="Episodes per initial state."),
+    samples: int | None = typer.Option(None, "--samples", help="Episodes per initial state."),
 ) -> None:
     """Success rate of a checkpoint on the training and held-out initial states (appends eval_cli.jsonl)."""
     from wmrl.embodied.config import config_from_dict
@@ -107,7 +107,7 @@ def bench(
     recipes: str = typer.Option("sft,grpo,wm,wmrl,wmrl-no-debias,wmrl-no-denoise,anchor-only", "--recipes",
                                 help="Comma-separated recipes."),
     seeds: str = typer.Option("0,1,2", "--seeds", help="Comma-separated seeds."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Override for every run."),
+    set_: list[str] | None = typer.Option(None, "--set", "-s", help="Override for every run."),
 ) -> None:
     """Every recipe x seed from the shared SFT checkpoint; writes OUT/table.md and OUT/bench.json. Run the same
     command again to continue a bench that was stopped."""
@@ -129,7 +129,7 @@ def bench(
 @app.command("wm-report")
 def wm_report(
     preset: str = typer.Option("bench", "--preset", "-p"),
-    set_: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Override, as for train."),
+    set_: list[str] | None = typer.Option(None, "--set", "-s", help="Override, as for train."),
     split: str = typer.Option("train", "--split", help="train or heldout initial states."),
     samples: int = typer.Option(2, "--samples", help="SFT episodes per initial state."),
 ) -> None:

@@ -19,7 +19,8 @@ Episodes follow LIBERO's convention: an episode ends at the first step where Met
 
 Rendering. Images are not used by the policy. :func:`measure_render` (``wmrl embodied render-check``) times
 headless rendering (``MUJOCO_GL=egl`` or ``osmesa``), so a user can decide whether an image-based world model
-fits; measured on a 2-core x86 CPU without a GPU (docs/embodied.md): EGL works at 160-300 ms per step with a 64 x 64 frame (330 ms at 128 x 128) against 0.5-1.7 ms without (software
+fits; measured on a 2-core x86 CPU without a GPU (docs/embodied.md): EGL works at 160-300 ms per step with a 64 x
+64 frame (330 ms at 128 x 128) against 0.5-1.7 ms without (software
 GL on a loaded CPU), OSMesa is not installed. So observations are states.
 """
 from __future__ import annotations
@@ -28,7 +29,8 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -65,7 +67,7 @@ def _quiet() -> None:
 def require_metaworld() -> Any:
     """Import Meta-World (registers the ``Meta-World/*`` Gymnasium ids) or raise a clear error."""
     try:
-        import metaworld  # noqa: F401
+        import metaworld  # noqa: PLC0415 - optional (metaworld)
     except ImportError as e:  # pragma: no cover - exercised only without the extra
         raise ImportError("the embodied track needs Meta-World: pip install 'wmrl[embodied]' "
                           "(metaworld==3.1.1, packaging)") from e
@@ -170,7 +172,7 @@ class EnvPool:
         self.env_steps = 0
 
     def _make(self, task: str) -> Any:
-        import gymnasium as gym
+        import gymnasium as gym  # noqa: PLC0415 - heavy (gymnasium)
 
         try:
             env = gym.make("Meta-World/MT1", env_name=task, seed=self.suite.state_seed,
@@ -204,7 +206,8 @@ class EpisodeBatch:
         states: B :class:`InitialState` (one per episode).
         obs: [B, T+1, D] float32 (D = 39 for Meta-World), the observations s_0..s_T (rows past an episode's end
             repeat its last).
-        actions: [B, T, A] float32 (A = 4 for Meta-World), the sampled (unclipped) actions; the environment got ``clip(a, -1, 1)``.
+        actions: [B, T, A] float32 (A = 4 for Meta-World), the sampled (unclipped) actions; the environment got
+            ``clip(a, -1, 1)``.
         logprobs: [B, T] float32, log pi(a_t | s_t, instruction) at sampling time (0 past the end).
         mask: [B, T] bool, True on the steps that happened.
         success: [B] float64 in {0, 1}: the simulator's success (reached before ``max_steps``).
@@ -235,7 +238,7 @@ ActFn = Callable[[np.ndarray, np.ndarray, Any], tuple[np.ndarray, np.ndarray]]
 #: Episodes run in lockstep at most (bounds the environments a pool creates per task: each costs ~0.3 s).
 MAX_LOCKSTEP = 32
 
-_POOLS: dict[tuple, "EnvPool"] = {}
+_POOLS: dict[tuple, EnvPool] = {}
 
 
 def shared_pool(suite: Suite) -> EnvPool:
@@ -295,7 +298,7 @@ def rollout_lockstep(pool: EnvPool, states: Sequence[InitialState], act: ActFn, 
             if idx.size == 0:
                 break
             a, lp = act(obs[idx, t], instr[idx], rng)
-            for j, i in enumerate(idx):
+            for j, i in enumerate(idx.tolist()):
                 o, _r, _term, _trunc, info = envs[i].step(np.clip(a[j], -1.0, 1.0))
                 pool.env_steps += 1
                 obs[i, t + 1] = o
@@ -323,11 +326,11 @@ def expert_rollout(pool: EnvPool, state: InitialState, noise_std: float, rng: np
     Returns:
         (visited observations [L+1, 39] float32, clean expert actions [L, 4] float32, success).
     """
-    from metaworld.policies import ENV_POLICY_MAP
+    from metaworld.policies import ENV_POLICY_MAP  # noqa: PLC0415 - optional (metaworld)
 
     if state.task not in ENV_POLICY_MAP:
         raise ValueError(f"Meta-World has no scripted expert for {state.task!r}")
-    expert = ENV_POLICY_MAP[state.task]()
+    expert = ENV_POLICY_MAP[state.task]()  # type: ignore[abstract]  # concrete experts, typed as their abstract base
     env = pool.acquire(state.task)
     try:
         o = pool.reset_to(env, state)
@@ -359,7 +362,7 @@ def measure_render(task: str = "push-v3", size: int = 64, steps: int = 20) -> di
     try:
         require_metaworld()  # mujoco loads the GL backend at import: a missing library fails here
         _quiet()
-        import gymnasium as gym
+        import gymnasium as gym  # noqa: PLC0415 - heavy (gymnasium)
 
         env = gym.make("Meta-World/MT1", env_name=task, seed=0, render_mode="rgb_array", width=size, height=size)
         env.reset()

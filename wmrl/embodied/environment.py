@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from wmrl.embodied.env import InitialState, rollout
-from wmrl.embodied.progress import ProgressPredictor, score_episodes
+from wmrl.embodied.progress import Collapse, ProgressPredictor, score_episodes
 from wmrl.step.environment import Outcomes, Predictions, Rollouts, register_environment
 
 
@@ -64,9 +64,10 @@ class MetaWorldEnvironment:
 
     def __init__(self, pool: Any, train_states: list[InitialState], instruction_index: Callable[[str], int],
                  world_model: ProgressPredictor, wm_instruction_index: Callable[[str], int], *, groups_per_step: int,
-                 group_size: int, seed: int, collapse: str = "shaping", k: int = 5) -> None:
+                 group_size: int, seed: int, collapse: Collapse = "shaping", k: int = 5) -> None:
         self.pool, self.train_states = pool, train_states
-        self.instruction_index, self.wm, self.wm_instruction_index = instruction_index, world_model, wm_instruction_index
+        self.instruction_index, self.wm = instruction_index, world_model
+        self.wm_instruction_index = wm_instruction_index
         self.M, self.G, self.seed, self.collapse, self.k = groups_per_step, group_size, seed, collapse, k
 
     def groups(self, step: int) -> list[InitialState]:

@@ -41,6 +41,8 @@ from wmrl.runs.loop import Schedule, evaluated_at, run_steps
 from wmrl.runs.rundir import RunDir, RunDirError, json_safe, now_iso, read_jsonl, rng_state, set_rng_state, \
     write_json_atomic, write_text_atomic
 from wmrl.step.engine import StepEngine, recipe_settings
+from wmrl.core.losses import grpo_loss
+from wmrl.paths import wmrl_home
 
 __all__ = ["EmbodiedTrainer", "RunDirError", "build_artefacts", "make_suite", "run_embodied"]
 _now = now_iso
@@ -54,8 +56,6 @@ def make_suite(cfg: EmbodiedConfig) -> Suite:
 
 # ---------------------------------------------------------------------------------------------- artefacts
 def artefacts_dir(cfg: EmbodiedConfig, root: Path | None = None) -> Path:
-    from wmrl.paths import wmrl_home
-
     return (root or wmrl_home() / "embodied") / f"sft-{artefact_key(cfg)}"
 
 
@@ -81,7 +81,9 @@ def build_artefacts(cfg: EmbodiedConfig, root: Path | None = None, log: Any = No
         ii = policy.index(suite.instruction(st.task))
         for _ in range(sc.demos_per_state):
             o, a, ok = expert_rollout(pool, st, sc.demo_noise_std, rng)
-            obs.append(o[:-1]), acts.append(a), ins.append(np.full(a.shape[0], ii, np.int64))
+            obs.append(o[:-1])
+            acts.append(a)
+            ins.append(np.full(a.shape[0], ii, np.int64))
             episodes.append((o, ii, ok))
             n_demo_ok += int(ok)
     demos = Demos(np.concatenate(obs), np.concatenate(acts), np.concatenate(ins), episodes)
@@ -126,7 +128,6 @@ class EmbodiedTrainer:
     """Runs one embodied run in ``rd`` (create through :func:`run_embodied`)."""
 
     def __init__(self, cfg: EmbodiedConfig, rd: RunDir, art: Path):
-
         torch.set_num_threads(cfg.threads)
         self.cfg, self.rd, self.art = cfg, rd, art
         self.suite = make_suite(cfg)
@@ -217,8 +218,9 @@ class EmbodiedTrainer:
         with L.stage("log"):
             self.rd.append("metrics", rec)
             self.rd.append_many("samples", samples)
-            if out.calibration is not None and a.any():
-                self.rd.append("calibration", calibration_record(step, out, sb.reward_wm, eb.success, a))
+            cal = calibration_record(step, out, sb.reward_wm, eb.success, a) if out.calibration is not None else None
+            if cal is not None and a.any():
+                self.rd.append("calibration", cal)
             self.rd.log_line(f"{_now()} step {step}: anchors {rec['n_anchor_groups']}/{sb.M} "
                              f"success(anchors) {_fmt(rec['success_anchor_mean'])} r_wm {_fmt(rec['reward_wm_mean'])} "
                              f"alpha {_fmt(rec.get('alpha'))} loss {_fmt(upd['loss'], 4)} "
@@ -231,7 +233,6 @@ class EmbodiedTrainer:
 
     def _update(self, eb: Any, adv: np.ndarray, weights: np.ndarray) -> dict[str, Any]:
         """``epochs_per_step`` Adam steps on the weighted clipped surrogate (:func:`wmrl.core.losses.grpo_loss`)."""
-        from wmrl.core.losses import grpo_loss
 
         o = self.cfg.optim
         rows = np.flatnonzero((weights != 0) & (adv != 0))
@@ -254,7 +255,7 @@ class EmbodiedTrainer:
             loss.backward()
             params = [p for p in self.policy.parameters() if p.grad is not None]
             gn = (torch.nn.utils.clip_grad_norm_(params, o.grad_clip) if o.grad_clip > 0
-                  else torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
+                  else torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None])))
             self.optimizer.step()
             out.update(loss=float(loss.detach()), clip_frac=st["clip_frac"], grad_norm=float(gn))
         return out
@@ -332,7 +333,7 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
     else:
         if cfg is None:
             raise ValueError("give a config or resume_dir")
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
         rd = RunDir(cfg.run_dir or Path("runs") / f"embodied-{cfg.name or cfg.method}-{stamp}")
         if rd.metrics.is_file() or rd.summary.is_file() or rd.checkpoints.is_dir() and any(rd.checkpoints.iterdir()):
             raise RunDirError(f"{rd.root} already holds a run: resume it with `wmrl embodied train --resume "

@@ -4,7 +4,6 @@ An external agent loop (an LLM agent, a scripted search, an RL learner) drives o
 task: it reads the task, tries programs on a harness-made validation split (``validate``), and submits one as
 final (``submit``). With ``backend="execution"`` every program runs in the sandbox; with
 ``backend="world_model"`` nothing runs and the world model is the simulator::
-
     env = ResearchEnv(tasks, backend="execution")            # or backend="world_model", world_model=wm
     obs, info = env.reset(seed=0)                            # obs["text"]: the task prompt
     obs, reward, terminated, truncated, info = env.step({"action": "validate", "code": program})
@@ -31,8 +30,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import string
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeGuard
 
 import gymnasium as gym
 import numpy as np
@@ -46,8 +45,12 @@ from wmrl.episodes.observation import (
 )
 from wmrl.episodes.prompt import ACTION_INSTRUCTION, episode_prompt
 from wmrl.models.scaffolds import ScriptScaffold, extract_code, get_scaffold
-from wmrl.step.kaggle import predict_rewards
+from wmrl.world_model.outcome import predict_rewards
 from wmrl.tasks.spec import Task
+from wmrl.execution.types import ExecutionRequest
+from wmrl.execution.pool import result_or_infra
+from wmrl.tasks.validation import validation_view
+from wmrl.execution.pool import LocalExecutor
 
 __all__ = ["ACTIONS", "ACTION_ALIASES", "ENV_ID", "ExecutionFailed", "ProgramScaffold", "ResearchEnv"]
 
@@ -120,7 +123,7 @@ def resolve_scaffold(scaffold: Any) -> Any:
     return scaffold
 
 
-def _finite(v: float | None) -> bool:
+def _finite(v: float | None) -> TypeGuard[float]:
     return v is not None and math.isfinite(float(v))
 
 
@@ -182,7 +185,7 @@ class ResearchEnv(gym.Env):
     # render_fps is nominal (a text environment has no frame rate; Gymnasium's checker wants a positive number)
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 1}
 
-    def __init__(self, tasks: Sequence[Task] | Any, *, backend: str = "execution", executor: Any = None,
+    def __init__(self, tasks: Any, *, backend: str = "execution", executor: Any = None,
                  world_model: Any = None, calibrator: Any = None, scaffold: Any = None, max_turns: int = 4,
                  validation_fraction: float = 0.2, validation_seed: int = 0,
                  error_chars: int = DEFAULT_ERROR_CHARS, wm_error_threshold: float = 0.05,
@@ -242,8 +245,6 @@ class ResearchEnv(gym.Env):
         self._owns_executor = False
         self.executor = executor
         if backend == "execution" and executor is None:
-            from wmrl.execution.pool import LocalExecutor
-
             self.executor = LocalExecutor(max_workers=1)
             self._owns_executor = True
 
@@ -450,7 +451,8 @@ class ResearchEnv(gym.Env):
             if name not in ACTIONS:
                 raise ValueError(f"unknown action {raw!r}; use one of: {known}")
         else:
-            raise ValueError(f"the action name must be a str or an index, got {type(raw).__name__}; use one of: {known}")
+            raise ValueError(f"the action name must be a str or an index, got {type(raw).__name__}; "
+                             f"use one of: {known}")
         if name == "request_info":
             return name, ""
         if code is None:
@@ -465,12 +467,11 @@ class ResearchEnv(gym.Env):
             code.encode("utf-8")
         except UnicodeEncodeError as e:
             raise ValueError(f"code is not valid Unicode text at character {e.start} ({code[e.start]!r}, a lone "
-                             "surrogate): a program must be UTF-8 encodable; decode its bytes with errors='replace'") from None
+                             "surrogate): a program must be UTF-8 encodable; decode its bytes with "
+                             "errors='replace'") from None
         return name, code
 
     def _view(self) -> Task:
-        from wmrl.tasks.validation import validation_view
-
         task = self._task
         assert task is not None
         if task.id not in self._views:
@@ -478,9 +479,6 @@ class ResearchEnv(gym.Env):
         return self._views[task.id]
 
     def _execute(self, task: Task, code: str, turn: int, action: str) -> Any:
-        from wmrl.execution.pool import result_or_infra
-        from wmrl.execution.types import ExecutionRequest
-
         req = ExecutionRequest(task=task, program=self.scaffold.render(task, code),
                                request_id=f"env-{task.id}-e{self._episode}-t{turn}-{action}",
                                time_limit_s=self.time_limit_s,
@@ -527,7 +525,8 @@ class ResearchEnv(gym.Env):
             fb = observation_from_result(res, task, turn, self.error_chars)
             grade = {"score": res.score, "reward": res.reward, "medal": res.medal, "above_median": res.above_median,
                      "status": fb.status, "wall_s": float(res.wall_s)}
-            reward = float(res.reward) if res.reward is not None and math.isfinite(res.reward) else float(task.failure_reward)
+            ok = res.reward is not None and math.isfinite(res.reward)
+            reward = float(res.reward) if ok else float(task.failure_reward)
             return fb, reward, grade
         r_hat, r = self._predict(code)
         fb = observation_from_prediction(self._view(), turn, r, self._wm_wall_s(), self.wm_error_threshold,

@@ -1,7 +1,6 @@
 """Run one untrusted solution program in a bubblewrap sandbox and measure it.
 
 What the program sees (bubblewrap, the default)::
-
     /workspace              its fresh working directory (read-write, the only writable place
                             besides /tmp); the driver reads ``submission.csv`` from here afterwards
     /workspace/input        the task's ``public/`` folder, read-only (never ``private/``)
@@ -63,8 +62,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from wmrl.execution.masks import read_masks
+from wmrl.execution.masks import test_folders as _tests
 from wmrl.execution.scratch import _sweep_once, make_scratch, remove_or_quarantine
 from wmrl.execution.supervise import MAX_LIMIT, StartFailed, TreeRun, rlimits, run_tree
+import importlib.util
+import glob
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +213,7 @@ class SandboxConfig:
         if isinstance(self.env, dict):  # accept a dict for convenience, keep the dataclass hashable
             object.__setattr__(self, "env", tuple(sorted(self.env.items())))
 
-    def with_(self, **changes) -> "SandboxConfig":
+    def with_(self, **changes) -> SandboxConfig:
         """A copy with some fields changed (``dataclasses.replace``)."""
         return replace(self, **changes)
 
@@ -330,12 +333,12 @@ def interpreter_paths(python: str) -> tuple[str, ...]:
         prefixes = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     else:
         try:
-            out = subprocess.run([python, "-I", "-c", "import sys, json; print(json.dumps([sys.prefix, "
-                                  "sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]))"],
-                                 capture_output=True, timeout=60, check=True, text=True).stdout
+            printed = subprocess.run([python, "-I", "-c", "import sys, json; print(json.dumps([sys.prefix, "
+                                      "sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]))"],
+                                     capture_output=True, timeout=60, check=True, text=True).stdout
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxUnavailable(f"interpreter {python!r} does not run: {exc}") from exc
-        prefixes = json.loads(out)
+        prefixes = json.loads(printed)
     paths: set[str] = set()
     for p in prefixes + [os.path.dirname(python)]:
         paths.add(os.path.abspath(p))
@@ -383,7 +386,6 @@ def site_folders(python: str) -> tuple[str, ...]:
         dirs = json.loads(out)
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         raise SandboxUnavailable(f"interpreter {python!r} does not run: {exc}") from exc
-    import glob
 
     for pat in ("/usr/lib/python3*/dist-packages", "/usr/lib/python3*/site-packages",
                 "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages"):
@@ -435,8 +437,8 @@ def hidden_paths(config: SandboxConfig, python: str | None = None,
     ``config.hide_packages`` in every :func:`site_folders` folder, their test folders
     (``config.hide_test_folders``), ``config.hide_paths``, ``extra`` (the run passes the task folder
     above ``public/`` and the copies listed in its masks file, :func:`wmrl.execution.masks.read_masks`),
-    the wmrl package and wmrl's data home, each wherever it would otherwise be visible inside the sandbox. Paths that do not exist or that the
-    sandbox cannot see anyway are left out; nested ones are merged.
+    the wmrl package and wmrl's data home, each wherever it would otherwise be visible inside the sandbox. Paths that do
+    not exist or that the sandbox cannot see anyway are left out; nested ones are merged.
 
     Raises:
         SandboxUnavailable: the interpreter does not run.
@@ -449,7 +451,6 @@ def hidden_paths(config: SandboxConfig, python: str | None = None,
 @lru_cache(maxsize=64)
 def _hidden_paths(python: str, packages: tuple[str, ...], paths: tuple[str, ...],
                   extra_ro_binds: tuple[str, ...], test_folders: bool = True) -> tuple[str, ...]:
-    from wmrl.execution.masks import test_folders as _tests
 
     roots = _visible_roots(python, SandboxConfig(extra_ro_binds=extra_ro_binds))
     candidates: list[str] = []
@@ -512,7 +513,6 @@ def source_gap(source: str, config: SandboxConfig) -> str:
         return "" if entry in config.hide_packages else (
             f"the data source {source!r} is the installed package folder {entry!r}, which "
             f"SandboxConfig.hide_packages does not hide (add {entry!r} to it)")
-    import importlib.util
 
     try:
         found = importlib.util.find_spec(kind) is not None if kind.isidentifier() else False
@@ -592,9 +592,9 @@ def _bwrap_args(bwrap: str, mode: str, root: Path, public_dir: Path, python: str
         args += ["--unshare-user", "--uid", "65534", "--gid", "65534", "--disable-userns"]
     args += _system_binds()
     for name in _ETC_ALLOW:
-        p = Path("/etc") / name
-        if p.exists():
-            args += ["--ro-bind", str(p), str(p)]
+        etc_file = Path("/etc") / name
+        if etc_file.exists():
+            args += ["--ro-bind", str(etc_file), str(etc_file)]
     args += ["--ro-bind", str(root / "sandbox" / "passwd"), "/etc/passwd",
              "--ro-bind", str(root / "sandbox" / "group"), "/etc/group",
              "--proc", "/proc", "--dev", "/dev",
@@ -798,7 +798,7 @@ def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float
         _execute(result, root, public, python, mode, uid, config, cpu_limit_s, cancel)
     except SandboxUnavailable:
         raise
-    except Exception as exc:  # noqa: BLE001 - anything here is the driver's failure
+    except Exception as exc:
         log.exception("sandbox infrastructure failure")
         result.infra_error = result.infra_error or f"driver failed: {type(exc).__name__}: {exc}"
     finally:
@@ -885,7 +885,6 @@ def _launch_command(result: SandboxRun, root: Path, public: Path, python: str, m
         bwrap = find_bwrap(config)
         assert bwrap is not None
         spec["argv"] = [python, SANDBOX_PROGRAM]
-        from wmrl.execution.masks import read_masks
 
         task_root = public.resolve().parent
         hidden = hidden_paths(config, python, extra=(str(task_root),) + read_masks(task_root))

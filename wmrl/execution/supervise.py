@@ -50,15 +50,24 @@ class Limits(Protocol):
     """The limits this module enforces (:class:`wmrl.execution.sandbox.SandboxConfig` has them; its
     docstring says what each means): bytes, counts, levels and seconds."""
 
-    memory_bytes: int
-    nproc: int
-    fsize_bytes: int
-    nofile: int
-    output_bytes: int
-    disk_bytes: int
-    max_files: int
-    max_depth: int
-    poll_s: float
+    @property
+    def memory_bytes(self) -> int: ...
+    @property
+    def nproc(self) -> int: ...
+    @property
+    def fsize_bytes(self) -> int: ...
+    @property
+    def nofile(self) -> int: ...
+    @property
+    def output_bytes(self) -> int: ...
+    @property
+    def disk_bytes(self) -> int: ...
+    @property
+    def max_files(self) -> int: ...
+    @property
+    def max_depth(self) -> int: ...
+    @property
+    def poll_s(self) -> float: ...
 
 
 class StartFailed(Exception):
@@ -227,7 +236,7 @@ def over_disk(folders: Sequence[Path], config: Limits) -> tuple[str, str] | None
 
 
 def supervise(tree: ProcessTree, streams: dict[int, Any], folders: Sequence[Path], config: Limits, deadline: float,
-              cancel: threading.Event | None, err: HeadTail) -> tuple[int, Any, float]:
+              cancel: threading.Event | None, err: HeadTail) -> tuple[int, Any, float | None]:
     """Read the pipes until the tree has exited and they are closed (or 1 s after it was reaped), enforcing
     the wall-clock deadline (``time.monotonic()`` seconds), cancellation and the disk limit on ``folders``
     on the way; a disk or depth kill's message goes to ``err``.
@@ -258,7 +267,7 @@ def supervise(tree: ProcessTree, streams: dict[int, Any], folders: Sequence[Path
                             os.killpg(proc.pid, signal.SIGKILL)
                         except (ProcessLookupError, PermissionError):
                             pass
-            if status is not None and (not open_fds or now - reaped_at > 1.0):
+            if status is not None and (not open_fds or (reaped_at is not None and now - reaped_at > 1.0)):
                 break
             if status is None and not tree.killed:
                 if now >= deadline:

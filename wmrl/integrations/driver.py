@@ -4,7 +4,6 @@ call the same registered recipe as wmrl's trainer (:meth:`wmrl.core.recipe.Recip
 The foreign trainer (TRL, verl) owns generation and the policy update; this module owns what happens
 between them, on the step engine (:mod:`wmrl.step.engine`) and the Kaggle-task environment
 (:class:`wmrl.step.kaggle.KaggleEnvironment`) that wmrl's own trainer uses::
-
     route       the engine's router marks the anchor groups of the step (seeded; all for ``grpo``, none for ``wm``)
     execute     every anchor sample's program (the scaffold renders the completion) runs in the executor
                 (``wmrl.execution.pool.LocalExecutor`` or the Ray pool: sandboxed), futures in flight...
@@ -28,7 +27,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -207,11 +207,11 @@ class WMRLDriver:
         looked up before the samples where ``measured`` ([N] bool) is True join the store with ``reward_true`` [N]."""
         out = self.measured.lookup(task_ids, completions) if self.recipe.recall else None
         ok = np.flatnonzero(measured)
-        self.measured.add([task_ids[i] for i in ok], [completions[i] for i in ok], reward_true[ok])
+        self.measured.add([task_ids[int(i)] for i in ok], [completions[int(i)] for i in ok], reward_true[ok])
         return out
 
     def step(self, step: int, task_ids: Sequence[str], prompts: Sequence[str], completions: Sequence[str],
-             group_ids: Sequence[int]) -> StepRecord:
+             group_ids: Sequence[int] | np.ndarray) -> StepRecord:
         """One step end to end (route, execute || wm_predict, recipe) on B samples in M groups.
 
         Args:

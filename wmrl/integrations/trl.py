@@ -33,11 +33,14 @@ slice (written for multi-process, tested with one process).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from wmrl.integrations.driver import StepRecord, WMRLDriver, loss_advantages
+from wmrl.integrations.driver import StepRecord as Rec
+from wmrl.core.recipe import StepInputs
 
 #: TRL loss types whose aggregation the recipe's weights map onto exactly (module docstring).
 SUPPORTED_LOSS_TYPES = ("grpo", "dapo", "bnpo", "dr_grpo")
@@ -65,7 +68,7 @@ def trl_dataset(tasks: Sequence[Any], scaffold: Any, repeat: int = 1) -> Any:
     Returns:
         a ``Dataset`` with ``prompt`` (str, standard format) and ``task_id`` (str), ``len(tasks) * repeat`` rows.
     """
-    from datasets import Dataset
+    from datasets import Dataset  # noqa: PLC0415 - optional dependency
 
     rows = [t for t in tasks for _ in range(int(repeat))]
     return Dataset.from_dict({"prompt": [scaffold.prompt(t) for t in rows], "task_id": [t.id for t in rows]})
@@ -96,8 +99,8 @@ class WMRLRewardFunction:
                  trainer_state: Any = None, **kwargs: Any) -> list[float | None]:
         if task_id is None:
             raise ValueError("the dataset needs a 'task_id' column (wmrl.integrations.trl.trl_dataset builds one)")
-        from accelerate import PartialState
-        from accelerate.utils import gather_object
+        from accelerate import PartialState  # noqa: PLC0415 - optional dependency
+        from accelerate.utils import gather_object  # noqa: PLC0415 - optional dependency
 
         ps = PartialState()
         n_local = len(completions)
@@ -122,8 +125,6 @@ class WMRLRewardFunction:
     def _step_gathered(self, step: int, all_tasks: list[str], wm_prompts: list[str], comp: list[str], gid: np.ndarray,
                        lo: int, gather_object: Any) -> StepRecord:
         """The multi-process path: route on the whole batch, measure the local slice, gather, run the recipe."""
-        from wmrl.core.recipe import StepInputs
-        from wmrl.integrations.driver import StepRecord as Rec
 
         d, n = self.driver, len(comp)
         groups = np.unique(gid)
@@ -162,10 +163,11 @@ def wmrl_grpo_trainer_class() -> type:
     if _CLASS is not None:
         return _CLASS
     try:
-        import torch
-        from trl import GRPOTrainer
+        import torch  # noqa: PLC0415 - heavy
+        from trl import GRPOTrainer  # noqa: PLC0415 - optional dependency
     except ImportError as exc:
-        raise ImportError(f"the TRL integration needs trl (tested {TESTED_TRL_VERSION}): pip install 'wmrl[trl]'") from exc
+        raise ImportError(f"the TRL integration needs trl (tested {TESTED_TRL_VERSION}): "
+                          "pip install 'wmrl[trl]'") from exc
 
     class WMRLGRPOTrainer(GRPOTrainer):
         """``GRPOTrainer`` training on the advantages and weights of a registered wmrl recipe."""
@@ -175,7 +177,7 @@ def wmrl_grpo_trainer_class() -> type:
                 raise ValueError("WMRLGRPOTrainer takes its reward from wmrl_reward; do not pass reward_funcs")
             kwargs["reward_funcs"] = [wmrl_reward]
             super().__init__(*args, **kwargs)
-            a = self.args
+            a: Any = self.args  # trl's GRPOConfig (typed as transformers' TrainingArguments)
             if a.loss_type not in SUPPORTED_LOSS_TYPES:
                 raise ValueError(f"loss_type={a.loss_type!r}: the recipe's weights map exactly onto "
                                  f"{SUPPORTED_LOSS_TYPES} only (wmrl.integrations.trl docstring)")
@@ -197,7 +199,7 @@ def wmrl_grpo_trainer_class() -> type:
             if local.shape != tuple(adv_trl.shape[:1]):
                 raise RuntimeError(f"recipe gave {local.shape[0]} advantages for {adv_trl.shape[0]} completions")
             out["advantages"] = torch.as_tensor(local, dtype=adv_trl.dtype, device=adv_trl.device)
-            st, m = rec.outputs.stats, self._metrics["train" if self.model.training else "eval"]
+            st, m = rec.outputs.stats, self._metrics["train" if getattr(self.model, "training", False) else "eval"]
             for key in ("alpha", "ppi_lambda", "n_anchor_samples", "weight_anchor", "weight_wm"):
                 if st.get(key) is not None:
                     m[f"wmrl/{key}"].append(float(st[key]))

@@ -9,7 +9,8 @@ verl 0.9.1's seams and what they see:
   (name ``wmrl``) decides from the sample's ``uid`` whether its group is an anchor (:func:`anchor_groups`,
   a stateless seeded draw, so every worker agrees without talking), then executes the program for real
   through a wmrl executor (sandboxed; local pool or Ray) or scores it with the world model. It returns
-  ``reward_score`` (r on anchors, r_hat elsewhere; the world model scores anchors too, :data:`INFRA_SCORE` for an infrastructure failure) and
+  ``reward_score`` (r on anchors, r_hat elsewhere; the world model scores anchors too, :data:`INFRA_SCORE` for an
+  infrastructure failure) and
   ``reward_extra_info`` ``wmrl_is_anchor`` / ``wmrl_reward_true`` / ``wmrl_reward_wm``, which verl stores
   per sample in ``DataProto.non_tensor_batch`` (its ``reward_extra_keys``).
 * **advantage estimator** (``verl.trainer.ppo.core_algos.register_adv_est``; ``algorithm.adv_estimator=wmrl``).
@@ -46,6 +47,14 @@ import numpy as np
 from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe
 from wmrl.core.routing import make_router
 from wmrl.integrations.driver import loss_advantages
+from wmrl.execution.types import ExecutionRequest
+from wmrl.execution.pool import result_or_infra
+import asyncio
+from wmrl.core.recall import MeasuredRewards
+from wmrl.execution.pool import LocalExecutor
+from wmrl.execution.ray_pool import RayExecutor
+from wmrl.tasks.loader import TaskSuite
+from wmrl.models.scaffolds import get_scaffold
 
 #: reward_score of an infrastructure failure (rewards are percentiles in [0, 1]; the recipe drops the sample).
 INFRA_SCORE = -1.0
@@ -81,7 +90,9 @@ class _EstimatorState:
         self.last: dict[str, Any] = {}
 
     def reset(self) -> None:
-        self.states.clear(), self.steps.clear(), self.last.clear()
+        self.states.clear()
+        self.steps.clear()
+        self.last.clear()
 
 
 ESTIMATOR_STATE = _EstimatorState()
@@ -110,7 +121,7 @@ def compute_wmrl_advantage(token_level_rewards: Any, response_mask: Any, index: 
         ValueError: no ``index`` (set ``uid`` in the batch), no ``non_tensor_batch`` (see
             :func:`wmrl_compute_advantage`), or scores that are not the reward manager's.
     """
-    import torch
+    import torch  # noqa: PLC0415 - heavy
 
     if index is None:
         raise ValueError("the wmrl estimator groups by verl's uid: the batch needs non_tensor_batch['uid']")
@@ -159,7 +170,7 @@ def wmrl_compute_advantage(data: Any, config: Any = None) -> Any:
     only). ``data`` is a verl ``DataProto`` with ``token_level_rewards``, ``response_mask``, ``uid`` and the
     reward manager's extra info; ``config`` is verl's ``algorithm`` config (``norm_adv_by_std_in_grpo``);
     returns ``data``. :mod:`wmrl.integrations.verl_trainer` calls it from verl's trainer."""
-    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn  # noqa: PLC0415 - optional dependency
 
     adv, ret = get_adv_estimator_fn("wmrl")(
         token_level_rewards=data.batch["token_level_rewards"], response_mask=data.batch["response_mask"],
@@ -183,8 +194,6 @@ def build_parts_from_env() -> dict[str, Any]:
     Raises:
         ValueError: ``WMRL_TASKS_ROOT`` unset, or ``WMRL_WORLD_MODEL`` unset for a recipe with a world model.
     """
-    from wmrl.models.scaffolds import get_scaffold
-    from wmrl.tasks.loader import TaskSuite
 
     root = os.environ.get("WMRL_TASKS_ROOT")
     if not root:
@@ -198,13 +207,10 @@ def build_parts_from_env() -> dict[str, Any]:
             raise ValueError(f"recipe {recipe.name!r} needs WMRL_WORLD_MODEL='module:function' returning a WorldModel")
         wm = _load_object(spec)()
     workers = int(os.environ.get("WMRL_EXEC_WORKERS", "4"))
+    executor: Any
     if os.environ.get("WMRL_EXECUTOR", "local") == "ray":
-        from wmrl.execution.ray_pool import RayExecutor
-
         executor = RayExecutor(max_concurrency=workers)
     else:
-        from wmrl.execution.pool import LocalExecutor
-
         executor = LocalExecutor(max_workers=workers)
     return {"tasks": tasks, "scaffold": get_scaffold(os.environ.get("WMRL_SCAFFOLD", "script")),
             "world_model": wm, "executor": executor}
@@ -220,9 +226,9 @@ def register_verl() -> dict[str, Any]:
         ImportError: verl is not installed (it needs an environment of its own: docs/integrations.md).
     """
     try:
-        from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls, register
-        from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
-        from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
+        from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls, register  # noqa: PLC0415 - optional dependency
+        from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase  # noqa: PLC0415 - optional dependency
+        from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est  # noqa: PLC0415 - optional dependency
     except ImportError as exc:
         raise ImportError(f"the verl integration needs verl (tested {TESTED_VERL_VERSION}) in its own environment: "
                           "docs/integrations.md") from exc
@@ -245,15 +251,11 @@ def register_verl() -> dict[str, Any]:
             super().__init__(config, tokenizer, compute_score)
             self.parts = parts if parts is not None else build_parts_from_env()
             self.env = settings_from_env()
-            from wmrl.core.recall import MeasuredRewards
 
             self.measured = MeasuredRewards()  # this process's anchors, recalled by recipes with ``recall``
 
         async def run_single(self, data: Any) -> dict[str, Any]:
-            import asyncio
 
-            from wmrl.execution.pool import result_or_infra
-            from wmrl.execution.types import ExecutionRequest
 
             item = data[-1:][0]
             plen = item.batch["prompts"].shape[-1]

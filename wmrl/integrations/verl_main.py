@@ -14,6 +14,8 @@ from typing import Any
 import hydra
 import verl.trainer.main_ppo as verl_main_ppo
 from omegaconf import open_dict
+from wmrl.integrations.verl_trainer import register_all, wmrl_task_runner_class
+from wmrl.integrations.verl_trainer import TRAINER_MODE
 
 #: verl's Hydra config folder (the one ``verl.trainer.main_ppo`` uses).
 VERL_CONFIG_DIR = os.path.join(os.path.dirname(verl_main_ppo.__file__), "config")
@@ -30,7 +32,6 @@ def prepare_config(config: Any) -> Any:
         ValueError: ``use_v1=False`` (the legacy ``RayPPOTrainer`` calls ``compute_advantage`` inside ``fit()``,
             with no method to override), an async trainer mode, or ``use_kl_in_reward=True``.
     """
-    from wmrl.integrations.verl_trainer import TRAINER_MODE
 
     if config.algorithm.adv_estimator != "wmrl":
         return config
@@ -51,11 +52,10 @@ def prepare_config(config: Any) -> Any:
 
 def run(config: Any) -> None:
     """``main_ppo``'s body with wmrl's task runner."""
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
-    from verl.utils.device import auto_set_device
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy  # noqa: PLC0415 - optional dependency
+    from verl.utils.config import validate_config  # noqa: PLC0415 - optional dependency
+    from verl.utils.device import auto_set_device  # noqa: PLC0415 - optional dependency
 
-    from wmrl.integrations.verl_trainer import register_all, wmrl_task_runner_class
 
     register_all()  # this process too: verl's checks resolve names in its registries
     auto_set_device(config)

@@ -123,10 +123,10 @@ def register_all() -> dict[str, Any]:
     return {**register_verl(), "trainer": get_trainer_cls(TRAINER_MODE)}
 
 
-def _verl_task_runner() -> type:
+def _verl_task_runner() -> Any:
     """verl's ``TaskRunnerV1`` class body. verl decorates it with ``ray.remote`` and Ray forbids subclassing
     an actor class, so its methods are taken from the class Ray keeps (``__ray_metadata__.modified_class``)."""
-    from verl.trainer.main_ppo import TaskRunnerV1
+    from verl.trainer.main_ppo import TaskRunnerV1  # noqa: PLC0415 - optional dependency
 
     cls = getattr(getattr(TaskRunnerV1, "__ray_metadata__", None), "modified_class", None)
     if cls is None or not callable(getattr(cls, "run", None)):
@@ -147,8 +147,8 @@ class WMRLTaskRunner:
 
     def registered(self) -> dict[str, str]:
         """What this process's registries hold (a check that the actor registered wmrl's parts)."""
-        from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
-        from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+        from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls  # noqa: PLC0415 - optional dependency
+        from verl.trainer.ppo.core_algos import get_adv_estimator_fn  # noqa: PLC0415 - optional dependency
 
         return {"trainer": get_trainer_cls(TRAINER_MODE).__qualname__,
                 "adv_estimator": get_adv_estimator_fn("wmrl").__qualname__,
@@ -164,6 +164,6 @@ class WMRLTaskRunner:
 def wmrl_task_runner_class() -> Any:
     """:class:`WMRLTaskRunner` as a Ray actor class (``ray.remote``, as verl's ``TaskRunnerV1``), for verl's
     ``run_ppo(config, task_runner_class=...)``."""
-    import ray
+    import ray  # noqa: PLC0415 - optional dependency
 
     return ray.remote(WMRLTaskRunner)

@@ -37,11 +37,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file
 
 from wmrl.interfaces import Scaffold
 from wmrl.models import adapters
 from wmrl.models import decoding
 from wmrl.models.choice_trie import DONE, ChoiceTrie, TrieMatcher, TrieTables, allowed_mask
+from wmrl.models.scaffolds import get_scaffold
 from wmrl.models.types import LoraSettings, RolloutBatch
 from wmrl.tasks.spec import Task
 
@@ -106,10 +108,11 @@ class SamplingLogitsProcessor:
 
     def _record(self, tokens: torch.Tensor) -> None:
         assert self._prev is not None and self._prev_choice is not None
-        self.token_logprobs.append(self._prev.gather(1, tokens.view(-1, 1).to(self._prev.device)).squeeze(1).float().cpu())
+        self.token_logprobs.append(self._prev.gather(1,
+                                                     tokens.view(-1, 1).to(self._prev.device)).squeeze(1).float().cpu())
         self.token_choices.append(self._prev_choice)
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if input_ids.shape[0] != len(self.matchers):
             raise RuntimeError(f"batch of {input_ids.shape[0]} rows for {len(self.matchers)} matchers")
         t0 = time.perf_counter()
@@ -153,7 +156,7 @@ class _StopAtScaffoldEnd:
         self.stop_at = stop_at
         self.stop_len: dict[int, int] = {}
 
-    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
         gen = input_ids[:, self.prompt_len:]
         done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         for i in range(input_ids.shape[0]):
@@ -253,7 +256,7 @@ class Policy:
     def min_new_tokens(self, scaffold: Scaffold, tasks: Sequence[Task]) -> int:
         """The smallest ``max_new_tokens`` that lets every sentence of ``scaffold``'s grammar finish on
         ``tasks``: the longest sentence's canonical token count plus EOS (0 for an unconstrained scaffold)."""
-        keys = {scaffold.grammar_key(t) for t in tasks} - {None}
+        keys = {k for t in tasks if (k := scaffold.grammar_key(t)) is not None}
         cache = self._grammar_cache()
         return max((cache.get(scaffold, k).max_length for k in keys), default=0)
 
@@ -279,8 +282,8 @@ class Policy:
         temperature: float = 1.0,
         top_p: float = 1.0,
         generator_seed: int | None = None,
-        engine: str | None = None,
         prompts: Sequence[str] | None = None,
+        engine: str | None = None,
     ) -> RolloutBatch:
         """Sample ``group_size`` trajectories for each task (one group per task).
 
@@ -292,11 +295,15 @@ class Policy:
             temperature: > 0 samples from softmax(logits / temperature); 0 = greedy decoding.
             top_p: nucleus sampling threshold in (0, 1].
             generator_seed: seeds torch's RNG for this call (the global RNG is restored after).
+            prompts: M prompt texts, one per task, instead of ``scaffold.prompt(task)`` (a later turn of a
+                multi-turn episode: the task and its history, :func:`wmrl.episodes.prompt.episode_prompt`); the
+                task still chooses the grammar and renders the program.
             engine: None: :attr:`sampling_engine` (``"shared"`` unless set). ``"shared"``:
                 :func:`wmrl.models.decoding.sample_shared`, each group's
                 prompt prefilled once, batched grammar masks, forced runs appended in one pass;
                 ``"generate"``: transformers' ``generate`` with a per-row logits processor (every row
-                prefills its own prompt; the measured baseline of ``wmrl models bench``). Both sample the same distribution, not the same draws.
+                prefills its own prompt; the measured baseline of ``wmrl models bench``). Both sample the same
+                distribution, not the same draws.
             prompts: M prompt texts, one per task, instead of ``scaffold.prompt(task)`` (a later turn of a
                 multi-turn episode: the task and its history, :func:`wmrl.episodes.prompt.episode_prompt`); the
                 task still chooses the grammar and renders the program.
@@ -311,8 +318,6 @@ class Policy:
             ValueError: no tasks, ``group_size < 1``, ``temperature < 0``, ``top_p`` outside (0, 1],
                 an unknown ``engine``, or ``prompts`` of another length than ``tasks``.
         """
-        from wmrl.models.scaffolds import get_scaffold
-
         if isinstance(scaffold, str):
             scaffold = get_scaffold(scaffold)
         if not tasks:
@@ -400,8 +405,8 @@ class Policy:
 
     def _generate_chunk(
         self, chunk: list, scaffold: Scaffold, max_new_tokens: int, temperature: float, top_p: float
-    ) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[list[bool]], list[bool | None]]:
-        from transformers import LogitsProcessorList, StoppingCriteriaList
+    ) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[list[bool]], list[bool | None], dict]:
+        from transformers import LogitsProcessorList, StoppingCriteriaList  # noqa: PLC0415 - heavy (transformers)
 
         enc = self.tokenizer([r[3] for r in chunk], return_tensors="pt", padding=True, add_special_tokens=False)
         input_ids = enc["input_ids"].to(self.device)
@@ -442,7 +447,11 @@ class Policy:
         L = seq.shape[1]
         # log-probs of the sampled tokens under softmax(mask(raw logits) / T), recorded step by step
         lps, choices = proc.finish(seq)
-        prompts, comps, comp_lps, comp_choice, gdone = [], [], [], [], []
+        prompts: list[list[int]] = []
+        comps: list[list[int]] = []
+        comp_lps: list[list[float]] = []
+        comp_choice: list[list[bool]] = []
+        gdone: list[bool | None] = []
         eos = torch.tensor(self.eos_token_ids)
         for i in range(seq.shape[0]):
             is_eos = torch.isin(seq[i], eos).nonzero()
@@ -454,8 +463,9 @@ class Policy:
             comps.append(seq[i, :n].tolist())
             comp_lps.append(lps[i, :n].tolist())
             comp_choice.append(choices[i, :n].tolist())
-            if gproc is not None and gproc.matchers[i] is not None:
-                gdone.append(bool(gproc.matchers[i].is_terminated()) or self._completes(gproc.matchers[i], seq[i, n - 1]))
+            m = gproc.matchers[i] if gproc is not None else None
+            if m is not None:
+                gdone.append(bool(m.is_terminated()) or self._completes(m, seq[i, n - 1]))
             else:
                 gdone.append(None)
         return prompts, comps, comp_lps, comp_choice, gdone, {"mask_seconds": proc.mask_seconds,
@@ -517,13 +527,13 @@ class Policy:
         cm = torch.zeros((B, P + Tc), dtype=torch.bool)
         ch = torch.zeros((B, P + Tc), dtype=torch.bool)
         lp = torch.zeros((B, P + Tc), dtype=torch.float32)
-        for i, (p, c, l, k) in enumerate(zip(prompt_ids, comp_ids, comp_lps, comp_choice)):
+        for i, (p, c, c_lp, k) in enumerate(zip(prompt_ids, comp_ids, comp_lps, comp_choice)):
             ids[i, P - len(p):P] = torch.tensor(p, dtype=torch.long)
             am[i, P - len(p):P + len(c)] = 1
             ids[i, P:P + len(c)] = torch.tensor(c, dtype=torch.long)
             cm[i, P:P + len(c)] = True
             ch[i, P:P + len(c)] = torch.tensor(k, dtype=torch.bool)
-            lp[i, P:P + len(c)] = torch.tensor(l, dtype=torch.float32)
+            lp[i, P:P + len(c)] = torch.tensor(c_lp, dtype=torch.float32)
         return ids, am, cm, ch, lp, P
 
     # ---------------------------------------------------------------- log-probs
@@ -532,7 +542,6 @@ class Policy:
         keys = batch.grammar_keys or [None] * len(batch)
         if all(k is None for k in keys):
             return None
-        from wmrl.models.scaffolds import get_scaffold
 
         scaffold = get_scaffold(batch.scaffold)
         cache = self._grammar_cache()
@@ -567,9 +576,9 @@ class Policy:
         keys = batch.grammar_keys or [None] * len(batch)
         if all(k is None for k in keys):
             return None, None
-        from wmrl.models.scaffolds import get_scaffold
 
         tables, roots = self._grammar_cache().tables(get_scaffold(batch.scaffold), keys)
+        assert tables is not None  # some row has a grammar (checked above)
         P = batch.prompt_len
         ids = batch.input_ids[:, P:].cpu()
         lens = batch.completion_mask[:, P:].cpu().sum(1)
@@ -631,7 +640,8 @@ class Policy:
             return self._token_logprobs
         raise ValueError(f"mode must be 'shared', 'separate' or 'per_sample', got {mode!r}")
 
-    def logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None, *, mode: str = "shared") -> torch.Tensor:
+    def logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None, *,
+                 mode: str = "shared") -> torch.Tensor:
         """Per-token log-probs of the batch's completions under the current policy, with grad.
 
         Args:
@@ -659,7 +669,8 @@ class Policy:
         return self._micro(batch, lambda b: fn(self.model, b), micro_batch_size)
 
     @torch.no_grad()
-    def ref_logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None, *, mode: str = "shared") -> torch.Tensor:
+    def ref_logprobs(self, batch: RolloutBatch, micro_batch_size: int | None = None, *,
+                     mode: str = "shared") -> torch.Tensor:
         """Per-token log-probs under the reference policy (adapters disabled), no grad.
 
         Same layout as :meth:`logprobs`. The reference is the base model itself (peft's
@@ -684,6 +695,7 @@ class Policy:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         if self.peft_model is not None:
+            assert self.lora is not None  # an adapter is made from its settings
             adapters.save_adapter(self.peft_model, self.adapter_name, d, self.lora)
         else:
             self.model.save_pretrained(d / "model", safe_serialization=True)
@@ -702,7 +714,6 @@ class Policy:
             adapters.load_adapter(self.peft_model, self.adapter_name, d)
             self._activate()
             return
-        from safetensors.torch import load_file
 
         files = sorted((d / "model").glob("*.safetensors"))
         if not files:

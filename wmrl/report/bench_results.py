@@ -11,12 +11,13 @@ import datetime as _dt
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import pandas as pd
 
 from wmrl.core.recipe import BASELINE, get_recipe, recipe_names, recipes_with
+from wmrl.episodes.fidelity import feedback_fidelity
 from wmrl.world_model.metrics import world_model_metrics
 from wmrl.report.runs import load_run, read_jsonl, train_executions
 
@@ -42,7 +43,7 @@ def uses_world_model(method: str) -> bool:
 
 def now() -> str:
     """The current UTC time, ``2026-01-01T12:00:00Z`` (the bench's timestamps)."""
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def read_bench_meta(out: str | Path) -> dict[str, Any]:
@@ -108,7 +109,8 @@ def collect(out: str | Path) -> pd.DataFrame:
     cols = ["method", "seed", "heldout_percentile", "initial_percentile", "heldout_valid_rate", "heldout_samples",
             "train_percentile", "initial_train_percentile", "train_executions",
             "train_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s", "total_cpu_s", "wall_s",
-            "steps", "anchor_fraction", "corpus_cpu_s", "train_samples", "gen_cpu_s_per_sample", "sandbox_cpu_s_per_execution",
+            "steps", "anchor_fraction", "corpus_cpu_s", "train_samples", "gen_cpu_s_per_sample",
+            "sandbox_cpu_s_per_execution",
             "update_cpu_s_per_step", *WM_QUALITY_COLUMNS, *MULTITURN_COLUMNS]
     df = pd.DataFrame(rows, columns=cols)
     order = {m: i for i, m in enumerate(METHODS)}
@@ -146,7 +148,8 @@ def _unit_costs(run: Any) -> dict[str, float | int | None]:
     warm_n = int((ex.get("warmup") or {}).get("count") or 0)
     samples = int(pd.to_numeric(m.get("n_samples"), errors="coerce").sum()) if "n_samples" in m else 0
     samples += warm_n
-    gen = float((stages.get("generate") or {}).get("cpu_s") or 0.0) + float((phases.get("warmup") or {}).get("cpu_s") or 0.0)
+    gen = (float((stages.get("generate") or {}).get("cpu_s") or 0.0)
+           + float((phases.get("warmup") or {}).get("cpu_s") or 0.0))
     n_exec = sum(int((ex.get(k) or {}).get("count") or 0) for k in ("anchor", "warmup"))
     sbx = sum(float((ex.get(k) or {}).get("sandbox_cpu_s") or 0.0) for k in ("anchor", "warmup"))
     upd = float((stages.get("update") or {}).get("cpu_s") or 0.0)
@@ -246,8 +249,6 @@ def multiturn_columns(run: Any, n_steps: int) -> dict[str, Any]:
     - ``feedback_*``: the world model's feedback against the real one on every executed training anchor turn
       (:func:`wmrl.episodes.fidelity.feedback_fidelity`; None without a world model).
     """
-    from wmrl.episodes.fidelity import feedback_fidelity
-
     ev = {(sp, st): _eval_at(run, sp, st) for sp in ("heldout", "train") for st in (0, n_steps)}
     k = int(((run.config or {}).get("episode") or {}).get("max_turns") or 1)
     out: dict[str, Any] = dict.fromkeys(MULTITURN_COLUMNS)
@@ -266,11 +267,12 @@ def multiturn_columns(run: Any, n_steps: int) -> dict[str, Any]:
     if fid["n_turns"]:
         out.update(feedback_turns=fid["n_turns"], feedback_validation_rel_error=fid["validation_rel_error"],
                    feedback_validation_rel_error_median=fid["validation_rel_error_median"],
-                   feedback_status_accuracy=fid["status_accuracy"], feedback_pairwise_agreement=fid["pairwise_agreement"])
+                   feedback_status_accuracy=fid["status_accuracy"],
+                   feedback_pairwise_agreement=fid["pairwise_agreement"])
     return out
 
 
-def _finite_num(x: Any) -> bool:
+def _finite_num(x: Any) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 

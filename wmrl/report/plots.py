@@ -20,10 +20,10 @@ STAGES_SHOWN = ("generate", "wm_predict", "update", "execute", "recipe")
 
 
 def _plt():
-    import matplotlib  # noqa: PLC0415
+    import matplotlib  # noqa: PLC0415 - heavy (matplotlib)
 
     matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - heavy (matplotlib)
 
     return plt
 

@@ -10,7 +10,6 @@ were removed (a root model's ``removed_keys``), and the ``describe_fields`` tabl
 :mod:`wmrl.training.config` and the embodied track's :mod:`wmrl.embodied.config` are built on it.
 
 Usage (``MyConfig`` a :class:`ConfigSection` with nested sections)::
-
     data = read_config_file("my.yaml")                  # {} when the path is None
     apply_overrides(MyConfig, data, ["optim.steps=3"])
     cfg = model_from_dict(MyConfig, data)               # ConfigError naming the key when invalid
@@ -22,7 +21,7 @@ import math
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Optional, TypeVar, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Optional, TypeGuard, TypeVar, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
@@ -135,7 +134,7 @@ def _strip(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def _is_section(tp: Any) -> bool:
+def _is_section(tp: Any) -> TypeGuard[type[BaseModel]]:
     return isinstance(tp, type) and issubclass(tp, BaseModel)
 
 
@@ -189,7 +188,8 @@ def _error_text(err: Any, root: type[BaseModel]) -> str:
     kind, loc, value = err["type"], tuple(err["loc"]), err.get("input")
     if kind == "value_error":  # a cross-field rule: its message names its keys itself
         return str(err["ctx"]["error"])
-    owner, field, item = root, None, False  # walk the models along the error's location
+    owner: type[BaseModel] | None = root  # walk the models along the error's location
+    field, item = None, False
     for part in loc:
         if isinstance(part, int):
             item = True

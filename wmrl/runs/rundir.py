@@ -404,8 +404,8 @@ class RunDir:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        for dirpath, _dirs, files in os.walk(tmp):
-            for f in files:
+        for dirpath, _dirs, names in os.walk(tmp):
+            for f in names:
                 with open(os.path.join(dirpath, f), "rb") as fh:
                     os.fsync(fh.fileno())
             fsync_dir(Path(dirpath))

@@ -35,6 +35,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from typing import Any
+
 import numpy as np
 
 from wmrl.core.alarm import ExploitationMonitor, raised_anchor_fraction
@@ -43,6 +45,7 @@ from wmrl.core.routing import build_router
 from wmrl.core.staleness import (UNANCHORED_MODES, LatencyModel, UnanchoredSteps, arrival_steps, check_at_bound,
                                   check_staleness, late_clip)
 from wmrl.sim.bandit import BanditProblem, WorldModelSpec, world_model_scores
+from wmrl.core.losses import grpo_loss
 
 METHODS = tuple(recipe_names())
 LATE_MODES = ("calibration", "gradient")
@@ -153,14 +156,15 @@ class RunSpec:
         late_clip(self.late_ratio_max)  # validates
         check_at_bound(self.at_bound)
         if self.steps_without_anchors not in UNANCHORED_MODES:
-            raise ValueError(f"steps_without_anchors must be one of {UNANCHORED_MODES}, got {self.steps_without_anchors!r}")
+            raise ValueError(f"steps_without_anchors must be one of {UNANCHORED_MODES}, "
+                             f"got {self.steps_without_anchors!r}")
         if self.alarm_response not in ALARM_RESPONSES:
             raise ValueError(f"alarm_response must be one of {ALARM_RESPONSES}, got {self.alarm_response!r}")
         if self.staleness and not get_recipe(self.method).fuses:
             raise ValueError(f"asynchronous anchors (staleness {self.staleness}) need a recipe with both streams, "
                              f"not {self.method!r}")
         try:
-            self.latency_model  # validates
+            _ = self.latency_model  # validates
         except ValueError as e:  # LatencyModel speaks of seconds and its own field names
             raise ValueError(f"the run's latency model (in steps, not seconds): {e}; here median_s is latency_steps, "
                              f"sigma latency_sigma, floor_s latency_floor_steps, cap_s latency_cap_steps (None: 20 x "
@@ -189,7 +193,8 @@ class _RunState:
         self.recipe = get_recipe(spec.method)
         self.router = build_router(self.recipe, spec.rho, min_anchor_every=cfg.min_every, seed=spec.seed)
         self.settings = RecipeSettings(
-            normalize_std=cfg.normalize_std, calibrator_window=cfg.cal_window, calibrator_min_anchors=cfg.cal_min_anchors,
+            normalize_std=cfg.normalize_std, calibrator_window=cfg.cal_window,
+            calibrator_min_anchors=cfg.cal_min_anchors,
             calibrator_fallback="identity", calibrator_tie_break=1e-3,  # the study of record
             window_pairs=None, window_steps=cfg.fusion_window, alpha_floor=cfg.alpha_min, alpha_ceiling=cfg.alpha_max)
         self.state = self.recipe.init_state(self.settings)
@@ -217,7 +222,7 @@ class _RunState:
         u = self.rng_sample.random((c, g))
         return np.minimum((u[:, :, None] > cdf[:, None, :]).sum(-1), probs.shape[1] - 1)
 
-    def step(self, t: int, arms: np.ndarray, logp: np.ndarray) -> dict[str, np.ndarray]:
+    def step(self, t: int, arms: np.ndarray, logp: np.ndarray) -> dict[str, Any]:
         """This run's part of the GRPO batch at step t.
 
         Args:
@@ -271,7 +276,8 @@ class _RunState:
             arm, old = np.concatenate([arm, cat("arms")]), np.concatenate([old, cat("logp")])
             gid = np.concatenate([gid, np.repeat(C + np.arange(n), G)])
             a, valid = np.concatenate([a, np.ones(n * G, bool)]), np.concatenate([valid, np.ones(n * G, bool)])
-            rt, rw, rw2 = np.concatenate([rt, cat("r")]), np.concatenate([rw, cat("r_hat")]), np.concatenate([rw2, cat("r_hat2")])
+            rt, rw = np.concatenate([rt, cat("r")]), np.concatenate([rw, cat("r_hat")])
+            rw2 = np.concatenate([rw2, cat("r_hat2")])
         x = StepInputs(step=t, group_ids=gid, is_anchor=a, valid=valid, reward_true=rt, reward_wm=rw,
                        reward_wm_repeat=rw2, reward_recalled=self.measured[task, arm] if self.spec.recall else None)
         out = self.recipe.step(x, self.state, self.settings)
@@ -303,7 +309,7 @@ class _RunState:
         return dict(task=task, arm=arm, adv=out.advantages, weights=out.weights, old_logp=old, skip=skip)
 
 
-def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -> "tuple[object, object]":
+def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -> tuple[object, object]:
     """Simulate all runs together.
 
     Args:
@@ -321,7 +327,7 @@ def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -
     Raises:
         ValueError: no runs.
     """
-    import torch
+    import torch  # noqa: PLC0415 - heavy
 
     if not runs:
         raise ValueError("no runs to simulate")
@@ -335,12 +341,11 @@ def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -
 
 
 def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
-    import pandas as pd
-    import torch
+    import pandas as pd  # noqa: PLC0415 - heavy
+    import torch  # noqa: PLC0415 - heavy
 
-    from wmrl.core.losses import grpo_loss
 
-    C, K, G = cfg.n_tasks, cfg.n_arms, cfg.group_size
+    C, K = cfg.n_tasks, cfg.n_arms
     problems: dict[int, BanditProblem] = {}
     for spec in runs:
         if spec.seed not in problems:
@@ -355,7 +360,7 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     tables = [torch.zeros(C, K, dtype=torch.float64, requires_grad=True) for _ in range(S)]
     opts = [torch.optim.Adam([th, tb], lr=cfg.lr) for th, tb in zip(thetas, tables)]
 
-    def logits() -> "torch.Tensor":
+    def logits() -> torch.Tensor:
         return torch.einsum("sckd,sd->sck", Phi, torch.stack(thetas)) + torch.stack(tables)
     rows: list[dict] = []
 
@@ -434,8 +439,10 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
     finals["over_bound_frac"] = [st.n_over_bound / st.n_async_groups if st.n_async_groups else float("nan")
                                  for st in states]
     finals["alpha_or_lambda_mean"] = [float(np.mean(st.alpha_log)) if st.alpha_log else float("nan") for st in states]
-    finals["cal_mae_before"] = [float(np.mean([m[0] for m in st.mae_log])) if st.mae_log else float("nan") for st in states]
-    finals["cal_mae_after"] = [float(np.mean([m[1] for m in st.mae_log])) if st.mae_log else float("nan") for st in states]
+    finals["cal_mae_before"] = [float(np.mean([m[0] for m in st.mae_log])) if st.mae_log else float("nan")
+                                for st in states]
+    finals["cal_mae_after"] = [float(np.mean([m[1] for m in st.mae_log])) if st.mae_log else float("nan")
+                               for st in states]
     finals["cal_bias_wm"] = [float(np.mean(st.cal_bias_log[len(st.cal_bias_log) // 2:])) if st.cal_bias_log
                              else float("nan") for st in states]  # second half of the run
     finals["alarm_steps"] = [list(st.monitor.alarm_steps) for st in states]

@@ -10,9 +10,9 @@ Presets:
   the test and for a quick look.
 
 Outputs (in ``out``): ``curves.csv.gz`` (run, step, executions, J every ``log_every`` steps),
-``finals.csv`` (per run: its setting and final numbers; join on ``run``), ``meta.json``, ``summary.csv`` (mean and std over seeds per setting and method, with GRPO's final
-reward at equal steps and at equal executions), ``summary.md`` (the tables of docs/simulation.md),
-and PNG plots.
+``finals.csv`` (per run: its setting and final numbers; join on ``run``), ``meta.json``, ``summary.csv`` (mean and std
+over seeds per setting and method, with GRPO's final reward at equal steps and at equal executions), ``summary.md`` (the
+tables of docs/simulation.md), and PNG plots.
 
 Why one long file (about 500 lines): the study's grid, runs and tables share one results frame.
 """
@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from wmrl.core.recipe import BASELINE, WMRL, get_recipe, recipe_names, recipes_with
 from wmrl.sim.bandit import WorldModelSpec
@@ -171,13 +172,13 @@ def summarise(curves, finals):
     """Per (setting, method) means over seeds, with GRPO references at equal steps and executions.
 
     Returns:
-        pandas DataFrame with columns std_norm (GRPO std normalisation of advantages), shape, bias, sigma, rho, method, J_final (mean), J_sd,
-        gap_final (J* - J), executions, exec_ratio (executions / GRPO's), vs_grpo_steps
-        (J - J_GRPO at equal steps), vs_grpo_exec (J - J_GRPO after the same number of executions), grpo_exec_to_match (median over seeds of the
-        executions GRPO needed to first reach this method's final J; inf if it never did),
+        pandas DataFrame with columns std_norm (GRPO std normalisation of advantages), shape, bias, sigma, rho, method,
+        J_final (mean), J_sd, gap_final (J* - J), executions, exec_ratio (executions / GRPO's), vs_grpo_steps
+        (J - J_GRPO at equal steps), vs_grpo_exec (J - J_GRPO after the same number of executions), grpo_exec_to_match
+        (median over seeds of the executions GRPO needed to first reach this method's final J; inf if it never did),
         alpha_or_lambda, cal_mae_before, cal_mae_after, n_seeds.
     """
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - heavy
 
     f = finals.copy()
     if "std_norm" not in f:
@@ -242,7 +243,8 @@ def _saving(r) -> str:
 
 
 def _error_table(sub, methods: list[str], margin: float, saving_of: str | None) -> list[str]:
-    lines = ["| error | B | sigma | " + " | ".join(methods) + (f" | GRPO execs to match {saving_of} / its execs |" if saving_of else " |"),
+    last = f" | GRPO execs to match {saving_of} / its execs |" if saving_of else " |"
+    lines = ["| error | B | sigma | " + " | ".join(methods) + last,
              "|---|---|---|" + "---|" * (len(methods) + (1 if saving_of else 0))]
     errs = sub[~sub.method.isin(NO_ANCHORS)][["shape", "bias", "sigma"]].drop_duplicates()
     order = {"monotone": 1, "offset": 2, "exploit": 3}
@@ -268,11 +270,14 @@ def markdown_tables(summary, preset_name: str, cfg: SimConfig, wall_s: float, ma
     base = s[s.method.isin(REFERENCES)]
     n_seeds = int(base.n_seeds.max())
     lines += [f"Preset `{preset_name}`: {cfg.n_tasks} tasks x {cfg.group_size} samples per step, {cfg.n_arms} arms, "
-              f"d={cfg.dim}, {cfg.steps} steps, Adam lr {cfg.lr}, {n_seeds} seeds; simulation wall time {wall_s:.0f} s.", "",
+              f"d={cfg.dim}, {cfg.steps} steps, Adam lr {cfg.lr}, {n_seeds} seeds; simulation wall time "
+              f"{wall_s:.0f} s.", "",
               "Cells: final true reward J (mean of the last 10% of the curve) minus real-execution GRPO's at equal "
-              f"steps, mean ±sd over seeds (paired: same problem per seed). Bold: within the margin {margin} of GRPO.", "",
+              f"steps, mean ±sd over seeds (paired: same problem per seed). Bold: within the margin {margin} of "
+              "GRPO.", "",
               "### Reference runs (no world model)", "",
-              "| method | advantages | rho | J final | J* - J | J - J_GRPO | executions |", "|---|---|---|---|---|---|---|"]
+              "| method | advantages | rho | J final | J* - J | J - J_GRPO | executions |",
+              "|---|---|---|---|---|---|---|"]
     for _, r in base.sort_values(["std_norm", "method", "rho"], ascending=[False, True, True]).iterrows():
         adv = "GRPO (std)" if r.std_norm else "Dr. GRPO (no std)"
         lines.append(f"| {r.method} | {adv} | {r.rho:.2f} | {r.J_final:.3f} | {r.gap_final:.3f} | "
@@ -288,7 +293,8 @@ def markdown_tables(summary, preset_name: str, cfg: SimConfig, wall_s: float, ma
         ao = base[(base.method == ANCHOR_ONLY) & np.isclose(base.rho, rho) & base.std_norm.astype(bool)]
         lines += [f"### Anchor fraction rho = {rho:.2f} (executions {rho:.2f} of GRPO's), GRPO advantages", ""]
         if len(ao):
-            lines += [f"Anchor-only at this rho (the same executions, world model unused): {_cell(ao.iloc[0], margin)}.", ""]
+            lines += [f"Anchor-only at this rho (the same executions, world model unused): "
+                      f"{_cell(ao.iloc[0], margin)}.", ""]
         lines += _error_table(sub, methods, margin, WMRL if WMRL in methods else None)
         lines.append("")
     dr = s[~s.std_norm.astype(bool) & ~s.method.isin(REFERENCES)]
@@ -324,14 +330,15 @@ def markdown_tables(summary, preset_name: str, cfg: SimConfig, wall_s: float, ma
 def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
     """PNG plots: curves vs steps and vs executions for representative errors, pure-WM gap heatmaps,
     WMRL - GRPO heatmaps, and the rho sweep."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - heavy
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - heavy
 
     paths: list[Path] = []
     colors = {**dict(zip(REFERENCES, ("k", "0.55"))), **dict(zip(
-        (*WM_METHODS, FLAT), ("tab:red", "tab:orange", "tab:purple", "tab:blue", "tab:cyan", "tab:green", "tab:brown")))}
+        (*WM_METHODS, FLAT),
+        ("tab:red", "tab:orange", "tab:purple", "tab:blue", "tab:cyan", "tab:green", "tab:brown")))}
     c = curves[curves["std_norm"].astype(bool)].copy() if "std_norm" in curves else curves.copy()
     summary = summary[summary["std_norm"].astype(bool)]
     c["rho_r"] = c["rho"].round(3)
@@ -410,7 +417,8 @@ def make_plots(curves, summary, out: Path, preset: Preset) -> list[Path]:
     paths.append(p)
 
     if preset.rho_sweep:
-        fig, axes = plt.subplots(1, len(preset.rho_sweep_errors), figsize=(5 * len(preset.rho_sweep_errors), 4), squeeze=False)
+        fig, axes = plt.subplots(1, len(preset.rho_sweep_errors), figsize=(5 * len(preset.rho_sweep_errors), 4),
+                                 squeeze=False)
         for ax, wm in zip(axes[0], preset.rho_sweep_errors):
             for m in (ANCHOR_ONLY, *CORRECTED):
                 if m == ANCHOR_ONLY:
@@ -445,7 +453,7 @@ def _render(curves, finals, out: Path, preset_name: str, preset: Preset, wall: f
 
 def render(out: Path | str, margin: float | None = None) -> dict:
     """Rebuild summary.csv, summary.md and the plots from a finished study's curves.csv/finals.csv/meta.json."""
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - heavy
 
     out = Path(out)
     meta = json.loads((out / "meta.json").read_text())
@@ -460,7 +468,7 @@ def render(out: Path | str, margin: float | None = None) -> dict:
 
 
 def run_study(
-    preset_name: "str | Preset" = "default",
+    preset_name: str | Preset = "default",
     out: Path | str = "sim-out",
     seeds: int | None = None,
     margin: float = 0.01,
@@ -492,7 +500,7 @@ def run_study(
         preset = replace(preset, seeds=tuple(range(seeds)))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - heavy
 
     by_std = build_runs(preset)
     t0 = time.perf_counter()
@@ -500,6 +508,8 @@ def run_study(
     for std in (True, False):
         if not by_std[std]:
             continue
+        c: pd.DataFrame
+        f: pd.DataFrame
         c, f = simulate(by_std[std], replace(preset.cfg, normalize_std=std), progress=progress)
         for df in (c, f):
             df["run"] += offset

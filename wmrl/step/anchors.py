@@ -55,6 +55,8 @@ import numpy as np
 
 from wmrl.core.staleness import check_at_bound, check_staleness, is_due
 from wmrl.step.batch import LatePairs, StepBatch
+from wmrl.core.recipe import StepInputs
+from wmrl.execution.pool import result_or_infra
 
 
 @dataclass
@@ -199,7 +201,8 @@ class AnchorStream:
         self.ledger.add_stage("execute", time.perf_counter() - w0 - waited, runs.submit_cpu + time.process_time() - c0)
         self.ledger.add_stage("anchor_wait", waited, 0.0)
         self.over_bound = _pairs(over, sb.step) if over else None
-        self.step_counts = {"anchor_groups_over_bound": len(due), "anchor_groups_over_bound_total": self.n_over_bound_total,
+        self.step_counts = {"anchor_groups_over_bound": len(due),
+                            "anchor_groups_over_bound_total": self.n_over_bound_total,
                             "anchor_over_bound_samples": n_over, "anchor_over_bound_cancelled": n_cancelled,
                             "anchor_groups_in_flight": len(self.in_flight_groups())}
         return _pairs(late, sb.step, [(b, np.asarray(ix, dtype=np.int64)) for b, ix in parts])
@@ -239,8 +242,6 @@ class AnchorStream:
 
     @staticmethod
     def _result(runs: AnchorRuns, i: int) -> Any:
-        from wmrl.execution.pool import result_or_infra
-
         fut, req = runs.futures[i]
         res = result_or_infra(fut, req)  # cancelled or failed executor: infrastructure error
         runs.done_at.setdefault(i, time.perf_counter())
@@ -279,7 +280,6 @@ def recipe_inputs(sb: StepBatch, late: LatePairs | None, late_mode: str, recalle
     ``calibration``: the in-flight groups train as world-model groups, and no late row is added (the trainer
     feeds the late pairs to :meth:`~wmrl.core.recipe.Recipe.learn_late` after the step).
     """
-    from wmrl.core.recipe import StepInputs
 
     valid = sb.valid.copy()
     gid, anc, rt, rw = sb.gid, sb.is_anchor, sb.reward_true, sb.reward_wm

@@ -15,15 +15,8 @@ import numpy as np
 from wmrl.core.recipe import StepOutputs
 
 if TYPE_CHECKING:
+    from wmrl.episodes.rollout import Episodes
     from wmrl.world_model.outcome import OutcomePrediction
-
-
-class EpisodeTokens(Protocol):
-    """The multi-turn episodes of a step as the step batch reads them (:class:`wmrl.episodes.rollout.Episodes`)."""
-
-    def tokens(self) -> np.ndarray:
-        """[B] int64 policy tokens of all turns of each episode."""
-        ...
 
 
 class TurnObservations(Protocol):
@@ -87,11 +80,11 @@ class StepBatch:
     status: list[str | None] = field(init=False)
     error: list[str | None] = field(init=False)
     valid: np.ndarray = field(init=False)
-    out: StepOutputs | None = None
+    out: StepOutputs = field(init=False)  # stage recipe
     late: LatePairs | None = None
     late_out: StepOutputs | None = None  # the late anchor rows' outputs (asynchronous anchors, gradient mode)
     cal_rec: dict[str, Any] | None = None
-    episodes: EpisodeTokens | None = None  # multi-turn: the step's B episodes (wmrl.episodes.rollout.Episodes)
+    episodes: Episodes | None = None  # multi-turn: the step's B episodes
     feedback: TurnObservations | None = None  # multi-turn: the step's feedback (wmrl.training.multiturn.StepFeedback)
     update: dict[str, Any] = field(default_factory=dict)
     refresh: dict[str, Any] | None = None

@@ -3,7 +3,6 @@
 An RL environment in WMRL has two ways to reward a trajectory: the expensive real one (execute a program in the
 sandbox and grade it; read a robot simulator's success) and the world model's prediction of it. The
 :class:`Environment` protocol is those two plus sampling::
-
     sample(policy, step)           -> Rollouts     B trajectories in M groups (G per group, one group key each)
     submit(rollouts, idx)          -> pending      start the real reward of trajectories idx (anchors)
     predict(rollouts)              -> Predictions  the world model's reward r_hat of every trajectory
@@ -29,7 +28,7 @@ Multi-turn research episodes (a program per turn with validation feedback) are n
 protocol: their later turns depend on the route (anchor episodes see real feedback, world-model episodes predicted
 feedback), so the text trainer routes after the first turn and runs the turn loop itself
 (:mod:`wmrl.training.multiturn`, with the engine's requests and predictions); the Gymnasium env of
-:mod:`wmrl.episodes.env` predicts with the Kaggle environment's :func:`wmrl.step.kaggle.predict_rewards`.
+:mod:`wmrl.episodes.env` predicts with the Kaggle environment's :func:`wmrl.world_model.outcome.predict_rewards`.
 
 Adding an environment is one module: a class with the four methods, and ``@register_environment("name")`` on its
 factory (docs/architecture.md, "Adding an environment", works one example through).

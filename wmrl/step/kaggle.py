@@ -10,7 +10,7 @@ submission, :mod:`wmrl.execution`); the world model reads the prompt and the com
 - ``submit``/``collect``: anchor programs go to the executor as futures (:func:`wmrl.step.anchors.anchor_request`)
   and are collected after the world model has scored the step; an execution that failed for infrastructure
   reasons (or has no reward) is an invalid outcome, dropped from the gradient, the baselines and the calibration.
-- ``predict``: :func:`predict_rewards`, which also checks the world model's output.
+- ``predict``: :func:`wmrl.world_model.outcome.predict_rewards`, which also checks the world model's output.
 
 The text trainer (:mod:`wmrl.training.trainer`) uses this environment for sampling, requests and predictions,
 with its own anchor stream for asynchronous anchors; the TRL and verl integrations (whose trainer samples) use
@@ -26,6 +26,7 @@ import numpy as np
 
 from wmrl.step.anchors import anchor_request
 from wmrl.step.environment import Outcomes, Predictions, Rollouts, register_environment
+from wmrl.world_model.outcome import predict_rewards
 
 
 def select_tasks(task_ids: Sequence[str], m: int, step: int, seed: int) -> list[int]:
@@ -67,31 +68,6 @@ class TextTrajectories:
     completion_tokens: list[int] | None = None
 
 
-def predict_rewards(world_model: Any, prompts: Sequence[str], completions: Sequence[str]
-                    ) -> tuple[np.ndarray, Any]:
-    """r_hat [N] float64 and the world model's :class:`~wmrl.world_model.outcome.OutcomePrediction` of N (prompt,
-    completion) pairs from one ``predict_outcome`` call (r_hat = its ``reward``); a world model without
-    ``predict_outcome`` gives ``predict``'s r_hat and None. Runs without gradients.
-
-    Raises:
-        RuntimeError: a prediction of the wrong shape, or a non-finite one.
-    """
-    import torch  # noqa: PLC0415 - heavy
-
-    N = len(completions)
-    with torch.no_grad():
-        outcome = (world_model.predict_outcome(list(prompts), list(completions))
-                   if hasattr(world_model, "predict_outcome") else None)
-        r_hat = np.asarray(outcome.reward if outcome is not None else
-                           world_model.predict(list(prompts), list(completions)), dtype=np.float64)
-    if r_hat.shape != (N,):
-        raise RuntimeError(f"world model returned shape {r_hat.shape}, expected ({N},)")
-    if not np.all(np.isfinite(r_hat)):
-        raise RuntimeError(f"world model returned {int((~np.isfinite(r_hat)).sum())} non-finite "
-                           f"predictions of {N}: was it fitted on rewards (see world_model_fit.json)?")
-    return r_hat, outcome
-
-
 def outcomes_from_results(idx: Sequence[int], results: Sequence[Any]) -> Outcomes:
     """:class:`Outcomes` of executions ([n] trajectory indices, their ``ExecutionResult`` s): an ``infra_error`` or a
     result without a reward is invalid (reward NaN); errors keep their last 500 characters."""
@@ -127,7 +103,8 @@ class KaggleEnvironment:
         self.by_id = {t.id: t for t in self.tasks}
         self.scaffold, self.executor, self.world_model = scaffold, executor, world_model
         self.M, self.G, self.max_new_tokens = tasks_per_step, group_size, max_new_tokens
-        self.temperature, self.top_p, self.seed, self.run, self.time_limit_s = temperature, top_p, seed, run, time_limit_s
+        self.temperature, self.top_p, self.seed = temperature, top_p, seed
+        self.run, self.time_limit_s = run, time_limit_s
 
     def task(self, task_id: str) -> Any:
         """The task ``task_id``.

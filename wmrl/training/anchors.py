@@ -1,2 +1,2 @@
 """Moved to :mod:`wmrl.step.anchors` (the anchor stream of the step engine); this name keeps old imports working."""
-from wmrl.step.anchors import *  # noqa: F401,F403
+from wmrl.step.anchors import *  # noqa: F403

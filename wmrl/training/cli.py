@@ -79,7 +79,8 @@ def evaluate(
                                      "(split 'train', in distribution)."),
     samples: int | None = typer.Option(None, "--samples", help="Samples per task (default: the run's eval config)."),
     protocol: str = typer.Option("default", "--protocol", help="Evaluation protocol: 'default' (the run's tasks and "
-                                 "eval settings), 'paper' (the WMRL paper's MLE-Dojo test table: 14 competitions, avg@8, "
+                                 "eval settings), 'paper' (the WMRL paper's MLE-Dojo test table: 14 "
+                                 "competitions, avg@8, "
                                  "4 turns, temperature 0.8, per-category means), a registered name, or a YAML file "
                                  "(docs/training.md, Evaluation protocols)."),
     root: list[str] | None = typer.Option(None, "--root", help="Task root holding the protocol's competitions "

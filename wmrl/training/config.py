@@ -8,7 +8,6 @@ path, the bad value and what is allowed (with a did-you-mean for typos), so a ty
 silently with defaults.
 
 Usage::
-
     cfg = load_config("configs/quickstart.yaml", overrides=["optim.steps=3", "method=grpo"])
     save_config(cfg, run_dir / "config.yaml")
 
@@ -26,7 +25,8 @@ from pydantic import AfterValidator, Field, model_validator
 from wmrl.core.recipe import BASELINE, WMRL, get_recipe, recipe_names
 from wmrl.runs import config as _kit
 from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for the text track's callers)
-    ConfigError, ConfigSection, Float, Int, OptFloat, OptIds, OptStr, _errors_text, _is_section, _require_finite, _Section,
+    ConfigError, ConfigSection, Float, Int, OptFloat, OptIds, OptStr, _errors_text, _is_section, _require_finite,
+    _Section,
     dump_config, load_yaml, save_config)
 
 
@@ -187,8 +187,8 @@ class WmrlConfig(_Section):
         "the world model over-rates (anchors scoring below their calibrated predictions, or ordered worse than "
         "chance by the world model). When it fires: 'warn' (train.log, console, metrics), 'raise_anchors' (also "
         "double the anchor fraction, up to exploit_alarm_max_anchor_fraction), 'refit' (also refit the world model "
-        "on every anchor so far), 'stop' (also stop at the step's checkpoint; resume to continue), or 'none' (no test). "
-        "Recipes with both streams only (docs/training.md)."))
+        "on every anchor so far), 'stop' (also stop at the step's checkpoint; resume to continue), or 'none' (no "
+        "test). Recipes with both streams only (docs/training.md)."))
     exploit_alarm_threshold: Float = Field(8.0, gt=0.0, description=(
         "h of the alarm's CUSUM tests, in standard deviations: larger = fewer false alarms, later detection "
         "(docs/simulation.md measures both)."))

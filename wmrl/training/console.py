@@ -6,6 +6,8 @@ from typing import Any
 from wmrl.console import fmt as _fmt
 from wmrl.runs.ledger import format_ledger
 from wmrl.training.components import RunSummary, now_iso
+from rich.table import Table
+from wmrl.console import make_console
 
 
 def _weight_text(rec: dict[str, Any]) -> str:
@@ -63,8 +65,6 @@ def _step_line(rec: dict[str, Any]) -> str:
 
 def print_summary(summary: RunSummary, console: Any = None) -> None:
     """A clean end-of-run table (rich) plus the compute ledger."""
-    from wmrl.console import make_console
-    from rich.table import Table
 
     console = console or make_console()
     t = Table(title=f"wmrl train: {summary.method} ({summary.status})", show_header=True)

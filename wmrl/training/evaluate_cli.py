@@ -3,11 +3,22 @@ protocol (:mod:`wmrl.training.protocol`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+
+from wmrl.models.policy import Policy
+from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
+from wmrl.tasks import loader as task_loader
+from wmrl.training.components import eval_sampling_seed
 from wmrl.training.config import ConfigError, load_config
 from wmrl.runs.rundir import RunDir
+from wmrl.runs.rundir import to_json_line
+from wmrl.training.protocol import aggregate, get_protocol
+from wmrl.training.parts import (load_policy_backbone, make_executor, policy_lora, require_leaderboards,
+                                 require_sound, resolve_tasks)
+from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy
 
 
 INITIAL = "initial"
@@ -38,7 +49,7 @@ def find_split(suite: Any, ids: list[str]) -> tuple[list[Any], list[tuple[str, s
 
 def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_ids: list[str] | None = None,
                  train_tasks: bool = False, samples_per_task: int | None = None,
-                 out_name: str = "eval_cli.jsonl", protocol: Any = None, roots: list[str | Path] | None = None,
+                 out_name: str = "eval_cli.jsonl", protocol: Any = None, roots: Sequence[str | Path] | None = None,
                  allow_missing: bool = False) -> list[dict[str, Any]]:
     """Evaluate the policy of one checkpoint with real execution, optionally under an evaluation protocol.
 
@@ -72,15 +83,6 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
         ConfigError: an unknown task id, a task without a leaderboard, an unknown or bad protocol, options that
             contradict the protocol, or competitions of the split missing under the roots (listed, with why).
     """
-    from wmrl.models.policy import Policy
-    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy
-    from wmrl.training.parts import (load_policy_backbone, make_executor, policy_lora, require_leaderboards,
-                                     require_sound, resolve_tasks)
-    from wmrl.training.protocol import aggregate, get_protocol
-    from wmrl.runs.rundir import to_json_line
-    from wmrl.training.components import eval_sampling_seed
-    from wmrl.tasks.loader import TaskSuite, default_suite
 
     rd = RunDir(run_dir)
     if not rd.config.is_file():
@@ -101,8 +103,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
 
     def _suite() -> Any:
         if roots:
-            return TaskSuite(list(roots))
-        return TaskSuite(cfg.tasks.root) if cfg.tasks.root else default_suite()
+            return task_loader.TaskSuite(list(roots))
+        return task_loader.TaskSuite(cfg.tasks.root) if cfg.tasks.root else task_loader.default_suite()
 
     if proto is not None and proto.split is not None:
         if task_ids or train_tasks:
@@ -173,7 +175,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
         max_new = proto.max_new_tokens if proto.max_new_tokens is not None else max_new
         time_limit = proto.time_limit_s
     if cfg.threads:
-        import torch
+        import torch  # noqa: PLC0415 - heavy
 
         torch.set_num_threads(cfg.threads)
     model, tok = load_policy_backbone(cfg)

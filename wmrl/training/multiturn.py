@@ -35,6 +35,12 @@ from wmrl.episodes.observation import observation_from_prediction, observation_f
 from wmrl.episodes.rollout import Episodes, TurnFeedback
 from wmrl.step.anchors import anchor_request
 from wmrl.step.batch import StepBatch
+from wmrl.execution.log import ExecutionLog
+from pathlib import Path
+from wmrl.episodes.fidelity import feedback_fidelity
+from wmrl.episodes.rollout import run_episodes
+from wmrl.tasks.validation import validation_view
+from wmrl.execution.pool import result_or_infra
 
 
 def _status(r: Any) -> str:
@@ -56,9 +62,6 @@ class StepFeedback:
         self.observations_wm: dict[tuple[int, int], Any] = {}  # (episode, turn) -> the world model's observation
 
     def __call__(self, turn: int, eps: Sequence[int], batch: Any) -> list[TurnFeedback]:
-        from wmrl.execution.pool import result_or_infra
-        from wmrl.tasks.validation import validation_view
-
         t, sb, cfg, L = self.t, self.sb, self.cfg, self.t.ledger
         ec = cfg.episode
         by_id = {x.id: x for x in sb.tasks}
@@ -100,7 +103,7 @@ class StepFeedback:
                     t.wall_times.record(task.id, float(res.wall_s))
                 out.append(TurnFeedback(
                     observation=observation_from_result(res, task, turn, ec.error_chars),
-                    reward_true=float(res.reward) if ok else math.nan, reward_wm=float(r_hat[r]), status=st,
+                    reward_true=float(res.reward) if ok and res.reward is not None else math.nan, reward_wm=float(r_hat[r]), status=st,
                     error=(res.error or "")[-500:] or None, valid=ok, executed=True, result=res))
             elif wm_obs is None:  # a recipe without a world model (anchor-only): its world-model groups end at turn 1
                 out.append(TurnFeedback(observation=None))
@@ -116,7 +119,7 @@ class TimedPolicy:
         self._p, self._L = policy, ledger
 
     def sample(self, *args: Any, **kwargs: Any) -> Any:
-        import torch
+        import torch  # noqa: PLC0415 - heavy
 
         with self._L.stage("generate"), torch.no_grad():
             return self._p.sample(*args, **kwargs)
@@ -125,7 +128,6 @@ class TimedPolicy:
 def rollout_step(trainer: Any, sb: StepBatch, seed: int) -> Episodes:
     """Turns 2..K of the step's episodes (turn 1 is ``sb.batch``): :func:`wmrl.episodes.rollout.run_episodes` with
     the step's :class:`StepFeedback`; then :func:`fill_step`. Returns the episodes (also ``sb.episodes``)."""
-    from wmrl.episodes.rollout import run_episodes
 
     ro, wmc = trainer.cfg.rollout, trainer.cfg.world_model
     if not trainer.wall_times.seeded:  # the warm-up corpus's run times, so the first world-model feedback has one
@@ -141,8 +143,9 @@ def rollout_step(trainer: Any, sb: StepBatch, seed: int) -> Episodes:
 def add_turns(sb: StepBatch, lines: list[dict[str, Any]]) -> None:
     """Complete the step's ``samples.jsonl`` lines (one per episode): the final submission's completion, the
     turns, whether the episode submitted early, and every turn (:func:`turn_records`)."""
-    ep = sb.episodes
-    turns = turn_records(sb, ep, sb.feedback.observations_wm)
+    ep, fb = sb.episodes, sb.feedback
+    assert ep is not None and fb is not None, "add_turns is for the steps of multi-turn episodes"
+    turns = turn_records(sb, ep, fb.observations_wm)
     for i, line in enumerate(lines[:ep.B]):
         line.update(completion=ep.completion(i, int(ep.final_turn[i]))[:2000], n_turns=int(ep.n_turns[i]),
                     final_turn=int(ep.final_turn[i]), submitted=bool(ep.submitted[i]),
@@ -204,7 +207,6 @@ def episode_metrics(sb: StepBatch, ep: Episodes, observations_wm: dict[tuple[int
     """The step's multi-turn keys of ``metrics.jsonl`` (docs/run-directory.md): turns and submissions, the anchor
     episodes' grade after each turn (``reward_true_turn<j>_mean``, carried forward after a submission), the best
     of their turns, the world model's score after each turn, and the feedback's fidelity on this step's anchors."""
-    from wmrl.episodes.fidelity import feedback_fidelity
 
     K = ep.max_turns
     a_ok = sb.is_anchor & ep.valid
@@ -252,9 +254,7 @@ class WallTimes:
 
     def seed_from_logs(self, paths: Sequence[Any]) -> None:
         """Add the wall seconds of the ``ok`` executions in the execution logs at ``paths`` (missing ones skipped)."""
-        from pathlib import Path
 
-        from wmrl.execution.log import ExecutionLog
 
         for p in paths:
             if Path(p).is_file():

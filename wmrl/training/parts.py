@@ -10,15 +10,32 @@ import copy
 import logging
 import math
 import shutil
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from wmrl.core.recipe import get_recipe
+from wmrl.execution.log import ExecutionLog
+from wmrl.execution.pool import LocalExecutor
+from wmrl.execution.ray_pool import RayExecutor
+from wmrl.execution.sandbox import SandboxConfig, source_gap
+from wmrl.models import backbone
+from wmrl.models.policy import Policy
+from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
+from wmrl.models.types import LoraSettings
+from wmrl.tasks.checks import UnsoundTask, require_sound_tasks
+from wmrl.tasks.splits import SplitError, heldout_ids
+from wmrl.training.components import Components, now_iso, sampling_seed
 from wmrl.training.config import ConfigError, TrainConfig
 from wmrl.runs.ledger import Ledger
 from wmrl.runs.rundir import RunDir, write_json_atomic
+from wmrl.world_model.corpus import collect_warmup
+from wmrl.world_model.factory import load_world_model, new_world_model
+from wmrl.tasks.loader import TaskSuite, default_suite
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +63,6 @@ def resolve_tasks(cfg: TrainConfig, warn: Callable[[str], None] | None = None) -
             :func:`wmrl.tasks.checks.check_task` (answers in ``public/``, a metric that disagrees with
             its leaderboard).
     """
-    from wmrl.tasks.loader import TaskSuite, default_suite
 
     suite = TaskSuite(cfg.tasks.root) if cfg.tasks.root else default_suite()
     disc = getattr(suite, "discovery", None)
@@ -67,8 +83,6 @@ def resolve_tasks(cfg: TrainConfig, warn: Callable[[str], None] | None = None) -
 
     split_spec = getattr(cfg.tasks, "heldout_split", None)
     if split_spec:
-        from wmrl.tasks.splits import SplitError, heldout_ids
-
         if cfg.tasks.heldout is not None:
             raise ConfigError("give either tasks.heldout (ids) or tasks.heldout_split, not both")
         try:
@@ -121,7 +135,6 @@ def require_sound(tasks: list[Any], key: str) -> None:
     Raises:
         ConfigError: naming ``key``, each task and why.
     """
-    from wmrl.tasks.checks import UnsoundTask, require_sound_tasks
 
     try:
         require_sound_tasks(tasks, key)
@@ -145,7 +158,6 @@ def require_leaderboards(tasks: list[Any], key: str) -> None:
 
 def load_policy_backbone(cfg: TrainConfig) -> tuple[Any, Any]:
     """The backbone (model, tokenizer) named by ``model.name`` (``tiny`` seeded with ``seed``)."""
-    from wmrl.models import backbone
 
     if cfg.model.name == "tiny":
         return backbone.tiny_backbone(seed=cfg.seed)
@@ -160,7 +172,6 @@ CONSTRAINED_SCAFFOLDS = ("grammar", "grammar-fail")
 
 def sandbox_config(cfg: TrainConfig) -> Any:
     """The :class:`~wmrl.execution.sandbox.SandboxConfig` of ``executor.sandbox``."""
-    from wmrl.execution.sandbox import SandboxConfig
 
     return SandboxConfig() if cfg.executor.sandbox else SandboxConfig(use_bwrap=False, allow_unsandboxed=True)
 
@@ -173,7 +184,6 @@ def check_isolation(scaffold_name: str, sandbox: Any, tasks: list[Any]) -> None:
     Raises:
         ConfigError: naming the scaffold, the tasks and why, and how to fix it.
     """
-    from wmrl.execution.sandbox import source_gap
 
     if scaffold_name in CONSTRAINED_SCAFFOLDS:
         return
@@ -191,7 +201,6 @@ def check_isolation(scaffold_name: str, sandbox: Any, tasks: list[Any]) -> None:
 def policy_lora(cfg: TrainConfig) -> Any:
     """The policy's LoRA settings, or None for full fine-tuning (``model.finetune``; ``auto`` trains
     every weight of a randomly initialised backbone, ``tiny``, and a LoRA adapter otherwise)."""
-    from wmrl.models.types import LoraSettings
 
     full = cfg.model.finetune == "full" or (cfg.model.finetune == "auto" and cfg.model.name == "tiny")
     if full:
@@ -213,18 +222,14 @@ def world_model_backbone(model: Any, policy_lora: Any) -> Any:
 
 def make_executor(cfg: TrainConfig, log_path: Path) -> Any:
     """The executor of ``executor.kind``, logging every execution to the SQLite log at ``log_path``."""
-    from wmrl.execution.log import ExecutionLog
 
     exlog = ExecutionLog(log_path)
     e = cfg.executor
     sandbox = sandbox_config(cfg)
     if e.kind == "ray":
-        from wmrl.execution.ray_pool import RayExecutor
-
         ex = RayExecutor(address=e.address, max_workers=e.workers, sandbox=sandbox, log=exlog)
         ex.recheck_infra = e.recheck_infra_errors
         return ex
-    from wmrl.execution.pool import LocalExecutor
 
     return LocalExecutor(max_workers=e.workers, sandbox=sandbox, log=exlog, recheck_infra=e.recheck_infra_errors)
 
@@ -236,9 +241,6 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     ``world_model.path`` (copied into the run), or one fitted now on a warm-up corpus (collected with
     the initial policy and executed for real; timed as the ``warmup`` and ``wm_fit`` phases).
     """
-    from wmrl.models.policy import Policy
-    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.training.components import Components, now_iso
 
     def warn(line: str) -> None:  # a refused task: on stderr and in train.log
         log.warning("%s", line)
@@ -277,8 +279,6 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
 def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: Any, policy: Any,
                  scaffold: Any, train: list[Any], executor: Any) -> Any:
     """The world model of kind ``world_model.kind`` (see :func:`build_components` for where it comes from)."""
-    from wmrl.models.types import LoraSettings
-    from wmrl.world_model.factory import load_world_model, new_world_model
 
     wmc = cfg.world_model
     if (rd.world_model / "DONE").is_file():
@@ -362,10 +362,7 @@ def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, sc
     records (``task_id``, ``status``, ``reward``, ``meta`` with ``prompt``, ``completion``,
     ``group_id``, ``stream="warmup"``) for the world model's ``fit``.
     """
-    import torch
 
-    from wmrl.world_model.corpus import collect_warmup
-    from wmrl.training.components import sampling_seed
 
     wmc = cfg.world_model
     with ledger.phase("warmup"):
@@ -399,13 +396,8 @@ def collect_corpus(cfg: TrainConfig, log_path: Path, *, samples_per_task: int, g
         ConfigError: as :func:`resolve_tasks`; ValueError: ``group_size`` does not divide
             ``samples_per_task``.
     """
-    import time
 
-    import torch
 
-    from wmrl.models.policy import Policy
-    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
-    from wmrl.world_model.corpus import collect_warmup
 
     train, _ = resolve_tasks(cfg)
     c = cfg.model_copy(update={"seed": seed})
@@ -438,7 +430,6 @@ def corpus_records(path: str | Path) -> list[dict[str, Any]]:
     Raises:
         FileNotFoundError: ``path`` is not a file (the message names ``world_model.warmup_corpus``).
     """
-    from wmrl.execution.log import ExecutionLog
 
     src = Path(path)
     if not src.is_file():
@@ -450,7 +441,6 @@ def executed_records(cfg: TrainConfig, rd: RunDir) -> list[dict[str, Any]]:
     """The run's executions so far as execution-log records: the warm-up and anchor executions in the run's
     execution log, after the records of ``world_model.warmup_corpus`` when the warm-up was read from an
     external log (those are not copied into the run's log)."""
-    from wmrl.execution.log import ExecutionLog
 
     recs = [r for r in ExecutionLog(rd.executions).records()
             if r["trajectory"] is not None and r["trajectory"].stream in ("warmup", "anchor")]

@@ -4,7 +4,6 @@ A protocol fixes what a table's numbers depend on: the competitions (a split of 
 samples per task, turns per episode, the sampling temperature, the per-turn token and time budgets, how an
 episode is scored (its final submission or its best turn) and the score of a failure. Its aggregation is
 fixed too (:func:`aggregate`)::
-
     sample score   s_ti = the sample's graded reward (leaderboard percentile), or failure_score when the sample
                    has no graded submission (a failed program; an infrastructure failure counts the same and
                    makes the result not comparable, never excluded)
@@ -15,7 +14,8 @@ fixed too (:func:`aggregate`)::
 
 ``default`` is ``wmrl eval`` without a protocol: the run's own tasks and eval settings, the plain
 means of :func:`wmrl.training.evaluation.summarize_eval`. ``paper`` is the MLE-Dojo test table of the WMRL paper
-(*Scaling Automatic Research Agents via World Models*; README, "Citation"), settings read from its public reference implementation
+(*Scaling Automatic Research Agents via World Models*; README, "Citation"), settings read from its public reference
+implementation
 (docs/training.md, "Evaluation protocols"). Register your own with :func:`register_protocol`, or pass a YAML
 file of the same fields to ``wmrl eval --protocol FILE.yaml`` (:func:`load_protocol`).
 """
@@ -159,7 +159,8 @@ PAPER = EvalProtocol(
     name="paper",
     description="The MLE-Dojo (test) table of the WMRL paper: avg@8 per task over 14 competitions, per-category means "
                 "(Tab, Text, Img) and their mean (Avg).",
-    source="the WMRL paper (Scaling Automatic Research Agents via World Models) and its public reference implementation "
+    source="the WMRL paper (Scaling Automatic Research Agents via World Models) and its public reference "
+           "implementation "
            "(github.com/xiyuanyang45/WMRL): ml_research/eval/eval_checkpoint.py (G=8, K=4, temperature 0.8, "
            "top_p 1.0, 4096 new tokens per turn, 600 s per execution), ml_research/agent/rollout.py and "
            "agent/grader.py (a trajectory scores the best position score over its turns, no valid submission "

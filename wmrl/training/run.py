@@ -20,6 +20,14 @@ from wmrl.runs.owner import OWNER_LOCK, RunDirOwner
 from wmrl.runs.loop import Schedule, evaluated_at, run_steps
 from wmrl.runs.rundir import RunDir, read_jsonl, seed_everything, write_json_atomic
 from wmrl.training.trainer import Trainer
+from wmrl.training.config import load_yaml
+from wmrl.training.alarm import ExploitationStop
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+    TimeRemainingColumn
+from wmrl.console import make_console
+import shutil
+from wmrl.execution.log import ExecutionLog
+from wmrl.training.parts import build_components
 
 log = logging.getLogger(__name__)
 #: Bootstrap resamples of the fidelity card written when a run ends (``fidelity.json``; the steps log point values).
@@ -28,15 +36,15 @@ FIDELITY_BOOT = 1000
 
 def _open_tb(rd: RunDir, purge_step: int | None) -> Any:
     try:
-        from torch.utils.tensorboard import SummaryWriter
-    except Exception as e:  # tensorboard missing: keep training, say so once
+        from torch.utils.tensorboard import SummaryWriter  # noqa: PLC0415 - heavy
+    except Exception as e:  # noqa: BLE001 - tensorboard missing or broken: keep training, say so once
         log.warning("TensorBoard events disabled: %s", e)
         return None
     return SummaryWriter(log_dir=str(rd.tb), purge_step=purge_step)
 
 
 def _default_run_dir(cfg: TrainConfig) -> str:
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
     return str(Path("runs") / f"{cfg.name or cfg.method}-{stamp}")
 
 
@@ -86,7 +94,7 @@ def run_training(config: TrainConfig, *, resume: bool = False,
 def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool, components: Components | None,
                stop_after_step: int | None, progress: bool | None, accept_edited_config: bool) -> RunSummary:
     """:func:`run_training` with ``owner`` held (taken here once a fresh start has made the folder)."""
-    import torch
+    import torch  # noqa: PLC0415 - heavy
 
     candidates, passed_over = rd.resume_candidates() if rd.root.exists() else ([], [])
     latest = candidates[0] if candidates else None
@@ -104,7 +112,8 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
             saved = load_config(rd.config)
         except ConfigError as e:
             raise RunDirError(f"{rd.config} cannot be read back: {e}") from None
-        for key, value in keys_added_since(rd.config).items():  # the run's steps so far were made with the value of before the key
+        # the run's steps so far were made with the value of before the key
+        for key, value in keys_added_since(rd.config).items():
             section, name = key.split(".")
             setattr(getattr(saved, section), name, value)
             sec = getattr(cfg, section)
@@ -156,8 +165,6 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
 
         own_components = components is None
         if components is None:
-            from wmrl.training.parts import build_components
-
             with ledger.phase("setup"):
                 components = build_components(cfg, rd, ledger, resume=resume and latest is not None)
         trainer = Trainer(cfg, rd, components, ledger)
@@ -211,8 +218,6 @@ def _has_progress(rd: RunDir) -> bool:
     if read_jsonl(rd.metrics):
         return True
     if rd.executions.is_file():
-        from wmrl.execution.log import ExecutionLog
-
         with ExecutionLog(rd.executions) as lg:
             return lg.count() > 0
     return False
@@ -241,7 +246,6 @@ def frozen_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
 def _remove_fresh(rd: RunDir, before: set[str] | None) -> None:
     """Undo a start that failed before its step-0 checkpoint: remove the folder it made, or, in a
     folder that existed already, only the entries it added (``before``: the names that were there)."""
-    import shutil
 
     if before is None:
         shutil.rmtree(rd.root, ignore_errors=True)
@@ -255,7 +259,7 @@ def _remove_fresh(rd: RunDir, before: set[str] | None) -> None:
             p.unlink(missing_ok=True)
 
 
-def _load_newest(trainer: "Trainer", candidates: list[Path], notes: list[str]) -> Path:
+def _load_newest(trainer: Trainer, candidates: list[Path], notes: list[str]) -> Path:
     """Load the first of ``candidates`` that loads; a damaged one is passed over (said in the log).
 
     Raises:
@@ -282,9 +286,6 @@ def _load_newest(trainer: "Trainer", candidates: list[Path], notes: list[str]) -
 def _loop(trainer: Trainer, show: bool, stop_after_step: int | None) -> None:
     cfg = trainer.cfg
     total = cfg.optim.steps
-    from wmrl.console import make_console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
 
     console = make_console(stderr=True)
     live = show and console.is_terminal
@@ -304,8 +305,6 @@ def _loop(trainer: Trainer, show: bool, stop_after_step: int | None) -> None:
                 console.print(_step_line(rec), highlight=False)
 
         def on_stop(message: str) -> None:
-            from wmrl.training.alarm import ExploitationStop
-
             raise ExploitationStop(message)
 
         run_steps(trainer, Schedule(total_steps=total, eval_every=cfg.eval.every_k, eval_at_start=cfg.eval.at_start,
@@ -330,7 +329,8 @@ def _count_lost_anchors(trainer: Trainer, when: str) -> None:
         fl = trainer.anchors.in_flight_groups()
         groups, execs = len(fl), sum(n for _, _, n in fl)
     else:
-        last = next((r for r in reversed(read_jsonl(trainer.rd.metrics)) if r.get("step") == trainer.step), {})
+        last: dict[str, Any] = next((r for r in reversed(read_jsonl(trainer.rd.metrics)) if r.get("step") == trainer.step),
+                                    {})
         groups, execs = int(last.get("anchor_groups_in_flight") or 0), int(last.get("anchors_in_flight") or 0)
         if execs and not groups:  # a metrics line written before anchor_groups_in_flight existed
             groups = -1
@@ -398,7 +398,6 @@ def keys_added_since(path: str | Path) -> dict[str, str]:
 
     Call it on a config that :func:`~wmrl.training.config.load_config` reads (its errors are the clear ones).
     """
-    from wmrl.training.config import load_yaml
 
     data = load_yaml(Path(path).read_text())
     out = {}

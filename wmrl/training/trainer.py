@@ -1,7 +1,6 @@
 """The text track's training loop on the step engine: a short linear pipeline of timed stages.
 
 One step ``t`` (M groups of G trajectories; docs/architecture.md, "One step", says what each stage does)::
-
     generate -> route -> execute || wm_predict -> recipe -> update -> wm_refresh -> log   (-> eval, checkpoint)
 
 Sampling, the anchors' execution requests and the world model's predictions are the Kaggle-task environment's
@@ -53,7 +52,8 @@ from wmrl.runs.rundir import RunDir, json_safe, rng_state, set_rng_state
 from wmrl.step.batch import StepBatch
 from wmrl.step.engine import StepEngine
 from wmrl.step.environment import Rollouts
-from wmrl.step.kaggle import KaggleEnvironment, predict_rewards
+from wmrl.step.kaggle import KaggleEnvironment
+from wmrl.world_model.outcome import predict_rewards
 from wmrl.training.components import Components, eval_sampling_seed, now_iso, recipe_settings, sampling_seed
 from wmrl.training.console import _fmt, _step_line
 from wmrl.training.multiturn import WallTimes, add_turns, earlier_anchor_pairs, episode_metrics, rollout_step, \
@@ -61,6 +61,11 @@ from wmrl.training.multiturn import WallTimes, add_turns, earlier_anchor_pairs, 
 from wmrl.training.update import grpo_update
 from wmrl.world_model.fidelity import FidelityRows
 from wmrl.world_model.outcome import OutcomePrediction, outcome_class
+from wmrl.execution.log import ExecutionLog
+from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy, infra_fields
+from wmrl.core.infra import check_infra
+from wmrl.core.infra import group_alarms
+from wmrl.core.recall import MeasuredRewards
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +80,7 @@ class Trainer:
     """Runs the steps of one training run (create with :func:`run_training` / :func:`resume_training`)."""
 
     def __init__(self, cfg: TrainConfig, rd: RunDir, comps: Components, ledger: Ledger):
-        import torch
+        import torch  # noqa: PLC0415 - heavy
 
         self.cfg, self.rd, self.c, self.ledger = cfg, rd, comps, ledger
         self.method = cfg.method
@@ -95,7 +100,8 @@ class Trainer:
         self.step = 0
         self.n_infra_total = 0
         self.n_infra_alarms = 0  # steps whose infra errors raised the alarm
-        self.unanchored = UnanchoredSteps(w.steps_without_anchors, w.anchor_staleness, w.late_anchors)  # skipped updates
+        # updates skipped without anchors
+        self.unanchored = UnanchoredSteps(w.steps_without_anchors, w.anchor_staleness, w.late_anchors)
         self.exploit = ExploitationWatch(w.exploit_alarm, w.exploit_alarm_threshold, w.exploit_alarm_drift,
                                          w.exploit_alarm_max_anchor_fraction, self.recipe.fuses)
         self.started_at = now_iso()
@@ -148,7 +154,7 @@ class Trainer:
 
     def save_checkpoint(self) -> Path:
         """Write ``checkpoints/step_NNNNNN`` atomically (policy adapter, optimizer, RNG, trainer state)."""
-        import torch
+        import torch  # noqa: PLC0415 - heavy
 
         self.rd.sync_logs()
         with self.rd.write_checkpoint(self.step, keep=self.cfg.keep_checkpoints) as tmp:
@@ -171,7 +177,7 @@ class Trainer:
         Raises:
             Exception: whatever reading a damaged file raises (the caller falls back).
         """
-        import torch
+        import torch  # noqa: PLC0415 - heavy
 
         st = json.loads((path / "trainer_state.json").read_text())
         self.c.policy.load(path / "policy")
@@ -284,7 +290,7 @@ class Trainer:
     def predict_outcomes(self, prompts: list[str], completions: list[str]
                          ) -> tuple[np.ndarray, OutcomePrediction | None]:
         """r_hat [N] float64 and the world model's :class:`OutcomePrediction` of N (prompt, completion) pairs
-        (:func:`wmrl.step.kaggle.predict_rewards`).
+        (:func:`wmrl.world_model.outcome.predict_rewards`).
 
         Raises:
             RuntimeError: a prediction of the wrong shape, or a non-finite one.
@@ -318,10 +324,13 @@ class Trainer:
             return grpo_update(self.c.policy, self.optimizer, self.params, sb.batch, out.advantages, np.zeros(sb.B),
                                sb.valid, o)
         if sb.episodes is not None:
-            batch, adv, w, valid, extra = update_parts(sb.episodes, out.advantages, out.weights, sb.valid, o.aggregation)
+            batch, adv, w, valid, extra = update_parts(sb.episodes, out.advantages, out.weights, sb.valid,
+                                                       o.aggregation)
             return grpo_update(self.c.policy, self.optimizer, self.params, batch, adv, w, valid, o, extra)
+        lo = sb.late_out
+        assert lo is not None, "stage recipe sets the late rows' outputs"
         return grpo_update(self.c.policy, self.optimizer, self.params, sb.batch, out.advantages, out.weights, sb.valid,
-                           o, late_update_parts(sb.late, sb.late_out.advantages, sb.late_out.weights),
+                           o, late_update_parts(sb.late, lo.advantages, lo.weights),
                            late_clip(self.cfg.wmrl.late_ratio_max))
 
     def _collect_anchors(self, sb: StepBatch, runs: AnchorRuns) -> None:
@@ -338,15 +347,20 @@ class Trainer:
         late, mode, B = sb.late, self.cfg.wmrl.late_anchors, sb.B
         recalled = self._recalled(sb)
         full = self.engine.run_recipe(recipe_inputs(sb, late, mode, recalled))
-        parts = (full.reward_wm_calibrated, full.reward_used, full.advantages, full.weights)
-        sb.out = out = StepOutputs(*(a[:B] for a in parts), full.stats, full.calibration)
-        sb.late_out = StepOutputs(*(a[B:] for a in parts))  # late anchor rows in this step's loss (gradient mode)
+        def rows(sl: slice, stats: dict[str, Any], calibration: dict[str, Any] | None) -> StepOutputs:
+            return StepOutputs(full.reward_wm_calibrated[sl], full.reward_used[sl], full.advantages[sl],
+                               full.weights[sl], stats, calibration)
+
+        sb.out = out = rows(slice(None, B), full.stats, full.calibration)
+        sb.late_out = late_out = rows(slice(B, None), {}, None)  # late anchor rows in this step's loss (gradient)
         own_in_flight = int((sb.anchor_groups & ~np.isin(np.arange(sb.M), sb.gid[sb.is_anchor])).sum())
         sb.skip_update = self.unanchored.decide(own_in_flight, int(full.stats["n_anchor_samples"]))
-        late_tilde = None if late is None or not late.n else (sb.late_out.reward_wm_calibrated if mode == "gradient" else
-                                                             self.engine.learn_late(
-            sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
-        over = self.anchors.learn_over_bound(self.recipe, self.recipe_state, sb.step)  # over the bound: calibration only
+        late_tilde = None
+        if late is not None and late.n:  # gradient mode: calibrated with the step; calibration mode: learned now
+            late_tilde = (late_out.reward_wm_calibrated if mode == "gradient" else self.engine.learn_late(
+                sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
+        # over the bound: calibration only
+        over = self.anchors.learn_over_bound(self.recipe, self.recipe_state, sb.step)
         a_ok = sb.a_ok
         sb.exploit = self.exploit.observe(sb.step, sb.gid[a_ok], sb.reward_true[a_ok], out.reward_wm_calibrated[a_ok],
                                           sb.reward_wm[a_ok], self.router,
@@ -360,7 +374,7 @@ class Trainer:
                           residual_var_raw=_var(r_true[a_ok] - r_hat[a_ok]),
                           residual_var_calibrated=_var(r_true[a_ok] - r_tilde[a_ok]))
         sb.cal_rec.update(over)
-        if late_tilde is not None:  # asynchronous anchors: pairs of earlier steps, learned after this step's map
+        if late is not None and late_tilde is not None:  # asynchronous anchors: earlier steps' pairs, after the map
             sb.cal_rec.update(late_wm=late.reward_wm.tolist(), late_wm_calibrated=late_tilde.tolist(),
                               late_true=late.reward_true.tolist(), late_origin_steps=late.origin_steps.tolist())
         if sb.episodes is not None and self.recipe.fuses:  # multi-turn: the earlier anchor turns' pairs, learned last
@@ -377,7 +391,6 @@ class Trainer:
         if not (self.recipe.recall and self._predicts and self.cfg.episode.max_turns == 1
                 and self.c.executed_records is not None):
             return None
-        from wmrl.core.recall import MeasuredRewards
 
         measured = MeasuredRewards()
         measured.add_records(r for r in self.c.executed_records() if r["trajectory"].step < sb.step)
@@ -386,6 +399,7 @@ class Trainer:
     def _refit_now(self, step: int) -> None:
         """Refit the world model at once (the exploitation alarm's ``refit`` response, timed within stage
         recipe); checkpoints keep it."""
+        assert self.c.refit_world_model is not None, "the alarm refits only with a refit_world_model part"
         self.c.refit_world_model(step)
         self.wm_refreshed = True
 
@@ -425,14 +439,16 @@ class Trainer:
         rec.update(self._infra_alarm(sb))
         rec.update(sb.exploit)
         if self.anchors.k:  # asynchronous anchors (docs/scaling.md): what was consumed, how stale, what still runs
-            st = np.concatenate([np.zeros(int(a_ok.sum())), sb.late.staleness]) if sb.late is not None else []
-            rec.update(anchor_samples_consumed=int(len(st)), anchor_late_samples=int(sb.late.n),
+            st: np.ndarray = (np.concatenate([np.zeros(int(a_ok.sum())), sb.late.staleness]) if sb.late is not None
+                              else np.zeros(0))
+            rec.update(anchor_samples_consumed=int(len(st)), anchor_late_samples=int(sb.late.n) if sb.late else 0,
                        anchor_staleness_mean=float(np.mean(st)) if len(st) else None,
                        anchor_staleness_max=int(np.max(st)) if len(st) else None,
                        anchors_in_flight=self.anchors.n_in_flight, **self.anchors.step_counts,
                        update_skipped_without_anchors=sb.skip_update,
                        updates_skipped_without_anchors_total=self.unanchored.total)
         if sb.episodes is not None:
+            assert sb.feedback is not None, "multi-turn steps keep their feedback"
             rec.update(episode_metrics(sb, sb.episodes, sb.feedback.observations_wm))
         rec.update(sb.update)
         if sb.refresh is not None:
@@ -447,8 +463,6 @@ class Trainer:
         """The infra alarm of the step's own executions (:mod:`wmrl.core.infra`): ``infra_rate``, ``infra_p_value``,
         ``infra_alarm`` over the step, ``infra_alarm_groups`` (groups whose infra errors alone are improbable) and
         ``infra_alarm_steps_total``; an alarm is logged (train.log and the console) as a warning."""
-        from wmrl.core.infra import check_infra, group_alarms
-        from wmrl.training.evaluation import infra_fields
 
         e = self.cfg.executor
         idx = sb.anchor_idx
@@ -476,13 +490,16 @@ class Trainer:
              "stream": "anchor" if sb.is_anchor[i] else "wm",
              "reward_true": sb.reward_true[i], "status": sb.status[i], "error": sb.error[i],
              "reward_wm": sb.reward_wm[i], "reward_wm_calibrated": out.reward_wm_calibrated[i],
-             "reward_used": out.reward_used[i], "advantage": out.advantages[i], "weight": 0.0 if sb.skip_update else out.weights[i], "dropped": not bool(sb.valid[i]), "completion_tokens": int(tokens[i]),
+             "reward_used": out.reward_used[i], "advantage": out.advantages[i],
+             "weight": 0.0 if sb.skip_update else out.weights[i], "dropped": not bool(sb.valid[i]),
+             "completion_tokens": int(tokens[i]),
              "completion": batch.completions[i][:2000]}
             for i in range(sb.B)
         ]
         lo = sb.late_out
         if sb.late is not None and lo is not None and lo.weights.size:
-            lines += late_sample_lines(sb.step, sb.late, lo.reward_wm_calibrated, lo.reward_used, lo.advantages, lo.weights)
+            lines += late_sample_lines(sb.step, sb.late, lo.reward_wm_calibrated, lo.reward_used, lo.advantages,
+                                       lo.weights)
         if sb.episodes is not None:
             add_turns(sb, lines)
         return lines
@@ -501,8 +518,6 @@ class Trainer:
     def evaluate(self, *, in_step: bool) -> dict[str, dict[str, Any]]:
         """Real-execution evaluation of the current policy on held-out (and train) tasks; appends to
         ``eval.jsonl``. Time goes to the ``eval`` stage (inside a step) or phase (at the end)."""
-        from wmrl.core.infra import check_infra
-        from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy, infra_fields
 
         cfg, c, L = self.cfg, self.c, self.ledger
         splits = []
@@ -557,7 +572,6 @@ def truncate_execution_log(rd: RunDir, step: int) -> int:
     :meth:`wmrl.execution.log.ExecutionLog.truncate_after_step`); returns how many."""
     if not rd.executions.is_file():
         return 0
-    from wmrl.execution.log import ExecutionLog
 
     with ExecutionLog(rd.executions) as lg:
         return lg.truncate_after_step(step)

@@ -2,6 +2,8 @@
 with the recipe's advantages and per-sample weights, one optimiser step."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import math
 from typing import Any
 
@@ -9,10 +11,11 @@ import numpy as np
 
 from wmrl.interfaces import Policy
 from wmrl.training.config import OptimConfig
+from wmrl.core.losses import grpo_loss
 
 
 def grpo_update(policy: Policy, optimizer: Any, params: list[Any], batch: Any, adv: np.ndarray, weights: np.ndarray,
-                valid: np.ndarray, o: OptimConfig, extra: list[tuple[Any, np.ndarray, np.ndarray]] = (),
+                valid: np.ndarray, o: OptimConfig, extra: Sequence[tuple[Any, np.ndarray, np.ndarray]] = (),
                 extra_clip: tuple[float, float] | None = None) -> dict[str, Any]:
     """One AdamW step on the fused GRPO loss, micro-batched with exact token-mean rescaling.
 
@@ -37,9 +40,8 @@ def grpo_update(policy: Policy, optimizer: Any, params: list[Any], batch: Any, a
     Returns:
         ``loss``, ``kl``, ``clip_frac``, ``grad_norm``, ``lr``, ``update_rows``, ``update_skipped`` (metrics.jsonl).
     """
-    import torch
+    import torch  # noqa: PLC0415 - heavy
 
-    from wmrl.core.losses import grpo_loss
 
     parts = [(batch, adv, weights, valid)] + [(b, a, w, np.ones(len(a), dtype=bool)) for b, a, w in extra]
     lens_p = [b.loss_mask.sum(dim=1).to(torch.float64).cpu().numpy() for b, *_ in parts]

@@ -20,7 +20,9 @@ reference implementation.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -220,3 +222,28 @@ def gated(completions: list[str], predict_rest) -> OutcomePrediction:
         pr = predict_rest(rest)
         reward[rest], probs[rest], std[rest] = pr.reward, pr.status_probs, pr.reward_std
     return OutcomePrediction(reward, probs, std)
+
+
+def predict_rewards(world_model: Any, prompts: Sequence[str], completions: Sequence[str]
+                    ) -> tuple[np.ndarray, Any]:
+    """r_hat [N] float64 and the world model's :class:`~wmrl.world_model.outcome.OutcomePrediction` of N (prompt,
+    completion) pairs from one ``predict_outcome`` call (r_hat = its ``reward``); a world model without
+    ``predict_outcome`` gives ``predict``'s r_hat and None. Runs without gradients.
+
+    Raises:
+        RuntimeError: a prediction of the wrong shape, or a non-finite one.
+    """
+    import torch  # noqa: PLC0415 - heavy
+
+    N = len(completions)
+    with torch.no_grad():
+        outcome = (world_model.predict_outcome(list(prompts), list(completions))
+                   if hasattr(world_model, "predict_outcome") else None)
+        r_hat = np.asarray(outcome.reward if outcome is not None else
+                           world_model.predict(list(prompts), list(completions)), dtype=np.float64)
+    if r_hat.shape != (N,):
+        raise RuntimeError(f"world model returned shape {r_hat.shape}, expected ({N},)")
+    if not np.all(np.isfinite(r_hat)):
+        raise RuntimeError(f"world model returned {int((~np.isfinite(r_hat)).sum())} non-finite "
+                           f"predictions of {N}: was it fitted on rewards (see world_model_fit.json)?")
+    return r_hat, outcome

@@ -19,6 +19,10 @@ import yaml
 from wmrl.tasks.layouts.base import TaskFormatError
 from wmrl.tasks.metrics import CODE_METRICS, METRICS, metric_info
 from wmrl.tasks.spec import SAMPLE_SUBMISSION_NAMES, Split, Task, hints_file
+from wmrl.tasks.benchcode import recognise_metric
+import importlib.util
+from wmrl.tasks.leaderboard import read_leaderboard
+from wmrl.tasks.benchcode import declared_higher_is_better
 
 #: Default execution wall-clock limit (seconds) for foreign tasks that do not give one.
 DEFAULT_TIME_LIMIT_S = 600.0
@@ -205,8 +209,6 @@ def code_metric(meta: dict[str, Any], public_dir: Path, code: Path, layout: str,
     direction: the hints, else what the code declares (MLE-Dojo's ``higher_is_better``), else the
     leaderboard's order (MLE-bench's rule: first < last means lower is better), else gold against baseline
     (DSBench's rule)."""
-    from wmrl.tasks.benchcode import declared_higher_is_better
-    from wmrl.tasks.leaderboard import read_leaderboard
 
     cols = [meta["id_column"], meta["target"]]
     sample = sample_submission(public_dir)
@@ -282,7 +284,6 @@ def foreign_description(*candidates: Path) -> str:
 
 def installed_package_dir(name: str) -> Path | None:
     """The folder of an installed package (``mlebench``, ``mledojo``) without importing it, or None."""
-    import importlib.util
 
     try:
         spec = importlib.util.find_spec(name)
@@ -353,7 +354,6 @@ def resolve_metric(task_id: str, claims: Sequence[tuple[str, str]], *, hints: Pa
 
 def code_claim(task_id: str, code: Path | None, label: str) -> list[tuple[str, str]]:
     """``[(label, metric)]`` when the metric code is recognised; TaskFormatError when it exists but is not."""
-    from wmrl.tasks.benchcode import recognise_metric
 
     if code is None:
         return []

@@ -24,6 +24,7 @@ from wmrl.tasks.layouts.base import (FIXTURE_EXPR, FIXTURE_IMPORT, FixtureDef, F
 from wmrl.tasks.layouts.common import (BY_CODE, code_claim, code_metric, foreign_description, infer_meta,
                                        make_task, read_yaml, resolve_metric)
 from wmrl.tasks.spec import Task, hints_file
+from wmrl.tasks.grading import score_submission
 
 
 def _read_result(path: Path) -> float | None:
@@ -76,8 +77,8 @@ def load(resplit_dir: Path, search: Sequence[Path] = ()) -> Task:
         raise TaskFormatError(f"DSBench task {task_id!r}: no answers at {answers}")
     hints_path = hints_file("dsbench", resplit_dir)
     hints = read_yaml(hints_path) if hints_path.is_file() else {}
-    code = home / "evaluation" / f"{task_id}_eval.py"
-    code = code if code.is_file() else None
+    code_path = home / "evaluation" / f"{task_id}_eval.py"
+    code = code_path if code_path.is_file() else None
     claims = code_claim(task_id, code, f"evaluation/{task_id}_eval.py")
     if "metric" in hints:
         claims.append((f"wmrl/{task_id}.yaml metric", str(hints.pop("metric"))))
@@ -89,20 +90,20 @@ def load(resplit_dir: Path, search: Sequence[Path] = ()) -> Task:
     baseline = _read_result(perf / "baseline" / task_id / "result.txt")
     gold = _read_result(perf / "GT" / task_id / "result.txt")
     if baseline is None:
-        raise TaskFormatError(f"DSBench task {task_id!r}: no baseline score at {perf / 'baseline' / task_id / 'result.txt'}"
+        raise TaskFormatError(f"DSBench task {task_id!r}: no baseline score at "
+                              f"{perf / 'baseline' / task_id / 'result.txt'}"
                               " (unzip DSBench's save_performance.zip into data_modeling/), so no RPG can be computed")
     meta["baseline_score"] = baseline
     if gold is not None:
         meta["gold_score"] = gold
     meta.update(hints)
     meta = infer_meta(meta, resplit_dir, answers)
-    if by_code:
+    if by_code and code is not None:
         meta = code_metric(meta, resplit_dir, code, "dsbench")
     description = foreign_description(home / "data" / "task" / f"{task_id}.txt")
     task = make_task(meta, root=resplit_dir, public_dir=resplit_dir, answers_path=answers, leaderboards=(),
                      description=description, layout="dsbench", metric_code=code, reward_kind="rpg")
     if gold is None:  # DSBench's GT score is the answers graded as a submission
-        from wmrl.tasks.grading import score_submission
 
         gold_value = score_submission(task, pd.read_csv(answers, dtype={task.id_column: str}))
         task = dataclasses.replace(task, gold_score=float(gold_value))
@@ -144,7 +145,6 @@ def fixture(out: Path, f: FixtureDef, source: FixtureSource) -> Path:
     files in ``data/data_resplit/<id>/``, the answers in ``data/answers/<id>/``, the description, the evaluation
     script, and as baseline the constant sample submission's score and as GT the answers graded against
     themselves (how DSBench's GT results arise); returns ``data/data_resplit/<id>``."""
-    from wmrl.tasks.grading import score_submission
 
     t, desc, answers = source.task, source.description, source.answers
     src = Path(t.root)

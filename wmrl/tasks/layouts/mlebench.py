@@ -86,7 +86,8 @@ def load(root: Path, search: Sequence[Path] = ()) -> Task:
         except TaskFormatError:
             if code is None and "metric" not in hints:  # the hints file's metric stands in for the unknown grader
                 raise TaskFormatError(f"task {task_id!r}: field 'metric': config.yaml grader.name {grader!r} is not a "
-                                      "metric wmrl computes, and the competition has no grade.py to score with; refused "
+                                      "metric wmrl computes, and the competition has no grade.py to score "
+                                      "with; refused "
                                       f"rather than guessed (set 'metric' in the hints file {hints_path})") from None
     claims += code_claim(task_id, code, "grade.py") if not claims else []
     if "metric" in hints:
@@ -99,7 +100,7 @@ def load(root: Path, search: Sequence[Path] = ()) -> Task:
     meta.setdefault("score_decimals", 5)  # MLE-bench's Grader.__call__ rounds every score to 5 decimals
     meta = infer_meta(meta, public_dir, answers)
     leaderboards = tuple(p for p in (meta_dir / "leaderboard.csv",) if p.is_file())
-    if by_code:
+    if by_code and code is not None:
         meta = code_metric(meta, public_dir, code, "mlebench", leaderboards)
     description = foreign_description(meta_dir / Path(str(config.get("description", "description.md"))).name,
                                       meta_dir / "description.md", public_dir / "description.md")
