@@ -103,7 +103,8 @@ class StepFeedback:
                     t.wall_times.record(task.id, float(res.wall_s))
                 out.append(TurnFeedback(
                     observation=observation_from_result(res, task, turn, ec.error_chars),
-                    reward_true=float(res.reward) if ok and res.reward is not None else math.nan, reward_wm=float(r_hat[r]), status=st,
+                    reward_true=float(res.reward) if ok and res.reward is not None else math.nan,
+                    reward_wm=float(r_hat[r]), status=st,
                     error=(res.error or "")[-500:] or None, valid=ok, executed=True, result=res))
             elif wm_obs is None:  # a recipe without a world model (anchor-only): its world-model groups end at turn 1
                 out.append(TurnFeedback(observation=None))

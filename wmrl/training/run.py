@@ -329,8 +329,8 @@ def _count_lost_anchors(trainer: Trainer, when: str) -> None:
         fl = trainer.anchors.in_flight_groups()
         groups, execs = len(fl), sum(n for _, _, n in fl)
     else:
-        last: dict[str, Any] = next((r for r in reversed(read_jsonl(trainer.rd.metrics)) if r.get("step") == trainer.step),
-                                    {})
+        recs = read_jsonl(trainer.rd.metrics)
+        last: dict[str, Any] = next((r for r in reversed(recs) if r.get("step") == trainer.step), {})
         groups, execs = int(last.get("anchor_groups_in_flight") or 0), int(last.get("anchors_in_flight") or 0)
         if execs and not groups:  # a metrics line written before anchor_groups_in_flight existed
             groups = -1
