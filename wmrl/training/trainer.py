@@ -40,8 +40,7 @@ from typing import Any
 import numpy as np
 
 from wmrl.core.episodes import finite_mean
-from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepOutputs, calibration_record
-from wmrl.core.routing import Router
+from wmrl.core.recipe import StepOutputs, calibration_record
 from wmrl.core.staleness import UnanchoredSteps, late_clip
 from wmrl.training.alarm import ExploitationWatch
 from wmrl.training.config import TrainConfig
@@ -103,33 +102,13 @@ class Trainer:
         # updates skipped without anchors
         self.unanchored = UnanchoredSteps(w.steps_without_anchors, w.anchor_staleness, w.late_anchors)
         self.exploit = ExploitationWatch(w.exploit_alarm, w.exploit_alarm_threshold, w.exploit_alarm_drift,
-                                         w.exploit_alarm_max_anchor_fraction, self.recipe.fuses)
+                                         w.exploit_alarm_max_anchor_fraction, self.engine.fuses)
         self.started_at = now_iso()
         self.wm_refreshed = False
         self.fidelity = FidelityRows()  # the world model's predictions and the true outcomes of the anchors so far
         self.tb = None
         self._last_eval: dict[str, dict[str, Any]] = {}
         self._live: dict[str, Any] = {}
-
-    @property
-    def recipe(self) -> Recipe:
-        """The method's registered recipe (the engine's)."""
-        return self.engine.recipe
-
-    @property
-    def recipe_state(self) -> RecipeState:
-        """The recipe's state: calibrator and anchor window (the engine's)."""
-        return self.engine.state
-
-    @property
-    def settings(self) -> RecipeSettings:
-        """The recipe's settings (the engine's)."""
-        return self.engine.settings
-
-    @property
-    def router(self) -> Router:
-        """The anchor router (the engine's)."""
-        return self.engine.router
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -239,7 +218,7 @@ class Trainer:
     @property
     def _predicts(self) -> bool:
         """Whether the world model scores trajectories (a recipe that uses one, and a world model)."""
-        return self.c.world_model is not None and self.recipe.uses_world_model
+        return self.c.world_model is not None and self.engine.uses_world_model
 
     def _generate(self, step: int) -> StepBatch:
         """Stage generate: M train tasks of ``step``, G programs each (:meth:`KaggleEnvironment.sample`: seeded by
@@ -360,10 +339,10 @@ class Trainer:
             late_tilde = (late_out.reward_wm_calibrated if mode == "gradient" else self.engine.learn_late(
                 sb.step, late.origin_steps, late.group_ids, late.reward_true, late.reward_wm))
         # over the bound: calibration only
-        over = self.anchors.learn_over_bound(self.recipe, self.recipe_state, sb.step)
+        over = self.anchors.learn_over_bound(self.engine.recipe, self.engine.state, sb.step)
         a_ok = sb.a_ok
         sb.exploit = self.exploit.observe(sb.step, sb.gid[a_ok], sb.reward_true[a_ok], out.reward_wm_calibrated[a_ok],
-                                          sb.reward_wm[a_ok], self.router,
+                                          sb.reward_wm[a_ok], self.engine.router,
                                           None if self.c.refit_world_model is None else self._refit_now,
                                           lambda m: self.rd.log_line(f"{now_iso()} {m}"))
         sb.cal_rec = calibration_record(sb.step, out, sb.reward_wm, sb.reward_true, a_ok)
@@ -377,7 +356,7 @@ class Trainer:
         if late is not None and late_tilde is not None:  # asynchronous anchors: earlier steps' pairs, after the map
             sb.cal_rec.update(late_wm=late.reward_wm.tolist(), late_wm_calibrated=late_tilde.tolist(),
                               late_true=late.reward_true.tolist(), late_origin_steps=late.origin_steps.tolist())
-        if sb.episodes is not None and self.recipe.fuses:  # multi-turn: the earlier anchor turns' pairs, learned last
+        if sb.episodes is not None and self.engine.fuses:  # multi-turn: the earlier anchor turns' pairs, learned last
             g, rt, rw = earlier_anchor_pairs(sb, sb.episodes)
             if g.size:
                 self.engine.learn_late(sb.step, np.full(g.size, sb.step), g, rt, rw)
@@ -388,7 +367,7 @@ class Trainer:
         :mod:`wmrl.core.recall`: the warm-up corpus and the anchors of earlier steps in the execution log), NaN
         elsewhere. None for a recipe without recall or without a world model, and for multi-turn episodes (whose
         final program depends on the feedback of earlier turns)."""
-        if not (self.recipe.recall and self._predicts and self.cfg.episode.max_turns == 1
+        if not (self.engine.recipe.recall and self._predicts and self.cfg.episode.max_turns == 1
                 and self.c.executed_records is not None):
             return None
 
