@@ -243,15 +243,15 @@ def test_a_resume_that_fails_while_building_leaves_a_finished_run_untouched(tmp_
     def failing_build(*a, **k):
         raise Boom("rollout.max_new_tokens=8 is shorter than the longest program")
 
-    import wmrl.training.parts as parts_mod
+    import wmrl.training.run as run_mod  # the name run_training calls
 
-    orig = parts_mod.build_components
-    parts_mod.build_components = failing_build
+    orig = run_mod.build_components
+    run_mod.build_components = failing_build
     try:
         with pytest.raises(Boom):
             resume_training(rd.root, ["optim.steps=5"], accept_edited_config=True)
     finally:
-        parts_mod.build_components = orig
+        run_mod.build_components = orig
     after = {p.name: p.read_bytes() for p in rd.root.iterdir() if p.is_file() and p.name not in skip}
     assert _exec_steps(rd) == execs  # the execution log keeps every record (SQLite may checkpoint its WAL)
     # summary.json, eval.jsonl, metrics.jsonl, ledger.json, the config hash (train.log gets a line)
