@@ -2,6 +2,7 @@
 
 Notation: B trajectories, T token positions, ``mask[i, t]`` True on the completion
 tokens that count. Per token, with the importance ratio ``ratio = exp(logprobs - old_logprobs)``::
+
     surrogate_{i,t} = -min(ratio * A_i, clip(ratio, 1 - clip_low, 1 + clip_high) * A_i)  (PPO, Schulman et al. 2017)
     kl_{i,t}        = exp(ref - lp) - (ref - lp) - 1                                    (k3, Schulman 2020)
     L_{i,t}         = surrogate_{i,t} + beta * kl_{i,t}

@@ -1,6 +1,7 @@
 """Anchor routing: which groups of a step are executed for real (docs/architecture.md, "Anchor stream").
 
 All routers share one interface, :class:`Router`::
+
     route(group_task_ids: Sequence[str], step: int) -> np.ndarray[bool] of shape [M]   (True = anchor group)
 
 How many anchors (all routers): with target fraction rho and M groups at this step, the router

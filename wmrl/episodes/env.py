@@ -4,6 +4,7 @@ An external agent loop (an LLM agent, a scripted search, an RL learner) drives o
 task: it reads the task, tries programs on a harness-made validation split (``validate``), and submits one as
 final (``submit``). With ``backend="execution"`` every program runs in the sandbox; with
 ``backend="world_model"`` nothing runs and the world model is the simulator::
+
     env = ResearchEnv(tasks, backend="execution")            # or backend="world_model", world_model=wm
     obs, info = env.reset(seed=0)                            # obs["text"]: the task prompt
     obs, reward, terminated, truncated, info = env.step({"action": "validate", "code": program})

@@ -1,6 +1,7 @@
 """Run one untrusted solution program in a bubblewrap sandbox and measure it.
 
 What the program sees (bubblewrap, the default)::
+
     /workspace              its fresh working directory (read-write, the only writable place
                             besides /tmp); the driver reads ``submission.csv`` from here afterwards
     /workspace/input        the task's ``public/`` folder, read-only (never ``private/``)

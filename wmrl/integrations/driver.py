@@ -4,6 +4,7 @@ call the same registered recipe as wmrl's trainer (:meth:`wmrl.core.recipe.Recip
 The foreign trainer (TRL, verl) owns generation and the policy update; this module owns what happens
 between them, on the step engine (:mod:`wmrl.step.engine`) and the Kaggle-task environment
 (:class:`wmrl.step.kaggle.KaggleEnvironment`) that wmrl's own trainer uses::
+
     route       the engine's router marks the anchor groups of the step (seeded; all for ``grpo``, none for ``wm``)
     execute     every anchor sample's program (the scaffold renders the completion) runs in the executor
                 (``wmrl.execution.pool.LocalExecutor`` or the Ray pool: sandboxed), futures in flight...

@@ -10,6 +10,7 @@ were removed (a root model's ``removed_keys``), and the ``describe_fields`` tabl
 :mod:`wmrl.training.config` and the embodied track's :mod:`wmrl.embodied.config` are built on it.
 
 Usage (``MyConfig`` a :class:`ConfigSection` with nested sections)::
+
     data = read_config_file("my.yaml")                  # {} when the path is None
     apply_overrides(MyConfig, data, ["optim.steps=3"])
     cfg = model_from_dict(MyConfig, data)               # ConfigError naming the key when invalid

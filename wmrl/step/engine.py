@@ -1,6 +1,7 @@
 """The step engine: route -> execute or predict -> recipe, the same in every trainer and environment.
 
 One WMRL step on B trajectories in M groups (the WMRL paper's Algorithm 1)::
+
     route       the router marks anchor groups: all for grpo, none for wm, a long-run fraction rho for wmrl
     execute  || wm_predict
                 the anchors' real rewards r are started (sandbox executions, simulator success) while the world

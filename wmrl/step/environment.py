@@ -3,6 +3,7 @@
 An RL environment in WMRL has two ways to reward a trajectory: the expensive real one (execute a program in the
 sandbox and grade it; read a robot simulator's success) and the world model's prediction of it. The
 :class:`Environment` protocol is those two plus sampling::
+
     sample(policy, step)           -> Rollouts     B trajectories in M groups (G per group, one group key each)
     submit(rollouts, idx)          -> pending      start the real reward of trajectories idx (anchors)
     predict(rollouts)              -> Predictions  the world model's reward r_hat of every trajectory

@@ -1,6 +1,7 @@
 """Build the built-in task suite into task folders (wmrl layout).
 
 ``build_suite(out)`` writes, for each task of :data:`wmrl.tasks.datasets.TASK_DEFS`::
+
     out/<id>/task.yaml  description.md  leaderboard.csv
     out/<id>/public/{train.csv,test.csv,sample_submission.csv}
     out/<id>/private/answers.csv

@@ -3,6 +3,7 @@
 Nothing can be downloaded here, so :func:`build_benchmark_fixtures` takes built-in tasks (real tables
 from installed packages, the committed leaderboards of real reference solutions on exactly that split)
 and writes them as each benchmark's prepare step or release leaves them::
+
     <out>/mle-dojo/mledojo/competitions/<id>/{info/description.txt, info/*_leaderboard.csv, utils/metric.py}
     <out>/mle-dojo/data/prepared/<id>/data/public/{train,test,sample_submission}.csv + description.txt
     <out>/mle-dojo/data/prepared/<id>/data/private/{test_answer,public_leaderboard,private_leaderboard}.csv

@@ -8,6 +8,7 @@ path, the bad value and what is allowed (with a did-you-mean for typos), so a ty
 silently with defaults.
 
 Usage::
+
     cfg = load_config("configs/quickstart.yaml", overrides=["optim.steps=3", "method=grpo"])
     save_config(cfg, run_dir / "config.yaml")
 

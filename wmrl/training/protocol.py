@@ -4,6 +4,7 @@ A protocol fixes what a table's numbers depend on: the competitions (a split of 
 samples per task, turns per episode, the sampling temperature, the per-turn token and time budgets, how an
 episode is scored (its final submission or its best turn) and the score of a failure. Its aggregation is
 fixed too (:func:`aggregate`)::
+
     sample score   s_ti = the sample's graded reward (leaderboard percentile), or failure_score when the sample
                    has no graded submission (a failed program; an infrastructure failure counts the same and
                    makes the result not comparable, never excluded)

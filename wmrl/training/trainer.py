@@ -1,6 +1,7 @@
 """The text track's training loop on the step engine: a short linear pipeline of timed stages.
 
 One step ``t`` (M groups of G trajectories; docs/architecture.md, "One step", says what each stage does)::
+
     generate -> route -> execute || wm_predict -> recipe -> update -> wm_refresh -> log   (-> eval, checkpoint)
 
 Sampling, the anchors' execution requests and the world model's predictions are the Kaggle-task environment's
