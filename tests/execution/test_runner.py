@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from wmrl.execution.runner import classify, outcome, time_limit_of
+from wmrl.execution.runner import classify, exception_line, outcome, time_limit_of
 from wmrl.execution.sandbox import SandboxRun
 from wmrl.execution.types import ExecutionRequest, ExecutionStatus, program_hash
 from wmrl.tasks.spec import InvalidSubmission
@@ -38,6 +38,34 @@ def run(**kw) -> SandboxRun:
 ])
 def test_classify(kw, status):
     assert classify(run(**kw))[0] == status
+
+
+TRACEBACK = """Traceback (most recent call last):
+  File "/work/solution.py", line 9, in <module>
+    model.fit(X, y)
+sklearn.utils._param_validation.InvalidParameterError: The 'penalty' parameter of LogisticRegression must be ...
+"""
+
+
+@pytest.mark.parametrize("stderr, line", [
+    (TRACEBACK, "sklearn.utils._param_validation.InvalidParameterError: The 'penalty' parameter of "
+                "LogisticRegression must be ..."),
+    ("Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyboardInterrupt\n", "KeyboardInterrupt"),
+    ("Traceback (most recent call last):\nValueError: Input X contains NaN.\nwarning printed after\n",
+     "ValueError: Input X contains NaN."),
+    ("ValueError: printed by the program, no traceback\n", ""),
+    ("Traceback (most recent call last):\n  File \"x.py\", line 1\n", ""),
+    ("", ""),
+])
+def test_exception_line(stderr, line):
+    assert exception_line(stderr) == line
+
+
+def test_a_runtime_error_names_its_exception():
+    status, error = classify(run(exit_code=1, stderr=TRACEBACK))
+    assert status == ExecutionStatus.RUNTIME_ERROR
+    assert error.startswith("exit code 1: sklearn.utils._param_validation.InvalidParameterError: The 'penalty'")
+    assert classify(run(exit_code=3, stderr="no traceback here"))[1] == "exit code 3"
 
 
 def _req(tiny_task, **kw):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import resource
 import signal
 import threading
@@ -137,10 +138,29 @@ def classify(run: SandboxRun) -> tuple[ExecutionStatus | None, str]:
                                                      f"(address space) exceeded (exit {code})")
         if code > 128:
             return ExecutionStatus.RUNTIME_ERROR, f"killed by signal {code - 128} ({_signame(code - 128)})"
-        return ExecutionStatus.RUNTIME_ERROR, f"exit code {code}"
+        exception = exception_line(tail)
+        return ExecutionStatus.RUNTIME_ERROR, f"exit code {code}" + (f": {exception}" if exception else "")
     if run.submission is None:
         return ExecutionStatus.INVALID_SUBMISSION, run.submission_error or "no submission.csv"
     return None, ""
+
+
+#: The last line of a Python traceback: the exception's (dotted) class name, then its message.
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)\b(?::.*)?)$")
+
+
+def exception_line(stderr: str) -> str:
+    """The exception a Python program died of, read from the end of its ``stderr`` (the traceback's last line,
+    e.g. ``ValueError: Input X contains NaN``), or ``''`` when the output ends without a traceback. The status
+    classifier appends it to ``exit code N`` so that a world model predicting failure classes (and a user reading
+    the execution log) sees the exception's type without the full stderr."""
+    if "Traceback (most recent call last)" not in stderr:
+        return ""
+    for line in reversed(stderr.splitlines()):
+        m = _EXCEPTION_LINE.match(line.strip())
+        if m:
+            return m.group(1)
+    return ""
 
 
 def _signame(n: int) -> str:

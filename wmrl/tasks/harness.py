@@ -16,7 +16,8 @@ What the rendered program does (working directory = the execution sandbox's work
 
 1. reads ``input/train.csv`` and ``input/test.csv``; splits off the target and the id column;
 2. encodes features with a ``ColumnTransformer``: numeric columns -> median imputation;
-   other columns -> most-frequent imputation + ``OneHotEncoder(handle_unknown="infrequent_if_exist",
+   other columns -> missing values as their own category ``"__missing__"`` +
+   ``OneHotEncoder(handle_unknown="infrequent_if_exist",
    min_frequency=10, max_categories=32)``; the result is a dense float32 matrix ``[n_rows, n_features]``;
 3. classification targets are encoded as integer codes ``0..K-1`` in ``task.classes`` order;
 4. fits ``build_model()`` on the encoded training data and predicts what the task's metric needs:
