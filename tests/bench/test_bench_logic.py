@@ -95,6 +95,38 @@ def test_bench_runs_skips_and_writes_table(preset, tmp_path):
     assert sorted(calls) == [("wm-seed1", False), ("wmrl-ppi-seed1", True), ("wmrl-seed1", True)]
 
 
+def test_bench_records_the_code_of_each_invocation(preset, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    versions = iter([{"wmrl": "0.1.0", "commit": "a" * 40, "dirty": False}] * 2
+                    + [{"wmrl": "0.1.0", "commit": "b" * 40, "dirty": True}])
+    monkeypatch.setattr("wmrl.bench.run.code_version", lambda: next(versions))
+    run_bench(preset, out, seeds=1, methods=["grpo"], train_fn=fake_train([]), log=lambda s: None)
+    md = run_bench(preset, out, seeds=1, methods=["grpo"], train_fn=fake_train([]), log=lambda s: None)["markdown"]
+    assert json.loads((out / "bench.json").read_text())["code_versions"] == [{"wmrl": "0.1.0", "commit": "a" * 40,
+                                                                              "dirty": False}]
+    assert f"**Code.** {'a' * 40}\n" in md.read_text()
+    # a resume from other code: both are recorded, and the page says the results mix them
+    md = run_bench(preset, out, seeds=1, methods=["grpo"], train_fn=fake_train([]), log=lambda s: None)["markdown"]
+    assert len(json.loads((out / "bench.json").read_text())["code_versions"]) == 2
+    assert "2 code versions (the runs are not all from one commit)" in md.read_text()
+    assert f"{'b' * 40} with uncommitted changes" in md.read_text()
+
+
+def test_code_version_reads_the_checkout_holding_the_package():
+    from wmrl.report.machine import code_version
+
+    v = code_version()
+    root = Path(__file__).resolve().parents[2]
+    if (root / ".git").exists():
+        import subprocess
+
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        assert v["commit"] == head and isinstance(v["dirty"], bool)
+    else:
+        assert v["commit"] is None
+
+
 def test_bench_refuses_other_settings(preset, tmp_path):
     out = tmp_path / "out"
     run_bench(preset, out, seeds=1, methods=["grpo"], train_fn=fake_train([]), log=lambda s: None)

@@ -26,7 +26,7 @@ from wmrl.bench.corpus import ensure_corpus
 from wmrl.bench.plan import PlannedRun, check_existing, plan, run_state
 from wmrl.bench.presets import METHODS, BenchError, Preset, preset_dir
 from wmrl.report.bench_results import now, uses_world_model
-from wmrl.report.machine import machine_info
+from wmrl.report.machine import code_version, machine_info
 from wmrl.training import run as trainer
 from wmrl.training.config import TrainConfig
 
@@ -149,10 +149,22 @@ def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path)
         "command": command,
         "commands": list(dict.fromkeys((old.get("commands") or []) + ([command] if command else []))),
         "machine": machine_info(),
+        # Each invocation's code (a bench resumed across sessions must still come from one commit; the page says
+        # when it does not).
+        "code_versions": _unique(list(old.get("code_versions") or []) + [code_version()]),
         "started_at": old.get("started_at") or now(),
         "runs": all_runs,
         "corpus": old.get("corpus"),
     }
+
+
+def _unique(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` without repeats, in first-seen order."""
+    seen: list[dict[str, Any]] = []
+    for it in items:
+        if it not in seen:
+            seen.append(it)
+    return seen
 
 
 def _repo_relative(p: Path) -> str:

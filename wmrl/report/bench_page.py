@@ -39,7 +39,7 @@ from wmrl.report.bench_stats import (
     overlap_notes,
     train_paired_notes,
 )
-from wmrl.report.machine import machine_line
+from wmrl.report.machine import code_line, machine_line
 from wmrl.report.plots import _plt, color_for, finish_axes
 from wmrl.report.stats import MeanSE, mean_se
 from wmrl.report.tables import Cell, Table
@@ -286,6 +286,7 @@ class BenchPage:
     plot_file: str | None = None
     plot_uri: str | None = None
     generated: str = ""
+    code: str = ""
 
     def to_markdown(self) -> str:
         """The page as Markdown (``bench.md``); the plot is linked as ``plot_file``."""
@@ -295,6 +296,8 @@ class BenchPage:
         if self.backbone_note:
             md += [f"**Backbone and scaffold.** {self.backbone_note}", ""]
         md += [f"**Setting.** {self.setting}", "", f"**Machine.** {self.machine}", ""]
+        if self.code:
+            md += [f"**Code.** {self.code}", ""]
         if self.corpus:
             md += [f"**Shared warm-up corpus.** {self.corpus}", ""]
         md += ["**Command.**", "", "```bash", *self.commands, "```", ""]
@@ -332,6 +335,8 @@ class BenchPage:
         if self.backbone_note:
             parts.append(f"<p><b>Backbone and scaffold.</b> {H.esc(self.backbone_note)}</p>")
         parts.append(f"<p><b>Setting.</b> {H.esc(self.setting)}</p><p><b>Machine.</b> {H.esc(self.machine)}</p>")
+        if self.code:
+            parts.append(f"<p><b>Code.</b> {H.esc(self.code)}</p>")
         if self.corpus:
             parts.append(H.paragraph(f"Shared warm-up corpus. {self.corpus}"))
         parts.append("<p><b>Command.</b></p>" + H.pre("\n".join(self.commands)))
@@ -438,6 +443,7 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
         backbone_note=meta.get("backbone_note") or "",
         setting=_setting(meta),
         machine=machine_line(machine) if machine else machine_line(),
+        code=code_line(meta["code_versions"]) if "code_versions" in meta else "",
         corpus=_corpus_text(meta.get("corpus")),
         commands=meta.get("commands") or ([meta["command"]] if meta.get("command") else []),
         table=table,
