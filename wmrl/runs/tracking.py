@@ -157,18 +157,19 @@ def check_trackers(names: Sequence[str]) -> None:
 
 # --------------------------------------------------------------------------------------------------- records
 def scalars(record: dict[str, Any], prefix: str = "", skip: tuple[str, ...] = ("step", "time")) -> dict[str, float]:
-    """The finite numbers of a (nested) record as ``{dotted name: float}``: nested dicts flattened with dots,
-    booleans, text, lists, nulls and NaN/inf left out, the top-level keys of ``skip`` too."""
-    out: dict[str, float] = {}
-    for k, v in record.items():
-        if not prefix and k in skip:
-            continue
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(scalars(v, key + ".", skip))
-        elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)):
-            out[key] = float(v)
-    return out
+    """The finite numbers of a (nested) record as ``{prefix + dotted name: float}``: nested dicts flattened with
+    dots; booleans, text, lists, nulls and NaN/inf left out, and the top-level keys named in ``skip``."""
+
+    def flat(d: dict[str, Any], pre: str, top: bool) -> Iterator[tuple[str, float]]:
+        for k, v in d.items():
+            if top and k in skip:
+                continue
+            if isinstance(v, dict):
+                yield from flat(v, f"{pre}{k}.", False)
+            elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)):
+                yield f"{pre}{k}", float(v)
+
+    return dict(flat(record, prefix, True))
 
 
 def summary_scalars(summary: dict[str, Any]) -> dict[str, float]:
@@ -492,8 +493,7 @@ class TrackerSet:
 
     def log_eval(self, step: int, split: str, record: dict[str, Any]) -> None:
         """An eval.jsonl record of ``split``: its numbers named ``eval_<split>.<key>`` at ``step``."""
-        m = scalars(record, prefix=f"eval_{split}.", skip=())
-        m = {k: v for k, v in m.items() if k not in (f"eval_{split}.step", f"eval_{split}.time")}
+        m = scalars(record, prefix=f"eval_{split}.")
         if m:
             self._each("log_eval", lambda t: t.log_metrics(step, m))
 
