@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: once when the infra alarm added ``executor.recheck_infra_errors``, ``executor.infra_background_rate`` and
 #: ``executor.infra_alarm_alpha`` (three lines, ``INFRA_LINES``: without them they hash to ``SAVED_BEFORE_INFRA``), and
 #: once when the exploitation alarm and the world model's program features added ``ALARM_LINES`` (without them:
-#: ``SAVED_BEFORE_ALARM``), and once when the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``), and once when the
-#: experiment trackers added ``TRACKERS_BLOCK`` (without it: ``SAVED_BEFORE_TRACKERS``). A
+#: ``SAVED_BEFORE_ALARM``), and once when the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``),
+#: and once when the experiment trackers added ``TRACKERS_BLOCK`` (without it: ``SAVED_BEFORE_TRACKERS``). A
 #: resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by
 #: accident.
 SAVED = {
@@ -40,8 +40,9 @@ SAVED = {
 }
 #: before the experiment trackers added ``trackers`` and the ``tracking`` section (``TRACKERS_BLOCK``, at the end)
 TRACKERS_BLOCK = ("trackers:\n- tensorboard\ntracking:\n  wandb:\n    project: wmrl\n    entity: null\n"
-                  "    run_name: null\n    group: null\n    tags: []\n  trackio:\n    project: wmrl\n    run_name: null\n"
-                  "    group: null\n  mlflow:\n    experiment: wmrl\n    run_name: null\n    tracking_uri: null\n")
+                  "    run_name: null\n    group: null\n    tags: []\n  trackio:\n    project: wmrl\n"
+                  "    run_name: null\n    group: null\n  mlflow:\n    experiment: wmrl\n    run_name: null\n"
+                  "    tracking_uri: null\n")
 SAVED_BEFORE_TRACKERS = {
     "defaults": "b00b06f5b9e91710df0ab6b6382a8bbe521e175688fafefda5ae35584db60f82",
     "quickstart": "e491c2c8c01bf53e64bed73a2a9d8272433299f15d10881ea6a5caec8108a07e",

@@ -311,7 +311,8 @@ def test_a_failing_tracker_is_dropped_with_a_warning_and_the_others_go_on():
     assert ts.names == ["recorder"] and broken.closed == "failed"
     assert said == ["tracker broken failed in log_metrics (OSError: disk full); it is dropped for the rest of the run "
                     "(metrics.jsonl and eval.jsonl go on)"]
-    assert rec.rows == [(1, {"loss": 0.5}), (1, {"eval_heldout.mean_percentile": 0.25, "eval_heldout.medals.gold": 1.0})]
+    assert rec.rows == [(1, {"loss": 0.5}),
+                        (1, {"eval_heldout.mean_percentile": 0.25, "eval_heldout.medals.gold": 1.0})]
     assert summary_scalars({"steps": 3, "ledger": {"x": 1}, "last_metrics": {"loss": 1}, "final_eval": {
         "train": {"mean_percentile": 0.5, "per_task": {"t": {"n": 2}}}}}) == {
         "steps": 3.0, "final_eval.train.mean_percentile": 0.5, "final_eval.train.per_task.t.n": 2.0}

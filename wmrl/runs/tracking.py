@@ -94,6 +94,11 @@ def _tracker_name(v: Any) -> Any:
 Trackers = Annotated[list[Annotated[TrackerName, BeforeValidator(_tracker_name)]], BeforeValidator(_id_list),
                      AfterValidator(_known_trackers)]
 
+def default_trackers() -> list[TrackerName]:
+    """The default of ``trackers``: TensorBoard only (what every run wrote before the other trackers)."""
+    return ["tensorboard"]
+
+
 TRACKERS_HELP = (
     "Experiment trackers that receive the metrics.jsonl / eval.jsonl records, the resolved config and the final "
     "summary, all writing inside the run directory: 'tensorboard' (tb/), 'wandb' (W&B offline, wandb/; upload "
