@@ -114,7 +114,8 @@ class WandbOptions(ConfigSection):
     entity: OptStr = Field(None, description="W&B entity (user or team); null = the default of `wandb sync`.")
     run_name: OptStr = Field(None, description="Display name; null = the run directory's folder name.")
     group: OptStr = Field(None, description="W&B group (e.g. one per bench); null = none.")
-    tags: list[str] = Field(default_factory=list, description="W&B tags of the run.")
+    tags: Annotated[list[str], BeforeValidator(_id_list)] = Field(default_factory=list, description=(
+        "W&B tags of the run (YAML list, or comma-separated with --set)."))
 
 
 class TrackioOptions(ConfigSection):
