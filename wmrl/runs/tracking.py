@@ -13,8 +13,8 @@ mlflow        ``RUN_DIR/mlruns`` (file store) or a URI     the same run id; metr
                                                            deleted (file store)
 ============  ===========================================  ====================================================
 
-The trainers call one :class:`TrackerSet` (:func:`open_trackers`): ``log_config`` (the resolved config, once at
-the start), ``log_metrics(step, record)`` (each metrics.jsonl record: its finite numbers, booleans and text left
+The trainers call one :class:`TrackerSet` (:func:`open_trackers`): ``log_config`` (the resolved config, when each
+process of the run opens them), ``log_metrics(step, record)`` (each metrics.jsonl record: its finite numbers, booleans and text left
 out), ``log_eval(step, split, record)`` (each eval.jsonl record, names ``eval_<split>.<key>``), ``log_summary``
 (summary.json's numbers at the end) and ``close``. An adapter implements :class:`Tracker`. Names keep the dots
 of metrics.jsonl (``wall_s.generate``); TensorBoard writes them with slashes (``wall_s/generate``), as it did.
@@ -25,6 +25,9 @@ telemetry and gradio's analytics are turned off (``MLFLOW_DISABLE_TELEMETRY``, `
 unless already set). A tracker that fails while the run trains is dropped with a warning in ``train.log``; the
 run and its jsonl files go on. A tracker whose package is missing is refused before the run starts
 (:func:`check_trackers`, :class:`TrackerUnavailable` naming the ``pip install``).
+
+This file is about 570 lines: the config sections, the protocol, the four adapters and the fan-out belong together
+(each adapter is short; what it does on resume is the table above). docs/tracking.md is the user's page.
 """
 from __future__ import annotations
 
@@ -132,9 +135,8 @@ class MlflowOptions(ConfigSection):
     experiment: str = Field("wmrl", description="MLflow experiment name (created when missing).")
     run_name: OptStr = Field(None, description="Run name; null = the run directory's folder name.")
     tracking_uri: OptStr = Field(None, description=(
-        "Tracking URI; null = a file store in RUN_DIR/mlruns (view with `mlflow ui --backend-store-uri "
-        "RUN_DIR/mlruns`). A sqlite:/// URI needs SQLAlchemy and Alembic (`pip install mlflow`); an http(s) URI "
-        "reaches that server."))
+        "Tracking URI; null = a file store in RUN_DIR/mlruns (docs/tracking.md says how to view it). A sqlite:/// "
+        "URI needs SQLAlchemy and Alembic (`pip install mlflow`); an http(s) URI reaches that server."))
 
 
 class TrackingConfig(ConfigSection):
