@@ -340,3 +340,15 @@ def test_the_embodied_trainer_logs_the_same_stream(tmp_path, monkeypatch):
     assert ml[2]["summary.final.train"] == summary["final"]["train"] and r.info.status == "FINISHED"
     assert params["method"] == "wmrl" and config["suite"]["tasks"] == ["reach-v3"]
     assert "method: wmrl" in text["config/text_summary"]
+
+
+def test_the_cli_says_what_is_wrong_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from wmrl.cli import app
+
+    res = CliRunner().invoke(app, ["train", "--config", str(TINY), "--set", f"run_dir={tmp_path / 'r'}", "--set",
+                                   "trackers=[tensorboard, wandbb]"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "'wandbb' is not a tracker (did you mean 'wandb'?)" in " ".join(res.output.split())
+    assert not (tmp_path / "r").exists()
