@@ -325,6 +325,8 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
         RunDirError: a fresh run into a folder that already has progress, or nothing to resume.
         ValueError: a bad suite (unknown task, overlapping task lists, splits over 50 states), raised
             before a fresh run's folder is made.
+        TrackerUnavailable: a tracker of ``cfg.trackers`` whose package is not installed, refused before a fresh
+            run's folder is made (the message names the ``pip install``).
     """
     if resume_dir is not None:
         rd = RunDir(resume_dir)

@@ -68,6 +68,8 @@ def run_training(config: TrainConfig, *, resume: bool = False,
         ConfigError, FileNotFoundError: an invalid config (checked here too), a config that differs
             from the saved one in a frozen field, or from the parts. A start (not a resume) that fails
             before its step-0 checkpoint removes the run directory it made.
+        TrackerUnavailable (a ConfigError): a tracker of ``config.trackers`` whose package is not installed,
+            refused before the run directory is touched (the message names the ``pip install``).
     """
     cfg = validate(config)  # also a config built in Python: finite numbers within their ranges
     check_trackers(cfg.trackers)  # a tracker's missing package is refused before the run directory is touched
