@@ -352,3 +352,37 @@ def test_the_cli_says_what_is_wrong_in_one_line(tmp_path):
     assert res.exit_code != 0 and "Traceback" not in res.output
     assert "'wandbb' is not a tracker (did you mean 'wandb'?)" in " ".join(res.output.split())
     assert not (tmp_path / "r").exists()
+
+
+_NET: list[Any] = []  # (event, args) of network calls while a test listens; None at the head = not listening
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if _NET and _NET[0] is not None and event in ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname"):
+        where = args[1] if event == "socket.connect" else args[0]
+        if not isinstance(where, (str, bytes)) or event != "socket.connect":  # an AF_UNIX path is local
+            host = where[0] if isinstance(where, tuple) else where
+            if host not in ("127.0.0.1", "::1", "localhost", b"localhost"):
+                _NET.append((event, where))
+
+
+def test_no_tracker_reaches_the_network(tmp_path):
+    """Every tracker opened, logged, closed and resumed with Python's network calls audited: no lookup, no connect
+    beyond local sockets. (wandb's own wandb-core process is not audited here: docs/tracking.md, "Measured".)"""
+    import sys
+
+    if not _NET:
+        sys.addaudithook(_audit)  # audit hooks cannot be removed: it listens only while _NET[0] is not None
+        _NET.append(None)
+    _NET[0] = True
+    try:
+        for start in (0, 1):
+            ts = open_trackers(ALL, TrackingConfig(), tmp_path / "run", config={"optim": {"steps": 2}},
+                               start_step=start)
+            ts.log_metrics(start + 1, {"step": start + 1, "loss": 0.5})
+            ts.log_summary(start + 1, {"steps": start + 1})
+            ts.close("finished")
+    finally:
+        _NET[0] = None
+    assert _NET[1:] == []
+    del _NET[1:]

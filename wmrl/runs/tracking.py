@@ -14,17 +14,19 @@ mlflow        ``RUN_DIR/mlruns`` (file store) or a URI     the same run id; metr
 ============  ===========================================  ====================================================
 
 The trainers call one :class:`TrackerSet` (:func:`open_trackers`): ``log_config`` (the resolved config, when each
-process of the run opens them), ``log_metrics(step, record)`` (each metrics.jsonl record: its finite numbers, booleans and text left
-out), ``log_eval(step, split, record)`` (each eval.jsonl record, names ``eval_<split>.<key>``), ``log_summary``
-(summary.json's numbers at the end) and ``close``. An adapter implements :class:`Tracker`. Names keep the dots
-of metrics.jsonl (``wall_s.generate``); TensorBoard writes them with slashes (``wall_s/generate``), as it did.
+process of the run opens them), ``log_metrics(step, record)`` (each metrics.jsonl record: its finite numbers;
+booleans and text left out), ``log_eval(step, split, record)`` (each eval.jsonl record, names
+``eval_<split>.<key>``), ``log_summary`` (summary.json's numbers at the end) and ``close``. An adapter implements
+:class:`Tracker`. Names keep the dots of metrics.jsonl (``wall_s.generate``); TensorBoard writes them with slashes
+(``wall_s/generate``), as it did.
 
 Nothing reaches the network: W&B runs with ``mode="offline"``, trackio with its local SQLite store only, MLflow
-with a store inside the run directory unless ``tracking.mlflow.tracking_uri`` names another; MLflow's usage
-telemetry and gradio's analytics are turned off (``MLFLOW_DISABLE_TELEMETRY``, ``GRADIO_ANALYTICS_ENABLED``,
-unless already set). A tracker that fails while the run trains is dropped with a warning in ``train.log``; the
-run and its jsonl files go on. A tracker whose package is missing is refused before the run starts
-(:func:`check_trackers`, :class:`TrackerUnavailable` naming the ``pip install``).
+with a store inside the run directory unless ``tracking.mlflow.tracking_uri`` names another; W&B's error
+reporting, MLflow's usage telemetry and gradio's analytics are turned off (``WANDB_ERROR_REPORTING``,
+``MLFLOW_DISABLE_TELEMETRY``, ``GRADIO_ANALYTICS_ENABLED``, unless already set). A tracker that fails while the
+run trains is dropped with a warning in ``train.log``; the run and its jsonl files go on. A tracker whose package
+is missing is refused before the run starts (:func:`check_trackers`, :class:`TrackerUnavailable` naming the
+``pip install``).
 
 This file is about 570 lines: the config sections, the protocol, the four adapters and the fan-out belong together
 (each adapter is short; what it does on resume is the table above). docs/tracking.md is the user's page.
@@ -247,6 +249,8 @@ class WandbTracker:
     name = "wandb"
 
     def __init__(self, root: Path, opts: WandbOptions, run_name: str, config: dict[str, Any], state: dict[str, Any]):
+        # wandb's error reporting (OpenTelemetry to W&B's servers) looks up their address even offline
+        os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
         import wandb  # noqa: PLC0415 - heavy/optional dependency
 
         saved = state.get("wandb") or {}
