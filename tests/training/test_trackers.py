@@ -1,7 +1,7 @@
 """Experiment trackers (wmrl.runs.tracking): a tiny-model run with every tracker writes, in each tracker's own files
 read back with the tracker's own reader, the metric names and values of metrics.jsonl and eval.jsonl, the resolved
 config and the final summary; a run resumed from an earlier checkpoint than its trackers had reached holds each step
-once; unknown trackers, missing packages and a tracker failing mid-run are clear.
+once; unknown trackers, missing packages and a tracker failing mid-run are clear; no tracker reaches the network.
 
 One run serves the read-back tests (module fixture): grpo on the tiny model and two small real tasks, three steps,
 evaluated at the start and the end; stopped after step 2, its step-2 checkpoint removed (as if killed after logging
