@@ -27,10 +27,23 @@ ROOT = Path(__file__).resolve().parents[2]
 #: once when the infra alarm added ``executor.recheck_infra_errors``, ``executor.infra_background_rate`` and
 #: ``executor.infra_alarm_alpha`` (three lines, ``INFRA_LINES``: without them they hash to ``SAVED_BEFORE_INFRA``), and
 #: once when the exploitation alarm and the world model's program features added ``ALARM_LINES`` (without them:
-#: ``SAVED_BEFORE_ALARM``), and once when the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``). A
+#: ``SAVED_BEFORE_ALARM``), and once when the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``),
+#: and once when the experiment trackers added ``TRACKERS_BLOCK`` (without it: ``SAVED_BEFORE_TRACKERS``). A
 #: resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by
 #: accident.
 SAVED = {
+    "defaults": "15da0cda92e129baa27c3bb77328d196d7080f1438b383f64269269eb63cdcf1",
+    "quickstart": "9a6ade6fe2feb5f9e8e5764569395047219c9d1482e69820942fa9d9457d1bee",
+    "tiny": "2eaa569a1191bc3ad3223bc230d35cabfb7fb2569f617989765f0dbef14690a2",
+    "cpu-small/wmrl/0": "3a8df9f852563168ea67c749ac08562192cb6760d594db10a104cda079e76e20",
+    "gpu-paper/grpo/1": "dd891da6dbf4533a9dd7c1083dc63f2ff3cec1243204221788e13aea930adba4",
+}
+#: before the experiment trackers added ``trackers`` and the ``tracking`` section (``TRACKERS_BLOCK``, at the end)
+TRACKERS_BLOCK = ("trackers:\n- tensorboard\ntracking:\n  wandb:\n    project: wmrl\n    entity: null\n"
+                  "    run_name: null\n    group: null\n    tags: []\n  trackio:\n    project: wmrl\n"
+                  "    run_name: null\n    group: null\n  mlflow:\n    experiment: wmrl\n    run_name: null\n"
+                  "    tracking_uri: null\n")
+SAVED_BEFORE_TRACKERS = {
     "defaults": "b00b06f5b9e91710df0ab6b6382a8bbe521e175688fafefda5ae35584db60f82",
     "quickstart": "e491c2c8c01bf53e64bed73a2a9d8272433299f15d10881ea6a5caec8108a07e",
     "tiny": "2637f4ad418e06afe9e3f9a108a34c62cb6239149963f9b58c6a882f0b124b9d",
@@ -117,6 +130,9 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
                                                      overrides=over))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED
     for k, v in dumps.items():
+        assert v.endswith(TRACKERS_BLOCK), k
+        v = v.removesuffix(TRACKERS_BLOCK)
+        assert _sha(v) == SAVED_BEFORE_TRACKERS[k], k
         assert v.count(LADDER_LINE) == 1, k
         v = v.replace(LADDER_LINE, "")
         if k == "quickstart":

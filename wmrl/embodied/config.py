@@ -18,6 +18,7 @@ from pydantic import Field
 from wmrl.core.recipe import recipe_names
 from wmrl.runs.config import ConfigError, Float, Int, OptStr, _Section, apply_overrides, model_from_dict, \
     read_config_file
+from wmrl.runs.tracking import TRACKERS_HELP, Trackers, TrackingConfig, default_trackers
 
 
 class SuiteConfig(_Section):
@@ -126,6 +127,8 @@ class EmbodiedConfig(_Section):
     wmrl: RecipeConfig = Field(default_factory=RecipeConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    trackers: Trackers = Field(default_factory=default_trackers, description=TRACKERS_HELP)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
 
 
 PRESETS: dict[str, dict[str, Any]] = {

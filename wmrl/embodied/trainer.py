@@ -40,6 +40,7 @@ from wmrl.runs.ledger import Ledger
 from wmrl.runs.loop import Schedule, evaluated_at, run_steps
 from wmrl.runs.rundir import RunDir, RunDirError, json_safe, now_iso, read_jsonl, rng_state, set_rng_state, \
     write_json_atomic, write_text_atomic
+from wmrl.runs.tracking import TrackerSet, check_trackers, open_trackers
 from wmrl.step.engine import StepEngine, recipe_settings
 from wmrl.core.losses import grpo_loss
 from wmrl.paths import wmrl_home
@@ -144,6 +145,7 @@ class EmbodiedTrainer:
         self.ledger = Ledger(method=cfg.method, anchor_fraction_configured=self.engine.anchor_fraction)
         self.step = 0
         self.last_eval: dict[str, Any] = {}
+        self.trackers = TrackerSet()  # the experiment trackers (wmrl.runs.tracking), opened by run_embodied
         self.train_states = self.suite.states("train")
         self.env = MetaWorldEnvironment(
             self.pool, self.train_states, self._instr, self.wm,
@@ -217,6 +219,7 @@ class EmbodiedTrainer:
                     "weight": float(out.weights[i]), "length": int(eb.length[i])} for i in range(sb.B)]
         with L.stage("log"):
             self.rd.append("metrics", rec)
+            self.trackers.log_metrics(step, rec)
             self.rd.append_many("samples", samples)
             cal = calibration_record(step, out, sb.reward_wm, eb.success, a) if out.calibration is not None else None
             if cal is not None and a.any():
@@ -281,6 +284,7 @@ class EmbodiedTrainer:
                        "se": math.sqrt(p * (1 - p) / n) if n else None, "per_task": per_task,
                        "episode_length_mean": float(eb.length.mean()), "time": time.time()}
                 self.rd.append("eval", rec)
+                self.trackers.log_eval(self.step, split, rec)
                 self.rd.log_line(f"{_now()} eval step {self.step} {split}: success {p:.3f} ({n} episodes)")
                 res[split] = rec
         self.last_eval = res
@@ -321,6 +325,8 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
         RunDirError: a fresh run into a folder that already has progress, or nothing to resume.
         ValueError: a bad suite (unknown task, overlapping task lists, splits over 50 states), raised
             before a fresh run's folder is made.
+        TrackerUnavailable: a tracker of ``cfg.trackers`` whose package is not installed, refused before a fresh
+            run's folder is made (the message names the ``pip install``).
     """
     if resume_dir is not None:
         rd = RunDir(resume_dir)
@@ -330,6 +336,7 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
         if why and not accept_edited_config:
             raise RunDirError(why + "; pass --accept-edited-config to use it")
         cfg = config_from_dict(yaml.safe_load(rd.config.read_text()))
+        check_trackers(cfg.trackers)
     else:
         if cfg is None:
             raise ValueError("give a config or resume_dir")
@@ -339,6 +346,7 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
             raise RunDirError(f"{rd.root} already holds a run: resume it with `wmrl embodied train --resume "
                               f"{rd.root}` or choose another run_dir")
         make_suite(cfg)  # a bad task list or split is refused before the run folder exists
+        check_trackers(cfg.trackers)  # so is a tracker whose package is missing
         rd.create()
         write_text_atomic(rd.config, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
         rd.save_config_hash()
@@ -353,6 +361,24 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
             tr.load_checkpoint(good[0])
         else:
             rd.truncate_logs(0, {w: 0 for w in rd.JSONL})
+    tr.trackers = open_trackers(cfg.trackers, cfg.tracking, rd.root, config=config_to_dict(cfg), start_step=tr.step,
+                                on_error=lambda msg: rd.log_line(f"{_now()} WARNING {msg}"))
+    status = "failed"
+    try:
+        summary = _train(tr, cfg, rd, say, stop_after_step)
+        status = "stopped" if "stopped_at" in summary else "finished"
+    except KeyboardInterrupt:
+        status = "stopped"
+        raise
+    finally:
+        tr.trackers.close(status)
+    return summary
+
+
+def _train(tr: EmbodiedTrainer, cfg: EmbodiedConfig, rd: RunDir, say: Any,
+           stop_after_step: int | None) -> dict[str, Any]:
+    """The run loop of :func:`run_embodied` from the trainer's current step: the step-0 evaluation, the steps,
+    the final evaluation and the summary (``{"stopped_at": step, ...}`` when stopped at ``stop_after_step``)."""
     steps = 0 if tr.sft else cfg.optim.steps
     if tr.step == 0 and (cfg.eval.at_start or tr.sft) and not evaluated_at(rd, 0):
         say(f"[{cfg.method} seed {cfg.seed}] evaluating the SFT policy")
@@ -392,4 +418,5 @@ def _summarise(tr: EmbodiedTrainer, steps: int) -> dict[str, Any]:
     }
     write_json_atomic(tr.rd.summary, summ)
     write_json_atomic(tr.rd.ledger, tr.ledger.to_json())
+    tr.trackers.log_summary(tr.step, summ)
     return summ

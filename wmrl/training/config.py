@@ -25,6 +25,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from wmrl.core.recipe import BASELINE, WMRL, get_recipe, recipe_names
 from wmrl.runs import config as _kit
+from wmrl.runs.tracking import TRACKERS_HELP, Trackers, TrackingConfig, default_trackers
 from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for the text track's callers)
     ConfigError, ConfigSection, Float, Int, OptFloat, OptIds, OptStr, _errors_text, _is_section, _require_finite,
     _Section,
@@ -357,6 +358,8 @@ class TrainConfig(_Section):
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     episode: EpisodeConfig = Field(default_factory=EpisodeConfig)
+    trackers: Trackers = Field(default_factory=default_trackers, description=TRACKERS_HELP)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
 
     @model_validator(mode="before")
     @classmethod

@@ -19,6 +19,7 @@ from wmrl.runs.ledger import Ledger
 from wmrl.runs.owner import OWNER_LOCK, RunDirOwner
 from wmrl.runs.loop import Schedule, evaluated_at, run_steps
 from wmrl.runs.rundir import RunDir, read_jsonl, seed_everything, write_json_atomic
+from wmrl.runs.tracking import check_trackers, open_trackers
 from wmrl.training.trainer import Trainer
 from wmrl.training.config import load_yaml
 from wmrl.training.alarm import ExploitationStop
@@ -32,15 +33,6 @@ from wmrl.training.parts import build_components
 log = logging.getLogger(__name__)
 #: Bootstrap resamples of the fidelity card written when a run ends (``fidelity.json``; the steps log point values).
 FIDELITY_BOOT = 1000
-
-
-def _open_tb(rd: RunDir, purge_step: int | None) -> Any:
-    try:
-        from torch.utils.tensorboard import SummaryWriter  # noqa: PLC0415 - heavy
-    except Exception as e:  # noqa: BLE001 - tensorboard missing or broken: keep training, say so once
-        log.warning("TensorBoard events disabled: %s", e)
-        return None
-    return SummaryWriter(log_dir=str(rd.tb), purge_step=purge_step)
 
 
 def _default_run_dir(cfg: TrainConfig) -> str:
@@ -76,8 +68,11 @@ def run_training(config: TrainConfig, *, resume: bool = False,
         ConfigError, FileNotFoundError: an invalid config (checked here too), a config that differs
             from the saved one in a frozen field, or from the parts. A start (not a resume) that fails
             before its step-0 checkpoint removes the run directory it made.
+        TrackerUnavailable (a ConfigError): a tracker of ``config.trackers`` whose package is not installed,
+            refused before the run directory is touched (the message names the ``pip install``).
     """
     cfg = validate(config)  # also a config built in Python: finite numbers within their ranges
+    check_trackers(cfg.trackers)  # a tracker's missing package is refused before the run directory is touched
     if cfg.run_dir is None:
         cfg.run_dir = _default_run_dir(cfg)
     rd = RunDir(cfg.run_dir)
@@ -180,6 +175,7 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
         if fresh_start and not resume:
             _remove_fresh(rd, existed)
         raise
+    status = "failed"  # the trackers' closing status, unless the run gets further
     try:
         if latest is not None:
             _load_newest(trainer, candidates, passed_over)
@@ -194,18 +190,24 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
                     _remove_fresh(rd, existed)
                 raise
         write_json_atomic(rd.ledger, ledger.to_json())
-        trainer.tb = _open_tb(rd, purge_step=trainer.step + 1 if trainer.step > 0 else None)
+        trainer.trackers = open_trackers(cfg.trackers, cfg.tracking, rd.root, config=config_to_dict(cfg),
+                                         start_step=trainer.step,
+                                         on_error=lambda msg: rd.log_line(f"{now_iso()} WARNING {msg}"))
         show = cfg.progress if progress is None else progress
         _loop(trainer, show, stop_after_step)
         if stop_after_step is not None and trainer.step < cfg.optim.steps:
+            status = "stopped"
             return _partial_summary(trainer)
         if cfg.eval.at_end and (trainer.c.heldout_tasks or cfg.eval.train_tasks):
             if not evaluated_at(rd, trainer.step):
                 trainer.evaluate(in_step=False)
         summary = _finish(trainer)
+        status = "finished"
+    except (ExploitationStop, KeyboardInterrupt):
+        status = "stopped"  # at a checkpoint (the alarm) or interrupted: resumable
+        raise
     finally:
-        if trainer.tb is not None:
-            trainer.tb.close()
+        trainer.trackers.close(status)
         if own_components and components.close is not None:
             components.close()
     return summary
@@ -369,6 +371,7 @@ def _finish(trainer: Trainer) -> RunSummary:
         write_json_atomic(rd.fidelity, card.to_dict())
     write_json_atomic(rd.ledger, led)
     write_json_atomic(rd.summary, summary.to_dict())
+    trainer.trackers.log_summary(trainer.step, summary.to_dict())
     rd.log_line(f"{now_iso()} finished: {trainer.step} steps, wall {L.wall_s():.1f}s")
     return summary
 
@@ -382,8 +385,8 @@ def _summary_from_file(rd: RunDir, d: dict[str, Any]) -> RunSummary:
 
 
 RESUME_MUTABLE = ("optim.steps", "progress", "threads", "eval.", "executor.", "checkpoint_every",
-                  "keep_checkpoints", "wmrl.exploit_alarm", "wmrl.exploit_alarm_threshold", "wmrl.exploit_alarm_drift",
-                  "wmrl.exploit_alarm_max_anchor_fraction")
+                  "keep_checkpoints", "trackers", "tracking.", "wmrl.exploit_alarm", "wmrl.exploit_alarm_threshold",
+                  "wmrl.exploit_alarm_drift", "wmrl.exploit_alarm_max_anchor_fraction")
 
 #: Config keys added after runs were saved without them, with the value that reproduces what such a run did: its
 #: config.yaml lacks the key, and a resume continues with this value rather than the key's default (unless the
@@ -416,7 +419,8 @@ def resume_training(run_dir: str | Path, overrides: list[str] | None = None,
 
     The config is read back from ``run_dir/config.yaml``; ``overrides`` may change only fields that do
     not alter the trajectory so far (``optim.steps``, ``eval.*``, ``executor.*``, ``progress``, ``threads``,
-    ``checkpoint_every``, ``keep_checkpoints``, the ``wmrl.exploit_alarm*`` keys).
+    ``checkpoint_every``, ``keep_checkpoints``, the ``wmrl.exploit_alarm*`` keys, ``trackers`` and ``tracking.*``: a
+    tracker added on resume receives the steps from the checkpoint's on).
 
     ``config.yaml`` must be the file the run saved (its SHA-256 is kept in ``config.yaml.sha256``);
     an edited one is refused unless ``accept_edited_config`` (CLI ``--accept-edited-config``).

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,7 @@ from wmrl.step.anchors import AnchorRuns, AnchorStream, late_sample_lines, late_
     recipe_inputs
 from wmrl.runs.ledger import Ledger
 from wmrl.runs.rundir import RunDir, json_safe, rng_state, set_rng_state
+from wmrl.runs.tracking import TrackerSet
 from wmrl.step.batch import StepBatch
 from wmrl.step.engine import StepEngine
 from wmrl.step.environment import Rollouts
@@ -107,7 +107,7 @@ class Trainer:
         self.started_at = now_iso()
         self.wm_refreshed = False
         self.fidelity = FidelityRows()  # the world model's predictions and the true outcomes of the anchors so far
-        self.tb = None
+        self.trackers = TrackerSet()  # the experiment trackers (wmrl.runs.tracking), opened by the run
         self._last_eval: dict[str, dict[str, Any]] = {}
         self._live: dict[str, Any] = {}
 
@@ -485,12 +485,12 @@ class Trainer:
         return lines
 
     def _log(self, rec: dict[str, Any], samples: list[dict[str, Any]], cal_rec: dict[str, Any] | None) -> None:
-        """Stage log: metrics.jsonl, samples.jsonl, calibration.jsonl, TensorBoard, train.log."""
+        """Stage log: metrics.jsonl, samples.jsonl, calibration.jsonl, the trackers (TensorBoard, ...), train.log."""
         self.rd.append("metrics", rec)
         self.rd.append_many("samples", samples)
         if cal_rec is not None:
             self.rd.append("calibration", cal_rec)
-        self._tb_scalars(rec)
+        self.trackers.log_metrics(rec["step"], rec)
         self.rd.log_line(_step_line(rec))
 
     # ------------------------------------------------------------------ stage update
@@ -527,24 +527,12 @@ class Trainer:
                     self.rd.log_line(f"{now_iso()} WARNING {msg}")
                 self.rd.append("eval", rec)
                 out[split] = rec
-                if self.tb is not None:
-                    for k in ("mean_percentile", "valid_rate", "medal_rate", "best_percentile_mean"):
-                        if rec.get(k) is not None:
-                            self.tb.add_scalar(f"eval_{split}/{k}", rec[k], self.step)
+                self.trackers.log_eval(self.step, split, rec)
                 self.rd.log_line(f"{now_iso()} eval step {self.step} {split}: percentile "
                                  f"{_fmt(rec['mean_percentile'])} valid {_fmt(rec['valid_rate'])} "
                                  f"medals {rec['medals']}")
         self._last_eval.update(out)
         return out
-
-    # ------------------------------------------------------------------ logging helpers
-    def _tb_scalars(self, rec: dict[str, Any]) -> None:
-        if self.tb is None:
-            return
-        for k, v in rec.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("step", "time") \
-                    and math.isfinite(float(v)):
-                self.tb.add_scalar(k.replace(".", "/"), float(v), rec["step"])
 
 
 def truncate_execution_log(rd: RunDir, step: int) -> int:
