@@ -29,8 +29,18 @@ ROOT = Path(__file__).resolve().parents[2]
 #: once when the exploitation alarm and the world model's program features added ``ALARM_LINES`` (without them:
 #: ``SAVED_BEFORE_ALARM``), and once when the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``). A
 #: resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by
-#: accident.
+#: accident (the newest change first: ``SERVE_LINES``).
 SAVED = {
+    "defaults": "796c7ac6a9fc643d916048b1f46df4b6c8596c1dc9f0a952bb86ff1bf31c8cdf",
+    "quickstart": "d6b8152622962798a26fcd7c3735280306fd2ac2896936956f51b3f17bd4eed8",
+    "tiny": "4806f0cbeacf2f8b1cb9c7c66d383ff1577aa1368dd0f888f2bb112365c6594a",
+    "cpu-small/wmrl/0": "01c3369808f0203358fe5fbe9ad4aea579ba928a104dd6e6b5894008931ffd20",
+    "gpu-paper/grpo/1": "4918510183cc2d85740405e84e13b4e0ab33a1cedde25fc825a64523a58120a5",
+}
+#: before the services (docs/services.md) added ``executor.url`` / ``executor.token_env`` and ``world_model.url`` /
+#: ``world_model.token_env`` (``SERVE_LINES``, each twice: once per section)
+SERVE_LINES = ("  url: null\n", "  token_env: WMRL_SERVE_TOKEN\n")
+SAVED_BEFORE_SERVE = {
     "defaults": "b00b06f5b9e91710df0ab6b6382a8bbe521e175688fafefda5ae35584db60f82",
     "quickstart": "e491c2c8c01bf53e64bed73a2a9d8272433299f15d10881ea6a5caec8108a07e",
     "tiny": "2637f4ad418e06afe9e3f9a108a34c62cb6239149963f9b58c6a882f0b124b9d",
@@ -117,6 +127,10 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
                                                      overrides=over))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED
     for k, v in dumps.items():
+        for line in SERVE_LINES:
+            assert v.count(line) == 2, k
+            v = v.replace(line, "")
+        assert _sha(v) == SAVED_BEFORE_SERVE[k], k
         assert v.count(LADDER_LINE) == 1, k
         v = v.replace(LADDER_LINE, "")
         if k == "quickstart":
