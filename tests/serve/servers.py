@@ -135,3 +135,33 @@ def fitted_world_model(out: Path, tasks_root: Path, seed: int = 0) -> Path:
     wm.fit(recs, epochs=1, heldout_fraction=0.0, seed=seed)
     wm.save(out)
     return out
+
+
+class ThreadServer:
+    """An ASGI app served by uvicorn on a thread of this process (a real socket, quick to start); a context manager.
+
+    Args:
+        app: the ASGI app.
+    """
+
+    def __init__(self, app: Any):
+        import threading
+
+        import uvicorn
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    access_log=False))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> ThreadServer:
+        self.thread.start()
+        deadline = time.time() + 30
+        while not self.server.started and time.time() < deadline:
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
