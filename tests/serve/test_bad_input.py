@@ -81,7 +81,8 @@ def test_missing_or_wrong_token_is_401(server):
     # the token is checked before the body: a bad body without a token is still a 401
     _error(httpx.post(server.url + "/v1/grade", content=b"{", timeout=30), 401, "unauthorized")
     _error(httpx.get(server.url + "/v1/tasks", timeout=30), 401, "unauthorized")
-    assert {"aer-houseprices", TASK} <= set(httpx.get(server.url + "/v1/tasks", headers=auth(), timeout=30).json()["tasks"])
+    served = httpx.get(server.url + "/v1/tasks", headers=auth(), timeout=30).json()["tasks"]
+    assert {"aer-houseprices", TASK} <= set(served)
     _still_serves(server, "after-token")
 
 

@@ -105,7 +105,7 @@ class MicroBatcher:
                 answers = list(self.fn(rows)) if rows else []
                 if len(answers) != len(rows):
                     raise RuntimeError(f"the batched function returned {len(answers)} answers for {len(rows)} rows")
-            except BaseException as exc:  # noqa: BLE001 - every waiting request gets the error, the thread lives on
+            except Exception as exc:  # every waiting request gets the error, the thread lives on
                 log.exception("batched call of %d rows failed", len(rows))
                 for _, fut in jobs:
                     fut.set_exception(exc)

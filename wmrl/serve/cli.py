@@ -32,7 +32,7 @@ def _fail(msg: str) -> NoReturn:
 
 
 def _token(token: str | None, token_file: Path | None, no_token: bool) -> str | None:
-    from wmrl.serve.common import read_token  # noqa: PLC0415 - pulls FastAPI
+    from wmrl.serve.common import read_token
 
     try:
         return read_token(token, token_file, no_token=no_token)
@@ -41,13 +41,13 @@ def _token(token: str | None, token_file: Path | None, no_token: bool) -> str | 
 
 
 def _suite(roots: list[Path] | None) -> Any:
-    from wmrl.tasks.loader import TaskSuite, default_suite  # noqa: PLC0415 - loads the task format
+    from wmrl.tasks.loader import TaskSuite, default_suite
 
     return TaskSuite([str(r) for r in roots]) if roots else default_suite()
 
 
 def _serve(app: Any, host: str, port: int, what: str) -> None:
-    import uvicorn  # noqa: PLC0415 - optional dependency (the serve extra)
+    import uvicorn
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     typer.echo(f"wmrl serve {what}: http://{host}:{port}/v1/health", err=True)
@@ -76,10 +76,10 @@ def sandbox_command(
         "Allow the weak rlimit-only mode when bwrap is missing (no isolation: trusted programs only!).")),
 ) -> None:
     """Serve the sandbox and the trusted grader: POST /v1/grade runs a program on a task and grades it."""
-    from wmrl.execution.log import ExecutionLog  # noqa: PLC0415 - heavy path (sandbox)
-    from wmrl.execution.pool import LocalExecutor  # noqa: PLC0415
-    from wmrl.execution.sandbox import SandboxConfig, SandboxUnavailable  # noqa: PLC0415
-    from wmrl.serve.sandbox_app import SandboxService, create_sandbox_app  # noqa: PLC0415 - pulls FastAPI
+    from wmrl.execution.log import ExecutionLog
+    from wmrl.execution.pool import LocalExecutor
+    from wmrl.execution.sandbox import SandboxConfig, SandboxUnavailable
+    from wmrl.serve.sandbox_app import SandboxService, create_sandbox_app
 
     secret = _token(token, token_file, no_token)
     suite = _suite(tasks_root)
@@ -114,7 +114,8 @@ def world_model_command(
     token: str | None = _TOKEN, token_file: Path | None = _TOKEN_FILE, no_token: bool = _NO_TOKEN,
     backbone: str | None = typer.Option(None, "--backbone", help=(
         "The backbone the world model was fitted on (default: the run folder's model.name, else smollm2-135m).")),
-    seed: int | None = typer.Option(None, "--seed", help="The tiny backbone's initialisation seed (default: the run's)."),
+    seed: int | None = typer.Option(None, "--seed", help=(
+        "The tiny backbone's initialisation seed (default: the run's).")),
     scaffold: str | None = typer.Option(None, "--scaffold", help=(
         "Scaffold that builds a task's prompt for requests without one (default: the run's, else the default).")),
     tasks_root: list[Path] | None = _ROOTS,
@@ -124,14 +125,15 @@ def world_model_command(
     max_concurrency: int = typer.Option(1024, "--max-concurrency", min=1, help=(
         "Rows waiting or running at once; beyond: 503 + Retry-After.")),
     max_body_bytes: int = _BODY, read_timeout_s: float = _READ,
-    timeout_s: float = typer.Option(120.0, "--timeout-s", min=0.1, help="Longest wait for a prediction, seconds (504)."),
+    timeout_s: float = typer.Option(120.0, "--timeout-s", min=0.1, help=(
+        "Longest wait for a prediction, seconds (504).")),
     threads: int = typer.Option(0, "--threads", min=0, help="torch threads (0: torch's default)."),
 ) -> None:
     """Serve a world model: POST /v1/grade predicts a program's outcome without running it, batched across clients."""
-    import torch  # noqa: PLC0415 - heavy
+    import torch
 
-    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold  # noqa: PLC0415 - heavy
-    from wmrl.serve.world_model_app import (WorldModelService, create_world_model_app,  # noqa: PLC0415 - FastAPI
+    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
+    from wmrl.serve.world_model_app import (WorldModelService, create_world_model_app,
                                             load_served_world_model)
 
     secret = _token(token, token_file, no_token)

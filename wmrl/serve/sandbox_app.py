@@ -122,8 +122,9 @@ class SandboxService:
     @staticmethod
     def _same(rid: str, task0: str, sha0: str, task_id: str, sha: str) -> None:
         if (task0, sha0) != (task_id, sha):
-            raise HTTPException(409, f"request id {rid!r} was used for another {'task' if task0 != task_id else 'program'}"
-                                     f" (task {task0}, program sha256 {sha0[:12]}...); use a fresh id per program")
+            what = "task" if task0 != task_id else "program"
+            raise HTTPException(409, f"request id {rid!r} was used for another {what} (task {task0}, program sha256 "
+                                     f"{sha0[:12]}...); use a fresh id per program")
 
     def start(self, items: list[GradeRequest]) -> list[tuple[str, Any]]:
         """Admit ``items`` all or none: per item ``("join", _Running)``, ``("replay", ExecutionResult)`` or
