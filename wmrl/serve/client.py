@@ -151,7 +151,9 @@ def result_from_answer(answer: dict[str, Any], request: ExecutionRequest) -> Exe
 class RemoteExecutor:
     """An :class:`wmrl.interfaces.Executor` whose programs run in a ``wmrl serve sandbox`` service.
 
-    Each request goes out as ``POST /v1/grade`` under the id ``{namespace}/{request.request_id}`` (a fresh uuid when
+    A request on a validation view (``request.task.validation``, multi-turn episodes) asks the service for the view
+    of the same fraction and seed, built with the service's own secret. Each request goes out as ``POST /v1/grade``
+    under the id ``{namespace}/{request.request_id}`` (a fresh uuid when
     the request has none), retried with that id (module docstring), so the service runs it once however often it is
     sent. The result comes back under the request's own id and, when ``log`` is given, is appended to that execution
     log too (a run's own log stays complete). A request that cannot be answered (the service refuses it, or stays
@@ -208,6 +210,9 @@ class RemoteExecutor:
         body = {"request_id": wire_id, "task_id": request.task.id, "program": request.program,
                 "time_limit_s": request.time_limit_s, "meta": _jsonable(request.meta),
                 "trajectory": _jsonable(request.trajectory.to_dict()) if request.trajectory is not None else None}
+        view = getattr(request.task, "validation", None)
+        if view is not None:  # a validation view (multi-turn feedback): the service builds its own
+            body["validation"] = {"fraction": float(view.fraction), "seed": int(view.seed)}
         try:
             result = result_from_answer(self.client.request("POST", "/grade", body), request)
         except Exception as e:  # noqa: BLE001 - every failure is this request's infra_error, never a raised future

@@ -47,6 +47,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ValidationSpec(_Model):
+    """Run on the task's validation view (``wmrl.tasks.validation.validation_view``: a share of train.csv held out
+    and graded as ``validation_score``; multi-turn episodes' feedback). The service builds the view with its own
+    installation secret (``WMRL_VIEW_SECRET``)."""
+
+    fraction: float = Field(..., gt=0.0, lt=1.0, description="Held-out share of train.csv's rows.")
+    seed: int = Field(0, description="Seed of the split (salted with the service's secret).")
+
+
 class GradeRequest(_Model):
     """One program to grade (sandbox) or score (world model).
 
@@ -70,6 +79,8 @@ class GradeRequest(_Model):
         "The trajectory record (wmrl.trajectory v1: prompt, completion, run, step, group, stream) the execution "
         "log keeps beside the execution."))
     meta: dict[str, Any] = Field(default_factory=dict, description="Free-form provenance kept in the execution log.")
+    validation: ValidationSpec | None = Field(None, description=(
+        "Sandbox: run on the task's validation view instead of the task (null: the task)."))
     prompt: str | None = Field(None, description="World model: the prompt the completion answers (null: the task's).")
     completion: str | None = Field(None, description="World model: the policy's completion (null: the program).")
 

@@ -11,6 +11,10 @@ Programs run in the executor pool (:class:`wmrl.execution.pool.LocalExecutor`: b
   outcome it is answered with ``infra_error`` (logged, so the answer is final) instead of being started again;
 - a request id reused with another task or program is refused with 409.
 
+A request with ``validation`` runs on the task's validation view (:func:`wmrl.tasks.validation.validation_view`,
+built once per fraction and seed with this installation's secret) and is graded on its held-out rows too
+(``validation_score``), as multi-turn episodes need.
+
 Admission: at most ``max_concurrency`` items are in flight (running or queued for a worker); a new one beyond that
 gets 503 with ``Retry-After``. Joins and replays are always admitted. An answer that takes longer than
 ``timeout_s`` is a 504; the execution goes on and is logged, so a retry with the same id gets its result.
@@ -34,6 +38,7 @@ from wmrl.execution.types import ExecutionRequest, ExecutionResult, program_hash
 from wmrl.serve.common import BodyGuard, Counters, install_errors, retry_after, token_dependency
 from wmrl.serve.contract import (CONTRACT, PREFIX, BatchRequest, BatchResponse, Capacity, GradeRequest, GradeResponse,
                                  Health, Load, TaskList)
+from wmrl.tasks.validation import validation_view
 from wmrl.trajectory import Trajectory
 
 _RESULT_FIELDS = set(GradeResponse.model_fields) - {"contract", "replayed", "attempt"}
@@ -82,6 +87,7 @@ class SandboxService:
         self.max_concurrency, self.timeout_s, self.max_attempts = int(max_concurrency), float(timeout_s), \
             int(max_attempts)
         self.running: dict[str, _Running] = {}
+        self._views: dict[tuple[str, float, int], Any] = {}
         self._lock = threading.Lock()
         self.counters = Counters()
 
@@ -98,6 +104,20 @@ class SandboxService:
             return self.tasks.get(task_id)
         except KeyError as e:
             raise HTTPException(404, str(e.args[0] if e.args else e)) from None
+
+    def view(self, task: Any, fraction: float, seed: int) -> Any:
+        """The validation view of ``task`` (built once per fraction and seed, then reused).
+
+        Raises:
+            HTTPException: 422 when the task has no validation view (the message says why).
+        """
+        key = (task.id, float(fraction), int(seed))
+        if key not in self._views:
+            try:
+                self._views[key] = validation_view(task, fraction, seed)
+            except (ValueError, FileNotFoundError) as e:
+                raise HTTPException(422, f"validation: task {task.id} has no validation view: {e}") from None
+        return self._views[key]
 
     def _existing(self, rid: str, task_id: str, sha: str) -> tuple[str, Any]:
         """``("join", _Running)``, ``("replay", ExecutionResult)`` or ``("new", None)`` for ``rid``.
@@ -138,6 +158,8 @@ class SandboxService:
         seen: set[str] = set()
         for it in items:
             task = self.task(it.task_id)
+            if it.validation is not None:
+                task = self.view(task, it.validation.fraction, it.validation.seed)
             rid = it.request_id or f"anon-{uuid.uuid4().hex}"
             if rid in seen:
                 raise HTTPException(422, f"request id {rid!r} appears twice in one batch")
