@@ -276,6 +276,7 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
         check_served_tasks(executor, train + heldout, executor.close)
     if uses_wm and served_wm:
         comps.world_model = wm = served_world_model(cfg, executor.close)
+        comps.executed_records = lambda: executed_records(cfg, rd)  # recalled executions: the run's own anchors
 
         def close_both() -> None:
             executor.close()
