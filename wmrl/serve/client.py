@@ -2,8 +2,9 @@
 :class:`RemoteWorldModel` (a :class:`wmrl.interfaces.WorldModel` that predicts; it cannot be fitted or saved).
 
 Both retry what a retry can fix, with the same request id (so the sandbox never runs a program twice): a connection
-that failed or broke, 503 (after the server's ``Retry-After``, capped), 504 and other 5xx (exponential backoff with
-jitter, 0.2 s doubling up to 10 s). A 4xx is the request's fault and is not retried. The trainer builds them from
+that failed or broke, 504 and other 5xx (exponential backoff with jitter, 0.2 s doubling up to 10 s; ``retries``
+of them), and 503 (after the server's ``Retry-After``, capped, for up to ``max_busy_s``: a busy service is waited
+for, not given up on). A 4xx is the request's fault and is not retried. The trainer builds them from
 ``executor.kind: remote`` / ``executor.url`` and ``world_model.url`` (docs/services.md); the token comes from the
 environment variable the config names (default ``WMRL_SERVE_TOKEN``).
 """
@@ -52,7 +53,9 @@ class ServiceClient:
         url: the service's base URL (``http://host:port``; the ``/v1`` paths are added).
         token: the bearer token, or None.
         timeout_s: one HTTP call's limit, seconds (connect and read).
-        retries: retries after the first try (>= 0). max_retry_after_s: the longest ``Retry-After`` honoured, seconds.
+        retries: retries after a failed connection, a 5xx or a 408 (>= 0). max_busy_s: how long 503 answers (the
+            service at capacity) are retried, seconds; they do not use up ``retries``.
+        max_retry_after_s: the longest ``Retry-After`` honoured, seconds.
         seed: the jitter's random seed (jitter never changes an answer).
 
     Raises:
@@ -60,7 +63,7 @@ class ServiceClient:
     """
 
     def __init__(self, url: str, token: str | None = None, *, timeout_s: float = 960.0, retries: int = 8,
-                 max_retry_after_s: float = 30.0, seed: int | None = None):
+                 max_busy_s: float = 3600.0, max_retry_after_s: float = 30.0, seed: int | None = None):
         try:
             import httpx  # noqa: PLC0415 - optional dependency (the serve extra)
         except ImportError as e:
@@ -68,7 +71,8 @@ class ServiceClient:
         if not str(url).startswith(("http://", "https://")):
             raise ValueError(f"service URL {url!r} must start with http:// or https://")
         self.url = str(url).rstrip("/")
-        self.retries, self.max_retry_after_s = int(retries), float(max_retry_after_s)
+        self.retries, self.max_busy_s = int(retries), float(max_busy_s)
+        self.max_retry_after_s = float(max_retry_after_s)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._httpx = httpx
         self._client = httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(timeout_s),
@@ -78,42 +82,48 @@ class ServiceClient:
         self.n_retries = 0  # retries made so far (all calls)
 
     def _backoff(self, attempt: int) -> float:
+        """The wait before retry ``attempt`` (0-based), seconds; counts the retry."""
         with self._rng_lock:
+            self.n_retries += 1
             return min(10.0, 0.2 * 2 ** attempt) * (0.5 + self._rng.random())
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         """``method`` ``/v1{path}`` with JSON ``body``; the answer's JSON.
 
         Raises:
-            ServiceError: a 4xx (at once), or no success after ``retries`` retries.
+            ServiceError: a 4xx (at once), no success after ``retries`` retries, or 503 for longer than ``max_busy_s``.
         """
         last: tuple[int, Any] = (0, "no attempt")
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self.n_retries += 1
+        busy_until = time.monotonic() + self.max_busy_s
+        attempt = 0
+        while attempt <= self.retries:
             try:
                 r = self._client.request(method, PREFIX + path, json=body)
             except self._httpx.TransportError as e:  # refused, reset, timed out: the server may be restarting
                 last = (0, f"{type(e).__name__}: {e}")
-                time.sleep(self._backoff(attempt))
+                attempt += 1
+                time.sleep(self._backoff(attempt - 1))
                 continue
             if r.status_code < 400:
                 return r.json()
             detail = _detail(r)
             last = (r.status_code, detail)
-            if r.status_code == 503:
+            if r.status_code == 503 and time.monotonic() < busy_until:  # busy: wait, without using up a retry
                 try:
                     wait = float(r.headers.get("retry-after", "1"))
                 except ValueError:
                     wait = 1.0
-                time.sleep(min(self.max_retry_after_s, max(0.05, wait)) * (0.5 + self._rng.random()))
+                with self._rng_lock:
+                    self.n_retries += 1
+                    jitter = 0.5 + self._rng.random()
+                time.sleep(min(self.max_retry_after_s, max(0.05, wait)) * jitter)
                 continue
             if r.status_code >= 500 or r.status_code == 408:
-                time.sleep(self._backoff(attempt))
+                attempt += 1
+                time.sleep(self._backoff(attempt - 1))
                 continue
             raise ServiceError(r.status_code, detail, self.url + PREFIX + path)
-        raise ServiceError(last[0], f"no answer after {self.retries + 1} tries; last: {last[1]}",
-                           self.url + PREFIX + path)
+        raise ServiceError(last[0], f"no answer after {attempt} tries; last: {last[1]}", self.url + PREFIX + path)
 
     def health(self) -> dict[str, Any]:
         """``GET /v1/health`` (the :class:`~wmrl.serve.contract.Health` as a dict)."""

@@ -88,6 +88,7 @@ class SandboxService:
             int(max_attempts)
         self.running: dict[str, _Running] = {}
         self._views: dict[tuple[str, float, int], Any] = {}
+        self.mean_wall_s = 0.0  # moving average of the executions' wall seconds (0: none finished yet)
         self._lock = threading.Lock()
         self.counters = Counters()
 
@@ -171,10 +172,9 @@ class SandboxService:
         with self._lock:
             free = self.max_concurrency - len(self.running)
         if new > free:
-            wait = max(1.0, min(30.0, self.timeout_s / 10))
             raise HTTPException(503, f"at capacity: {self.max_concurrency - free} of {self.max_concurrency} items in "
                                      f"flight, {new} new asked; retry the same request after Retry-After seconds",
-                                headers=retry_after(wait))
+                                headers=retry_after(self.retry_after_s()))
         out: list[tuple[str, Any]] = []
         for kind, obj, rid, task, sha, it in plans:
             if kind != "new":
@@ -201,13 +201,22 @@ class SandboxService:
             self.running[rid] = run
         self.counters.add(executed=1)
 
-        def done(_: Future) -> None:
+        def done(f: Future) -> None:
             with self._lock:
                 if self.running.get(rid) is run:
                     del self.running[rid]
+                if not f.cancelled() and f.exception() is None:
+                    w = float(f.result().wall_s or 0.0)
+                    self.mean_wall_s = w if not self.mean_wall_s else 0.8 * self.mean_wall_s + 0.2 * w
 
         fut.add_done_callback(done)
         return run
+
+    def retry_after_s(self) -> float:
+        """When a refused client should retry, seconds: about when the next execution finishes and frees a place
+        (the executions' mean wall seconds / workers), between 1 and 30."""
+        workers = max(1, int(getattr(self.executor, "max_workers", 1)))
+        return max(1.0, min(30.0, self.mean_wall_s / workers))
 
     async def answer(self, plan: tuple[str, Any], deadline: float) -> GradeResponse:
         """Wait for one admitted item until ``deadline`` (``time.monotonic()`` seconds).
