@@ -82,8 +82,8 @@ def sandbox_command(
     from wmrl.serve.sandbox_app import SandboxService, create_sandbox_app
 
     secret = _token(token, token_file, no_token)
-    suite = _suite(tasks_root)
     try:
+        suite = _suite(tasks_root)
         n = len(suite)
     except Exception as e:  # noqa: BLE001 - a suite that is not built: say how to build it
         _fail(f"cannot read the tasks: {e}")
@@ -145,7 +145,12 @@ def world_model_command(
         _fail(str(e))
     scaffold_obj = get_scaffold(info["scaffold"] or DEFAULT_SCAFFOLD)
     info["scaffold"] = scaffold_obj.name
-    service = WorldModelService(wm, _suite(tasks_root), scaffold_obj, max_batch=max_batch,
+    try:
+        suite = _suite(tasks_root)
+    except Exception as e:  # noqa: BLE001 - no tasks: the service still scores requests that carry their prompt
+        typer.echo(f"warning: no tasks ({e}); requests must carry their prompt", err=True)
+        suite = None
+    service = WorldModelService(wm, suite, scaffold_obj, max_batch=max_batch,
                                 max_wait_s=max_wait_ms / 1000.0, max_concurrency=max_concurrency, timeout_s=timeout_s,
                                 info=info)
     app = create_world_model_app(service, token=secret, max_body_bytes=max_body_bytes, read_timeout_s=read_timeout_s)
