@@ -93,10 +93,14 @@ def test_served_parts_are_refused_clearly_when_unreachable(small_suite, tmp_path
         kw.update(retries=1)
         orig(self, *a, **kw)
 
+    wm_cfg = load_config(TINY, [f"tasks.root={small_suite}", f"run_dir={tmp_path / 'w'}", "optim.steps=1",
+                                f"world_model.url={port_url}"])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(client.ServiceClient, "__init__", quick)
-        with pytest.raises(ConfigError, match="executor.url"):
+        with pytest.raises(ConfigError, match="executor.url: .*no answer after 2 tries"):
             run_training(cfg)
+        with pytest.raises(ConfigError, match="world_model.url: .*no answer after 2 tries"):
+            run_training(wm_cfg)
     with pytest.raises(Exception, match="executor.kind=remote needs executor.url"):
         load_config(TINY, ["executor.kind=remote"])
     with pytest.raises(Exception, match="world_model.url serves a model fitted elsewhere"):
