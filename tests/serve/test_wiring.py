@@ -88,3 +88,30 @@ def test_trl_driver_on_the_served_parts(small_suite, tmp_path):
     n_anchor = int(np.sum(rec.inputs.is_anchor))
     assert exlog.count() == n_anchor > 0 and all(rec.statuses[i] == "ok" for i in np.flatnonzero(rec.inputs.is_anchor))
     assert np.isfinite(rec.inputs.reward_true[rec.inputs.is_anchor]).all()
+
+
+def test_world_model_service_loads_a_run_folder(small_suite, tmp_path):
+    """``--model RUN_DIR``: the run's world_model/ on the backbone, seed and scaffold its config.yaml names; a bare
+    world-model folder without a world_model.json is refused with a clear message."""
+    import shutil
+
+    import yaml
+
+    from tests.serve.servers import fitted_world_model
+    from wmrl.models.backbone import tiny_backbone
+    from wmrl.serve.world_model_app import load_served_world_model
+    from wmrl.world_model.factory import load_world_model
+
+    wm_dir = fitted_world_model(tmp_path / "wm", small_suite, seed=1)
+    run = tmp_path / "run"
+    shutil.copytree(wm_dir, run / "world_model")
+    (run / "config.yaml").write_text(yaml.safe_dump({"model": {"name": "tiny"}, "seed": 1,
+                                                     "scaffold": {"name": "grammar"}}))
+    served, info = load_served_world_model(run)
+    assert (info["backbone"], info["seed"], info["scaffold"], info["kind"]) == ("tiny", 1, "grammar", "regression")
+    model, tok = tiny_backbone(seed=1)
+    direct = load_world_model(wm_dir, model, tok)
+    prompts, comps = ["solve it"] * 3, ["model = Ridge(alpha=1)", "model = Ridge(alpha=9)", "x = ("]
+    assert np.array_equal(served.predict(prompts, comps), direct.predict(prompts, comps))
+    with pytest.raises(FileNotFoundError, match="neither a world-model folder"):
+        load_served_world_model(tmp_path)
