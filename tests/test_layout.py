@@ -164,12 +164,15 @@ def test_core_imports_nothing_else_of_wmrl():
     assert not offenders, offenders
 
 
-#: What the shared layers may not import: the step engine and the run kit sit under every trainer, and the
-#: embodied track is a trainer of its own on them (it reaches the text track's code through neither).
+#: What the shared layers may not import: the step engine and the run kit sit under every trainer, the embodied
+#: track is a trainer of its own on them (it reaches the text track's code through neither), and the services
+#: (``serve``) sit on execution and the world model, under the trainers that use their clients.
 FORBIDDEN = {
     "step": {"training", "embodied", "integrations", "bench", "report", "sim"},
     "runs": {"training", "embodied", "integrations", "bench", "report", "sim", "step"},
     "embodied": {"training"},
+    # the services serve the execution and world-model layers; the trainers import their clients, never the reverse
+    "serve": {"training", "embodied", "integrations", "bench", "report", "sim", "step", "runs"},
 }
 
 

@@ -88,3 +88,25 @@ def test_survives_a_killed_process(tiny_task, tmp_path):
     assert printed == 50
     lg = ExecutionLog(path)
     assert lg.count() == 50 and lg.records()[-1]["request_id"] == "49"
+
+
+def test_result_by_request_id_and_claims_survive_reopening(tiny_task, tmp_path):
+    path = tmp_path / "log.sqlite"
+    with ExecutionLog(path) as lg:
+        assert lg.result("r0") is None and lg.claimed("r0") is None
+        assert lg.claim("r0", "tiny-binary", program_hash("p0")) == 1
+        first = _result(0)
+        first.validation_score, first.exit_code, first.medal, first.above_median = 0.7, 0, "bronze", True
+        lg.append(ExecutionRequest(tiny_task, "p0", "r0"), first)
+        with pytest.raises(ValueError, match="request id"):
+            lg.claim("", "tiny-binary", "x")
+    with ExecutionLog(path) as lg:  # a restarted process reads the same
+        back = lg.result("r0")
+        assert back is not None and back.status == ExecutionStatus.OK
+        assert {k: v for k, v in back.to_dict().items() if k != "started_at"} == {
+            k: v for k, v in first.to_dict().items() if k != "started_at"}
+        assert back.started_at == pytest.approx(first.started_at, abs=1e-3)  # stored to the millisecond
+        assert lg.claim("r0", "tiny-binary", program_hash("p0")) == 2  # started again (e.g. after a crash)
+        assert lg.claimed("r0")["attempts"] == 2 and lg.claimed("r0")["program_sha256"] == program_hash("p0")
+        lg.append(ExecutionRequest(tiny_task, "p0", "r0"), _result(0, ExecutionStatus.RUNTIME_ERROR, 0.0))
+        assert lg.result("r0").status == ExecutionStatus.RUNTIME_ERROR  # the latest row is the answer

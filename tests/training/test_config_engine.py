@@ -28,15 +28,16 @@ ROOT = Path(__file__).resolve().parents[2]
 #: ``executor.infra_alarm_alpha`` (three lines, ``INFRA_LINES``: without them they hash to ``SAVED_BEFORE_INFRA``), and
 #: once when the exploitation alarm and the world model's program features added ``ALARM_LINES`` (without them:
 #: ``SAVED_BEFORE_ALARM``), and once when the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``),
-#: and once when the experiment trackers added ``TRACKERS_BLOCK`` (without it: ``SAVED_BEFORE_TRACKERS``). A
+#: once when the services added ``SERVE_LINES`` (without them: ``SAVED_BEFORE_SERVE``), and once when the experiment
+#: trackers added ``TRACKERS_BLOCK`` (without it: ``SAVED_BEFORE_TRACKERS``). A
 #: resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by
-#: accident.
+#: accident (the newest changes first: ``TRACKERS_BLOCK``, then ``SERVE_LINES``).
 SAVED = {
-    "defaults": "15da0cda92e129baa27c3bb77328d196d7080f1438b383f64269269eb63cdcf1",
-    "quickstart": "9a6ade6fe2feb5f9e8e5764569395047219c9d1482e69820942fa9d9457d1bee",
-    "tiny": "2eaa569a1191bc3ad3223bc230d35cabfb7fb2569f617989765f0dbef14690a2",
-    "cpu-small/wmrl/0": "3a8df9f852563168ea67c749ac08562192cb6760d594db10a104cda079e76e20",
-    "gpu-paper/grpo/1": "dd891da6dbf4533a9dd7c1083dc63f2ff3cec1243204221788e13aea930adba4",
+    "defaults": "c3c2b30e377b5c776e195659c44c5bc138d56e628fd1a3eb4f66c76707e4b63b",
+    "quickstart": "52ee31f6311618dbe8fda3f37478eb94c1ba23f9c7ac1baaf06d4f087192a01b",
+    "tiny": "dc28a5d9fda9fb91e1df31f20202ad555b02a95f01f1bd2487822f934418b08e",
+    "cpu-small/wmrl/0": "e3d49c82d75317d906f90d2371cbd38e22eead331494696ec50e830818b60050",
+    "gpu-paper/grpo/1": "8baf092398651659262cc2a8929b9a7851e45ee45a386e6e247d241711747f6c",
 }
 #: before the experiment trackers added ``trackers`` and the ``tracking`` section (``TRACKERS_BLOCK``, at the end)
 TRACKERS_BLOCK = ("trackers:\n- tensorboard\ntracking:\n  wandb:\n    project: wmrl\n    entity: null\n"
@@ -44,6 +45,16 @@ TRACKERS_BLOCK = ("trackers:\n- tensorboard\ntracking:\n  wandb:\n    project: w
                   "    run_name: null\n    group: null\n  mlflow:\n    experiment: wmrl\n    run_name: null\n"
                   "    tracking_uri: null\n")
 SAVED_BEFORE_TRACKERS = {
+    "defaults": "796c7ac6a9fc643d916048b1f46df4b6c8596c1dc9f0a952bb86ff1bf31c8cdf",
+    "quickstart": "d6b8152622962798a26fcd7c3735280306fd2ac2896936956f51b3f17bd4eed8",
+    "tiny": "4806f0cbeacf2f8b1cb9c7c66d383ff1577aa1368dd0f888f2bb112365c6594a",
+    "cpu-small/wmrl/0": "01c3369808f0203358fe5fbe9ad4aea579ba928a104dd6e6b5894008931ffd20",
+    "gpu-paper/grpo/1": "4918510183cc2d85740405e84e13b4e0ab33a1cedde25fc825a64523a58120a5",
+}
+#: before the services (docs/services.md) added ``executor.url`` / ``executor.token_env`` and ``world_model.url`` /
+#: ``world_model.token_env`` (``SERVE_LINES``, each twice: once per section)
+SERVE_LINES = ("  url: null\n", "  token_env: WMRL_SERVE_TOKEN\n")
+SAVED_BEFORE_SERVE = {
     "defaults": "b00b06f5b9e91710df0ab6b6382a8bbe521e175688fafefda5ae35584db60f82",
     "quickstart": "e491c2c8c01bf53e64bed73a2a9d8272433299f15d10881ea6a5caec8108a07e",
     "tiny": "2637f4ad418e06afe9e3f9a108a34c62cb6239149963f9b58c6a882f0b124b9d",
@@ -133,6 +144,10 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
         assert v.endswith(TRACKERS_BLOCK), k
         v = v.removesuffix(TRACKERS_BLOCK)
         assert _sha(v) == SAVED_BEFORE_TRACKERS[k], k
+        for line in SERVE_LINES:
+            assert v.count(line) == 2, k
+            v = v.replace(line, "")
+        assert _sha(v) == SAVED_BEFORE_SERVE[k], k
         assert v.count(LADDER_LINE) == 1, k
         v = v.replace(LADDER_LINE, "")
         if k == "quickstart":

@@ -10,6 +10,11 @@ Durability: WAL journal, ``synchronous=FULL``, one committed transaction per :me
 killed process loses at most the row being written, never earlier ones. Thread-safe (one
 connection behind a lock; the pool appends from its worker threads). Several processes may append
 to the same file (SQLite locking, 30 s busy timeout).
+
+Idempotency (what ``wmrl serve sandbox`` builds on): :meth:`ExecutionLog.result` is the finished execution of a
+request id (the latest row), :meth:`ExecutionLog.claim` records in table ``claims`` (committed before the program
+starts) that a request id was started, and counts its starts: an id started but never logged was in flight when
+its process died.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
-from wmrl.execution.types import ExecutionRequest, ExecutionResult
+from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus
 from wmrl.trajectory import Trajectory
 
 SCHEMA_VERSION = 1
@@ -108,6 +113,9 @@ class ExecutionLog:
                         self._conn.execute(f"ALTER TABLE executions ADD COLUMN {k} {v}")
                 self._conn.execute("CREATE INDEX IF NOT EXISTS executions_task ON executions(task_id)")
                 self._conn.execute("CREATE INDEX IF NOT EXISTS executions_status ON executions(status)")
+                self._conn.execute("CREATE INDEX IF NOT EXISTS executions_request ON executions(request_id)")
+                self._conn.execute("CREATE TABLE IF NOT EXISTS claims (request_id TEXT PRIMARY KEY, task_id TEXT, "
+                                   "program_sha256 TEXT, attempts INTEGER NOT NULL, claimed_at TEXT)")
                 self._conn.execute("CREATE TABLE IF NOT EXISTS wmrl_meta (key TEXT PRIMARY KEY, value TEXT)")
                 self._conn.execute("INSERT OR IGNORE INTO wmrl_meta VALUES ('schema_version', ?)",
                                    (str(SCHEMA_VERSION),))
@@ -158,6 +166,61 @@ class ExecutionLog:
             cur = self._conn.execute(f"INSERT INTO executions ({names}) VALUES ({marks})", values)
             assert cur.lastrowid is not None  # set by every successful INSERT
             return cur.lastrowid
+
+    def claim(self, request_id: str, task_id: str, program_sha256: str) -> int:
+        """Record that ``request_id`` is being started, in its own committed transaction; returns how many times it
+        has been started so far, this one included (1 the first time; more after a process died while running it).
+
+        Raises:
+            ValueError: ``request_id`` is empty.
+        """
+        if not request_id:
+            raise ValueError("claim needs a request id")
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute(
+                    "INSERT INTO claims VALUES (?, ?, ?, 1, ?) ON CONFLICT(request_id) DO UPDATE SET "
+                    "attempts = attempts + 1, claimed_at = excluded.claimed_at",
+                    (_utf8(request_id), _utf8(task_id), program_sha256, _iso(time.time())))
+                n = int(self._conn.execute("SELECT attempts FROM claims WHERE request_id = ?",
+                                           (_utf8(request_id),)).fetchone()[0])
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        return n
+
+    def claimed(self, request_id: str) -> dict[str, Any] | None:
+        """The claim of ``request_id`` (``task_id``, ``program_sha256``, ``attempts``, ``claimed_at``) or None."""
+        with self._lock:
+            cur = self._conn.execute("SELECT * FROM claims WHERE request_id = ?", (_utf8(request_id),))
+            names = [d[0] for d in cur.description]
+            row = cur.fetchone()
+        return dict(zip(names, row)) if row else None
+
+    def result(self, request_id: str) -> ExecutionResult | None:
+        """The logged outcome of ``request_id`` (its latest row) as an :class:`ExecutionResult`, or None when the id
+        never finished. Timestamps come back as Unix seconds; ``stdout``/``stderr`` as stored (truncated)."""
+        with self._lock:
+            cur = self._conn.execute("SELECT * FROM executions WHERE request_id = ? ORDER BY id DESC LIMIT 1",
+                                     (_utf8(request_id),))
+            names = [d[0] for d in cur.description]
+            row = cur.fetchone()
+        if row is None:
+            return None
+        d = dict(zip(names, row))
+        started = datetime.fromisoformat(d["started_at"]).timestamp() if d.get("started_at") else 0.0
+        return ExecutionResult(
+            request_id=d["request_id"], task_id=d["task_id"], status=ExecutionStatus(d["status"]), score=d["score"],
+            reward=d["reward"], wall_s=float(d["wall_s"] or 0.0), cpu_s=float(d["cpu_s"] or 0.0),
+            peak_rss_bytes=int(d["peak_rss_bytes"] or 0), stdout=d["stdout"] or "", stderr=d["stderr"] or "",
+            program_sha256=d["program_sha256"], error=d["error"] or "", medal=d["medal"],
+            above_median=None if d["above_median"] is None else bool(d["above_median"]), exit_code=d["exit_code"],
+            started_at=started, time_limit_s=float(d["time_limit_s"] or 0.0), sandbox=d["sandbox"] or "",
+            stdout_bytes=int(d["stdout_bytes"] or 0), stderr_bytes=int(d["stderr_bytes"] or 0),
+            grade_s=float(d["grade_s"] or 0.0), grade_peak_rss_bytes=int(d["grade_peak_rss_bytes"] or 0),
+            validation_score=d["validation_score"])
 
     def records(self, where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Rows as dicts in insertion order, ``meta`` parsed back to a dict and ``trajectory`` the

@@ -189,10 +189,13 @@ def _load_object(spec: str) -> Any:
 
 def build_parts_from_env() -> dict[str, Any]:
     """The reward manager's parts from the environment: ``tasks`` (id -> Task), ``scaffold``,
-    ``world_model`` (None when the recipe needs none), ``executor``.
+    ``world_model`` (None when the recipe needs none; ``WMRL_WORLD_MODEL_URL``: a served one), ``executor``
+    (``WMRL_EXECUTOR`` = ``local``, ``ray`` or ``remote`` with ``WMRL_EXECUTOR_URL``; services' token in
+    ``WMRL_SERVE_TOKEN``).
 
     Raises:
-        ValueError: ``WMRL_TASKS_ROOT`` unset, or ``WMRL_WORLD_MODEL`` unset for a recipe with a world model.
+        ValueError: ``WMRL_TASKS_ROOT`` unset, ``WMRL_WORLD_MODEL`` and ``WMRL_WORLD_MODEL_URL`` unset for a recipe
+            with a world model, or ``WMRL_EXECUTOR=remote`` without ``WMRL_EXECUTOR_URL``.
     """
 
     root = os.environ.get("WMRL_TASKS_ROOT")
@@ -203,12 +206,26 @@ def build_parts_from_env() -> dict[str, Any]:
     wm = None
     if recipe.uses_world_model:
         spec = os.environ.get("WMRL_WORLD_MODEL")
-        if not spec:
-            raise ValueError(f"recipe {recipe.name!r} needs WMRL_WORLD_MODEL='module:function' returning a WorldModel")
-        wm = _load_object(spec)()
+        if os.environ.get("WMRL_WORLD_MODEL_URL"):  # a `wmrl serve world-model` service (docs/services.md)
+            from wmrl.serve.client import RemoteWorldModel, token_from_env  # noqa: PLC0415 - optional (httpx)
+
+            wm = RemoteWorldModel(os.environ["WMRL_WORLD_MODEL_URL"], token_from_env("WMRL_SERVE_TOKEN"))
+        elif not spec:
+            raise ValueError(f"recipe {recipe.name!r} needs WMRL_WORLD_MODEL='module:function' returning a WorldModel, "
+                             "or WMRL_WORLD_MODEL_URL, the URL of a `wmrl serve world-model` service")
+        else:
+            wm = _load_object(spec)()
     workers = int(os.environ.get("WMRL_EXEC_WORKERS", "4"))
     executor: Any
-    if os.environ.get("WMRL_EXECUTOR", "local") == "ray":
+    kind = os.environ.get("WMRL_EXECUTOR", "local")
+    if kind == "remote":  # a `wmrl serve sandbox` service (docs/services.md)
+        from wmrl.serve.client import RemoteExecutor, token_from_env  # noqa: PLC0415 - optional (httpx)
+
+        url = os.environ.get("WMRL_EXECUTOR_URL")
+        if not url:
+            raise ValueError("WMRL_EXECUTOR=remote needs WMRL_EXECUTOR_URL, the `wmrl serve sandbox` service's URL")
+        executor = RemoteExecutor(url, token_from_env("WMRL_SERVE_TOKEN"), max_workers=workers)
+    elif kind == "ray":
         executor = RayExecutor(max_concurrency=workers)
     else:
         executor = LocalExecutor(max_workers=workers)

@@ -253,6 +253,22 @@ class WorldModelConfig(_Section):
     refresh_every_k: Int = Field(0, ge=0, description=(
         "Refit the world model on the warm-up corpus plus all anchors gathered so far every K steps (0 = off; the "
         "paper keeps it fixed)."))
+    url: OptStr = Field(None, description=(
+        "Base URL of a `wmrl serve world-model` service (e.g. http://gpu-host:8766) that scores the trajectories; "
+        "null = the world model runs in the trainer. A served model is neither fitted nor refreshed by the run "
+        "(no warm-up, world_model.path unused; docs/services.md)."))
+    token_env: str = Field("WMRL_SERVE_TOKEN", description=(
+        "Environment variable holding the world-model service's bearer token (unset: no token sent)."))
+
+    @model_validator(mode="after")
+    def _served_model_is_not_fitted(self) -> WorldModelConfig:
+        if self.url and (self.path or self.warmup_corpus or self.refresh_every_k):
+            raise ValueError("world_model.url serves a model fitted elsewhere: leave world_model.path, "
+                             "world_model.warmup_corpus and world_model.refresh_every_k unset (fit the served model "
+                             "with `wmrl wm fit` and restart the service on it)")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"world_model.url {self.url!r} must start with http:// or https://")
+        return self
 
     @model_validator(mode="after")
     def _generative_needs_adapter(self) -> WorldModelConfig:
@@ -289,7 +305,9 @@ class OptimConfig(_Section):
 class ExecutorConfig(_Section):
     """Where real executions run."""
 
-    kind: Literal["local", "ray"] = Field("local", description="'local' (process pool on the local machine) or 'ray'.")
+    kind: Literal["local", "ray", "remote"] = Field("local", description=(
+        "'local' (process pool on the local machine), 'ray', or 'remote' (a `wmrl serve sandbox` service at "
+        "executor.url; docs/services.md)."))
     workers: Int = Field(2, ge=1, description="Concurrent executions.")
     address: OptStr = Field(None, description="Ray address (kind=ray); null = start a local Ray instance.")
     sandbox: bool = Field(True, description=(
@@ -305,6 +323,23 @@ class ExecutorConfig(_Section):
     infra_alarm_alpha: Float = Field(1e-3, gt=0.0, lt=1.0, description=(
         "False-alarm probability of each infra-alarm test (one-sided binomial test against "
         "infra_background_rate)."))
+    url: OptStr = Field(None, description=(
+        "Base URL of the `wmrl serve sandbox` service (kind=remote), e.g. http://cpu-host:8765; executor.workers "
+        "requests are in flight at once."))
+    token_env: str = Field("WMRL_SERVE_TOKEN", description=(
+        "Environment variable holding the sandbox service's bearer token (kind=remote; unset: no token sent)."))
+
+    @model_validator(mode="after")
+    def _remote_needs_url(self) -> ExecutorConfig:
+        if self.kind == "remote" and not self.url:
+            raise ValueError("executor.kind=remote needs executor.url, the `wmrl serve sandbox` service's base URL "
+                             "(e.g. http://cpu-host:8765)")
+        if self.url and self.kind != "remote":
+            raise ValueError(f"executor.url is set but executor.kind is {self.kind!r}: set executor.kind=remote "
+                             "to use the service, or drop executor.url")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"executor.url {self.url!r} must start with http:// or https://")
+        return self
 
 
 class EvalConfig(_Section):

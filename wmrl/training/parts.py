@@ -221,10 +221,17 @@ def world_model_backbone(model: Any, policy_lora: Any) -> Any:
 
 
 def make_executor(cfg: TrainConfig, log_path: Path) -> Any:
-    """The executor of ``executor.kind``, logging every execution to the SQLite log at ``log_path``."""
+    """The executor of ``executor.kind``, logging every execution to the SQLite log at ``log_path`` (``remote``: a
+    :class:`wmrl.serve.client.RemoteExecutor` on ``executor.url``, which logs there too, beside the service's own
+    log)."""
 
     exlog = ExecutionLog(log_path)
     e = cfg.executor
+    if e.kind == "remote":
+        from wmrl.serve.client import RemoteExecutor, token_from_env  # noqa: PLC0415 - optional dependency (httpx)
+
+        assert e.url is not None  # the config's validator requires it
+        return RemoteExecutor(e.url, token_from_env(e.token_env), max_workers=e.workers, log=exlog)
     sandbox = sandbox_config(cfg)
     if e.kind == "ray":
         ex = RayExecutor(address=e.address, max_workers=e.workers, sandbox=sandbox, log=exlog)
@@ -253,7 +260,8 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     model, tok = load_policy_backbone(cfg)
     lora = policy_lora(cfg)
     uses_wm = get_recipe(cfg.method).uses_world_model
-    wm_backbone = world_model_backbone(model, lora) if uses_wm else None
+    served_wm = bool(cfg.world_model.url)
+    wm_backbone = world_model_backbone(model, lora) if uses_wm and not served_wm else None
     policy = Policy(model, tok, lora=lora)
     policy.sampling_engine = cfg.rollout.engine
     need = policy.min_new_tokens(scaffold, train + heldout)
@@ -264,7 +272,18 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     executor = make_executor(cfg, rd.executions)
     comps = Components(train_tasks=train, heldout_tasks=heldout, scaffold=scaffold, policy=policy,
                        executor=executor, close=executor.close)
-    if uses_wm:
+    if cfg.executor.kind == "remote":
+        check_served_tasks(executor, train + heldout, executor.close)
+    if uses_wm and served_wm:
+        comps.world_model = wm = served_world_model(cfg, executor.close)
+        comps.executed_records = lambda: executed_records(cfg, rd)  # recalled executions: the run's own anchors
+
+        def close_both() -> None:
+            executor.close()
+            wm.close()
+
+        comps.close = close_both
+    elif uses_wm:
         try:
             comps.world_model = _world_model(cfg, rd, ledger, wm_backbone, tok, policy, scaffold, train, executor)
         except BaseException:
@@ -274,6 +293,44 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
         comps.refit_world_model = lambda step: refit_world_model(cfg, rd, comps.world_model)
         comps.executed_records = lambda: executed_records(cfg, rd)
     return comps
+
+
+def check_served_tasks(executor: Any, tasks: list[Any], close: Callable[[], None]) -> None:
+    """Refuse to train when the sandbox service does not know every task (checked once, before any step).
+
+    Raises:
+        ConfigError: naming the missing tasks, or the service that cannot be reached (``close`` is called first).
+    """
+    from wmrl.serve.client import ServiceError  # noqa: PLC0415 - optional dependency (httpx)
+
+    try:
+        executor.check_tasks([t.id for t in tasks])
+    except (ValueError, ServiceError) as e:
+        close()
+        raise ConfigError(f"executor.url: {e}") from None
+
+
+def served_world_model(cfg: TrainConfig, close: Callable[[], None]) -> Any:
+    """The :class:`wmrl.serve.client.RemoteWorldModel` of ``world_model.url``, checked to answer ``/v1/health`` as a
+    world-model service.
+
+    Raises:
+        ConfigError: the service cannot be reached or is not a world-model service (``close`` is called first).
+    """
+    from wmrl.serve.client import RemoteWorldModel, ServiceError, token_from_env  # noqa: PLC0415 - optional (httpx)
+
+    assert cfg.world_model.url is not None
+    wm = RemoteWorldModel(cfg.world_model.url, token_from_env(cfg.world_model.token_env))
+    try:
+        service = wm.client.health().get("service")
+    except ServiceError as e:
+        close()
+        raise ConfigError(f"world_model.url: {e}") from None
+    if service != "world-model":
+        close()
+        raise ConfigError(f"world_model.url {cfg.world_model.url} is a {service!r} service, not `wmrl serve "
+                          "world-model`")
+    return wm
 
 
 def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: Any, policy: Any,
