@@ -67,7 +67,7 @@ def _check_rows_match(run: Path, df: pd.DataFrame) -> int:
         assert row["stream"] == ("recalled" if rec.get("recalled") else rec["stream"])
         assert row["schema_version"] == SCHEMA_VERSION
         if rec["stream"] != "anchor":
-            assert not row["executed"] and row["program"] is None and pd.isna(row["wall_s"])
+            assert not row["executed"] and pd.isna(row["program"]) and pd.isna(row["wall_s"])
             continue
         executed += 1
         suffix = f"-t{rec['final_turn']}" if "turns" in rec else ""
@@ -104,7 +104,7 @@ def test_real_run_exports_one_row_per_sample(bench, tmp_path):
     assert df["method"].unique().tolist() == ["wmrl"] and df["seed"].unique().tolist() == [0]
     assert df["run_id"].unique().tolist() == ["seed0"]
     assert df["status_wm"].notna().all() and df["prompt"].str.startswith("Task:").all()
-    ds = load_dataset("parquet", data_files=str(out), split="train")
+    ds = load_dataset("parquet", data_files=str(out), split="train", cache_dir=str(tmp_path / "hf"))
     assert ds.num_rows == len(df) and ds.column_names == column_names()
     assert ds[0]["reward_used"] == pytest.approx(df["reward_used"][0])
     schema = pq.read_schema(out)
@@ -178,6 +178,59 @@ def test_multiturn_run_exports_turns_and_observations(small_suite, tmp_path):
             assert row["wall_s"] == pytest.approx(sum(t["wall_s"] for t in done))
             assert row["peak_rss_bytes"] == max(t["peak_rss_bytes"] for t in done)
     assert n_turns > len(df)  # some episode has two turns
+
+
+def test_late_anchors_join_their_executions_at_their_origin_step(tmp_path, monkeypatch):
+    """Asynchronous anchors (fake parts, executions finishing 0.3 s after submission, each appended to the run's
+    execution log as the executor pool does): every anchor_late row is joined with the execution of its origin
+    step, group and sample."""
+    import threading
+    from concurrent.futures import Future
+
+    from tests.support.fakes import FakeExecutor
+    from wmrl.execution.log import ExecutionLog
+    from wmrl.training.run import run_training
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "training"))
+    from test_loop_fakes import cfg_for, comps
+
+    class LoggedSlowExecutor(FakeExecutor):
+        def __init__(self, log_path: Path):
+            super().__init__()
+            self.log_path = log_path
+
+        def submit(self, req):
+            f: Future = Future()
+            f.set_running_or_notify_cancel()
+
+            def done():
+                res = self._run(req)
+                with ExecutionLog(self.log_path) as lg:
+                    lg.append(req, res)
+                f.set_result(res)
+            threading.Timer(0.3, done).start()
+            return f
+
+    c = comps("wmrl")
+    cfg = cfg_for(tmp_path, "wmrl", 8, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion_min_pairs=2",
+                  "wmrl.anchor_staleness=20")
+    c.executor = LoggedSlowExecutor(Path(cfg.run_dir) / "executions.sqlite")
+    predict = c.world_model.predict
+    c.world_model.predict = lambda p, q: (__import__("time").sleep(0.03), predict(p, q))[1]
+    run_training(cfg, components=c)
+    run = Path(cfg.run_dir)
+    _export(str(run))
+    df = pd.read_parquet(run / "samples.parquet")
+    lines = _lines(run)
+    late = df[df["stream"] == "anchor_late"]
+    assert len(df) == len(lines) and len(late) > 0
+    assert (late["staleness"] == late["step"] - late["origin_step"]).all() and (late["staleness"] >= 1).all()
+    anchors = _anchor_rows(run)
+    for row in late.to_dict("records"):
+        ex = anchors[f"s{row['origin_step']}-g{row['group']}-i{row['sample']}"]
+        assert row["request_id"] == ex["request_id"] and row["program_sha256"] == ex["program_sha256"]
+        assert row["wall_s"] == ex["wall_s"] and row["reward_true"] == ex["reward"] and row["executed"]
+    assert [r["sample"] for r in lines] == df["sample"].tolist()
 
 
 # ----------------------------------------------------------------------------------------- bad input (fast)
