@@ -289,6 +289,19 @@ def test_a_damaged_line_fails_and_keeps_the_previous_export(tmp_path):
     assert not [p for p in run.iterdir() if ".tmp-" in p.name]  # no temporary file left
 
 
+def test_lines_that_are_not_samples_and_a_damaged_execution_log_are_refused(tmp_path):
+    run = _tiny_run(tmp_path / "run")
+    good = (run / "samples.jsonl").read_text()
+    (run / "samples.jsonl").write_text(good + "[1, 2]\n")
+    assert "samples.jsonl:5: a JSON list, not a sample record" in _refused(str(run))
+    (run / "samples.jsonl").write_text(good + json.dumps({"group": 0}) + "\n")
+    assert "samples.jsonl:5: not a sample record (no integer 'step')" in _refused(str(run))
+    (run / "samples.jsonl").write_text(good)
+    (run / "executions.sqlite").write_bytes(b"not a database" * 100)
+    assert "not a readable execution log" in _refused(str(run))
+    assert not (run / "samples.parquet").exists()
+
+
 def test_out_must_be_parquet_or_a_folder(tmp_path):
     run = _tiny_run(tmp_path / "run")
     assert "the export is a Parquet file" in _refused(str(run), "--out", str(tmp_path / "x.csv"))

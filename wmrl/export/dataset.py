@@ -123,33 +123,34 @@ def output_path(source: str | Path, out: str | Path | None) -> Path:
 
 
 # --------------------------------------------------------------------------- reading a run
-def read_samples(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
-    """``([(line number, record)], skipped)`` of a ``samples.jsonl``: a last line that does not parse (a writer
-    killed mid-line) is skipped and named in ``skipped``.
+def read_samples(path: Path, skipped: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` of each line of a ``samples.jsonl``, read as a stream; a last line that does not
+    parse (a writer killed mid-line) is skipped and named in ``skipped``.
 
     Raises:
-        ExportError: a line other than the last is not valid JSON (the file is damaged, not just cut short).
+        ExportError: a line other than the last is not valid JSON (the file is damaged, not just cut short), or
+            a line is JSON but not an object.
     """
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    out, skipped = [], []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if i == len(lines) - 1:
-                skipped.append(f"{path.name}:{i + 1}: the last line is cut short ({exc.msg}); a run killed while "
-                               "writing it, skipped")
-                break
-            raise ExportError(f"{path}:{i + 1}: not valid JSON ({exc.msg}) and not the last line, so the file is "
-                              "damaged rather than cut short; restore it from a copy, or remove that line") from exc
-        if not isinstance(rec, dict):
-            raise ExportError(f"{path}:{i + 1}: a JSON {type(rec).__name__}, not a sample record")
-        out.append((i + 1, rec))
-    return out, skipped
+    bad: tuple[int, str] | None = None  # a line that does not parse: fine only if no other line follows
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            if bad is not None:
+                raise ExportError(f"{path}:{bad[0]}: not valid JSON ({bad[1]}) and not the last line, so the file is "
+                                  "damaged rather than cut short; restore it from a copy, or remove that line")
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                bad = (n, exc.msg)
+                continue
+            if not isinstance(rec, dict):
+                raise ExportError(f"{path}:{n}: a JSON {type(rec).__name__}, not a sample record; see "
+                                  "docs/run-directory.md")
+            yield n, rec
+    if bad is not None:
+        skipped.append(f"{path.name}:{bad[0]}: the last line is cut short ({bad[1]}); a run killed while writing it, "
+                       "skipped")
 
 
 def _run_info(run: Path) -> dict[str, Any]:
@@ -403,15 +404,13 @@ def run_rows(source: RunSource, report: RunReport) -> Iterator[list[dict[str, An
     if not path.is_file():
         raise ExportError(f"{source.path}: no samples yet (no samples.jsonl: the run has not finished a training "
                           "step); export it after its first step")
-    records, report.skipped_lines = read_samples(path)
-    if not records:
-        raise ExportError(f"{source.path}: no samples yet (samples.jsonl holds no complete line: the run has not "
-                          "finished a training step); export it after its first step")
+    no_samples = (f"{source.path}: no samples yet (samples.jsonl holds no complete line: the run has not finished "
+                  "a training step); export it after its first step")
     ex = Executions(source.path / "executions.sqlite")
     try:
         make = _RunRows(source, _run_info(source.path), ex)
         chunk: list[dict[str, Any]] = []
-        for n, rec in records:
+        for n, rec in read_samples(path, report.skipped_lines):
             try:
                 chunk.append(make.row(rec))
             except ValueError as exc:
@@ -423,6 +422,8 @@ def run_rows(source: RunSource, report: RunReport) -> Iterator[list[dict[str, An
         if chunk:
             report.rows += len(chunk)
             yield chunk
+        if report.rows == 0:
+            raise ExportError(no_samples)
         report.executions_joined = make.joined
     finally:
         ex.close()
