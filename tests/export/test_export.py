@@ -239,7 +239,7 @@ def _tiny_run(root: Path, n: int = 4, seed: int = 0) -> Path:
     from tests.support.fake_run import write_fake_run
 
     write_fake_run(root, steps=1, seed=seed)
-    lines = [{"step": 1, "group": i // 2, "sample": i, "task_id": "t", "stream": "wm", "recalled": False,
+    lines = [{"step": 1, "group": i // 2, "sample": i, "task_id": "t", "stream": "wm", "recalled": i == 1,
               "reward_true": None, "status": None, "error": None, "reward_wm": 0.5, "reward_wm_calibrated": 0.4,
               "reward_used": 0.4, "advantage": 0.0, "weight": 0.25, "dropped": False, "completion_tokens": 3,
               "program_sha256": "ab" * 32, "prompt": "p", "completion": "c"} for i in range(n)]
@@ -306,7 +306,9 @@ def test_out_must_be_parquet_or_a_folder(tmp_path):
     run = _tiny_run(tmp_path / "run")
     assert "the export is a Parquet file" in _refused(str(run), "--out", str(tmp_path / "x.csv"))
     _export(str(run), "--out", str(tmp_path / "data"))
-    assert pd.read_parquet(tmp_path / "data" / "samples.parquet").shape[0] == 4
+    df = pd.read_parquet(tmp_path / "data" / "samples.parquet")
+    assert df["stream"].tolist() == ["wm", "recalled", "wm", "wm"]  # a recalled world-model sample is its own stream
+    assert not df["executed"].any() and df["program"].isna().all() and df["completion_truncated"].eq(False).all()
 
 
 def test_a_bench_run_without_samples_is_skipped_and_named(tmp_path):
