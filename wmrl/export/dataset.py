@@ -325,7 +325,9 @@ class _RunRows:
             sample = self._position.get(step, 0)
         if not late:
             self._position[step] = self._position.get(step, 0) + 1
-        stream = str(rec.get("stream"))
+        stream = _str(rec.get("stream"))
+        if stream is None:
+            raise ValueError("no 'stream'")
         executed = stream in ("anchor", "anchor_late")
         if stream == "wm" and rec.get("recalled"):
             stream = "recalled"
