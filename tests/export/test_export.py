@@ -19,7 +19,7 @@ from wmrl.export import METADATA_KEY, RUNS_METADATA_KEY, SCHEMA_VERSION, arrow_s
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = ["step", "group", "sample", "task_id", "reward_true", "reward_wm", "reward_wm_calibrated", "reward_used",
         "advantage", "weight", "dropped", "status", "status_wm", "failure_prob_wm", "reward_wm_std",
-        "completion_tokens", "program_sha256", "prompt", "n_turns", "final_turn", "submitted"]
+        "completion_tokens", "program_sha256", "prompt_sha256", "n_turns", "final_turn", "submitted"]
 
 
 def _export(*args: str) -> str:
@@ -65,6 +65,9 @@ def _check_rows_match(run: Path, df: pd.DataFrame) -> int:
         for k in KEYS:
             assert _same(row[k], rec.get(k)), (k, row[k], rec.get(k))
         assert row["stream"] == ("recalled" if rec.get("recalled") else rec["stream"])
+        # every row has its prompt's text (samples.jsonl writes it on a group's first line of a step)
+        assert hashlib.sha256(row["prompt"].encode()).hexdigest() == rec["prompt_sha256"]
+        assert rec["prompt"] in (None, row["prompt"])
         assert row["schema_version"] == SCHEMA_VERSION
         if rec["stream"] != "anchor":
             assert not row["executed"] and pd.isna(row["program"]) and pd.isna(row["wall_s"])
@@ -135,7 +138,8 @@ def test_run_logged_before_the_sample_keys_joins_on_its_place(bench, tmp_path):
     run = tmp_path / "old"
     shutil.copytree(bench / "wmrl" / "seed0", run, ignore=shutil.ignore_patterns("checkpoints", "world_model", "tb"))
     new = _lines(run)
-    old = [{k: v for k, v in r.items() if k not in ("sample", "prompt", "program_sha256", "recalled")} for r in new]
+    old = [{k: v for k, v in r.items() if k not in ("sample", "prompt", "prompt_sha256", "program_sha256", "recalled")}
+           for r in new]
     (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
     _export(str(run))
     df = pd.read_parquet(run / "samples.parquet")
@@ -143,7 +147,7 @@ def test_run_logged_before_the_sample_keys_joins_on_its_place(bench, tmp_path):
     anchor = df["stream"] == "anchor"
     assert df.loc[anchor, "wall_s"].notna().all() and df.loc[anchor, "prompt"].notna().all()
     assert df.loc[anchor, "program_sha256"].tolist() == [r["program_sha256"] for r in new if r["stream"] == "anchor"]
-    assert df.loc[~anchor, "prompt"].isna().all()
+    assert df.loc[~anchor, "prompt"].isna().all() and df["prompt_sha256"].notna().sum() == anchor.sum()
 
 
 @pytest.mark.slow

@@ -279,6 +279,10 @@ def _int(v: Any) -> int | None:
     return int(v)
 
 
+def _text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
 def _str(v: Any) -> str | None:
     return None if v is None else str(v)
 
@@ -310,6 +314,7 @@ class _RunRows:
         self.source, self.info, self.ex = source, info, executions
         self.joined = 0
         self._position: dict[int, int] = {}  # step -> own (not late) lines seen: the sample of an older run's line
+        self._prompts: dict[str, str] = {}  # prompt_sha256 -> text, of the lines read so far
 
     def row(self, rec: dict[str, Any]) -> dict[str, Any]:
         step = _int(rec.get("step"))
@@ -353,8 +358,7 @@ class _RunRows:
             "step": step, "origin_step": origin, "staleness": _int(rec.get("staleness")) or 0,
             "task_id": _str(rec.get("task_id")), "group": group, "sample": sample, "stream": stream,
             "executed": executed,
-            "prompt": _str(rec.get("prompt")) if rec.get("prompt") is not None else (
-                _str(ex_final.get("prompt")) if ex_final else None),
+            "prompt": self._prompt(rec, ex_final), "prompt_sha256": _str(rec.get("prompt_sha256")),
             "completion": full if full is not None else completion,
             "completion_truncated": full is None and completion is not None and len(completion) >= COMPLETION_CAP,
             "completion_tokens": _int(rec.get("completion_tokens")),
@@ -372,12 +376,26 @@ class _RunRows:
             "n_turns": _int(rec.get("n_turns")) if multi else None, "final_turn": final,
             "submitted": _bool(rec.get("submitted")) if multi else None, "turns": turns,
         }
+        if row["prompt_sha256"] is None and row["prompt"] is not None:
+            row["prompt_sha256"] = _text_sha256(row["prompt"])
         if multi and turns:  # the episode's cost: every executed turn
             done = [t for t in turns if t["request_id"] is not None]
             row["wall_s"] = sum(t["wall_s"] or 0.0 for t in done) if done else None
             row["cpu_s"] = sum(t["cpu_s"] or 0.0 for t in done) if done else None
             row["peak_rss_bytes"] = max((t["peak_rss_bytes"] or 0 for t in done), default=None) if done else None
         return row
+
+    def _prompt(self, rec: dict[str, Any], ex: dict[str, Any] | None) -> str | None:
+        """The line's prompt: its own text, else the text of the earlier line with the same ``prompt_sha256`` (the
+        trainer writes a group's prompt on its first line only), else the execution log's."""
+        text, digest = _str(rec.get("prompt")), _str(rec.get("prompt_sha256"))
+        if text is not None:
+            if digest:
+                self._prompts[digest] = text
+            return text
+        if digest and digest in self._prompts:
+            return self._prompts[digest]
+        return _str(ex.get("prompt")) if ex else None
 
     def _turn(self, step: int, group: int | None, sample: int | None, t: dict[str, Any]) -> dict[str, Any]:
         turn = _int(t.get("turn"))

@@ -72,6 +72,7 @@ COLUMNS: list[tuple[str, str, str]] = [
                          "`wm` (scored by the world model)"),
     ("executed", "bool", "the sample's (final) program ran in the sandbox for its reward"),
     ("prompt", "string", "the policy's prompt (multi-turn: the task prompt of turn 1; null where not logged)"),
+    ("prompt_sha256", "string", "SHA-256 of `prompt` (UTF-8): equal for the samples of a group"),
     ("completion", "string", "the policy's completion (the execution log's full text for executed samples, else "
                              "samples.jsonl's first 2,000 characters; multi-turn: the final submission's)"),
     ("completion_truncated", "bool", "`completion` is cut at 2,000 characters"),

@@ -57,7 +57,7 @@ from wmrl.core.staleness import check_at_bound, check_staleness, is_due
 from wmrl.step.batch import LatePairs, StepBatch
 from wmrl.core.recipe import StepInputs
 from wmrl.execution.pool import result_or_infra
-from wmrl.execution.types import program_hash
+from wmrl.execution.types import program_hash, text_sha256
 
 
 @dataclass
@@ -323,7 +323,7 @@ def late_sample_lines(step: int, late: LatePairs, tilde: np.ndarray, used: np.nd
                           "sample": int(i), "task_id": batch.task_ids[i], "stream": "anchor_late",
                           "staleness": int(late.staleness[s]), "recalled": False,
                           "program_sha256": program_hash(programs[i]) if i < len(programs) else None,
-                          "prompt": batch.prompts[i],
+                          "prompt_sha256": text_sha256(batch.prompts[i]), "prompt": batch.prompts[i],
                           "reward_true": float(late.reward_true[s]), "reward_wm": float(late.reward_wm[s]),
                           "reward_wm_calibrated": float(tilde[s]), "reward_used": float(used[s]),
                           "advantage": float(adv[s]), "weight": float(weights[s]), "dropped": False,

@@ -62,7 +62,7 @@ from wmrl.training.update import grpo_update
 from wmrl.world_model.fidelity import FidelityRows
 from wmrl.world_model.outcome import OutcomePrediction, outcome_class, predicted_outcome_fields
 from wmrl.execution.log import ExecutionLog
-from wmrl.execution.types import program_hash
+from wmrl.execution.types import program_hash, text_sha256
 from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy, infra_fields
 from wmrl.core.infra import check_infra
 from wmrl.core.infra import group_alarms
@@ -470,6 +470,7 @@ class Trainer:
         programs = self._programs(sb)
         wm = predicted_outcome_fields(sb.outcome_wm if sb.episodes is None else None, sb.B)
         recalled = sb.recalled if sb.recalled is not None else np.zeros(sb.B, dtype=bool)
+        first = {int(g): i for i, g in reversed(list(enumerate(sb.gid)))}  # a group's prompt is written once a step
         lines = [
             {"step": sb.step, "group": int(sb.gid[i]), "sample": i, "task_id": batch.task_ids[i],
              "stream": "anchor" if sb.is_anchor[i] else "wm", "recalled": bool(recalled[i]),
@@ -478,7 +479,9 @@ class Trainer:
              "reward_used": out.reward_used[i], "advantage": out.advantages[i],
              "weight": 0.0 if sb.skip_update else out.weights[i], "dropped": not bool(sb.valid[i]),
              "completion_tokens": int(tokens[i]), "program_sha256": program_hash(programs[i]),
-             "prompt": batch.prompts[i], "completion": batch.completions[i][:2000]}
+             "prompt_sha256": text_sha256(batch.prompts[i]),
+             "prompt": batch.prompts[i] if first[int(sb.gid[i])] == i else None,
+             "completion": batch.completions[i][:2000]}
             for i in range(sb.B)
         ]
         lo = sb.late_out
