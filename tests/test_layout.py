@@ -217,3 +217,10 @@ def test_the_cycle_finders_find_cycles():
     g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e2"}, "e2": {"e"}}
     assert cycles(g) == [("a", "b", "c"), ("e", "e2")]
     assert sorted(map(sorted, (c for c in _components(g) if len(c) > 1))) == [["a", "b", "c"], ["e", "e2"]]
+
+
+def test_export_imports_no_other_package():
+    """``wmrl.export`` reads run and bench folders as files only (docs/architecture.md)."""
+    offenders = sorted(f"{module_name(p)} -> {m}" for p in sorted((ROOT / "export").rglob("*.py"))
+                       for m in module_imports(p) if package_of(m) not in {"export", None})
+    assert not offenders, offenders

@@ -31,10 +31,11 @@ def _register_all() -> None:
     from wmrl.report import cli as report_cli
     from wmrl.bench import cli as bench_cli
     from wmrl.embodied import cli as embodied_cli
+    from wmrl.export import cli as export_cli
     from wmrl.serve import cli as serve_cli
 
     for module in (tasks_cli, execution_cli, sim_cli, models_cli, training_cli, report_cli, bench_cli, embodied_cli,
-                   serve_cli):
+                   serve_cli, export_cli):
         module.register(app)
 
 

@@ -143,6 +143,12 @@ class Episodes:
         row = int(np.flatnonzero(self.rows[j] == e)[0])
         return self.turns[j].completions[row]
 
+    def program(self, e: int, turn: int) -> str:
+        """Episode ``e``'s program at 1-based ``turn`` (the turn batch's rendering of its completion)."""
+        j = turn - 1
+        row = int(np.flatnonzero(self.rows[j] == e)[0])
+        return self.turns[j].programs[row]
+
     def tokens(self) -> np.ndarray:
         """[B] int64 policy tokens of each episode, over its turns (completion tokens, not observations)."""
         out = np.zeros(self.B, dtype=np.int64)

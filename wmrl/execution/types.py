@@ -28,7 +28,13 @@ class ExecutionStatus(str, Enum):  # noqa: UP042 - StrEnum would change str() an
 def program_hash(program: str) -> str:
     """SHA-256 hex digest of the program text (UTF-8; a lone surrogate, which no program can hold, is hashed as
     its code point so that hashing never raises)."""
-    return hashlib.sha256(program.encode("utf-8", errors="surrogatepass")).hexdigest()
+    return text_sha256(program)
+
+
+def text_sha256(text: str) -> str:
+    """SHA-256 hex digest of a text (a program, a prompt), UTF-8 encoded; a lone surrogate is hashed as its code
+    point, so hashing never raises."""
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 @dataclass

@@ -57,6 +57,7 @@ from wmrl.core.staleness import check_at_bound, check_staleness, is_due
 from wmrl.step.batch import LatePairs, StepBatch
 from wmrl.core.recipe import StepInputs
 from wmrl.execution.pool import result_or_infra
+from wmrl.execution.types import program_hash, text_sha256
 
 
 @dataclass
@@ -312,12 +313,17 @@ def late_update_parts(late: LatePairs | None, adv: np.ndarray, weights: np.ndarr
 
 def late_sample_lines(step: int, late: LatePairs, tilde: np.ndarray, used: np.ndarray, adv: np.ndarray,
                       weights: np.ndarray) -> list[dict[str, Any]]:
-    """samples.jsonl lines of the late anchor samples trained on at ``step`` (stream ``anchor_late``)."""
+    """samples.jsonl lines of the late anchor samples trained on at ``step`` (stream ``anchor_late``; ``sample`` is the
+    row of the origin step's batch, as in the execution's request id)."""
     lines, s = [], 0
     for batch, idx in late.parts:
+        programs = getattr(batch, "programs", None) or []
         for i in idx:
             lines.append({"step": step, "origin_step": int(late.origin_steps[s]), "group": int(late.group_ids[s]),
-                          "task_id": batch.task_ids[i], "stream": "anchor_late", "staleness": int(late.staleness[s]),
+                          "sample": int(i), "task_id": batch.task_ids[i], "stream": "anchor_late",
+                          "staleness": int(late.staleness[s]), "recalled": False,
+                          "program_sha256": program_hash(programs[i]) if i < len(programs) else None,
+                          "prompt_sha256": text_sha256(batch.prompts[i]), "prompt": batch.prompts[i],
                           "reward_true": float(late.reward_true[s]), "reward_wm": float(late.reward_wm[s]),
                           "reward_wm_calibrated": float(tilde[s]), "reward_used": float(used[s]),
                           "advantage": float(adv[s]), "weight": float(weights[s]), "dropped": False,

@@ -63,7 +63,9 @@ class StepBatch:
     - recipe: ``out`` (:class:`~wmrl.core.recipe.StepOutputs`: calibrated world-model reward, reward used,
       advantages, weights, statistics), ``cal_rec`` (the calibration.jsonl line, or None), ``skip_update``
       (asynchronous anchors: the step's own anchor groups are in flight and nothing else arrived, so the update
-      is skipped, :func:`wmrl.core.staleness.skips_update`).
+      is skipped, :func:`wmrl.core.staleness.skips_update`);
+      ``recalled`` ([B] bool, recipes with recall: world-model samples trained on the measured reward of their
+      program, executed before; None without recall).
     - update: ``update`` (loss stats); wm_refresh: ``refresh`` (the refit's report, or None).
     """
 
@@ -81,6 +83,7 @@ class StepBatch:
     error: list[str | None] = field(init=False)
     valid: np.ndarray = field(init=False)
     out: StepOutputs = field(init=False)  # stage recipe
+    recalled: np.ndarray | None = None  # stage recipe: [B] bool, world-model samples trained on a measured reward
     late: LatePairs | None = None
     late_out: StepOutputs | None = None  # the late anchor rows' outputs (asynchronous anchors, gradient mode)
     cal_rec: dict[str, Any] | None = None

@@ -41,6 +41,7 @@ from wmrl.episodes.fidelity import feedback_fidelity
 from wmrl.episodes.rollout import run_episodes
 from wmrl.tasks.validation import validation_view
 from wmrl.execution.pool import result_or_infra
+from wmrl.execution.types import program_hash
 
 
 def _status(r: Any) -> str:
@@ -149,6 +150,7 @@ def add_turns(sb: StepBatch, lines: list[dict[str, Any]]) -> None:
     turns = turn_records(sb, ep, fb.observations_wm)
     for i, line in enumerate(lines[:ep.B]):
         line.update(completion=ep.completion(i, int(ep.final_turn[i]))[:2000], n_turns=int(ep.n_turns[i]),
+                    program_sha256=program_hash(ep.program(i, int(ep.final_turn[i]))),
                     final_turn=int(ep.final_turn[i]), submitted=bool(ep.submitted[i]),
                     turns=[{k: v for k, v in t.items() if k != "episode"} for t in turns if t["episode"] == i])
 
@@ -239,6 +241,7 @@ def turn_records(sb: StepBatch, ep: Episodes, observations_wm: dict[tuple[int, i
                         "executed": fb.executed, "status": fb.status, "reward_true": fb.reward_true,
                         "reward_wm": fb.reward_wm, "final": j + 1 == int(ep.final_turn[e]),
                         "completion": ep.completion(e, j + 1)[:2000],
+                        "program_sha256": program_hash(ep.program(e, j + 1)),
                         "observation": None if fb.observation is None else fb.observation.to_dict(),
                         "observation_wm": None if wm is None or not fb.executed else wm.to_dict()})
     return out

@@ -60,8 +60,9 @@ from wmrl.training.multiturn import WallTimes, add_turns, earlier_anchor_pairs, 
     update_parts
 from wmrl.training.update import grpo_update
 from wmrl.world_model.fidelity import FidelityRows
-from wmrl.world_model.outcome import OutcomePrediction, outcome_class
+from wmrl.world_model.outcome import OutcomePrediction, outcome_class, predicted_outcome_fields
 from wmrl.execution.log import ExecutionLog
+from wmrl.execution.types import program_hash, text_sha256
 from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy, infra_fields
 from wmrl.core.infra import check_infra
 from wmrl.core.infra import group_alarms
@@ -326,6 +327,7 @@ class Trainer:
         calibration.jsonl line (None without a world model)."""
         late, mode, B = sb.late, self.cfg.wmrl.late_anchors, sb.B
         recalled = self._recalled(sb)
+        sb.recalled = None if recalled is None else ~sb.is_anchor & np.isfinite(recalled)
         full = self.engine.run_recipe(recipe_inputs(sb, late, mode, recalled))
         def rows(sl: slice, stats: dict[str, Any], calibration: dict[str, Any] | None) -> StepOutputs:
             return StepOutputs(full.reward_wm_calibrated[sl], full.reward_used[sl], full.advantages[sl],
@@ -465,14 +467,20 @@ class Trainer:
     def _samples(self, sb: StepBatch) -> list[dict[str, Any]]:
         """The step's samples.jsonl lines (one per trajectory; multi-turn: one per episode, with its turns)."""
         batch, out, tokens = sb.batch, sb.out, sb.completion_tokens
+        programs = self._programs(sb)
+        wm = predicted_outcome_fields(sb.outcome_wm if sb.episodes is None else None, sb.B)
+        recalled = sb.recalled if sb.recalled is not None else np.zeros(sb.B, dtype=bool)
+        first = {int(g): i for i, g in reversed(list(enumerate(sb.gid)))}  # a group's prompt is written once a step
         lines = [
-            {"step": sb.step, "group": int(sb.gid[i]), "task_id": batch.task_ids[i],
-             "stream": "anchor" if sb.is_anchor[i] else "wm",
+            {"step": sb.step, "group": int(sb.gid[i]), "sample": i, "task_id": batch.task_ids[i],
+             "stream": "anchor" if sb.is_anchor[i] else "wm", "recalled": bool(recalled[i]),
              "reward_true": sb.reward_true[i], "status": sb.status[i], "error": sb.error[i],
-             "reward_wm": sb.reward_wm[i], "reward_wm_calibrated": out.reward_wm_calibrated[i],
+             "reward_wm": sb.reward_wm[i], **wm[i], "reward_wm_calibrated": out.reward_wm_calibrated[i],
              "reward_used": out.reward_used[i], "advantage": out.advantages[i],
              "weight": 0.0 if sb.skip_update else out.weights[i], "dropped": not bool(sb.valid[i]),
-             "completion_tokens": int(tokens[i]),
+             "completion_tokens": int(tokens[i]), "program_sha256": program_hash(programs[i]),
+             "prompt_sha256": text_sha256(batch.prompts[i]),
+             "prompt": batch.prompts[i] if first[int(sb.gid[i])] == i else None,
              "completion": batch.completions[i][:2000]}
             for i in range(sb.B)
         ]

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["STATUS_CLASSES", "FAILURE_CLASSES", "OutcomePrediction", "RewardLadder", "LADDERS", "gate_status",
-           "gated", "outcome_class", "status_class", "status_index"]
+           "gated", "outcome_class", "predicted_outcome_fields", "status_class", "status_index"]
 
 #: the outcome classes, in the order of ``OutcomePrediction.status_probs``' columns
 STATUS_CLASSES: tuple[str, ...] = ("syntax_error", "runtime_error", "no_submission", "valid")
@@ -106,6 +106,29 @@ def outcome_class(completion: str, status: str | None) -> str | None:
     if cls is None:
         return None
     return gate_status(completion) or cls
+
+
+def predicted_outcome_fields(pred: OutcomePrediction | None, n: int) -> list[dict[str, Any]]:
+    """What a run logs of a world model's outcome prediction per sample (samples.jsonl): ``status_wm`` (the most
+    probable class of :data:`STATUS_CLASSES`), ``failure_prob_wm`` (P(not ``valid``), in [0, 1]) and
+    ``reward_wm_std`` (the predictive standard deviation, reward units); all None when ``pred`` is None (no world
+    model, or one without ``predict_outcome``).
+
+    Args:
+        pred: the prediction of the ``n`` samples, or None.
+        n: the number of samples.
+
+    Raises:
+        ValueError: ``pred`` holds other than ``n`` predictions.
+    """
+    if pred is None:
+        return [{"status_wm": None, "failure_prob_wm": None, "reward_wm_std": None} for _ in range(n)]
+    if len(pred) != n:
+        raise ValueError(f"the outcome prediction holds {len(pred)} samples, expected {n}")
+    cls = np.argmax(pred.status_probs, axis=1)
+    fail = pred.failure_prob
+    return [{"status_wm": STATUS_CLASSES[int(cls[i])], "failure_prob_wm": float(fail[i]),
+             "reward_wm_std": float(pred.reward_std[i])} for i in range(n)]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,513 @@
+"""``wmrl export``: every sample of a run (or of every run of a bench) as one Parquet dataset (docs/export.md).
+
+A run directory (docs/run-directory.md) is read, never written: ``samples.jsonl`` gives one row per line, joined
+with the execution log (``executions.sqlite``, opened read-only) on the anchor's request key (origin step, group,
+sample, turn) for the program text, the full completion, the costs and the execution's score; ``config.yaml``
+gives the run's method, seed and name. A bench folder (``OUT/<method>/seed<k>/``, docs/benchmark.md) exports its
+runs one after the other into the same file.
+
+What is skipped, and said (the command's output and the file's metadata): a last ``samples.jsonl`` line that does
+not parse (a run killed mid-write); in a bench, a run with no samples yet. Everything else that is not a usable
+run is an :class:`ExportError` with what was wrong and what to pass. The file is written next to its target under
+a temporary name and renamed into place, so a reader never sees half a file and a failed export leaves none.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wmrl.export.schema import METADATA_KEY, RUNS_METADATA_KEY, SCHEMA_VERSION, arrow_schema
+
+#: Rows converted to Arrow and written at a time (bounds the memory of a long run's export).
+CHUNK_ROWS = 4096
+#: The cap of ``samples.jsonl``'s completion text, characters.
+COMPLETION_CAP = 2000
+#: The default file name of an export (inside the exported folder, or inside ``--out`` when it is a folder).
+DEFAULT_NAME = "samples.parquet"
+_SEED_DIR = re.compile(r"seed\d+")
+
+
+class ExportError(ValueError):
+    """The input cannot be exported; the message says what was wrong and how to fix it."""
+
+
+@dataclass
+class RunSource:
+    """One run directory to export: ``path`` and its ``run_id`` (its path relative to the exported folder)."""
+
+    path: Path
+    run_id: str
+
+
+@dataclass
+class RunReport:
+    """What the export of one run did: ``rows`` written, ``executions_joined`` (rows and turns matched to the
+    execution log), ``skipped_lines`` (``"samples.jsonl:N: why"``), ``skipped`` (why the whole run was left out,
+    or None)."""
+
+    run_id: str
+    rows: int = 0
+    executions_joined: int = 0
+    skipped_lines: list[str] = field(default_factory=list)
+    skipped: str | None = None
+
+
+@dataclass
+class ExportResult:
+    """The written file (``path``), its ``rows`` and one :class:`RunReport` per run found."""
+
+    path: Path
+    rows: int
+    runs: list[RunReport]
+
+
+# --------------------------------------------------------------------------- finding runs
+def _is_run_dir(p: Path) -> bool:
+    return p.is_dir() and any((p / f).is_file() for f in ("config.yaml", "samples.jsonl", "metrics.jsonl"))
+
+
+def find_runs(path: str | Path) -> list[RunSource]:
+    """The run directories of ``path``: itself when it is a run directory, else the ``<method>/seed<k>/`` run
+    directories of a bench folder (sorted by method, then seed).
+
+    Raises:
+        ExportError: ``path`` does not exist, or is neither a run directory (``config.yaml``,
+            ``samples.jsonl`` or ``metrics.jsonl``) nor a bench folder (``<method>/seed<k>/`` run directories).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise ExportError(f"{p}: no such file or directory; pass a run directory written by `wmrl train` or a "
+                          "bench folder written by `wmrl bench`")
+    if not p.is_dir():
+        raise ExportError(f"{p}: not a folder; pass a run directory written by `wmrl train` (its run_dir) or a "
+                          "bench folder written by `wmrl bench` (its --out)")
+    if _is_run_dir(p):
+        return [RunSource(p, p.resolve().name)]
+    runs = [RunSource(d, f"{d.parent.name}/{d.name}") for d in p.glob("*/seed*")
+            if _SEED_DIR.fullmatch(d.name) and _is_run_dir(d)]
+    if not runs:
+        raise ExportError(
+            f"{p}: neither a wmrl run directory (no config.yaml, samples.jsonl or metrics.jsonl) nor a bench folder "
+            "(no <method>/seed<k>/ run directories); pass the folder `wmrl train` wrote (its run_dir) or the one "
+            "`wmrl bench` wrote (its --out), see docs/run-directory.md and docs/benchmark.md")
+    return sorted(runs, key=lambda r: (r.path.parent.name, int(r.path.name.removeprefix("seed"))))
+
+
+def output_path(source: str | Path, out: str | Path | None) -> Path:
+    """Where the export of ``source`` goes: ``out`` when it names a ``.parquet`` file; ``out/samples.parquet``
+    when it is a folder (existing, or a name without a suffix); ``source/samples.parquet`` without ``out``.
+
+    Raises:
+        ExportError: ``out`` names a file of another kind (the export is Parquet only).
+    """
+    if out is None:
+        return Path(source) / DEFAULT_NAME
+    o = Path(out)
+    if o.is_dir() or not o.suffix:
+        return o / DEFAULT_NAME
+    if o.suffix.lower() != ".parquet":
+        raise ExportError(f"--out {o}: the export is a Parquet file; give a FILE.parquet or a folder "
+                          f"(it then gets {DEFAULT_NAME})")
+    return o
+
+
+# --------------------------------------------------------------------------- reading a run
+def read_samples(path: Path, skipped: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` of each line of a ``samples.jsonl``, read as a stream; a last line that does not
+    parse (a writer killed mid-line) is skipped and named in ``skipped``.
+
+    Raises:
+        ExportError: a line other than the last is not valid JSON (the file is damaged, not just cut short), or
+            a line is JSON but not an object.
+    """
+    bad: tuple[int, str] | None = None  # a line that does not parse: fine only if no other line follows
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            if bad is not None:
+                raise ExportError(f"{path}:{bad[0]}: not valid JSON ({bad[1]}) and not the last line, so the file is "
+                                  "damaged rather than cut short; restore it from a copy, or remove that line")
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                bad = (n, exc.msg)
+                continue
+            if not isinstance(rec, dict):
+                raise ExportError(f"{path}:{n}: a JSON {type(rec).__name__}, not a sample record; see "
+                                  "docs/run-directory.md")
+            yield n, rec
+    if bad is not None:
+        skipped.append(f"{path.name}:{bad[0]}: the last line is cut short ({bad[1]}); a run killed while writing it, "
+                       "skipped")
+
+
+def _run_info(run: Path) -> dict[str, Any]:
+    """``run_name``, ``method``, ``seed``, ``config_sha256`` of a run directory (None where unknown)."""
+    cfg_path = run / "config.yaml"
+    cfg: dict[str, Any] = {}
+    digest = None
+    if cfg_path.is_file():
+        raw = cfg_path.read_bytes()
+        digest = hashlib.sha256(raw).hexdigest()
+        try:
+            loaded = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ExportError(f"{cfg_path}: not valid YAML ({exc}); restore the run's config.yaml") from exc
+        cfg = loaded if isinstance(loaded, dict) else {}
+    method = cfg.get("method")
+    if isinstance(method, dict):  # an older layout: method: {name: ...}
+        method = method.get("name")
+    if not method and (run / "metrics.jsonl").is_file():
+        first = (run / "metrics.jsonl").read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
+        try:
+            method = json.loads(first).get("method")
+        except (json.JSONDecodeError, AttributeError):
+            method = None
+    seed = cfg.get("seed")
+    return {"run_name": str(cfg.get("name") or run.resolve().name), "method": None if method is None else str(method),
+            "seed": int(seed) if isinstance(seed, int) else None, "config_sha256": digest}
+
+
+class Executions:
+    """The anchor executions of a run's ``executions.sqlite``, by request key (read-only; absent file: empty).
+
+    Keys are ``(step, group, sample, turn)`` of the trajectory record the trainer stores with each anchor
+    (``turn`` None for single-turn runs); where a key repeats, the last row wins.
+
+    Raises:
+        ExportError: the file is not a readable SQLite execution log.
+    """
+
+    _COLS = ("id", "request_id", "status", "score", "wall_s", "cpu_s", "peak_rss_bytes", "program_sha256", "meta")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.by_key: dict[tuple[int, int, int, int | None], dict[str, Any]] = {}
+        self.by_group: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        self._conn: sqlite3.Connection | None = None
+        if not path.is_file():
+            return
+        try:
+            self._conn = self._connect(path)
+            rows = self._conn.execute(f"SELECT {', '.join(self._COLS)} FROM executions ORDER BY id").fetchall()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise ExportError(f"{path}: not a readable execution log ({exc}); move it away to export the samples "
+                              "without execution costs") from exc
+        for r in rows:
+            d = dict(zip(self._COLS, r))
+            try:
+                meta = json.loads(d.pop("meta") or "{}")
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(meta, dict) or meta.get("stream") != "anchor" or meta.get("step") is None:
+                continue
+            extra = meta.get("extra")
+            turn = extra.get("turn") if isinstance(extra, dict) else None
+            d.update(prompt=meta.get("prompt"), completion=meta.get("completion"))
+            key = (int(meta["step"]), int(meta.get("group_id", -1)), int(meta.get("sample", -1)),
+                   None if turn is None else int(turn))
+            self.by_key[key] = d
+            self.by_group.setdefault((key[0], key[1]), []).append(d)
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        uri = path.resolve().as_uri()
+        try:
+            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30.0)
+            conn.execute("SELECT 1 FROM executions LIMIT 1")
+            return conn
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise
+            # a read-only folder where SQLite cannot create the WAL index: read the file as it stands
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True)
+
+    def find(self, step: int, group: int, sample: int | None, turn: int | None, completion: str | None,
+             program_sha256: str | None) -> dict[str, Any] | None:
+        """The execution of one sample: by its key, or (a run that did not log ``sample``) the one execution of its
+        (step, group) whose completion begins with ``completion``; None when there is none, or when its program's
+        SHA-256 differs from ``program_sha256`` (not the same program)."""
+        rec = None
+        if sample is not None:
+            rec = self.by_key.get((step, group, sample, turn))
+        elif completion is not None:
+            cands = [d for d in self.by_group.get((step, group), [])
+                     if (d.get("completion") or "")[:COMPLETION_CAP] == completion[:COMPLETION_CAP]]
+            rec = cands[-1] if cands else None
+        if rec is not None and program_sha256 and rec.get("program_sha256") not in (None, program_sha256):
+            return None
+        return rec
+
+    def program(self, rec: dict[str, Any]) -> str | None:
+        """The program text of an execution row."""
+        if self._conn is None:
+            return None
+        row = self._conn.execute("SELECT program FROM executions WHERE id = ?", (rec["id"],)).fetchone()
+        return None if row is None else row[0]
+
+    def close(self) -> None:
+        """Close the database (idempotent)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _num(v: Any) -> float | None:
+    """A float, or None for null / NaN / infinity / a non-number."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+        return None
+    return int(v)
+
+
+def _text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def _str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _bool(v: Any) -> bool | None:
+    return None if v is None else bool(v)
+
+
+def _observation(d: Any) -> dict[str, Any] | None:
+    if not isinstance(d, dict):
+        return None
+    return {"turn": _int(d.get("turn")), "source": _str(d.get("source")), "status": _str(d.get("status")),
+            "validation_score": _num(d.get("validation_score")), "metric": _str(d.get("metric")),
+            "lower_is_better": _bool(d.get("lower_is_better")), "wall_s": _num(d.get("wall_s")),
+            "error_tail": _str(d.get("error_tail")), "validation_fraction": _num(d.get("validation_fraction"))}
+
+
+def _costs(rec: dict[str, Any] | None) -> dict[str, Any]:
+    if rec is None:
+        return {"request_id": None, "wall_s": None, "cpu_s": None, "peak_rss_bytes": None}
+    return {"request_id": rec.get("request_id"), "wall_s": _num(rec.get("wall_s")), "cpu_s": _num(rec.get("cpu_s")),
+            "peak_rss_bytes": _int(rec.get("peak_rss_bytes"))}
+
+
+class _RunRows:
+    """Turns the records of one run into rows of the schema (:data:`wmrl.export.schema.COLUMNS`)."""
+
+    def __init__(self, source: RunSource, info: dict[str, Any], executions: Executions) -> None:
+        self.source, self.info, self.ex = source, info, executions
+        self.joined = 0
+        self._position: dict[int, int] = {}  # step -> own (not late) lines seen: the sample of an older run's line
+        self._prompts: dict[str, str] = {}  # prompt_sha256 -> text, of the lines read so far
+
+    def row(self, rec: dict[str, Any]) -> dict[str, Any]:
+        step = _int(rec.get("step"))
+        if step is None:
+            raise ValueError("no integer 'step'")
+        group = _int(rec.get("group"))
+        late = rec.get("stream") == "anchor_late"
+        origin = _int(rec.get("origin_step")) if late else step
+        if origin is None:
+            raise ValueError("an anchor_late line without 'origin_step'")
+        sample = _int(rec.get("sample"))
+        if sample is None and not late:  # written before `sample` was logged: the line's place in its step
+            sample = self._position.get(step, 0)
+        if not late:
+            self._position[step] = self._position.get(step, 0) + 1
+        stream = _str(rec.get("stream"))
+        if stream is None:
+            raise ValueError("no 'stream'")
+        executed = stream in ("anchor", "anchor_late")
+        if stream == "wm" and rec.get("recalled"):
+            stream = "recalled"
+        turns_in = rec.get("turns")
+        multi = isinstance(turns_in, list)
+        turn_recs: list[dict[str, Any]] = [t for t in turns_in or [] if isinstance(t, dict)] if multi else []
+        completion = _str(rec.get("completion"))
+        final = _int(rec.get("final_turn")) if multi else None
+        turns, ex_final = None, None
+        if multi:
+            turns = [self._turn(origin, group, sample, t) for t in turn_recs]
+            ex_final = next((t["_ex"] for t in turns if t.get("final") and t["_ex"] is not None), None)
+            for t in turns:
+                t.pop("_ex")
+        elif executed and group is not None:
+            ex_final = self.ex.find(origin, group, sample, None, completion, _str(rec.get("program_sha256")))
+            self.joined += ex_final is not None
+        full = ex_final.get("completion") if ex_final else None
+        if not multi and full and completion is not None and not full.startswith(completion[:COMPLETION_CAP]):
+            full = None  # not the same text: keep the line's own
+        row = {
+            "schema_version": SCHEMA_VERSION, "run_id": self.source.run_id, **self.info,
+            "step": step, "origin_step": origin, "staleness": _int(rec.get("staleness")) or 0,
+            "task_id": _str(rec.get("task_id")), "group": group, "sample": sample, "stream": stream,
+            "executed": executed,
+            "prompt": self._prompt(rec, ex_final), "prompt_sha256": _str(rec.get("prompt_sha256")),
+            "completion": full if full is not None else completion,
+            "completion_truncated": full is None and completion is not None and len(completion) >= COMPLETION_CAP,
+            "completion_tokens": _int(rec.get("completion_tokens")),
+            "program": self.ex.program(ex_final) if ex_final else None,
+            "program_sha256": _str(rec.get("program_sha256")) or (ex_final or {}).get("program_sha256"),
+            "reward_true": _num(rec.get("reward_true")), "reward_wm": _num(rec.get("reward_wm")),
+            "reward_wm_calibrated": _num(rec.get("reward_wm_calibrated")), "reward_used": _num(rec.get("reward_used")),
+            "advantage": _num(rec.get("advantage")), "weight": _num(rec.get("weight")),
+            "dropped": _bool(rec.get("dropped")), "status": _str(rec.get("status")),
+            "status_wm": _str(rec.get("status_wm")), "failure_prob_wm": _num(rec.get("failure_prob_wm")),
+            "reward_wm_std": _num(rec.get("reward_wm_std")), "error": _str(rec.get("error")),
+            "score": _num(ex_final.get("score")) if ex_final else None,
+            **{k: v for k, v in _costs(ex_final).items() if k != "request_id"},
+            "request_id": (ex_final or {}).get("request_id"),
+            "n_turns": _int(rec.get("n_turns")) if multi else None, "final_turn": final,
+            "submitted": _bool(rec.get("submitted")) if multi else None, "turns": turns,
+        }
+        if row["prompt_sha256"] is None and row["prompt"] is not None:
+            row["prompt_sha256"] = _text_sha256(row["prompt"])
+        if multi and turns:  # the episode's cost: every executed turn
+            done = [t for t in turns if t["request_id"] is not None]
+            row["wall_s"] = sum(t["wall_s"] or 0.0 for t in done) if done else None
+            row["cpu_s"] = sum(t["cpu_s"] or 0.0 for t in done) if done else None
+            row["peak_rss_bytes"] = max((t["peak_rss_bytes"] or 0 for t in done), default=None) if done else None
+        return row
+
+    def _prompt(self, rec: dict[str, Any], ex: dict[str, Any] | None) -> str | None:
+        """The line's prompt: its own text, else the text of the earlier line with the same ``prompt_sha256`` (the
+        trainer writes a group's prompt on its first line only), else the execution log's."""
+        text, digest = _str(rec.get("prompt")), _str(rec.get("prompt_sha256"))
+        if text is not None:
+            if digest:
+                self._prompts[digest] = text
+            return text
+        if digest and digest in self._prompts:
+            return self._prompts[digest]
+        return _str(ex.get("prompt")) if ex else None
+
+    def _turn(self, step: int, group: int | None, sample: int | None, t: dict[str, Any]) -> dict[str, Any]:
+        turn = _int(t.get("turn"))
+        rec = None
+        if t.get("executed") and group is not None and sample is not None and turn is not None:
+            rec = self.ex.find(step, group, sample, turn, None, _str(t.get("program_sha256")))
+            self.joined += rec is not None
+        return {"turn": turn, "stream": _str(t.get("stream")), "executed": _bool(t.get("executed")),
+                "status": _str(t.get("status")), "reward_true": _num(t.get("reward_true")),
+                "reward_wm": _num(t.get("reward_wm")), "final": _bool(t.get("final")),
+                "completion": _str(t.get("completion")),
+                "program_sha256": _str(t.get("program_sha256")) or (rec or {}).get("program_sha256"),
+                **_costs(rec), "observation": _observation(t.get("observation")),
+                "observation_wm": _observation(t.get("observation_wm")), "_ex": rec}
+
+
+def run_rows(source: RunSource, report: RunReport) -> Iterator[list[dict[str, Any]]]:
+    """The rows of one run in chunks of at most :data:`CHUNK_ROWS`, in ``samples.jsonl`` order; ``report`` is
+    filled in as they are made.
+
+    Raises:
+        ExportError: no ``samples.jsonl`` or no sample in it yet, a damaged line, a line that is not a sample
+            record, an unreadable ``config.yaml`` or execution log.
+    """
+    path = source.path / "samples.jsonl"
+    if not path.is_file():
+        raise ExportError(f"{source.path}: no samples yet (no samples.jsonl: the run has not finished a training "
+                          "step); export it after its first step")
+    no_samples = (f"{source.path}: no samples yet (samples.jsonl holds no complete line: the run has not finished "
+                  "a training step); export it after its first step")
+    ex = Executions(source.path / "executions.sqlite")
+    try:
+        make = _RunRows(source, _run_info(source.path), ex)
+        chunk: list[dict[str, Any]] = []
+        for n, rec in read_samples(path, report.skipped_lines):
+            try:
+                chunk.append(make.row(rec))
+            except ValueError as exc:
+                raise ExportError(f"{path}:{n}: not a sample record ({exc}); see docs/run-directory.md") from exc
+            if len(chunk) >= CHUNK_ROWS:
+                report.rows += len(chunk)
+                yield chunk
+                chunk = []
+        if chunk:
+            report.rows += len(chunk)
+            yield chunk
+        if report.rows == 0:
+            raise ExportError(no_samples)
+        report.executions_joined = make.joined
+    finally:
+        ex.close()
+
+
+# --------------------------------------------------------------------------- writing
+def export(source: str | Path, out: str | Path | None = None) -> ExportResult:
+    """Write every sample of the run directory or bench folder ``source`` to one Parquet file (docs/export.md).
+
+    Args:
+        source: a run directory (``wmrl train``'s run_dir) or a bench folder (``wmrl bench``'s --out).
+        out: a ``.parquet`` file or a folder (default ``source/samples.parquet``, see :func:`output_path`).
+
+    Returns:
+        The :class:`ExportResult`: the file, its row count, and per run what was written or skipped.
+
+    Raises:
+        ExportError: ``source`` is not a run directory or bench folder, a run directory has no samples yet (in a
+            bench: no run has any), a damaged ``samples.jsonl`` line, ``out`` is not a Parquet file or folder, or
+            the file cannot be written (the message names it). Nothing is left at ``out`` then.
+    """
+    import pyarrow as pa  # noqa: PLC0415 - heavy/optional dependency
+    import pyarrow.parquet as pq  # noqa: PLC0415 - heavy/optional dependency
+
+    runs = find_runs(source)
+    target = output_path(source, out)
+    bench = len(runs) > 1 or runs[0].path.resolve() != Path(source).resolve()
+    reports: list[RunReport] = []
+    head = {"schema_version": SCHEMA_VERSION, "source": "bench" if bench else "run",
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"), "run_ids": [r.run_id for r in runs]}
+    schema = arrow_schema({METADATA_KEY: json.dumps(head, sort_keys=True).encode()})
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"cannot create the folder of {target} ({exc.strerror}); choose another --out") from exc
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        writer = pq.ParquetWriter(str(tmp), schema, compression="zstd")
+        try:
+            for src in runs:
+                rep = RunReport(src.run_id)
+                reports.append(rep)
+                try:
+                    for chunk in run_rows(src, rep):
+                        writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
+                except ExportError as exc:
+                    if not bench or "no samples yet" not in str(exc):
+                        raise
+                    rep.skipped = str(exc)
+            total = sum(r.rows for r in reports)
+            if total == 0:
+                raise ExportError(f"{source}: no run of this bench has samples yet ({len(runs)} run directories); "
+                                  "export it after the runs' first steps")
+            tail = {"rows": total, "runs": [{"run_id": r.run_id, "rows": r.rows, "skipped": r.skipped,
+                                             "executions_joined": r.executions_joined,
+                                             "skipped_lines": r.skipped_lines} for r in reports]}
+            writer.add_key_value_metadata({RUNS_METADATA_KEY.decode(): json.dumps(tail, sort_keys=True)})
+        finally:
+            writer.close()
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise ExportError(f"cannot write {target} ({exc.strerror or exc}); choose another --out") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    return ExportResult(target, total, reports)
