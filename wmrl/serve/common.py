@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from wmrl.serve.contract import CONTRACT
+from wmrl.serve.contract import CONTRACT, PREFIX, Health, TaskList
 
 #: the environment variable a token is read from when neither ``--token`` nor ``--token-file`` is given
 TOKEN_ENV = "WMRL_SERVE_TOKEN"
@@ -98,6 +98,29 @@ def install_errors(app: FastAPI, counters: Counters) -> None:
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         return error_response(500, f"{type(exc).__name__}: {exc}")
+
+
+def create_app(title: str, service: Any, token: str | None, max_body_bytes: int,
+               task_ids: Any) -> tuple[FastAPI, list[Any]]:
+    """A service's FastAPI app with what both services share: the error handlers, ``GET /v1/health`` (no token:
+    it holds no task data; ``service.health()`` with the body limit filled in) and ``GET /v1/tasks``
+    (``task_ids()``: the ids the service knows). Returns the app and the dependencies that require the bearer
+    token, for the service's own routes."""
+    app = FastAPI(title=title, version=CONTRACT)
+    install_errors(app, service.counters)
+    auth = [Depends(token_dependency(token))]
+
+    @app.get(f"{PREFIX}/health", response_model=Health)
+    def health() -> Health:
+        h = service.health()
+        h.capacity.max_body_bytes = int(max_body_bytes)
+        return h
+
+    @app.get(f"{PREFIX}/tasks", response_model=TaskList, dependencies=auth)
+    def tasks() -> TaskList:
+        return TaskList(tasks=list(task_ids()))
+
+    return app, auth
 
 
 def check_token(request: Request, token: str | None) -> None:

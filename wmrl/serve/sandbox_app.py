@@ -30,14 +30,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import HTTPException
 
 from wmrl.execution.log import ExecutionLog
 from wmrl.execution.runner import infra_result
 from wmrl.execution.types import ExecutionRequest, ExecutionResult, program_hash
-from wmrl.serve.common import BodyGuard, Counters, install_errors, retry_after, token_dependency
-from wmrl.serve.contract import (CONTRACT, PREFIX, BatchRequest, BatchResponse, Capacity, GradeRequest, GradeResponse,
-                                 Health, Load, TaskList)
+from wmrl.serve.common import BodyGuard, Counters, create_app, retry_after
+from wmrl.serve.contract import (PREFIX, BatchRequest, BatchResponse, Capacity, GradeRequest, GradeResponse,
+                                 Health, Load)
 from wmrl.tasks.validation import validation_view
 from wmrl.trajectory import Trajectory
 
@@ -269,19 +269,7 @@ def create_sandbox_app(service: SandboxService, *, token: str | None, max_body_b
         max_body_bytes: request body limit, bytes (413 beyond). read_timeout_s: longest pause while a body
             arrives, seconds (408 after it).
     """
-    app = FastAPI(title="wmrl sandbox", version=CONTRACT)
-    install_errors(app, service.counters)
-    auth = [Depends(token_dependency(token))]
-
-    @app.get(f"{PREFIX}/health", response_model=Health)
-    def health() -> Health:
-        h = service.health()
-        h.capacity.max_body_bytes = int(max_body_bytes)
-        return h
-
-    @app.get(f"{PREFIX}/tasks", response_model=TaskList, dependencies=auth)
-    def tasks() -> TaskList:
-        return TaskList(tasks=list(service.tasks.ids()))
+    app, auth = create_app("wmrl sandbox", service, token, max_body_bytes, service.tasks.ids)
 
     @app.post(f"{PREFIX}/grade", response_model=GradeResponse, dependencies=auth)
     async def grade(item: GradeRequest) -> GradeResponse:

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import HTTPException
 
 from wmrl.execution.types import program_hash
 from wmrl.serve.batching import MicroBatcher
-from wmrl.serve.common import BodyGuard, Counters, install_errors, retry_after, token_dependency
-from wmrl.serve.contract import (CONTRACT, OUTCOME_CLASSES, PREFIX, BatchRequest, BatchResponse, Capacity,
-                                 GradeRequest, Health, Load, PredictResponse, TaskList)
+from wmrl.serve.common import BodyGuard, Counters, create_app, retry_after
+from wmrl.serve.contract import (OUTCOME_CLASSES, PREFIX, BatchRequest, BatchResponse, Capacity,
+                                 GradeRequest, Health, Load, PredictResponse)
 from wmrl.world_model.outcome import STATUS_CLASSES, predict_rewards
 
 assert tuple(STATUS_CLASSES) == OUTCOME_CLASSES, "the contract's outcome classes follow the world model's"
@@ -135,19 +135,8 @@ def create_world_model_app(service: WorldModelService, *, token: str | None, max
                            read_timeout_s: float = 30.0) -> Any:
     """The ASGI app of ``service`` (FastAPI, wrapped in :class:`wmrl.serve.common.BodyGuard`); arguments as
     :func:`wmrl.serve.sandbox_app.create_sandbox_app`."""
-    app = FastAPI(title="wmrl world model", version=CONTRACT)
-    install_errors(app, service.counters)
-    auth = [Depends(token_dependency(token))]
-
-    @app.get(f"{PREFIX}/health", response_model=Health)
-    def health() -> Health:
-        h = service.health()
-        h.capacity.max_body_bytes = int(max_body_bytes)
-        return h
-
-    @app.get(f"{PREFIX}/tasks", response_model=TaskList, dependencies=auth)
-    def tasks() -> TaskList:
-        return TaskList(tasks=list(service.tasks.ids()) if service.tasks is not None else [])
+    app, auth = create_app("wmrl world model", service, token, max_body_bytes,
+                           lambda: service.tasks.ids() if service.tasks is not None else [])
 
     @app.post(f"{PREFIX}/grade", response_model=PredictResponse, dependencies=auth)
     async def grade(item: GradeRequest) -> PredictResponse:
