@@ -8,6 +8,7 @@ import torch
 from wmrl.models.types import LoraSettings
 from wmrl.world_model.data import examples_from_records, split_by_group
 from wmrl.world_model.metrics import world_model_metrics
+from wmrl.world_model.feature_cache import FeatureCache, trajectory_key
 from wmrl.world_model.regression import RegressionWorldModel
 
 _FAMILIES = {
@@ -159,6 +160,7 @@ def test_shared_prompt_features_equal_separate_passes(tiny):
         torch.nn.init.normal_(p, std=0.05)
     prompts = ["Task: a. Predict y."] * 4 + ["Task: b. Predict z."] * 2 + ["Task: c."]
     comps = list(_FAMILIES) + ["make_pipeline(GaussianNB())", "make_pipeline(Ridge(alpha=1.0))", "x"]
+    wm.feature_cache = FeatureCache(max_bytes=0)  # both passes computed, none recalled
     shared = wm.features(prompts, comps)
     separate = wm.features(prompts, comps, share_prompts=False)
     assert torch.allclose(shared, separate, atol=1e-5)
@@ -283,3 +285,93 @@ def test_one_seen_status_gets_add_one_smoothing(tiny):
     n = sum(1 for r in recs if r["status"] == "ok")
     assert out.status_probs[0, 3] == pytest.approx((n + 1) / (n + 3), abs=1e-5)
     assert out.status_probs[0, 1] == pytest.approx(1 / (n + 3), abs=1e-5)
+
+
+def _count_backbone_rows(wm, monkeypatch):
+    """How many trajectories go through the backbone (both the shared-prompt and the separate passes)."""
+    seen = []
+    shared, separate = wm._shared_prompt_features, wm._features
+
+    def count_shared(p_ids, comp_ids):
+        seen.append(len(comp_ids))
+        return shared(p_ids, comp_ids)
+
+    def count_separate(enc):
+        seen.append(int(enc["input_ids"].shape[0]))
+        return separate(enc)
+
+    monkeypatch.setattr(wm, "_shared_prompt_features", count_shared)
+    monkeypatch.setattr(wm, "_features", count_separate)
+    return seen
+
+
+def test_feature_cache_runs_only_new_trajectories_through_a_frozen_backbone(tiny, monkeypatch):
+    from wmrl.models.backbone import tiny_backbone
+    from wmrl.models.policy import Policy
+
+    model, tok = tiny_backbone(seed=3)
+    pol = Policy(model, tok, lora=LoraSettings(r=4, alpha=8))
+    wm = RegressionWorldModel(model, tok, lora=None, batch_size=4)  # frozen base, shared with the LoRA policy
+    seen = _count_backbone_rows(wm, monkeypatch)
+    prompts = ["Task: a. Predict y."] * 4 + ["Task: b."] * 2
+    comps = list(_FAMILIES) + ["make_pipeline(GaussianNB())", "x"]
+    first = wm.features(prompts, comps)
+    assert sum(seen) == 6 and len(wm.feature_cache) == 6
+    seen.clear()
+    again = wm.features(prompts[::-1] + ["Task: c."], comps[::-1] + ["y"])  # 6 seen (in another order), 1 new
+    assert sum(seen) == 1
+    assert torch.equal(again[:6], first.flip(0))
+    fresh = RegressionWorldModel(model, tok, lora=None, batch_size=4)
+    fresh.feature_cache = FeatureCache(max_bytes=0)
+    assert torch.allclose(again, fresh.features(prompts[::-1] + ["Task: c."], comps[::-1] + ["y"]), atol=1e-5)
+    # the policy's adapter trains: the world model's features (adapters disabled) do not change, nor does the cache
+    with torch.no_grad():
+        for p in pol.trainable_parameters():
+            p.add_(0.1)
+    seen.clear()
+    wm.features(prompts, comps)
+    assert sum(seen) == 0
+    # the base weights change, in place or behind the version counter (.data): everything is computed again
+    with torch.no_grad():
+        next(iter(model.parameters())).mul_(1.01)
+    seen.clear()
+    changed = wm.features(prompts, comps)
+    assert sum(seen) == 6 and not torch.allclose(changed, first)
+    some = [p for n, p in model.named_parameters() if "lora_" not in n and p.dim() == 2][-1]
+    some.data.mul_(0.5)
+    seen.clear()
+    wm.features(prompts, comps)
+    assert sum(seen) == 6
+
+
+def test_feature_cache_follows_the_world_models_own_adapter(tiny, monkeypatch):
+    from wmrl.models.backbone import tiny_backbone
+
+    model, tok = tiny_backbone(seed=4)
+    wm = RegressionWorldModel(model, tok, lora=LoraSettings(r=4, alpha=8), batch_size=4)
+    seen = _count_backbone_rows(wm, monkeypatch)
+    prompts, comps = ["Task: a."] * 2, list(_FAMILIES)[:2]
+    wm.features(prompts, comps)
+    wm.features(prompts, comps)
+    assert sum(seen) == 2
+    with torch.no_grad():
+        for p in wm.trainable_parameters():  # the adapter (and head) trained
+            p.add_(0.05)
+    wm.features(prompts, comps)
+    assert sum(seen) == 4
+
+
+def test_feature_cache_is_bounded_in_bytes_least_recently_used_first():
+    cache = FeatureCache(max_bytes=3 * 8 * 4)  # three rows of 8 float32
+    keys = [trajectory_key("p", str(i)) for i in range(4)]
+    cache.validate(("weights", 1))
+    cache.put(keys[:3], torch.arange(24, dtype=torch.float32).view(3, 8))
+    cache.get([keys[0]])  # key 0 used: key 1 is now the least recently used
+    cache.put([keys[3]], torch.ones(1, 8))
+    rows, missing = cache.get(keys)
+    assert missing == [1] and len(cache) == 3 and torch.equal(rows[0], torch.arange(8, dtype=torch.float32))
+    cache.validate(("weights", 2))
+    assert len(cache) == 0 and cache.get(keys)[1] == [0, 1, 2, 3]
+    assert trajectory_key("ab", "c") != trajectory_key("a", "bc")
+    with pytest.raises(ValueError, match="max_bytes"):
+        FeatureCache(max_bytes=-1)

@@ -43,6 +43,7 @@ from wmrl.models import adapters
 from wmrl.models.types import LoraSettings
 from wmrl.world_model.base import BackboneWorldModel
 from wmrl.world_model.data import check_fit_settings, fit_metrics, fit_split
+from wmrl.world_model.feature_cache import FeatureCache, trajectory_key, weights_fingerprint
 from wmrl.world_model.outcome import STATUS_CLASSES, OutcomePrediction, gated
 from wmrl.world_model.program_features import program_features
 
@@ -231,6 +232,10 @@ class RegressionWorldModel(BackboneWorldModel):
         #: columns of hashed program-choice features after the 2H backbone features (0 = none).
         self.program_features = int(program_features)
         self.n_backbone_features = 2 * hidden
+        #: the backbone features of trajectories seen before, valid while the weights that computed them are
+        #: unchanged (:mod:`wmrl.world_model.feature_cache`); a refit on the corpus and the anchors runs only the
+        #: new trajectories through the backbone. ``feature_cache.max_bytes = 0`` turns it off.
+        self.feature_cache = FeatureCache()
         self.head = RewardHead(2 * hidden + self.program_features).to(self.device)
         self.outcome_head = OutcomeHead(2 * hidden + self.program_features).to(self.device)
 
@@ -299,12 +304,35 @@ class RegressionWorldModel(BackboneWorldModel):
         out = torch.zeros((n, self.n_backbone_features), dtype=torch.float32, device=self.device)
         if n == 0:
             return self._with_program_features(out, prompts, completions)
-        shared, rest = self._plan(prompts, completions, share_prompts=share_prompts)
-        for p_ids, sub, c_ids in shared:
-            out[sub] = self._shared_prompt_features(p_ids, c_ids)
-        for sub in rest:
-            out[sub] = self._features(self._encode([prompts[i] for i in sub], [completions[i] for i in sub]))
+        cache = self.feature_cache
+        todo = list(range(n))
+        keys: list[bytes] = []
+        if cache.max_bytes:
+            cache.validate(weights_fingerprint(self._feature_parameters()))
+            keys = [trajectory_key(p, c) for p, c in zip(prompts, completions, strict=True)]
+            rows, todo = cache.get(keys)
+            for i, row in enumerate(rows):
+                if row is not None:
+                    out[i] = row.to(out.device)
+        if todo:
+            sub_p, sub_c = [prompts[i] for i in todo], [completions[i] for i in todo]
+            new = torch.zeros((len(todo), self.n_backbone_features), dtype=torch.float32, device=self.device)
+            shared, rest = self._plan(sub_p, sub_c, share_prompts=share_prompts)
+            for p_ids, sub, c_ids in shared:
+                new[sub] = self._shared_prompt_features(p_ids, c_ids)
+            for sub in rest:
+                new[sub] = self._features(self._encode([sub_p[i] for i in sub], [sub_c[i] for i in sub]))
+            out[todo] = new
+            if cache.max_bytes:
+                cache.put([keys[i] for i in todo], new)
         return self._with_program_features(out, prompts, completions)
+
+    def _feature_parameters(self) -> list[torch.Tensor]:
+        """The parameters the backbone features depend on: the decoder's own weights and this world model's
+        adapter, not the other adapters of a shared peft model (the policy's, which :meth:`_decoder` disables)."""
+        own = f".{self.adapter_name}."
+        return [p for name, p in self._base.base_model.named_parameters()
+                if "lora_" not in name or (self.lora is not None and own in name)]
 
     @torch.no_grad()
     def predict_outcome(self, prompts: Sequence[str], completions: Sequence[str]) -> OutcomePrediction:
