@@ -113,5 +113,11 @@ def test_world_model_service_loads_a_run_folder(small_suite, tmp_path):
     direct = load_world_model(wm_dir, model, tok)
     prompts, comps = ["solve it"] * 3, ["model = Ridge(alpha=1)", "model = Ridge(alpha=9)", "x = ("]
     assert np.array_equal(served.predict(prompts, comps), direct.predict(prompts, comps))
+    # a bare world-model folder records its backbone (tiny, seed 1): served without being told
+    bare, info = load_served_world_model(wm_dir)
+    assert (info["backbone"], info["seed"]) == ("tiny", 1)
+    assert np.array_equal(bare.predict(prompts, comps), direct.predict(prompts, comps))
+    with pytest.raises(ValueError, match="--backbone NAME"):
+        load_served_world_model(wm_dir, backbone="smollm2-135m")  # hidden size 576, not tiny's 64
     with pytest.raises(FileNotFoundError, match="neither a world-model folder"):
         load_served_world_model(tmp_path)

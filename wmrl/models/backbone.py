@@ -232,5 +232,9 @@ def tiny_backbone(
         model = LlamaForCausalLM(config)
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
+    # What a saved world model records as its backbone (``world_model.json``: ``base_model``, ``base_seed``), so
+    # that it can be loaded on the same random weights without being told.
+    model.config._name_or_path = "tiny"
+    model.config.wmrl_seed = int(seed)
     model.eval()
     return model, tok

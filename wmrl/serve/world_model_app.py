@@ -15,6 +15,7 @@ one thread. At most ``max_concurrency`` rows wait or run at once (503 + Retry-Af
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from pathlib import Path
@@ -175,10 +176,16 @@ def load_served_world_model(model_dir: str | Path, *, backbone: str | None = Non
     if not (d / "world_model.json").is_file():
         raise FileNotFoundError(f"{model_dir} is neither a world-model folder (with world_model.json) nor a run "
                                 "folder holding world_model/; fit one with `wmrl wm fit` or train a run")
-    name = backbone or (run_cfg.get("model") or {}).get("name") or bb.DEFAULT_MODEL
-    s = int(seed if seed is not None else run_cfg.get("seed", 0))
+    saved = json.loads((d / "world_model.json").read_text(encoding="utf-8"))
+    recorded = "tiny" if saved.get("base_model") == "tiny" else None  # pretrained ones record a local path
+    name = backbone or (run_cfg.get("model") or {}).get("name") or recorded or bb.DEFAULT_MODEL
+    s = int(seed if seed is not None else run_cfg.get("seed", saved.get("base_seed") or 0))
     model, tok = bb.tiny_backbone(seed=s) if name == "tiny" else bb.load_backbone(name)
-    wm = load_world_model(d, model, tok)
+    try:
+        wm = load_world_model(d, model, tok)
+    except ValueError as e:
+        raise ValueError(f"{e}; serve it on the backbone it was fitted on: --backbone NAME (e.g. tiny, "
+                         f"{bb.DEFAULT_MODEL})") from None
     scaffold_name = scaffold or (run_cfg.get("scaffold") or {}).get("name")
     return wm, {"kind": getattr(wm, "kind", ""), "backbone": name, "seed": s, "model": str(d),
                 "scaffold": scaffold_name}

@@ -376,7 +376,7 @@ class TrainConfig(_Section):
 
     method: Method = Field(WMRL, description=_METHOD_HELP)
     name: str = Field("", description="Free-form run name (shown in reports); empty = the method.")
-    run_dir: OptStr = Field(None, description="Run directory; null = runs/<method>-<UTC timestamp>.")
+    run_dir: OptStr = Field(None, description="Run directory; null = runs/<name or method>-<UTC timestamp>.")
     seed: Int = Field(0, ge=0, description="Seed of every RNG (python, numpy, torch, task order, router).")
     checkpoint_every: Int = Field(1, ge=1, description=(
         "Checkpoint every N steps (1 = a SIGKILL loses at most the step in flight)."))

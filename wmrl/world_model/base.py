@@ -228,6 +228,8 @@ class BackboneWorldModel:
             },
             "hidden_size": int(self._base.config.hidden_size),
             "base_model": getattr(self._base.config, "_name_or_path", ""),
+            # the random backbone's initialisation seed (``tiny``), None for pretrained weights
+            "base_seed": getattr(self._base.config, "wmrl_seed", None),
         }
 
     def _adapter_state(self) -> dict[str, torch.Tensor]:
