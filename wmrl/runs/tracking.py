@@ -26,10 +26,12 @@ reporting, MLflow's usage telemetry and gradio's analytics are turned off (``WAN
 ``MLFLOW_DISABLE_TELEMETRY``, ``GRADIO_ANALYTICS_ENABLED``, unless already set). A tracker that fails while the
 run trains is dropped with a warning in ``train.log``; the run and its jsonl files go on. A tracker whose package
 is missing is refused before the run starts (:func:`check_trackers`, :class:`TrackerUnavailable` naming the
-``pip install``).
+``pip install``), so is a remote MLflow server out of reach (:func:`probe_trackers`, with MLflow's HTTP retries
+bounded: :data:`MLFLOW_HTTP_DEFAULTS`); a tracker library's error while opening is one line
+(:class:`TrackerOpenError`), and names a tracker would refuse are refused when the config loads.
 
-This file is about 570 lines: the config sections, the protocol, the four adapters and the fan-out belong together
-(each adapter is short; what it does on resume is the table above). docs/tracking.md is the user's page.
+This file is about 670 lines: the config sections, the checks, the protocol, the four adapters and the fan-out
+belong together (each adapter is short; what it does on resume is the table above). docs/tracking.md is the user's page.
 """
 from __future__ import annotations
 
