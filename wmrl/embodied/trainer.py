@@ -40,7 +40,7 @@ from wmrl.runs.ledger import Ledger
 from wmrl.runs.loop import Schedule, evaluated_at, run_steps
 from wmrl.runs.rundir import RunDir, RunDirError, json_safe, now_iso, read_jsonl, rng_state, set_rng_state, \
     write_json_atomic, write_text_atomic
-from wmrl.runs.tracking import TrackerSet, check_trackers, open_trackers
+from wmrl.runs.tracking import TrackerSet, open_trackers, probe_trackers
 from wmrl.step.engine import StepEngine, recipe_settings
 from wmrl.core.losses import grpo_loss
 from wmrl.paths import wmrl_home
@@ -336,7 +336,7 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
         if why and not accept_edited_config:
             raise RunDirError(why + "; pass --accept-edited-config to use it")
         cfg = config_from_dict(yaml.safe_load(rd.config.read_text()))
-        check_trackers(cfg.trackers)
+        probe_trackers(cfg.trackers, cfg.tracking)
     else:
         if cfg is None:
             raise ValueError("give a config or resume_dir")
@@ -346,7 +346,7 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
             raise RunDirError(f"{rd.root} already holds a run: resume it with `wmrl embodied train --resume "
                               f"{rd.root}` or choose another run_dir")
         make_suite(cfg)  # a bad task list or split is refused before the run folder exists
-        check_trackers(cfg.trackers)  # so is a tracker whose package is missing
+        probe_trackers(cfg.trackers, cfg.tracking)  # so is a tracker whose package is missing
         rd.create()
         write_text_atomic(rd.config, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
         rd.save_config_hash()

@@ -26,10 +26,12 @@ reporting, MLflow's usage telemetry and gradio's analytics are turned off (``WAN
 ``MLFLOW_DISABLE_TELEMETRY``, ``GRADIO_ANALYTICS_ENABLED``, unless already set). A tracker that fails while the
 run trains is dropped with a warning in ``train.log``; the run and its jsonl files go on. A tracker whose package
 is missing is refused before the run starts (:func:`check_trackers`, :class:`TrackerUnavailable` naming the
-``pip install``).
+``pip install``), so is a remote MLflow server out of reach (:func:`probe_trackers`, with MLflow's HTTP retries
+bounded: :data:`MLFLOW_HTTP_DEFAULTS`); a tracker library's error while opening is one line
+(:class:`TrackerOpenError`), and names a tracker would refuse are refused when the config loads.
 
-This file is about 570 lines: the config sections, the protocol, the four adapters and the fan-out belong together
-(each adapter is short; what it does on resume is the table above). docs/tracking.md is the user's page.
+This file is about 670 lines: the config sections, the checks, the protocol, the four adapters and the fan-out
+belong together (each adapter is short; what it does on resume is the table above). docs/tracking.md is the user's page.
 """
 from __future__ import annotations
 
@@ -99,6 +101,34 @@ def _tracker_name(v: Any) -> Any:
 Trackers = Annotated[list[Annotated[TrackerName, BeforeValidator(_tracker_name)]], BeforeValidator(_id_list),
                      AfterValidator(_known_trackers)]
 
+#: Characters W&B refuses in a project name (``wandb.init`` raises a UsageError for them).
+_WANDB_BAD_PROJECT_CHARS = "/\\,#?%:"
+
+
+def _name(field: str) -> Callable[[str], str]:
+    """A validator refusing an empty or blank ``field`` (a name every tracker needs)."""
+
+    def check(v: str) -> str:
+        if not v.strip():
+            raise ValueError(f"{field} is empty; give a name (e.g. wmrl), or leave the key out for the default")
+        return v
+
+    return check
+
+
+def _wandb_project(v: str) -> str:
+    """W&B's project rule: non-empty, at most 128 characters, none of ``/ \\ , # ? % :``."""
+    _name("tracking.wandb.project")(v)
+    bad = sorted({c for c in v if c in _WANDB_BAD_PROJECT_CHARS})
+    if bad:
+        raise ValueError(f"tracking.wandb.project {v!r} contains {' '.join(bad)}, which W&B does not allow in a "
+                         f"project name (none of {' '.join(_WANDB_BAD_PROJECT_CHARS)}); use e.g. "
+                         f"{''.join('-' if c in _WANDB_BAD_PROJECT_CHARS else c for c in v)!r}")
+    if len(v) > 128:
+        raise ValueError(f"tracking.wandb.project is {len(v)} characters long; W&B allows at most 128")
+    return v
+
+
 def default_trackers() -> list[TrackerName]:
     """The default of ``trackers``: TensorBoard only (what every run wrote before the other trackers)."""
     return ["tensorboard"]
@@ -115,7 +145,8 @@ TRACKERS_HELP = (
 class WandbOptions(ConfigSection):
     """Weights & Biases, always offline (``mode="offline"``); ``wandb sync RUN_DIR/wandb/offline-run-*`` uploads."""
 
-    project: str = Field("wmrl", description="W&B project the run is synced to.")
+    project: Annotated[str, AfterValidator(_wandb_project)] = Field("wmrl", description=(
+        "W&B project the run is synced to (non-empty, at most 128 characters, none of / \\ , # ? % :)."))
     entity: OptStr = Field(None, description="W&B entity (user or team); null = the default of `wandb sync`.")
     run_name: OptStr = Field(None, description="Display name; null = the run directory's folder name.")
     group: OptStr = Field(None, description="W&B group (e.g. one per bench); null = none.")
@@ -126,7 +157,8 @@ class WandbOptions(ConfigSection):
 class TrackioOptions(ConfigSection):
     """trackio's local store: ``RUN_DIR/trackio/<project>.db`` (never a Space or a server)."""
 
-    project: str = Field("wmrl", description="trackio project (the SQLite file's name).")
+    project: Annotated[str, AfterValidator(_name("tracking.trackio.project"))] = Field(
+        "wmrl", description="trackio project (the SQLite file's name; non-empty).")
     run_name: OptStr = Field(None, description="Run name; null = the run directory's folder name.")
     group: OptStr = Field(None, description="trackio group; null = none.")
 
@@ -134,7 +166,8 @@ class TrackioOptions(ConfigSection):
 class MlflowOptions(ConfigSection):
     """MLflow tracking (mlflow-skinny is enough)."""
 
-    experiment: str = Field("wmrl", description="MLflow experiment name (created when missing).")
+    experiment: Annotated[str, AfterValidator(_name("tracking.mlflow.experiment"))] = Field(
+        "wmrl", description="MLflow experiment name (created when missing; non-empty).")
     run_name: OptStr = Field(None, description="Run name; null = the run directory's folder name.")
     tracking_uri: OptStr = Field(None, description=(
         "Tracking URI; null = a file store in RUN_DIR/mlruns (docs/tracking.md says how to view it). A sqlite:/// "
@@ -147,6 +180,62 @@ class TrackingConfig(ConfigSection):
     wandb: WandbOptions = Field(default_factory=WandbOptions)
     trackio: TrackioOptions = Field(default_factory=TrackioOptions)
     mlflow: MlflowOptions = Field(default_factory=MlflowOptions)
+
+
+class TrackerOpenError(ConfigError):
+    """A tracker's library refused to open with the run's options (a bad name, an unreachable tracking server);
+    the message names the tracker, the option and the library's reason, in one line."""
+
+
+#: MLflow's HTTP client retries for minutes by default (7 retries with back-off, a 120 s timeout each); a run
+#: sets these bounds, unless the environment already sets them, so an unreachable server fails in seconds.
+MLFLOW_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                        "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+
+#: The options each tracker reads while opening (named in a :class:`TrackerOpenError`).
+_OPEN_OPTIONS = {"wandb": "tracking.wandb (project, entity, group, tags, run_name)",
+                 "trackio": "tracking.trackio (project, group, run_name)",
+                 "mlflow": "tracking.mlflow (experiment, tracking_uri, run_name)",
+                 "tensorboard": "the run directory's tb/ folder"}
+
+
+def _open_error(name: str, e: BaseException) -> TrackerOpenError:
+    """One line: the tracker, the options it read, the library's exception."""
+    why = " ".join(str(e).split())[:400] or type(e).__name__
+    return TrackerOpenError(f"trackers: {name!r} could not be opened ({type(e).__name__}: {why}); check "
+                            f"{_OPEN_OPTIONS[name]}, or remove {name!r} from trackers")
+
+
+def probe_trackers(names: Sequence[str], options: TrackingConfig) -> None:
+    """Check, before a run builds anything expensive, what can fail when its trackers open without writing
+    anything: an MLflow ``tracking_uri`` other than a file store is reached (the experiment is looked up), with
+    MLflow's HTTP retries bounded (:data:`MLFLOW_HTTP_DEFAULTS`).
+
+    Raises:
+        TrackerUnavailable: a package is missing (:func:`check_trackers`).
+        TrackerOpenError: the MLflow server cannot be reached or refuses the experiment name.
+    """
+    check_trackers(names)
+    uri = options.mlflow.tracking_uri
+    if "mlflow" in names and uri and not uri.startswith("file:"):
+        _mlflow_env(uri)
+        try:
+            from mlflow.tracking import MlflowClient  # noqa: PLC0415 - heavy/optional dependency
+
+            MlflowClient(tracking_uri=uri).get_experiment_by_name(options.mlflow.experiment)
+        except Exception as e:  # noqa: BLE001 - any library error becomes one clear line
+            raise _open_error("mlflow", e) from None
+
+
+def _mlflow_env(uri: str) -> None:
+    """MLflow's environment defaults for ``uri`` (each only when unset): no telemetry, bounded HTTP retries, and
+    the file store's opt-in."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    for k, v in MLFLOW_HTTP_DEFAULTS.items():
+        os.environ.setdefault(k, v)
+    if uri.startswith("file:"):
+        # the file store works, but MLflow 3 asks for an explicit opt-in ("maintenance mode")
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
 
 
 # --------------------------------------------------------------------------------------------------- checks
@@ -379,11 +468,8 @@ class MlflowTracker:
     name = "mlflow"
 
     def __init__(self, root: Path, opts: MlflowOptions, run_name: str, start_step: int, state: dict[str, Any]):
-        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         uri = opts.tracking_uri or (root / "mlruns").resolve().as_uri()
-        if uri.startswith("file:"):
-            # the file store works, but MLflow 3 asks for an explicit opt-in ("maintenance mode")
-            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        _mlflow_env(uri)
         from mlflow.tracking import MlflowClient  # noqa: PLC0415 - heavy/optional dependency
 
         self.client = MlflowClient(tracking_uri=uri)
@@ -543,7 +629,8 @@ def open_trackers(names: Sequence[str], options: TrackingConfig, root: str | Pat
 
     Raises:
         TrackerUnavailable: a package is missing (:func:`check_trackers`) or trackio is pointed off the machine.
-        Exception: what a tracker's library raises while opening (its files are left as they are).
+        TrackerOpenError: a tracker's library raised while opening (a bad option, an unreachable MLflow server):
+            one line naming the tracker and its options; the trackers opened before it are closed as failed.
     """
     check_trackers(names)
     root = Path(root)
@@ -552,18 +639,12 @@ def open_trackers(names: Sequence[str], options: TrackingConfig, root: str | Pat
     opened: list[Tracker] = []
     try:
         for name in names:
-            t: Tracker
-            if name == "tensorboard":
-                t = TensorBoardTracker(root, start_step)
-            elif name == "wandb":
-                o = options.wandb
-                t = WandbTracker(root, o, o.run_name or root.resolve().name, config, state)
-            elif name == "trackio":
-                o2 = options.trackio
-                t = TrackioTracker(root, o2, o2.run_name or root.resolve().name, config, start_step, state)
-            else:
-                o3 = options.mlflow
-                t = MlflowTracker(root, o3, o3.run_name or root.resolve().name, start_step, state)
+            try:
+                t = _open_one(name, options, root, config, start_step, state)
+            except ConfigError:
+                raise
+            except Exception as e:  # noqa: BLE001 - any library error becomes one clear line
+                raise _open_error(name, e) from None
             opened.append(t)
             if state:
                 write_json_atomic(state_path, state)
@@ -573,3 +654,21 @@ def open_trackers(names: Sequence[str], options: TrackingConfig, root: str | Pat
     ts = TrackerSet(opened, on_error)
     ts.log_config(config)
     return ts
+
+
+def _open_one(name: str, options: TrackingConfig, root: Path, config: dict[str, Any], start_step: int,
+              state: dict[str, Any]) -> Tracker:
+    """The adapter of tracker ``name`` (:func:`open_trackers`)."""
+    t: Tracker
+    if name == "tensorboard":
+        t = TensorBoardTracker(root, start_step)
+    elif name == "wandb":
+        o = options.wandb
+        t = WandbTracker(root, o, o.run_name or root.resolve().name, config, state)
+    elif name == "trackio":
+        o2 = options.trackio
+        t = TrackioTracker(root, o2, o2.run_name or root.resolve().name, config, start_step, state)
+    else:
+        o3 = options.mlflow
+        t = MlflowTracker(root, o3, o3.run_name or root.resolve().name, start_step, state)
+    return t

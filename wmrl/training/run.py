@@ -19,7 +19,7 @@ from wmrl.runs.ledger import Ledger
 from wmrl.runs.owner import OWNER_LOCK, RunDirOwner
 from wmrl.runs.loop import Schedule, evaluated_at, run_steps
 from wmrl.runs.rundir import RunDir, read_jsonl, seed_everything, write_json_atomic
-from wmrl.runs.tracking import check_trackers, open_trackers
+from wmrl.runs.tracking import open_trackers, probe_trackers
 from wmrl.training.trainer import Trainer
 from wmrl.training.config import load_yaml
 from wmrl.training.alarm import ExploitationStop
@@ -70,9 +70,13 @@ def run_training(config: TrainConfig, *, resume: bool = False,
             before its step-0 checkpoint removes the run directory it made.
         TrackerUnavailable (a ConfigError): a tracker of ``config.trackers`` whose package is not installed,
             refused before the run directory is touched (the message names the ``pip install``).
+        TrackerOpenError (a ConfigError): an MLflow ``tracking_uri`` out of reach (refused before the run
+            directory is touched), or a tracker's library refusing its options when the trackers open (after the
+            step-0 checkpoint: the run folder stays resumable with ``--resume`` once the option is fixed).
     """
     cfg = validate(config)  # also a config built in Python: finite numbers within their ranges
-    check_trackers(cfg.trackers)  # a tracker's missing package is refused before the run directory is touched
+    # a tracker's missing package, or an MLflow server out of reach, is refused before the run directory is touched
+    probe_trackers(cfg.trackers, cfg.tracking)
     if cfg.run_dir is None:
         cfg.run_dir = _default_run_dir(cfg)
     rd = RunDir(cfg.run_dir)
