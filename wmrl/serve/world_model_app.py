@@ -90,7 +90,8 @@ class WorldModelService:
         """Predict ``items`` in one request of the micro-batcher.
 
         Raises:
-            HTTPException: as :meth:`row`; 413 for more rows than ``max_concurrency``; 503 at capacity; 504 after ``timeout_s``; 500 when the model fails.
+            HTTPException: as :meth:`row`; 413 for more rows than ``max_concurrency``; 503 at capacity; 504 after
+                ``timeout_s``; 500 when the model fails.
         """
         rows = [self.row(it) for it in items]
         b = self.batcher
