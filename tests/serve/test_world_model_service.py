@@ -65,7 +65,7 @@ def test_concurrent_requests_share_model_calls_and_get_their_own_rows():
     with ThreadServer(create_world_model_app(svc, token=TOKEN)) as srv:
         def one(i: int) -> dict:
             r = httpx.post(srv.url + "/v1/grade", headers=auth(), timeout=60,
-                           json={"request_id": f"q{i}", "prompt": f"p{i % 3}", "completion": f"c{i}"})
+                           json={"request_id": f"q{i}", "prompt": f"p{i % 3}", "program": f"c{i}"})
             assert r.status_code == 200, r.text
             return r.json()
 
@@ -116,18 +116,18 @@ def test_bad_input_capacity_and_timeouts():
         assert post({"items": [{"task_id": "nope", "program": "x"}]}).status_code == 404
         assert post({"items": [{"program": "x"}]}).status_code == 422  # neither a prompt nor a task
         assert post({"items": []}).status_code == 422
-        assert post({"items": [{"prompt": "p", "completion": "#" * 8000}]}).status_code == 413
+        assert post({"items": [{"prompt": "p", "program": "#" * 8000}]}).status_code == 413
         # the model is slow: the first request waits past the timeout (504), a second one finds it busy (503)
         with ThreadPoolExecutor(2) as pool:
-            slow = pool.submit(post, {"items": [{"prompt": "p", "completion": f"c{i}"} for i in range(3)]})
+            slow = pool.submit(post, {"items": [{"prompt": "p", "program": f"c{i}"} for i in range(3)]})
             time.sleep(0.1)
-            busy = post({"items": [{"prompt": "p", "completion": f"d{i}"} for i in range(3)]})
+            busy = post({"items": [{"prompt": "p", "program": f"d{i}"} for i in range(3)]})
             assert busy.status_code == 503 and int(busy.headers["retry-after"]) >= 1
             assert slow.result().status_code == 504
         time.sleep(1.2)  # the slow call has finished: admitted again, and again later than 0.3 s
-        assert post({"items": [{"prompt": "p", "completion": "c"}]}).status_code == 504
+        assert post({"items": [{"prompt": "p", "program": "c"}]}).status_code == 504
         svc.timeout_s = 10.0  # a patient service answers: it served on through all of the above
-        assert post({"items": [{"prompt": "p", "completion": "c"}]}).status_code == 200
+        assert post({"items": [{"prompt": "p", "program": "c"}]}).status_code == 200
     svc.batcher.close()
 
 

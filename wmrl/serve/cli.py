@@ -40,6 +40,27 @@ def _token(token: str | None, token_file: Path | None, no_token: bool) -> str | 
         _fail(str(e))
 
 
+def check_port(host: str, port: int) -> None:
+    """Exit with a one-line error (exit 2) when ``host:port`` cannot be bound (in use, or not an address here);
+    run before anything is created or printed. Port 0 (any free port) is always fine."""
+    import socket
+
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as e:
+        _fail(f"--host {host}: {e}")
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds it
+        try:
+            s.bind(addr)
+        except OSError as e:
+            _fail(f"cannot listen on {host}:{port} (--port {port}): {e.strerror or e}; pick a free port or stop the "
+                  "process that holds it")
+
+
 def _suite(roots: list[Path] | None) -> Any:
     from wmrl.tasks.loader import TaskSuite, default_suite
 
@@ -82,6 +103,7 @@ def sandbox_command(
     from wmrl.serve.sandbox_app import SandboxService, create_sandbox_app
 
     secret = _token(token, token_file, no_token)
+    check_port(host, port)
     try:
         suite = _suite(tasks_root)
         n = len(suite)
@@ -137,6 +159,7 @@ def world_model_command(
                                             load_served_world_model)
 
     secret = _token(token, token_file, no_token)
+    check_port(host, port)
     if threads:
         torch.set_num_threads(threads)
     try:

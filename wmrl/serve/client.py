@@ -302,7 +302,7 @@ class RemoteWorldModel:
             with self._lock:
                 self._n += 1
                 call = self._n
-            items = [{"request_id": f"{self.tag}-{call}-{i}", "prompt": p, "completion": c}
+            items = [{"request_id": f"{self.tag}-{call}-{i}", "prompt": p, "program": c}
                      for i, (p, c) in enumerate(zip(prompts[lo:lo + self.max_items],
                                                     completions[lo:lo + self.max_items]))]
             for a in self.client.request("POST", "/grade/batch", {"items": items})["results"]:

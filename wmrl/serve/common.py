@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -23,8 +24,11 @@ from wmrl.serve.contract import CONTRACT, PREFIX, Health, TaskList
 #: the environment variable a token is read from when neither ``--token`` nor ``--token-file`` is given
 TOKEN_ENV = "WMRL_SERVE_TOKEN"
 
-_CODES = {400: "invalid", 401: "unauthorized", 404: "not_found", 408: "body_timeout", 409: "conflict",
-          413: "too_large", 422: "invalid", 503: "busy", 504: "timeout"}
+_CODES = {400: "invalid", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed", 408: "body_timeout",
+          409: "conflict", 413: "too_large", 422: "invalid", 503: "busy", 504: "timeout"}
+
+#: the detail of FastAPI's 400 for a body that is not parseable JSON for a reason other than a decode error
+_FASTAPI_BODY_ERROR = "There was an error parsing the body"
 
 
 def read_token(token: str | None, token_file: Path | None, *, no_token: bool = False) -> str | None:
@@ -42,7 +46,11 @@ def read_token(token: str | None, token_file: Path | None, *, no_token: bool = F
     if token:
         return token
     if token_file is not None:
-        first = Path(token_file).read_text(encoding="utf-8").strip().splitlines()
+        try:
+            first = Path(token_file).read_text(encoding="utf-8").strip().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"--token-file {token_file}: cannot read it ({e}); give a readable file whose first "
+                             "line is the shared secret") from None
         if not first or not first[0].strip():
             raise ValueError(f"--token-file {token_file} is empty; write the shared secret on its first line")
         return first[0].strip()
@@ -81,10 +89,22 @@ def install_errors(app: FastAPI, counters: Counters) -> None:
     """Every error of ``app`` answered as an ErrorBody (HTTP errors with their headers, validation errors as 422
     naming the fields, anything else as 500 with its type and message); refusals are counted."""
 
-    @app.exception_handler(HTTPException)
-    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         counters.add(rejected=1)
-        return error_response(exc.status_code, exc.detail, dict(exc.headers or {}))
+        if exc.status_code == 400 and exc.detail == _FASTAPI_BODY_ERROR:
+            # FastAPI's answer to a body json cannot parse other than by a JSONDecodeError (nesting too deep)
+            return error_response(422, "malformed JSON body: it could not be parsed (nested too deep?); send a "
+                                       "JSON object as docs/services.md describes")
+        if exc.status_code == 404 and exc.detail == "Not Found":
+            detail: Any = (f"no route {request.method} {request.url.path}: the contract's routes are under "
+                           f"{PREFIX}/ (docs/services.md)")
+        elif exc.status_code == 405:
+            detail = (f"method {request.method} is not allowed on {request.url.path}; "
+                      f"allowed: {dict(exc.headers or {}).get('allow', '?')}")
+        else:
+            detail = exc.detail
+        return error_response(exc.status_code, detail, dict(exc.headers or {}))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -129,15 +149,22 @@ def check_token(request: Request, token: str | None) -> None:
     Raises:
         HTTPException: 401 with ``WWW-Authenticate: Bearer``.
     """
+    problem = token_problem(request.headers.get("authorization", ""), token)
+    if problem:
+        raise HTTPException(401, problem, headers={"WWW-Authenticate": "Bearer"})
+
+
+def token_problem(authorization: str, token: str | None) -> str | None:
+    """What is wrong with an ``Authorization`` header value for ``token`` (None: nothing, or an open service);
+    constant-time comparison."""
     if token is None:
-        return
-    got = request.headers.get("authorization", "")
-    scheme, _, value = got.partition(" ")
+        return None
+    scheme, _, value = authorization.partition(" ")
     if scheme.lower() != "bearer" or not value:
-        raise HTTPException(401, "missing bearer token: send 'Authorization: Bearer TOKEN' (the service's --token)",
-                            headers={"WWW-Authenticate": "Bearer"})
+        return "missing bearer token: send 'Authorization: Bearer TOKEN' (the service's --token)"
     if not hmac.compare_digest(value.strip().encode(), token.encode()):
-        raise HTTPException(401, "wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+        return "wrong bearer token"
+    return None
 
 
 def token_dependency(token: str | None) -> Any:
@@ -151,32 +178,39 @@ def token_dependency(token: str | None) -> Any:
 
 
 class BodyGuard:
-    """ASGI middleware: reads a request's whole body before the app sees it, answering 413 as soon as it grows
+    """ASGI middleware: checks the bearer token of a request with a body (401 before any byte of the body is read),
+    then reads its whole body before the app sees it, answering 413 as soon as it grows
     past ``max_body_bytes`` (or its Content-Length says it will) and 408 when the client stops sending for
     ``read_timeout_s`` seconds. A slow client only ever holds its own connection: the server is asynchronous, so
     other requests are served meanwhile.
 
     Args:
         app: the ASGI app. max_body_bytes: the size limit, bytes. read_timeout_s: the longest gap between two
-            chunks of a body, seconds. counters: where refusals are counted.
+            chunks of a body, seconds. counters: where refusals are counted. token: the bearer token (None: an
+            open service).
     """
 
-    def __init__(self, app: Any, max_body_bytes: int, read_timeout_s: float, counters: Counters):
+    def __init__(self, app: Any, max_body_bytes: int, read_timeout_s: float, counters: Counters,
+                 token: str | None = None):
         self.app, self.max_body_bytes, self.read_timeout_s, self.counters = app, int(max_body_bytes), \
             float(read_timeout_s), counters
+        self.token = token
 
-    async def _refuse(self, send: Any, status: int, detail: str) -> None:
+    async def _refuse(self, send: Any, status: int, detail: str, extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
         self.counters.add(rejected=1)
         body = json.dumps({"contract": CONTRACT, "error": _CODES[status], "detail": detail}).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
+                                (b"connection", b"close"), *extra]})
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD"):
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
+        problem = token_problem(headers.get(b"authorization", b"").decode("latin-1"), self.token)
+        if problem:
+            return await self._refuse(send, 401, problem, ((b"www-authenticate", b"Bearer"),))
         limit = f"the limit is {self.max_body_bytes} bytes (--max-body-bytes); send fewer items per batch"
         try:
             declared = int(headers.get(b"content-length", b"-1"))

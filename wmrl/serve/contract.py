@@ -13,7 +13,8 @@ changing a URL:
 =======================  ================================================================================
 
 Errors are :class:`ErrorBody` with an HTTP status: 401 (missing or wrong bearer token), 404 (unknown task), 408 (the
-body did not arrive in time), 409 (a request id reused for another program), 413 (body over the size limit), 422
+body did not arrive in time), 409 (a request id reused for another program), 413 (body over the size limit, or a batch
+with more new items than the service's ``max_concurrency``: it could never be admitted), 422
 (malformed JSON or a field out of range: the message names the field), 503 with ``Retry-After`` (at capacity; retry
 the same request), 504 (no answer within the service's per-request timeout; a sandbox execution keeps running and a
 retry with the same request id gets its result). Every model refuses unknown fields, so a typo is a 422, not a
@@ -72,7 +73,9 @@ class GradeRequest(_Model):
     task_id: str | None = Field(None, min_length=1, max_length=500, description=(
         "The task (as `wmrl tasks list` names it); required by the sandbox, and by the world model unless a "
         "prompt is given."))
-    program: str = Field("", description="The solution program (Python source, UTF-8).")
+    program: str = Field(..., description=(
+        "The solution program (Python source, UTF-8); required by both services (the world model scores it as the "
+        "completion unless `completion` is given)."))
     time_limit_s: float | None = Field(None, gt=0.0, le=30 * 24 * 3600.0, description=(
         "Sandbox: wall-clock limit of the program, seconds (null: the task's own)."))
     trajectory: dict[str, Any] | None = Field(None, description=(

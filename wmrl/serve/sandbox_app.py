@@ -16,7 +16,8 @@ built once per fraction and seed with this installation's secret) and is graded 
 (``validation_score``), as multi-turn episodes need.
 
 Admission: at most ``max_concurrency`` items are in flight (running or queued for a worker); a new one beyond that
-gets 503 with ``Retry-After``. Joins and replays are always admitted. An answer that takes longer than
+gets 503 with ``Retry-After``. A batch with more new items than ``max_concurrency`` could never be admitted: it gets
+413 naming the cap. Joins and replays are always admitted. An answer that takes longer than
 ``timeout_s`` is a 504; the execution goes on and is logged, so a retry with the same id gets its result.
 """
 from __future__ import annotations
@@ -121,7 +122,8 @@ class SandboxService:
         return self._views[key]
 
     def _existing(self, rid: str, task_id: str, sha: str) -> tuple[str, Any]:
-        """``("join", _Running)``, ``("replay", ExecutionResult)`` or ``("new", None)`` for ``rid``.
+        """``("join", _Running)``, ``("replay", (ExecutionResult, attempts))`` or ``("new", None)`` for ``rid``
+        (``attempts``: the starts the claims table counts for ``rid``).
 
         Raises:
             HTTPException: 409 when ``rid`` belongs to another task or program.
@@ -134,7 +136,8 @@ class SandboxService:
         done = self.log.result(rid)
         if done is not None:
             self._same(rid, done.task_id, done.program_sha256, task_id, sha)
-            return "replay", done
+            claim = self.log.claimed(rid)
+            return "replay", (done, int(claim["attempts"]) if claim else 1)
         claim = self.log.claimed(rid)
         if claim is not None:
             self._same(rid, claim["task_id"], claim["program_sha256"], task_id, sha)
@@ -148,12 +151,13 @@ class SandboxService:
                                      f"{sha0[:12]}...); use a fresh id per program")
 
     def start(self, items: list[GradeRequest]) -> list[tuple[str, Any]]:
-        """Admit ``items`` all or none: per item ``("join", _Running)``, ``("replay", ExecutionResult)`` or
+        """Admit ``items`` all or none: per item ``("join", _Running)``, ``("replay", (ExecutionResult, attempts))`` or
         ``("run", _Running)``. Runs on the event loop's thread without awaiting, so two requests with one id cannot
         both start it.
 
         Raises:
-            HTTPException: 404/422 (task), 409 (id reuse), 422 (one id twice in a batch), 503 (at capacity).
+            HTTPException: 404/422 (task), 409 (id reuse), 422 (one id twice in a batch), 413 (more new items than
+                ``max_concurrency``: never admissible), 503 (at capacity).
         """
         plans = []
         seen: set[str] = set()
@@ -169,6 +173,10 @@ class SandboxService:
             kind, obj = self._existing(rid, task.id, sha)
             plans.append((kind, obj, rid, task, sha, it))
         new = sum(1 for p in plans if p[0] == "new")
+        if new > self.max_concurrency:
+            raise HTTPException(413, f"the batch has {new} new items but at most {self.max_concurrency} are admitted "
+                                     "at once (--max-concurrency): it could never be admitted; split it into "
+                                     f"batches of at most {self.max_concurrency} items")
         with self._lock:
             free = self.max_concurrency - len(self.running)
         if new > free:
@@ -227,7 +235,8 @@ class SandboxService:
         kind, obj = plan
         if kind == "replay":
             self.counters.add(served=1, replayed=1)
-            return grade_response(obj, replayed=True)
+            result, attempts = obj
+            return grade_response(result, replayed=True, attempt=attempts)
         try:
             res = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(obj.future)),
                                          max(0.0, deadline - time.monotonic()))
@@ -283,4 +292,4 @@ def create_sandbox_app(service: SandboxService, *, token: str | None, max_body_b
         results = await asyncio.gather(*(service.answer(p, deadline) for p in plans))
         return BatchResponse(results=list(results))
 
-    return BodyGuard(app, max_body_bytes, read_timeout_s, service.counters)
+    return BodyGuard(app, max_body_bytes, read_timeout_s, service.counters, token=token)

@@ -9,7 +9,8 @@ cannot rebuild), and that is what :class:`wmrl.serve.client.RemoteWorldModel` do
 
 Requests are batched across clients: a :class:`wmrl.serve.batching.MicroBatcher` collects what arrives within
 ``max_wait_s`` (up to ``max_batch`` rows; one client's batch is never split) into one ``predict_outcome`` call on
-one thread. At most ``max_concurrency`` rows wait or run at once (503 + Retry-After beyond); an answer later than
+one thread. At most ``max_concurrency`` rows wait or run at once (503 + Retry-After beyond; a batch of more rows than
+``max_concurrency`` is a 413, as in the sandbox); an answer later than
 ``timeout_s`` is a 504. Predictions are pure, so a retried request id is simply predicted again.
 """
 from __future__ import annotations
@@ -90,12 +91,17 @@ class WorldModelService:
         """Predict ``items`` in one request of the micro-batcher.
 
         Raises:
-            HTTPException: as :meth:`row`; 503 at capacity; 504 after ``timeout_s``; 500 when the model fails.
+            HTTPException: as :meth:`row`; 413 for more rows than ``max_concurrency``; 503 at capacity; 504 after
+                ``timeout_s``; 500 when the model fails.
         """
         rows = [self.row(it) for it in items]
         b = self.batcher
+        if len(rows) > self.max_concurrency:
+            raise HTTPException(413, f"the batch has {len(rows)} rows but at most {self.max_concurrency} wait or run "
+                                     "at once (--max-concurrency): it could never be admitted; split it into "
+                                     f"batches of at most {self.max_concurrency} items")
         busy = b.queued_rows + b.running_rows
-        if busy + len(rows) > self.max_concurrency and busy > 0:
+        if busy + len(rows) > self.max_concurrency:
             raise HTTPException(503, f"at capacity: {busy} rows waiting or running of {self.max_concurrency}; retry "
                                      "after Retry-After seconds", headers=retry_after(1.0))
         fut = b.submit(rows)
@@ -147,7 +153,7 @@ def create_world_model_app(service: WorldModelService, *, token: str | None, max
     async def grade_batch(batch: BatchRequest) -> BatchResponse:
         return BatchResponse(results=await service.answer(batch.items))
 
-    return BodyGuard(app, max_body_bytes, read_timeout_s, service.counters)
+    return BodyGuard(app, max_body_bytes, read_timeout_s, service.counters, token=token)
 
 
 def load_served_world_model(model_dir: str | Path, *, backbone: str | None = None, seed: int | None = None,
