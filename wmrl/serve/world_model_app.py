@@ -16,7 +16,6 @@ one thread. At most ``max_concurrency`` rows wait or run at once (503 + Retry-Af
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from pathlib import Path
@@ -169,6 +168,7 @@ def load_served_world_model(model_dir: str | Path, *, backbone: str | None = Non
         FileNotFoundError: not a world-model or run folder. ValueError: the weights do not fit the backbone.
     """
     from wmrl.models import backbone as bb  # noqa: PLC0415 - heavy: loads torch and transformers
+    from wmrl.world_model.base import BackboneWorldModel  # noqa: PLC0415 - heavy: loads torch
     from wmrl.world_model.factory import load_world_model  # noqa: PLC0415 - heavy: loads torch
 
     d = Path(model_dir)
@@ -182,7 +182,7 @@ def load_served_world_model(model_dir: str | Path, *, backbone: str | None = Non
     if not (d / "world_model.json").is_file():
         raise FileNotFoundError(f"{model_dir} is neither a world-model folder (with world_model.json) nor a run "
                                 "folder holding world_model/; fit one with `wmrl wm fit` or train a run")
-    saved = json.loads((d / "world_model.json").read_text(encoding="utf-8"))
+    saved = BackboneWorldModel.read_saved_config(d)
     recorded = "tiny" if saved.get("base_model") == "tiny" else None  # pretrained ones record a local path
     name = backbone or (run_cfg.get("model") or {}).get("name") or recorded or bb.DEFAULT_MODEL
     s = int(seed if seed is not None else run_cfg.get("seed", saved.get("base_seed") or 0))
