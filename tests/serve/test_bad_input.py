@@ -110,8 +110,11 @@ def test_a_stalled_body_does_not_hang_other_requests(server):
     sock.sendall(head + body[: len(body) // 2])  # half the body, then nothing
     answers: dict[str, bytes] = {}
 
-    def read_slow() -> None:
-        answers["slow"] = sock.recv(65536)
+    def read_slow() -> None:  # the head and the body may come in separate segments: read until closed
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+        answers["slow"] = b"".join(chunks)
 
     t = threading.Thread(target=read_slow)
     t.start()
