@@ -358,3 +358,75 @@ def test_a_bench_whose_every_run_fails_says_so(preset, tmp_path):
     with pytest.raises(BenchError,
                        match=r"all 2 planned runs failed \(the first: grpo seed 0: RuntimeError: no model here\)"):
         run_bench(preset, tmp_path / "out", seeds=1, methods=["grpo", "wmrl"], train_fn=broken, log=lambda s: None)
+
+
+def test_two_invocations_at_once_share_a_folder_without_touching_each_others_runs(preset, tmp_path):
+    """A second bench on the same folder skips the run the first one is training (a run that has not
+    checkpointed yet would otherwise look abandoned and be removed), and bench.json keeps both plans."""
+    import threading
+
+    out = tmp_path / "out"
+    started, release = threading.Event(), threading.Event()
+    first_calls: list = []
+    inner = fake_train(first_calls)
+
+    def slow_train(cfg, resume):  # the first invocation: grpo seed 0 stays "partial" until released
+        Path(cfg.run_dir).mkdir(parents=True, exist_ok=True)
+        (Path(cfg.run_dir) / "train.log").write_text("started\n")
+        started.set()
+        assert release.wait(30)
+        inner(cfg, resume)
+
+    first = threading.Thread(target=run_bench, args=(preset, out), kwargs=dict(
+        seeds=1, methods=["grpo"], train_fn=slow_train, log=lambda s: None, command="first"))
+    first.start()
+    assert started.wait(30)
+    second_calls: list = []
+    logged: list[str] = []
+    run_bench(preset, out, seeds=1, methods=["grpo", "wmrl"], train_fn=fake_train(second_calls),
+              log=logged.append, command="second")
+    assert (out / "grpo" / "seed0" / "train.log").read_text() == "started\n"  # left to its trainer
+    assert len(second_calls) == 1 and "grpo" not in second_calls[0][0]  # only wmrl seed 0 trained there
+    assert any("grpo seed 0: being trained by another bench invocation" in m for m in logged), logged
+    release.set()
+    first.join(30)
+    assert len(first_calls) == 1 and (out / "grpo" / "seed0" / "summary.json").is_file()
+    meta = json.loads((out / "bench.json").read_text())
+    assert meta["commands"] == ["first", "second"]
+    assert {(r["method"], r["seed"]) for r in meta["runs"]} == {("grpo", 0), ("wmrl", 0)}
+    assert meta["methods"] == ["grpo", "wmrl"]
+
+
+def test_a_second_invocation_waits_for_the_corpus_being_collected(tmp_path, monkeypatch):
+    import threading
+
+    from wmrl.training import parts
+
+    collecting, release = threading.Event(), threading.Event()
+    made = []
+
+    def fake_collect(cfg, log_path, *, samples_per_task, group_size, seed):
+        made.append(seed)
+        collecting.set()
+        assert release.wait(30)
+        return {"executions": 2, "compute_cpu_s": 1.0, "wall_s": 1.0}
+
+    monkeypatch.setattr(parts, "collect_corpus", fake_collect)
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump({"config": {}, "methods": ["wm"], "corpus": {"samples_per_task": 4}}))
+    preset = load_preset(p)
+    out = tmp_path / "out"
+    records: dict[str, object] = {}
+    first = threading.Thread(target=lambda: records.update(first=ensure_corpus(preset, out, log=lambda s: None)))
+    first.start()
+    assert collecting.wait(30)
+    logged: list[str] = []
+    second = threading.Thread(target=lambda: records.update(second=ensure_corpus(preset, out, log=logged.append)))
+    second.start()
+    second.join(1.0)
+    assert second.is_alive() and "second" not in records  # waiting, not collecting again or removing the folder
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert made == [0] and records["first"] == records["second"]
+    assert any("being collected by another bench invocation" in m for m in logged)

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from wmrl.bench.presets import REFERENCE, BenchError, Preset, method_config
 from wmrl.report.bench_results import corpus_dir
 from wmrl.training import parts
@@ -51,7 +53,8 @@ def ensure_corpus(preset: Preset, out: str | Path, log: Callable[[str], None] = 
         The cost record of ``OUT/corpus/corpus.json`` (:func:`wmrl.training.parts.collect_corpus`), with
         the settings it was made with under ``settings``; None when the preset has no ``corpus``. A folder
         left by an interrupted collection is removed and the corpus collected again; the record is
-        written last, atomically.
+        written last, atomically. Other invocations on the same ``out`` wait while one collects
+        (a lock file ``OUT/.corpus.lock``).
 
     Raises:
         BenchError: ``OUT/corpus`` holds a corpus made with other settings (the message names them).
@@ -59,6 +62,21 @@ def ensure_corpus(preset: Preset, out: str | Path, log: Callable[[str], None] = 
     """
     if not preset.corpus:
         return None
+    lock = FileLock(Path(out) / ".corpus.lock")  # one invocation collects, the others on the folder wait
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log(f"shared warm-up corpus: being collected by another bench invocation on {out}; waiting for it")
+        lock.acquire()
+    try:
+        return _ensure_corpus_locked(preset, preset.corpus, out, log, overrides)
+    finally:
+        lock.release()
+
+
+def _ensure_corpus_locked(preset: Preset, corpus: dict[str, int], out: str | Path, log: Callable[[str], None],
+                          overrides: Sequence[str]) -> dict[str, Any]:
+    """:func:`ensure_corpus` once this invocation holds the folder's corpus lock; ``corpus`` is ``preset.corpus``."""
     d = corpus_log(out).parent
     done = d / "corpus.json"
     settings = json.loads(json.dumps(_corpus_settings(preset, overrides), default=str))
@@ -75,7 +93,7 @@ def ensure_corpus(preset: Preset, out: str | Path, log: Callable[[str], None] = 
     if d.exists():
         shutil.rmtree(d)
     d.mkdir(parents=True)
-    c = preset.corpus
+    c = corpus
     log(f"shared warm-up corpus: {c['samples_per_task']} programs per train task from the initial policy of seed "
         f"{c['seed']}, executed once -> {corpus_log(out)}")
     base = method_config(preset, REFERENCE, seed=c["seed"], run_dir=d / "unused", overrides=overrides)

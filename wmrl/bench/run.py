@@ -7,6 +7,11 @@ Each (method, seed) is a normal run directory ``OUT/<method>/seed<k>`` written b
 held-out tasks by the trainer's end-of-run evaluation (``eval.at_end``). The bench is resumable: a run
 with ``summary.json`` is skipped, a run with a complete checkpoint is resumed, anything else restarts.
 
+Several invocations may work on one folder at once (for example one per CPU, each with its own
+``--methods``, or the same command twice): each run is claimed with a lock file
+``OUT/<method>/.seed<k>.lock`` while it trains, and a run claimed by another invocation is skipped, never
+restarted under it; the shared corpus is collected by one invocation while the others wait for it.
+
 Outputs in ``OUT``: ``bench.json`` (plan, command, machine), ``results.csv`` (one row per run),
 ``table.csv``, ``bench.md`` and ``bench.html`` (the table, the reward-against-compute plot, the command,
 the machine, notes on overlapping standard errors, where each run converged) and ``reward_vs_compute.png``;
@@ -21,12 +26,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from wmrl.bench.convergence import write_bench_outputs
 from wmrl.bench.corpus import ensure_corpus
 from wmrl.bench.plan import PlannedRun, check_existing, plan, run_state
 from wmrl.bench.presets import METHODS, BenchError, Preset, preset_dir
 from wmrl.report.bench_results import now, uses_world_model
 from wmrl.report.machine import code_version, machine_info
+from wmrl.runs.rundir import write_json_atomic
 from wmrl.training import run as trainer
 from wmrl.training.config import TrainConfig
 
@@ -66,12 +74,12 @@ def run_bench(
     for r in runs:
         check_existing(r)
     meta = _bench_meta(preset, runs, command, out)
-    (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    _write_meta(out, meta)
     train = train_fn or _default_train_fn
     log = log or (lambda msg: print(msg, flush=True))
     if any(uses_world_model(r.method) for r in runs):
         meta["corpus"] = ensure_corpus(preset, out, log, overrides=list(overrides))
-        (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+        _write_meta(out, meta)
     failures: list[str] = []
     t0 = time.time()
     for i, r in enumerate(runs, 1):
@@ -85,7 +93,7 @@ def run_bench(
                 pass
     meta["finished_at"] = now()
     meta["failures"] = failures
-    (out / "bench.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    _write_meta(out, meta)
     if failures and all(run_state(r.run_dir) != "finished" for r in runs):
         raise BenchError(f"all {len(runs)} planned runs failed (the first: {failures[0]}); every failure is in "
                          f"{out / 'bench.json'}")
@@ -95,6 +103,22 @@ def run_bench(
 def _run_one(r: PlannedRun, tag: str, train: TrainFn, failures: list[str], log: Callable[[str], None],
              t0: float) -> None:
     """Train, resume or skip one planned run (see :func:`run_bench`); failures are appended, not raised."""
+    claim = FileLock(r.run_dir.parent / f".{r.run_dir.name}.lock")
+    r.run_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        claim.acquire(timeout=0)
+    except Timeout:
+        log(f"{tag}: being trained by another bench invocation on this folder, skipped")
+        return
+    try:
+        _train_claimed(r, tag, train, failures, log, t0)
+    finally:
+        claim.release()
+
+
+def _train_claimed(r: PlannedRun, tag: str, train: TrainFn, failures: list[str], log: Callable[[str], None],
+                   t0: float) -> None:
+    """:func:`_run_one` once this invocation holds the run's claim."""
     state = run_state(r.run_dir)
     if state == "finished":
         log(f"{tag}: finished earlier, skipped")
@@ -104,7 +128,6 @@ def _run_one(r: PlannedRun, tag: str, train: TrainFn, failures: list[str], log: 
         shutil.rmtree(r.run_dir)
     resume = state == "resumable"
     log(f"{tag}: {'resuming' if resume else 'training'} -> {r.run_dir} ({time.time() - t0:.0f} s into the bench)")
-    r.run_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
         train(r.config, resume)
     except KeyboardInterrupt:
@@ -116,29 +139,15 @@ def _run_one(r: PlannedRun, tag: str, train: TrainFn, failures: list[str], log: 
 
 
 def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path) -> dict[str, Any]:
-    old = {}
-    if (out / "bench.json").is_file():
-        try:
-            old = json.loads((out / "bench.json").read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            old = {}
+    """This invocation's ``bench.json`` record (:func:`_write_meta` merges it with the folder's)."""
     cfg0 = runs[0].config
-    # Several invocations on one folder (e.g. first `--methods grpo,wmrl --seeds 2`, then the rest) add up.
     # Paths relative to the bench folder (and the preset's to the repository when inside it), so a
     # committed bench.json names no machine's absolute paths.
-    planned = {r["run_dir"]: r for r in old.get("runs", [])}
-    for r in runs:
-        rel = str(Path(r.run_dir).relative_to(out))
-        planned[rel] = {"method": r.method, "seed": r.seed, "run_dir": rel}
-    order = {m: i for i, m in enumerate(METHODS)}
-    all_runs = sorted(planned.values(), key=lambda r: (r["seed"], order.get(r["method"], 99)))
     return {
         "preset": preset.name,
         "preset_path": _repo_relative(preset.path) if preset.path else None,
         "description": preset.description,
         "backbone_note": preset.backbone_note,
-        "methods": sorted({r["method"] for r in all_runs}, key=lambda m: order.get(m, 99)),
-        "seeds": sorted({r["seed"] for r in all_runs}),
         "steps": cfg0.optim.steps,
         "model": cfg0.model.name,
         "scaffold": cfg0.scaffold.name,
@@ -147,15 +156,47 @@ def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path)
         "rollout": {"tasks_per_step": cfg0.rollout.tasks_per_step, "group_size": cfg0.rollout.group_size},
         "anchor_fraction": cfg0.wmrl.anchor_fraction,
         "command": command,
-        "commands": list(dict.fromkeys((old.get("commands") or []) + ([command] if command else []))),
+        "commands": [command] if command else [],
         "machine": machine_info(),
-        # Each invocation's code (a bench resumed across sessions must still come from one commit; the page says
-        # when it does not).
-        "code_versions": _unique(list(old.get("code_versions") or []) + [code_version()]),
-        "started_at": old.get("started_at") or now(),
-        "runs": all_runs,
-        "corpus": old.get("corpus"),
+        "code_versions": [code_version()],
+        "started_at": now(),
+        "runs": [{"method": r.method, "seed": r.seed, "run_dir": str(Path(r.run_dir).relative_to(out))}
+                 for r in runs],
+        "corpus": None,
     }
+
+
+def _write_meta(out: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """Write ``OUT/bench.json``: ``meta`` merged with what the file holds, under a lock, atomically; returns it.
+
+    Several invocations on one folder (one after another, e.g. first ``--methods grpo,wmrl --seeds 2``, then
+    the rest, or at once) add up: the planned runs, the commands and each invocation's code version (a bench
+    resumed across days must still come from one commit; the page says when it does not) are unions, the
+    start time is the first one's.
+    """
+    path = out / "bench.json"
+    with FileLock(out / ".bench.json.lock"):
+        old: dict[str, Any] = {}
+        if path.is_file():
+            try:
+                old = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError:
+                old = {}
+        order = {m: i for i, m in enumerate(METHODS)}
+        planned = {r["run_dir"]: r for r in [*old.get("runs", []), *meta["runs"]]}
+        runs = sorted(planned.values(), key=lambda r: (r["seed"], order.get(r["method"], 99)))
+        merged = {
+            **meta,
+            "methods": sorted({r["method"] for r in runs}, key=lambda m: order.get(m, 99)),
+            "seeds": sorted({r["seed"] for r in runs}),
+            "commands": list(dict.fromkeys([*(old.get("commands") or []), *meta["commands"]])),
+            "code_versions": _unique([*(old.get("code_versions") or []), *meta["code_versions"]]),
+            "started_at": old.get("started_at") or meta["started_at"],
+            "runs": runs,
+            "corpus": meta.get("corpus") or old.get("corpus"),
+        }
+        write_json_atomic(path, merged)
+    return merged
 
 
 def _unique(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
