@@ -22,12 +22,17 @@ def _args(executor: str, **kw):
 
 
 def _check(rows):
-    sync, asyn = rows
+    """What holds however slow the machine: timings are the benchmark's to print (docs/scaling.md)."""
+    sync, bound, free = rows
     assert sync["k"] == 0 and sync["staleness_max"] == 0 and sync["executions"] == 8 * 2
-    assert asyn["k"] == 8 and asyn["wait_s"] == 0.0  # generation never waited
-    assert asyn["step_s"] < sync["step_s"]  # executions (0.24 s median, plus the sandbox) no longer hold the step
-    assert asyn["staleness_max"] >= 1 and asyn["executions"] >= 2
-    assert 0 < sync["utilisation"] <= 1 and 0 < asyn["utilisation"] <= 1
+    # k = 4 < 8 steps: the anchors of steps 1-4 must be consumed by step 8, waited for if need be, each late by
+    # 1 to 4 steps
+    assert bound["k"] == 4 and 1 <= bound["staleness_max"] <= 4 and bound["executions"] >= 4 * 2
+    # k = 8: the bound never binds, so generation never waited for an execution (whether any came back in time
+    # depends on the machine's speed)
+    assert free["k"] == 8 and free["wait_s"] == 0.0 and free["staleness_max"] <= 8
+    for r in rows:
+        assert 0 <= r["utilisation"] <= 1
 
 
 def require_bwrap():
@@ -40,7 +45,7 @@ def require_bwrap():
 def test_local_pool_sync_and_async(tmp_path):
     require_bwrap()
     mod, a = _args("local")
-    _check([mod.run_one(k, a, tmp_path / f"k{k}") for k in (0, 8)])
+    _check([mod.run_one(k, a, tmp_path / f"k{k}") for k in (0, 4, 8)])
 
 
 @pytest.mark.ray
@@ -49,7 +54,7 @@ def test_ray_sync_and_async(tmp_path):
     ray = pytest.importorskip("ray")
     mod, a = _args("ray")
     try:
-        rows = [mod.run_one(k, a, tmp_path / f"k{k}") for k in (0, 8)]
+        rows = [mod.run_one(k, a, tmp_path / f"k{k}") for k in (0, 4, 8)]
     finally:
         ray.shutdown()
     _check(rows)
