@@ -74,9 +74,9 @@ def ensure_corpus(preset: Preset, out: str | Path, log: Callable[[str], None] = 
         lock.release()
 
 
-def _ensure_corpus_locked(preset: Preset, corpus: dict[str, int], out: str | Path, log: Callable[[str], None],
+def _ensure_corpus_locked(preset: Preset, c: dict[str, int], out: str | Path, log: Callable[[str], None],
                           overrides: Sequence[str]) -> dict[str, Any]:
-    """:func:`ensure_corpus` once this invocation holds the folder's corpus lock; ``corpus`` is ``preset.corpus``."""
+    """:func:`ensure_corpus` once this invocation holds the folder's corpus lock; ``c`` is ``preset.corpus``."""
     d = corpus_log(out).parent
     done = d / "corpus.json"
     settings = json.loads(json.dumps(_corpus_settings(preset, overrides), default=str))
@@ -93,7 +93,6 @@ def _ensure_corpus_locked(preset: Preset, corpus: dict[str, int], out: str | Pat
     if d.exists():
         shutil.rmtree(d)
     d.mkdir(parents=True)
-    c = corpus
     log(f"shared warm-up corpus: {c['samples_per_task']} programs per train task from the initial policy of seed "
         f"{c['seed']}, executed once -> {corpus_log(out)}")
     base = method_config(preset, REFERENCE, seed=c["seed"], run_dir=d / "unused", overrides=overrides)

@@ -166,8 +166,8 @@ def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path)
     }
 
 
-def _write_meta(out: Path, meta: dict[str, Any]) -> dict[str, Any]:
-    """Write ``OUT/bench.json``: ``meta`` merged with what the file holds, under a lock, atomically; returns it.
+def _write_meta(out: Path, meta: dict[str, Any]) -> None:
+    """Write ``OUT/bench.json``: ``meta`` merged with what the file holds, under a lock, atomically.
 
     Several invocations on one folder (one after another, e.g. first ``--methods grpo,wmrl --seeds 2``, then
     the rest, or at once) add up: the planned runs, the commands and each invocation's code version (a bench
@@ -196,7 +196,6 @@ def _write_meta(out: Path, meta: dict[str, Any]) -> dict[str, Any]:
             "corpus": meta.get("corpus") or old.get("corpus"),
         }
         write_json_atomic(path, merged)
-    return merged
 
 
 def _unique(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
