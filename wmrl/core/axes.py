@@ -34,6 +34,8 @@ Fusion (:data:`FUSIONS`); n_A, n_W = valid anchor and world-model samples:
 ``bias-aware``   as ``ivw`` with a persistent bias B^2 counted as variance of the world-model stream
 ``ppi``          PPI++ (Angelopoulos et al. 2023): weights 1/n_A and lambda/n_W, the two anchor rows merged
                  into one of advantage A_r - lambda * A_f (:mod:`wmrl.core.recipe`'s docstring)
+``cv``           the control variate with inverse-probability weights: every sample 1/n with advantage
+                 lambda * A_f, anchors (A_r - lambda * A_f) / rho on top (:func:`control_variate`)
 ===============  ==================================================================================
 
 With one stream empty in a step, ``ivw``, ``bias-aware`` and ``ppi`` weight every sample 1/n
@@ -52,6 +54,7 @@ from wmrl.core.advantages import group_advantages
 from wmrl.core.calibration import IsotonicCalibrator
 from wmrl.core.fusion import (
     FusionEstimate,
+    control_variate_coefficient,
     estimate_fusion,
     fusion_weights,
     ppi_lambda,
@@ -80,6 +83,8 @@ class RecipeSettings:
         window_steps: most recent steps whose pairs it uses (None: no limit).
         alpha_floor, alpha_ceiling: clip range of alpha.
         fusion_min_pairs: below this many pairs alpha is the pooled n_A / (n_A + n_W).
+        anchor_fraction: rho, the long-run probability that a group is executed (the router's fraction); the
+            ``cv`` fusion's inverse-probability weight 1/rho. The trainer's engine sets the configured rho.
     """
 
     normalize_std: bool = True
@@ -93,6 +98,11 @@ class RecipeSettings:
     alpha_floor: float = 0.05
     alpha_ceiling: float = 0.95
     fusion_min_pairs: int = 8
+    anchor_fraction: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not (0.0 < self.anchor_fraction <= 1.0):
+            raise ValueError(f"anchor_fraction must be in (0, 1] (rho, e.g. 0.1), got {self.anchor_fraction!r}")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -495,3 +505,40 @@ def ppi(x: FusionInputs) -> FusionOutputs:
     f.stats["ppi_lambda"] = lam
     f.stats["fusion_mode"] = "ppi"
     return f.outputs(1.0 / (1.0 + lam))
+
+
+@register_fusion("cv", denoises=True,
+                 help="cv: lambda*A_f on every sample, plus (A_r - lambda*A_f)/rho on anchors (inverse-probability "
+                      "weighted control variate)")
+def control_variate(x: FusionInputs) -> FusionOutputs:
+    """The control-variate policy gradient with inverse-probability weights (Horvitz-Thompson; the estimator
+    of active statistical inference, Zrnic & Candes 2024, and of multi-fidelity policy gradients):
+
+        g = lambda * sum_{all groups} g[A_f] + sum_{anchor groups} (g[A_r] - lambda * g[A_f]) / rho
+
+    with rho the probability that a group is an anchor (``settings.anchor_fraction``), A_f the GRPO advantage of
+    the world-model reward (``reward_wm_used`` off anchors, r_tilde on anchors) and A_r that of the executed
+    reward. Over the router's draws E[g] is the gradient on true rewards whatever the world model's errors,
+    including the order it gives programs inside a group: a step without an anchor group is corrected by the
+    anchor groups of other steps, in expectation (up to the policy's drift between them), which PPI++'s
+    per-step form cannot do. lambda = :func:`wmrl.core.fusion.control_variate_coefficient` on the window (the
+    within-group regression slope of r on f, in [0, 1]; 0 with fewer than 2 pairs). Every valid sample gets
+    weight 1/(n_A + n_W); world-model samples carry lambda * A_f, anchors lambda * A_f + (A_r - lambda * A_f)
+    / rho. ``alpha`` is None; ``ppi_lambda`` reports lambda.
+    """
+    f = _Fused(x)
+    if f.empty:
+        return f.outputs(None)
+    f.estimate()
+    s, win = x.settings, x.window
+    lam = control_variate_coefficient(win.true, win.calibrated, group_ids=win.clusters()) \
+        if win is not None and len(win) >= 2 else 0.0
+    a_ok, w_ok = f.a_ok, f.w_ok
+    a_f = group_advantages(np.where(a_ok, x.reward_wm_calibrated, np.where(w_ok, x.reward_wm_used, 0.0)),
+                           x.group_ids, normalize_std=s.normalize_std, eps=s.adv_eps, valid=f.in_loss)
+    a_r = f.advantages  # A_r on anchors (their reward used is r)
+    f.advantages = np.where(a_ok, lam * a_f + (a_r - lam * a_f) / s.anchor_fraction, np.where(w_ok, lam * a_f, 0.0))
+    f.weights[f.in_loss] = 1.0 / (f.n_a + f.n_w)
+    f.stats["ppi_lambda"] = lam
+    f.stats["fusion_mode"] = "cv"
+    return f.outputs(None)

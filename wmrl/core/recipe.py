@@ -439,6 +439,8 @@ for _r in (
            debiasing="isotonic", fusion="equal", recall=True),
     Recipe("wmrl-ppi", "WMRL with the PPI++ rectified estimator instead of inverse-variance fusion", "fraction",
            debiasing="isotonic", fusion="ppi", recall=True),
+    Recipe("wmrl-cv", "WMRL with the inverse-probability-weighted control variate instead of inverse-variance "
+           "fusion", "fraction", debiasing="isotonic", fusion="cv", recall=True),
     Recipe("wmrl-bias-aware", "WMRL with a bias-aware alpha (a persistent bias B^2 counted as variance)",
            "fraction", debiasing="isotonic", fusion="bias-aware", recall=True),
     Recipe("anchor-only", "GRPO on the anchor groups only (rho of the groups executed, the rest dropped)",

@@ -24,6 +24,11 @@ of bias b of magnitude B and fresh Gaussian noise xi ~ N(0, sigma^2) at every qu
   over-rates one *kind* of program (those with a large component along e, of average true quality)
   every time it is asked, and the shared policy can learn to produce that kind (as an AutoResearch
   agent can learn to please a deterministic world model). No monotone map of the score removes it.
+- ``rank``: r_hat = r + B eta(c, a), eta ~ N(0, 1) drawn once per (task, arm) and fixed: a deterministic
+  world model that misorders programs. Every arm has its own persistent error, so the world model's favourite
+  arm of a task is in general not the best one, its within-group order is wrong for some pairs (pairwise
+  accuracy falls with B), and asking again does not help. This is the error a language-model world model
+  makes on programs it has never seen executed: a monotone map of the score keeps its order in every group.
 """
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SHAPES = ("monotone", "offset", "exploit")
+SHAPES = ("monotone", "offset", "exploit", "rank")
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,7 @@ class WorldModelSpec:
     """Error model of the simulated world model.
 
     Attributes:
-        shape: one of ``"monotone"``, ``"offset"``, ``"exploit"`` (module docstring).
+        shape: one of ``"monotone"``, ``"offset"``, ``"exploit"``, ``"rank"`` (module docstring).
         bias: B, the bias magnitude (reward units; for ``monotone`` the blend weight in [0, 1]).
         sigma: standard deviation of the per-query noise xi (reward units).
     """
@@ -69,11 +74,14 @@ class BanditProblem:
         features: [C, K, d] float64 phi(c, a).
         rewards: [C, K] float64 true rewards in [0, 1].
         exploit: [C, K] bool, the arms the ``exploit`` world model over-rates.
+        rank_error: [C, K] float64 eta(c, a) ~ N(0, 1), the ``rank`` world model's persistent error per arm
+            (drawn from its own generator, so the other fields do not depend on it).
     """
 
     features: np.ndarray
     rewards: np.ndarray
     exploit: np.ndarray
+    rank_error: np.ndarray
 
     @classmethod
     def make(cls, n_tasks: int, n_arms: int, seed: int, dim: int = 8, idio: float = 1.0) -> BanditProblem:
@@ -94,7 +102,18 @@ class BanditProblem:
         proj = phi @ e
         n_ex = max(1, int(round(0.1 * n_arms)))
         thresh = np.sort(proj, axis=1)[:, -n_ex][:, None]
-        return cls(features=phi, rewards=r, exploit=proj >= thresh)
+        eta = np.random.default_rng([seed, 7921]).standard_normal((n_tasks, n_arms))
+        return cls(features=phi, rewards=r, exploit=proj >= thresh, rank_error=eta)
+
+    def world_model_optimum(self, spec: WorldModelSpec) -> float:
+        """J of the policy that plays, in every task, the arm the noise-free world model rates best (the
+        destination of a run that trusts the world model's order)."""
+        rows = np.arange(self.rewards.shape[0])[:, None]
+        arms = np.arange(self.rewards.shape[1])[None, :].repeat(self.rewards.shape[0], 0)
+        r_hat = world_model_scores(self.rewards, self.exploit, WorldModelSpec(spec.shape, spec.bias, 0.0),
+                                   np.random.default_rng(0), self.rank_error[rows, arms])
+        best = r_hat.argmax(axis=1)
+        return float(self.rewards[np.arange(self.rewards.shape[0]), best].mean())
 
     @property
     def optimum(self) -> float:
@@ -112,6 +131,7 @@ def world_model_scores(
     is_exploit: np.ndarray,
     spec: WorldModelSpec,
     rng: np.random.Generator,
+    rank_error: np.ndarray | None = None,
 ) -> np.ndarray:
     """Query the simulated world model once for every sample.
 
@@ -120,6 +140,11 @@ def world_model_scores(
         is_exploit: [C, G] bool, whether each sampled arm is an exploit arm.
         spec: the error model.
         rng: noise generator (fresh noise per call: two calls give two independent queries).
+        rank_error: [C, G] float64 the sampled arms' persistent errors eta (:attr:`BanditProblem.rank_error`);
+            required by the ``rank`` shape.
+
+    Raises:
+        ValueError: the ``rank`` shape without ``rank_error``.
 
     Returns:
         [C, G] float64 predictions r_hat (not clipped: a biased model may leave [0, 1]).
@@ -129,8 +154,12 @@ def world_model_scores(
         base = (1.0 - spec.bias) * r + spec.bias * (1.0 - (1.0 - r) ** 4)
     elif spec.shape == "offset":
         base = r + spec.bias * rng.standard_normal((r.shape[0], 1))
-    else:
+    elif spec.shape == "exploit":
         base = r + spec.bias * is_exploit
+    else:
+        if rank_error is None:
+            raise ValueError("the rank world model needs the sampled arms' rank_error (BanditProblem.rank_error)")
+        base = r + spec.bias * rank_error
     if spec.sigma > 0:
         base = base + spec.sigma * rng.standard_normal(r.shape)
     return base

@@ -196,7 +196,8 @@ class _RunState:
             normalize_std=cfg.normalize_std, calibrator_window=cfg.cal_window,
             calibrator_min_anchors=cfg.cal_min_anchors,
             calibrator_fallback="identity", calibrator_tie_break=1e-3,  # the study of record
-            window_pairs=None, window_steps=cfg.fusion_window, alpha_floor=cfg.alpha_min, alpha_ceiling=cfg.alpha_max)
+            window_pairs=None, window_steps=cfg.fusion_window, alpha_floor=cfg.alpha_min, alpha_ceiling=cfg.alpha_max,
+            anchor_fraction=self.router.fraction if self.router.fraction > 0 else 1.0)
         self.state = self.recipe.init_state(self.settings)
         self.latency = spec.latency_model
         self.rng_latency = np.random.default_rng([spec.seed, 3])
@@ -239,8 +240,9 @@ class _RunState:
         rows = np.arange(C)[:, None]
         r = self.problem.rewards[rows, arms]
         ex = self.problem.exploit[rows, arms]
-        r_hat = world_model_scores(r, ex, spec.wm, self.rng_wm)
-        r_hat2 = world_model_scores(r, ex, spec.wm, self.rng_wm)  # a second, independent query
+        eta = self.problem.rank_error[rows, arms]
+        r_hat = world_model_scores(r, ex, spec.wm, self.rng_wm, eta)
+        r_hat2 = world_model_scores(r, ex, spec.wm, self.rng_wm, eta)  # a second, independent query
         anchor_g = self.router.route([f"task{c}" for c in range(C)], step=t)
         self.executions += int(anchor_g.sum()) * G
         now_g, due = anchor_g, []

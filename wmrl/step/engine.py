@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -112,10 +113,12 @@ class StepEngine:
         self.method = method
         self.always_predict = always_predict
         self.recipe: Recipe = lookup_recipe(method)
-        self.settings = settings
-        self.state: RecipeState = self.recipe.init_state(settings)
         self.router: Router = build_router(self.recipe, anchor_fraction, kind=router,
                                            min_anchor_every=min_anchor_every, seed=seed)
+        if self.recipe.fuses and self.router.fraction > 0:  # the cv fusion's inclusion probability rho
+            settings = replace(settings, anchor_fraction=self.router.fraction)
+        self.settings = settings
+        self.state: RecipeState = self.recipe.init_state(settings)
 
     # ------------------------------------------------------------------ properties of the method
     @property
