@@ -44,7 +44,7 @@ def _for(name, step=1, seed=0):
 def test_registry_lists_every_method_and_each_runs_on_the_same_arrays():
     names = recipe_names()
     assert names == ["grpo", "wm", "wmrl", "wmrl-raw", "wmrl-no-recall", "wmrl-no-debias", "wmrl-no-denoise",
-                     "wmrl-ppi", "wmrl-bias-aware",
+                     "wmrl-ppi", "wmrl-cv", "wmrl-bias-aware",
                      "anchor-only", "wmrl-flat"]
     outs = {}
     for name in names:
@@ -55,8 +55,9 @@ def test_registry_lists_every_method_and_each_runs_on_the_same_arrays():
         outs[name] = out
         assert out.weights.shape == out.advantages.shape == (16,)
         assert np.all(np.isfinite(out.advantages)) and np.all(out.weights >= 0)
-        # PPI++: 1/n_A on each anchor and lambda/n_W on each world-model sample sum to 1 + lambda
-        assert out.weights.sum() == pytest.approx(1.0 + (out.stats["ppi_lambda"] or 0.0))
+        # PPI++: 1/n_A on each anchor and lambda/n_W on each world-model sample sum to 1 + lambda; cv: 1/n each
+        lam = out.stats["ppi_lambda"] if rec.fusion == "ppi" else None
+        assert out.weights.sum() == pytest.approx(1.0 + (lam or 0.0))
         assert (st.calibrator is not None) == rec.debias
     assert outs["grpo"].stats["alpha"] == 1.0 and outs["wm"].stats["alpha"] == 0.0
     # the same anchor arrays: methods with both streams differ only in what they do with them
@@ -208,7 +209,7 @@ def test_axes_are_registries_and_recipes_are_compositions_of_them():
     from wmrl.core.axes import debiasing_names, fusion_names, get_debiasing, get_fusion
 
     assert debiasing_names() == ["none", "isotonic"]
-    assert fusion_names() == ["equal", "anchor-only", "ivw", "bias-aware", "ppi"]
+    assert fusion_names() == ["equal", "anchor-only", "ivw", "bias-aware", "ppi", "cv"]
     for name in recipe_names():
         rec = get_recipe(name)
         assert rec.debiasing in debiasing_names() and rec.fusion in fusion_names()
@@ -233,7 +234,7 @@ def test_recipes_with_selects_by_axis_and_flag():
     assert recipes_with(anchors="none") == ["wm"]
     assert recipes_with(fusion="ppi") == ["wmrl-ppi"]
     assert recipes_with(fuses=True, debias=True, denoises=True, recall=True) == [
-        "wmrl", "wmrl-ppi", "wmrl-bias-aware", "wmrl-flat"]
+        "wmrl", "wmrl-ppi", "wmrl-cv", "wmrl-bias-aware", "wmrl-flat"]
     assert recipes_with() == recipe_names()
     assert get_recipe(BASELINE).anchors == "all" and get_recipe(WMRL).fuses
     with pytest.raises(ValueError, match="unknown flags \\['fussion'\\]; use any of name, anchors"):

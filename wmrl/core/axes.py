@@ -266,6 +266,8 @@ class FusionInputs:
         window: the recipe's :class:`AnchorWindow` of out-of-sample pairs (this step's included), or None for a
             recipe without both streams.
         settings: the :class:`RecipeSettings`.
+        step: the step, or None; the ``cv`` fusion estimates lambda on the window's pairs of earlier steps only,
+            so that lambda does not depend on which groups this step routed.
     """
 
     group_ids: np.ndarray
@@ -277,6 +279,7 @@ class FusionInputs:
     reward_wm_used: np.ndarray
     window: AnchorWindow | None
     settings: RecipeSettings = RecipeSettings()
+    step: int | None = None
 
 
 @dataclass
@@ -521,8 +524,9 @@ def control_variate(x: FusionInputs) -> FusionOutputs:
     reward. Over the router's draws E[g] is the gradient on true rewards whatever the world model's errors,
     including the order it gives programs inside a group: a step without an anchor group is corrected by the
     anchor groups of other steps, in expectation (up to the policy's drift between them), which PPI++'s
-    per-step form cannot do. lambda = :func:`wmrl.core.fusion.control_variate_coefficient` on the window (the
-    within-group regression slope of r on f, in [0, 1]; 0 with fewer than 2 pairs). Every valid sample gets
+    per-step form cannot do. lambda = :func:`wmrl.core.fusion.control_variate_coefficient` on the window's pairs
+    of steps before ``x.step`` (the within-group regression slope of r on f, in [0, 1]; 0 with fewer than 2
+    pairs): fixed before the router's draw, so that the expectation above is exact. Every valid sample gets
     weight 1/(n_A + n_W); world-model samples carry lambda * A_f, anchors lambda * A_f + (A_r - lambda * A_f)
     / rho. ``alpha`` is None; ``ppi_lambda`` reports lambda.
     """
@@ -531,8 +535,12 @@ def control_variate(x: FusionInputs) -> FusionOutputs:
         return f.outputs(None)
     f.estimate()
     s, win = x.settings, x.window
-    lam = control_variate_coefficient(win.true, win.calibrated, group_ids=win.clusters()) \
-        if win is not None and len(win) >= 2 else 0.0
+    lam = 0.0
+    if win is not None:
+        prior = np.ones(len(win), bool) if x.step is None else win.steps < x.step
+        if prior.sum() >= 2:
+            lam = control_variate_coefficient(win.true[prior], win.calibrated[prior],
+                                              group_ids=win.clusters()[prior])
     a_ok, w_ok = f.a_ok, f.w_ok
     a_f = group_advantages(np.where(a_ok, x.reward_wm_calibrated, np.where(w_ok, x.reward_wm_used, 0.0)),
                            x.group_ids, normalize_std=s.normalize_std, eps=s.adv_eps, valid=f.in_loss)

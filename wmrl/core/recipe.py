@@ -59,6 +59,7 @@ from wmrl.core.axes import (
     get_debiasing,
     get_fusion,
 )
+from wmrl.core.ranking import ranking_errors
 from wmrl.core.window import AnchorWindow
 
 __all__ = ["Anchors", "AnchorWindow", "BASELINE", "CALIBRATION_GRID", "RECIPES", "RECIPE_FLAGS", "Recipe",
@@ -132,7 +133,8 @@ class StepOutputs:
         weights: per-sample loss weights (0 on invalid samples and on samples outside the loss).
         stats: the step's metrics (``alpha``, ``var_anchor``, ``var_wm``, ``residual_var``, ``ppi_lambda``,
             ``weight_anchor``, ``weight_wm``, ``n_anchor_samples``, ``n_wm_samples``, ``n_recalled``, ``fusion_mode``,
-            ``calibrator_mode``, ``calibrator_n_anchors``).
+            ``calibrator_mode``, ``calibrator_n_anchors``, and the world model's ranking error on this step's
+            anchors ``wm_kendall_tau``, ``wm_favourite_regret``: :mod:`wmrl.core.ranking`).
         calibration: the calibration before this step's update (``mode``, ``n_window``, ``map_y`` on
             :data:`CALIBRATION_GRID`, ``diagnostics`` on this step's anchors), or None without a world model.
     """
@@ -292,7 +294,7 @@ class Recipe:
         recalled = ~anc & np.isfinite(measured)
         r_wm = np.where(recalled, measured, r_tilde)
         out = get_fusion(self.fusion)(FusionInputs(gid, anc, a_ok, w_ok, rt, r_tilde, r_wm,
-                                                   state.window if self.fuses else None, settings))
+                                                   state.window if self.fuses else None, settings, x.step))
         stats = out.stats
         fixed_alpha = {"all": 1.0, "none": 0.0}.get(self.anchors)
         if fixed_alpha is not None:
@@ -301,6 +303,10 @@ class Recipe:
         rec = None if deb is None else deb.record
         stats["calibrator_mode"] = None if rec is None else rec["mode"]
         stats["calibrator_n_anchors"] = None if deb is None else deb.n_fitted
+        rank = ranking_errors(gid[a_ok], rt[a_ok], x.reward_wm[a_ok]) if self.uses_world_model and a_ok.any() \
+            else None
+        stats["wm_kendall_tau"] = None if rank is None else rank.kendall_tau
+        stats["wm_favourite_regret"] = None if rank is None else rank.favourite_regret
         return StepOutputs(r_tilde, out.reward_used, out.advantages, out.weights, stats, rec)
 
     def learn_late(self, state: RecipeState, step: int, origin_steps: np.ndarray, group_ids: np.ndarray,

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from wmrl.core.episodes import finite_mean
+from wmrl.core.ranking import policy_concentration
 from wmrl.core.recipe import StepOutputs, calibration_record
 from wmrl.core.staleness import UnanchoredSteps, late_clip
 from wmrl.training.alarm import ExploitationWatch
@@ -418,6 +419,7 @@ class Trainer:
             "scaffold_valid_rate": (float(np.mean(sb.batch.valid)) if getattr(sb.batch, "valid", None) else None),
         }
         rec.update(out.stats)
+        rec.update(self._concentration(sb))
         rec.update(self._infra_alarm(sb))
         rec.update(sb.exploit)
         if self.anchors.k:  # asynchronous anchors (docs/scaling.md): what was consumed, how stale, what still runs
@@ -440,6 +442,16 @@ class Trainer:
             rec.update({f"wm_fidelity.{k}": v for k, v in card.point_values().items()},
                        **{"wm_fidelity.n": card.n, "wm_fidelity.n_groups": card.n_groups})
         return rec
+
+    @staticmethod
+    def _concentration(sb: StepBatch) -> dict[str, Any]:
+        """The policy's concentration this step (:func:`wmrl.core.ranking.policy_concentration`): distinct
+        completions per group and the sequence-entropy estimate from the sampling log-probabilities."""
+        batch = sb.batch
+        lp = getattr(batch, "old_logprobs", None)
+        mask = getattr(batch, "completion_mask", None)
+        seq = None if lp is None or mask is None else (lp.float() * mask).sum(dim=1).double().numpy()
+        return policy_concentration(sb.gid, list(batch.completions), seq)
 
     def _infra_alarm(self, sb: StepBatch) -> dict[str, Any]:
         """The infra alarm of the step's own executions (:mod:`wmrl.core.infra`): ``infra_rate``, ``infra_p_value``,
