@@ -117,6 +117,6 @@ def policy_concentration(group_ids: np.ndarray, programs: Sequence[str],
         raise ValueError(f"group_ids, programs and sequence_logprobs must have one length B={g.size}")
     if not g.size:
         return {"policy_distinct_programs": None, "policy_entropy": None}
-    distinct = [len({programs[i] for i in np.flatnonzero(g == k)}) for k in np.unique(g)]
+    distinct = [len({programs[int(i)] for i in np.flatnonzero(g == k)}) for k in np.unique(g)]
     ent = None if sequence_logprobs is None else float(-np.mean(np.asarray(sequence_logprobs, dtype=np.float64)))
     return {"policy_distinct_programs": float(np.mean(distinct)), "policy_entropy": ent}

@@ -314,6 +314,10 @@ class ExecutorConfig(_Section):
         "Run programs inside the bubblewrap sandbox (turn off only for trusted code)."))
     time_limit_s: OptFloat = Field(None, ge=0.1, description=(
         "Per-execution wall limit, seconds; null = each task's own."))
+    cache: bool = Field(False, description=(
+        "Execute each distinct (task, program) once per run and answer repeats from the execution log at no "
+        "compute (executions are deterministic; wmrl.execution.cache). Off by default, as in the WMRL paper's "
+        "GRPO; a user running GRPO would turn it on."))
     recheck_infra_errors: bool = Field(True, description=(
         "Re-execute a program once when it ends in infra_error; an error that comes back counts as the "
         "program's failure (failure reward), not as a missing outcome."))

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from wmrl.core.recipe import get_recipe
+from wmrl.execution.cache import CachingExecutor
 from wmrl.execution.log import ExecutionLog
 from wmrl.execution.pool import LocalExecutor
 from wmrl.execution.ray_pool import RayExecutor
@@ -223,9 +224,14 @@ def world_model_backbone(model: Any, policy_lora: Any) -> Any:
 def make_executor(cfg: TrainConfig, log_path: Path) -> Any:
     """The executor of ``executor.kind``, logging every execution to the SQLite log at ``log_path`` (``remote``: a
     :class:`wmrl.serve.client.RemoteExecutor` on ``executor.url``, which logs there too, beside the service's own
-    log)."""
+    log), behind a :class:`wmrl.execution.cache.CachingExecutor` when ``executor.cache`` is on."""
 
     exlog = ExecutionLog(log_path)
+    ex = _make_executor(cfg, exlog)
+    return CachingExecutor(ex, exlog) if cfg.executor.cache else ex
+
+
+def _make_executor(cfg: TrainConfig, exlog: ExecutionLog) -> Any:
     e = cfg.executor
     if e.kind == "remote":
         from wmrl.serve.client import RemoteExecutor, token_from_env  # noqa: PLC0415 - optional dependency (httpx)
