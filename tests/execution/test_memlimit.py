@@ -155,6 +155,18 @@ def test_the_mode_is_kept_in_the_execution_log(tmp_path):
         assert log.result("r1").memory_limit_mode == "cgroup-v1"
 
 
+def test_own_cgroup_folders_are_found_from_the_mount_table():
+    cgroup = "4:memory:/jobs/a b\n1:cpu:/\n0::/user.slice/run-1.scope\n"
+    mountinfo = ("41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"
+                 "35 31 0:32 /jobs /sys/fs/cgroup/mem\\040ory rw,relatime - cgroup cgroup rw,memory\n"
+                 "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n")
+    assert memlimit.own_cgroup_dirs(cgroup, mountinfo) == [
+        ("cgroup-v2", Path("/sys/fs/cgroup/unified/user.slice/run-1.scope")),
+        ("cgroup-v1", Path("/sys/fs/cgroup/mem ory/a b"))]
+    outside = "35 31 0:32 /other /m rw - cgroup cgroup rw,memory\n"  # the mount shows another part of the tree
+    assert memlimit.own_cgroup_dirs("4:memory:/jobs/x\n", outside) == []
+
+
 def test_the_seccomp_filter_is_built_for_known_machines_only():
     for machine in ("x86_64", "aarch64", "AMD64"):
         bpf = userns_filter(machine)

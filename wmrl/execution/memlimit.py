@@ -62,11 +62,13 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def _own_cgroup_dirs() -> list[tuple[str, Path]]:
-    """The folders of this process's own cgroups that can hold a memory limit, as ``(kind, folder)``, v2 first."""
+def own_cgroup_dirs(cgroup: str | None = None, mountinfo: str | None = None) -> list[tuple[str, Path]]:
+    """The folders of this process's own cgroups that may hold a memory limit, as ``(kind, folder)``, v2 first
+    (``cgroup`` and ``mountinfo``: the texts of ``/proc/self/cgroup`` and ``/proc/self/mountinfo``, read when
+    None). Whether a child cgroup can really be made there is :func:`find_parent`'s test."""
     try:
-        own = Path("/proc/self/cgroup").read_text().splitlines()
-        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+        own = (cgroup if cgroup is not None else Path("/proc/self/cgroup").read_text()).splitlines()
+        mounts = (mountinfo if mountinfo is not None else Path("/proc/self/mountinfo").read_text()).splitlines()
     except OSError:
         return []
     v2_path = next((line[3:] for line in own if line.startswith("0::")), None)
@@ -137,7 +139,7 @@ def find_parent() -> tuple[str, Path] | None:
     controller, a read-only cgroup file system). The folder is ``$WMRL_CGROUP_PARENT`` when set, else this
     process's own cgroup (v2 first). Checked once per process, by making and removing a probe cgroup."""
     named = os.environ.get(PARENT_ENV)
-    candidates = [(k, Path(named)) for k in [_kind_of(Path(named))] if k] if named else _own_cgroup_dirs()
+    candidates = [(k, Path(named)) for k in [_kind_of(Path(named))] if k] if named else own_cgroup_dirs()
     if named and not candidates:
         log.warning("%s=%s is not a cgroup folder with a memory controller; no cgroup is used", PARENT_ENV, named)
     for kind, folder in candidates:
