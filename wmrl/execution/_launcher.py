@@ -7,12 +7,17 @@ with the interpreter bound there (``python -I -S``). It imports only the standar
     {"rlimits": {"RLIMIT_AS": [soft, hard], ...},   # bytes / seconds / counts, as setrlimit takes
      "uid": 1000123 | null, "gid": 1000123 | null,   # the program's uid/gid when started as root
      "marker_fd": 5,                                 # status pipe to the driver (see below)
+     "cgroup_fd": 6 | null,                          # cgroup.procs of the execution's memory cgroup
+     "oom_score_adj": 1000,                          # of every process of the tree
      "argv": ["/path/python", "/sandbox/solution.py"],
      "env": {"PATH": "/usr/bin", ...}}
 
-The launcher forks the program: the child sets every limit (hard = soft, so an unprivileged
-program can never raise them), drops to the program's uid/gid when started as root (which clears
-all capabilities), closes every inherited descriptor and execs the program. The launcher itself
+Before anything else it joins the execution's memory cgroup (it writes ``0`` to ``cgroup_fd``, which the driver
+opened; a failure is a launch error: the program never runs outside its limit) and sets its ``oom_score_adj``,
+which every process it starts inherits (an unprivileged program cannot lower it). Then it forks the program:
+the child sets every limit (hard = soft, so an unprivileged program can never raise them), drops to the
+program's uid/gid when started as root (which clears all capabilities), closes every inherited descriptor and
+execs the program. The launcher itself
 keeps its privileges (the program cannot signal or trace it) and:
 
 * writes ``L`` on the marker pipe when it is running, then ``S`` once the exec succeeded, or ``E``
@@ -100,6 +105,19 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.write(marker, b"L")
+    if spec.get("cgroup_fd") is not None:
+        try:
+            os.write(int(spec["cgroup_fd"]), b"0")  # 0: the writing process (its children follow it)
+            os.close(int(spec["cgroup_fd"]))
+        except OSError as exc:
+            os.write(marker, f"Ecould not join the execution's memory cgroup: {exc}".encode("utf-8", "replace"))
+            return 126
+    if spec.get("oom_score_adj") is not None:
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write(str(int(spec["oom_score_adj"])))
+        except OSError:  # no writable /proc (the rlimit-only mode in a restricted container): the default stays
+            pass
     err_r, err_w = os.pipe()  # close-on-exec: EOF without data means the exec succeeded
     pid = os.fork()
     if pid == 0:

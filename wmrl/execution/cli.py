@@ -51,7 +51,9 @@ def exec_command(
                                                "built-in suite). The same option as `wmrl tasks list --root`."),
     time_limit: float | None = typer.Option(None, "--time-limit",
                                             help="Wall-clock limit, seconds (default: the task's)."),
-    memory_mb: int = typer.Option(4096, "--memory-mb", help="Address-space limit per process, MiB."),
+    memory_mb: int = typer.Option(4096, "--memory-mb",
+                                  help="Memory limit, MiB: of the whole process tree, and of each process's "
+                                       "address space."),
     threads: int = typer.Option(1, "--threads", help="BLAS/OpenMP threads of the program."),
     unsandboxed: bool = typer.Option(False, "--unsandboxed",
                                      help="Allow the weak rlimit-only mode when bwrap is missing (no isolation!)."),

@@ -48,6 +48,7 @@ COLUMNS: dict[str, str] = {
     "exit_code": "INTEGER",
     "time_limit_s": "REAL",
     "sandbox": "TEXT",
+    "memory_limit_mode": "TEXT",
     "program_sha256": "TEXT NOT NULL",
     "program": "TEXT NOT NULL",
     "stdout": "TEXT",
@@ -144,6 +145,7 @@ class ExecutionLog:
             "exit_code": getattr(result, "exit_code", None),
             "time_limit_s": getattr(result, "time_limit_s", None),
             "sandbox": getattr(result, "sandbox", ""),
+            "memory_limit_mode": getattr(result, "memory_limit_mode", ""),
             "program_sha256": result.program_sha256,
             "program": request.program,
             "stdout": result.stdout,
@@ -218,7 +220,8 @@ class ExecutionLog:
             program_sha256=d["program_sha256"], error=d["error"] or "", medal=d["medal"],
             above_median=None if d["above_median"] is None else bool(d["above_median"]), exit_code=d["exit_code"],
             started_at=started, time_limit_s=float(d["time_limit_s"] or 0.0), sandbox=d["sandbox"] or "",
-            stdout_bytes=int(d["stdout_bytes"] or 0), stderr_bytes=int(d["stderr_bytes"] or 0),
+            memory_limit_mode=d["memory_limit_mode"] or "", stdout_bytes=int(d["stdout_bytes"] or 0),
+            stderr_bytes=int(d["stderr_bytes"] or 0),
             grade_s=float(d["grade_s"] or 0.0), grade_peak_rss_bytes=int(d["grade_peak_rss_bytes"] or 0),
             validation_score=d["validation_score"])
 

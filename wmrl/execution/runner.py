@@ -12,8 +12,9 @@ Status rules (:func:`classify`), first match wins:
                             the grader is broken: :func:`grader_fault`)
 ``timeout``                 wall-clock limit reached (killed), or the CPU-time limit (SIGXCPU, or
                             SIGKILL with the CPU limit used up)
-``memory_exceeded``         non-zero exit with an allocation failure on stderr (``MemoryError``,
-                            ``Unable to allocate``, ``Cannot allocate memory``, ``std::bad_alloc``)
+``memory_exceeded``         the whole process tree reached its memory limit (killed), or a non-zero exit
+                            with an allocation failure on stderr (``MemoryError``, ``Unable to
+                            allocate``, ``Cannot allocate memory``, ``std::bad_alloc``)
 ``runtime_error``           any other non-zero exit, or killed for exceeding the disk quota or the
                             folder depth limit
 ``invalid_submission``      exit 0 but no regular ``submission.csv``, or the grader refused it or
@@ -124,6 +125,10 @@ def classify(run: SandboxRun) -> tuple[ExecutionStatus | None, str]:
         return (ExecutionStatus.TIMEOUT,
                 f"wall-clock limit of {run.time_limit_s:g} s reached; the process tree was killed")
     code = run.exit_code
+    if run.killed == "memory":
+        return ExecutionStatus.MEMORY_EXCEEDED, (
+            f"memory limit of {run.memory_bytes} bytes for the whole process tree reached (peak "
+            f"{run.peak_rss_bytes} bytes, {run.memory_limit_mode}); the process tree was killed")
     if run.killed == "disk":
         return ExecutionStatus.RUNTIME_ERROR, "disk quota exceeded; the process tree was killed"
     if run.killed == "depth":
@@ -187,7 +192,8 @@ def outcome(request: ExecutionRequest, run: SandboxRun, grader: Grader | None = 
         wall_s=run.wall_s, cpu_s=run.cpu_s, peak_rss_bytes=run.peak_rss_bytes, stdout=run.stdout,
         stderr=run.stderr, program_sha256=program_hash(request.program), error=error,
         exit_code=run.exit_code, started_at=run.started_at, time_limit_s=run.time_limit_s,
-        sandbox=run.mode, stdout_bytes=run.stdout_bytes, stderr_bytes=run.stderr_bytes)
+        sandbox=run.mode, stdout_bytes=run.stdout_bytes, stderr_bytes=run.stderr_bytes,
+        memory_limit_mode=run.memory_limit_mode)
     if status is None:
         assert run.submission is not None  # classify gives no status only to a run with a submission
         t0 = time.perf_counter()

@@ -21,14 +21,17 @@ Isolation: new network (loopback only, no route out), PID, IPC, UTS and cgroup n
 environment is cleared and rebuilt from a short allow-list; the home directory, run directories and
 everything else on the host are simply not mounted. When the driver runs as root, the program runs
 as an unprivileged uid of its own (``uid_base + slot``), so the process-count limit is enforced per
-execution and it cannot touch root-owned files; otherwise a user namespace maps it to uid 65534.
+execution and it cannot touch root-owned files; otherwise a user namespace maps it to uid 65534. No
+user namespace can be made inside (``--disable-userns`` in the user-namespace mode, the seccomp filter
+of :mod:`wmrl.execution.seccomp` in the root mode).
 
 Limits (``setrlimit`` in :mod:`wmrl.execution._launcher`, hard = soft, so the program cannot raise
 them): address space, CPU time per process, number of processes/threads, file size, open files, no core
-dumps; the driver adds a wall-clock timeout, a disk quota on the working and scratch folders (polled) and
-truncation of stdout/stderr. Starting, watching, limiting and stopping the process tree and accounting for
-what it used (CPU seconds of the whole tree, peak memory) is :mod:`wmrl.execution.supervise`; nothing
-survives an execution.
+dumps; one memory limit for the whole process tree (:mod:`wmrl.execution.memlimit`: a cgroup, or the
+driver's supervisor; ``oom_score_adj`` 1000 for every process of the tree); the driver adds a wall-clock
+timeout, a disk quota on the working and scratch folders (polled) and truncation of stdout/stderr. Starting,
+watching, limiting and stopping the process tree and accounting for what it used (CPU seconds and peak memory
+of the whole tree) is :mod:`wmrl.execution.supervise`; nothing survives an execution.
 
 Each execution folder is owned through an exclusive ``flock`` its driver holds
 (:mod:`wmrl.execution.scratch`: ``make_scratch``; ``sweep_stale_scratch`` removes only folders whose lock
@@ -38,7 +41,7 @@ The weaker rlimit-only mode (no bubblewrap: the program sees the whole filesyste
 data packages and answers included; :func:`masking_gap`) runs only when
 ``SandboxConfig.allow_unsandboxed`` is set, and warns on every execution.
 
-Why one long file (about 960 lines): the bubblewrap profile, the masks over the answers' sources and
+Why one long file (about 1,010 lines): the bubblewrap profile, the masks over the answers' sources and
 the file view of the execution folder must agree on one set of paths, so they are kept side by side. One
 execution reads as four small steps: :func:`_prepare` (the execution folder), :func:`_launch_command`
 (the command line), :func:`wmrl.execution.supervise.run_tree` (the process tree: pipes, deadline, cancel,
@@ -63,9 +66,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from wmrl.execution import memlimit
 from wmrl.execution.masks import read_masks
 from wmrl.execution.masks import test_folders as _tests
 from wmrl.execution.scratch import _sweep_once, make_scratch, remove_or_quarantine
+from wmrl.execution.seccomp import userns_filter
 from wmrl.execution.supervise import MAX_LIMIT, StartFailed, TreeRun, rlimits, run_tree
 import importlib.util
 import glob
@@ -122,7 +127,13 @@ class SandboxConfig:
         allow_unsandboxed: permit the weak rlimit-only mode (no isolation: the program can read any
             file the driver can and reach the network) when bwrap is missing or ``use_bwrap`` is
             False. Warns (:class:`UnsandboxedWarning` and the log) on every execution.
-        memory_bytes: address-space limit per process (``RLIMIT_AS``), bytes.
+        memory_bytes: memory limit, bytes: of the whole process tree (its processes' memory together, held
+            as ``memory_limit_mode`` says; over it, the tree is killed: ``memory_exceeded``) and of each
+            process's address space (``RLIMIT_AS``: an allocation over it fails).
+        memory_limit_mode: how the tree's limit is held (:mod:`wmrl.execution.memlimit`): ``auto`` (a memory
+            cgroup of the kernel where one can be made, else the driver's supervisor), ``cgroup`` (refused
+            with :class:`SandboxUnavailable` where none can be made) or ``supervisor`` (the driver sums the
+            tree's resident memory every ``poll_s`` seconds).
         cpu_time_s: CPU-time limit per process (``RLIMIT_CPU``), CPU-seconds; ``None`` means the
             wall-clock limit times ``threads`` (rounded up).
         nproc: processes + threads the program may have at once (``RLIMIT_NPROC``).
@@ -163,6 +174,7 @@ class SandboxConfig:
     use_bwrap: bool = True
     allow_unsandboxed: bool = False
     memory_bytes: int = 4 * GiB
+    memory_limit_mode: str = "auto"
     cpu_time_s: float | None = None
     nproc: int = 256
     fsize_bytes: int = 1 * GiB
@@ -202,6 +214,9 @@ class SandboxConfig:
             raise ValueError(f"SandboxConfig.uid_base must be in [1, {2**31 - 1 - 4096 * 256}], got {self.uid_base}")
         if self.poll_s <= 0:
             raise ValueError(f"SandboxConfig.poll_s must be > 0, got {self.poll_s!r}")
+        if self.memory_limit_mode not in memlimit.MODES:
+            raise ValueError(f"SandboxConfig.memory_limit_mode must be one of {', '.join(memlimit.MODES)}, "
+                             f"got {self.memory_limit_mode!r}")
         for name in ("hide_packages", "hide_paths", "extra_ro_binds"):
             value = getattr(self, name)
             if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
@@ -224,7 +239,9 @@ class SandboxRun:
     """What happened in the sandbox (before grading).
 
     Units: seconds (``wall_s``), CPU-seconds user+sys of the whole tree (``cpu_s``), bytes
-    (``peak_rss_bytes``, ``*_bytes``). ``exit_code`` is 128+N when the program died of signal N.
+    (``peak_rss_bytes``: the whole tree's peak memory, ``*_bytes``). ``memory_limit_mode`` says how the tree's
+    memory limit was held: ``cgroup-v2``, ``cgroup-v1`` or ``supervisor`` (:mod:`wmrl.execution.memlimit`).
+    ``exit_code`` is 128+N when the program died of signal N.
     ``submission`` holds the bytes of a regular ``submission.csv`` the program left in its working
     folder (``None`` when absent or refused, reason in ``submission_error``). A non-empty
     ``infra_error`` means the program never started or the driver failed: not the program's doing.
@@ -233,7 +250,7 @@ class SandboxRun:
     mode: str
     started: bool = False
     exit_code: int | None = None
-    killed: str = ""  # "", "timeout", "cancelled", "disk", "depth"
+    killed: str = ""  # "", "timeout", "cancelled", "disk", "depth", "memory"
     wall_s: float = 0.0
     cpu_s: float = 0.0
     peak_rss_bytes: int = 0
@@ -247,6 +264,7 @@ class SandboxRun:
     time_limit_s: float = 0.0
     cpu_limit_s: float = 0.0
     memory_bytes: int = 0
+    memory_limit_mode: str = ""
     started_at: float = 0.0
     workdir: str = ""
     hidden: tuple[str, ...] = ()  # sandbox paths masked by empty read-only folders (hidden_paths)
@@ -268,9 +286,14 @@ def resolve_mode(config: SandboxConfig) -> str:
     """The isolation an execution with ``config`` gets: ``bwrap``, ``bwrap-userns`` or ``unsandboxed``.
 
     Raises:
-        SandboxUnavailable: bwrap is wanted but missing or broken and ``allow_unsandboxed`` is off;
-            the message says how to install it.
+        SandboxUnavailable: bwrap is wanted but missing or broken and ``allow_unsandboxed`` is off (the
+            message says how to install it), or ``memory_limit_mode`` is ``cgroup`` and no memory cgroup can be
+            made here.
     """
+    try:
+        memlimit.choose(config.memory_limit_mode)
+    except ValueError as exc:
+        raise SandboxUnavailable(str(exc)) from exc
     if config.use_bwrap:
         path = find_bwrap(config)
         if path is not None:
@@ -585,12 +608,16 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 def _bwrap_args(bwrap: str, mode: str, root: Path, public_dir: Path, python: str,
-                config: SandboxConfig, info_fd: int, hidden: tuple[str, ...] = ()) -> list[str]:
+                config: SandboxConfig, info_fd: int, hidden: tuple[str, ...] = (), seccomp_fd: int = -1) -> list[str]:
+    """bubblewrap's command line. No user namespace can be made inside: ``--disable-userns`` in the
+    user-namespace mode, the seccomp filter read from ``seccomp_fd`` (:mod:`wmrl.execution.seccomp`) otherwise."""
     args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv", "--as-pid-1",
             "--hostname", "sandbox", "--info-fd", str(info_fd)]
     if mode == "bwrap-userns":
         args += ["--unshare-user", "--uid", "65534", "--gid", "65534", "--disable-userns"]
+    elif seccomp_fd >= 0:
+        args += ["--seccomp", str(seccomp_fd)]
     args += _system_binds()
     for name in _ETC_ALLOW:
         etc_file = Path("/etc") / name
@@ -874,13 +901,17 @@ _kept_locks: list[int] = []  # locks of folders kept for debugging (keep_workdir
 
 
 def _launch_command(result: SandboxRun, root: Path, public: Path, python: str, mode: str, uid: int | None,
-                    config: SandboxConfig, cpu_limit_s: float, marker_w: int, info_w: int) -> tuple[list[str], str]:
+                    config: SandboxConfig, cpu_limit_s: float, marker_w: int, info_w: int,
+                    cgroup_fd: int | None = None, seccomp_fd: int = -1) -> tuple[list[str], str]:
     """The command line that starts the launcher (inside bubblewrap, or bare when unsandboxed) and its cwd.
 
-    The launcher (``_launcher.py``) gets its spec as JSON: rlimits, uid/gid, the marker fd, the program's
-    environment and argv. For bubblewrap it also records the hidden paths on ``result``.
+    The launcher (``_launcher.py``) gets its spec as JSON: rlimits, uid/gid, the marker fd, the memory cgroup's
+    ``cgroup.procs`` fd to join (``cgroup_fd``, None in the supervisor mode), the ``oom_score_adj`` of the tree,
+    the program's environment and argv. For bubblewrap it also records the hidden paths on ``result``;
+    ``seccomp_fd`` is the read end of a pipe holding the seccomp filter (-1: none).
     """
     spec: dict[str, Any] = {"rlimits": rlimits(config, cpu_limit_s), "uid": uid, "gid": uid, "marker_fd": marker_w,
+                            "cgroup_fd": cgroup_fd, "oom_score_adj": memlimit.OOM_SCORE_ADJ,
                             "env": program_env(config, python)}
     if mode.startswith("bwrap"):
         bwrap = find_bwrap(config)
@@ -890,7 +921,7 @@ def _launch_command(result: SandboxRun, root: Path, public: Path, python: str, m
         task_root = public.resolve().parent
         hidden = hidden_paths(config, python, extra=(str(task_root),) + read_masks(task_root))
         result.hidden = hidden
-        cmd = _bwrap_args(bwrap, mode, root, public, python, config, info_w, hidden)
+        cmd = _bwrap_args(bwrap, mode, root, public, python, config, info_w, hidden, seccomp_fd)
         return cmd + [python, "-I", "-S", SANDBOX_LAUNCHER, json.dumps(spec)], str(root)
     work = root / "work"
     spec["env"] = dict(spec["env"], HOME=str(work), TMPDIR=str(root / "tmp"))
@@ -902,17 +933,59 @@ def _execute(result: SandboxRun, root: Path, public: Path, python: str, mode: st
              config: SandboxConfig, cpu_limit_s: float, cancel: threading.Event | None) -> None:
     """Run the prepared execution folder ``root`` and fill ``result`` (times, memory, output, exit code,
     kill reason, the submission): start the launcher and supervise it (:func:`wmrl.execution.supervise.run_tree`),
-    then record (:func:`_record`)."""
-    def command(marker_w: int, info_w: int) -> tuple[list[str], str]:
-        return _launch_command(result, root, public, python, mode, uid, config, cpu_limit_s, marker_w, info_w)
-
+    then record (:func:`_record`). The tree's memory limit is a cgroup made here (its ``cgroup.procs`` passed to
+    the launcher) or the supervisor (:mod:`wmrl.execution.memlimit`); the cgroup is removed before this returns.
+    """
+    memory = _memory_watch(result, config)
+    fds: list[int] = []
     try:
-        run = run_tree(command, pid_namespace=mode.startswith("bwrap"), config=config,
-                       time_limit_s=result.time_limit_s, folders=(root / "work", root / "tmp"), cancel=cancel)
-    except StartFailed as exc:
-        result.infra_error = f"could not start the sandbox: {exc}"
-        return
-    _record(result, root, config, run)
+        cgroup_fd = memory.procs_fd if isinstance(memory, memlimit.CgroupWatch) else None
+        seccomp_fd = -1
+        if mode == "bwrap":  # the root mode cannot use --disable-userns (--unshare-user would map the program to root)
+            bpf = userns_filter()
+            if bpf is not None:
+                seccomp_fd, w = os.pipe()
+                fds.append(seccomp_fd)
+                os.write(w, bpf)  # a few hundred bytes: far below a pipe's buffer
+                os.close(w)
+        passed = [fd for fd in (cgroup_fd, seccomp_fd) if fd is not None and fd >= 0]
+
+        def command(marker_w: int, info_w: int) -> tuple[list[str], str]:
+            return _launch_command(result, root, public, python, mode, uid, config, cpu_limit_s, marker_w, info_w,
+                                   cgroup_fd, seccomp_fd)
+
+        try:
+            run = run_tree(command, pid_namespace=mode.startswith("bwrap"), config=config,
+                           time_limit_s=result.time_limit_s, folders=(root / "work", root / "tmp"), cancel=cancel,
+                           memory=memory, pass_fds=passed)
+        except StartFailed as exc:
+            result.infra_error = f"could not start the sandbox: {exc}"
+            return
+        _record(result, root, config, run)
+    finally:
+        for fd in fds:
+            os.close(fd)
+        memory.close()
+
+
+def _memory_watch(result: SandboxRun, config: SandboxConfig) -> memlimit.CgroupWatch | memlimit.SupervisorWatch:
+    """The tree's memory limit for this execution (:func:`wmrl.execution.memlimit.choose`); records its mode on
+    ``result``. A cgroup that cannot be made falls back to the supervisor in the ``auto`` mode (with a log warning).
+
+    Raises:
+        OSError: ``memory_limit_mode`` is ``cgroup`` and the cgroup cannot be made (an infrastructure error).
+    """
+    mode = memlimit.choose(config.memory_limit_mode)
+    try:
+        watch = memlimit.watch(mode, config.memory_bytes)
+    except OSError as exc:
+        if config.memory_limit_mode == "cgroup":
+            raise
+        log.warning("could not make the execution's memory cgroup (%s); the driver's supervisor holds the "
+                    "memory limit instead", exc)
+        watch = memlimit.SupervisorWatch(config.memory_bytes)
+    result.memory_limit_mode = watch.kind
+    return watch
 
 
 def _record(result: SandboxRun, root: Path, config: SandboxConfig, run: TreeRun) -> None:

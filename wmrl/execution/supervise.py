@@ -8,8 +8,9 @@ Limits (``setrlimit`` in :mod:`wmrl.execution._launcher`, hard = soft, so the pr
 them; the values: :func:`rlimits`): address space (``RLIMIT_AS``, bytes), CPU time per process
 (``RLIMIT_CPU``, seconds), number of processes/threads (``RLIMIT_NPROC``), file size (``RLIMIT_FSIZE``,
 bytes), open files (``RLIMIT_NOFILE``), no core dumps. The driver adds a wall-clock timeout, a disk quota on
-the working and scratch folders (polled: :func:`over_disk`), and truncation of stdout/stderr (head and tail
-kept: :class:`HeadTail`).
+the working and scratch folders (polled: :func:`over_disk`), truncation of stdout/stderr (head and tail
+kept: :class:`HeadTail`) and one memory limit for the whole tree (a :class:`MemoryWatch` from
+:mod:`wmrl.execution.memlimit`: a cgroup of the kernel, or the driver's supervisor).
 
 Process tree (:class:`ProcessTree`): the launcher is PID 1 of the sandbox's PID namespace (``bwrap
 --as-pid-1``). It forks the program, reaps every process (orphans are re-parented to it), and when the
@@ -20,9 +21,10 @@ rlimit-only mode) the driver kills the process group. Nothing survives an execut
 
 CPU seconds are user+sys of the whole process tree, read from ``wait4`` rusage of the bubblewrap
 process: the launcher reaped every process of the tree (the kernel adds each reaped child's usage
-to its reaper's children usage) and bubblewrap reaped the launcher. Peak memory is the largest
-resident set of any single process of the tree, bytes: the launcher's figure on its marker pipe, else
-``ru_maxrss``.
+to its reaper's children usage) and bubblewrap reaped the launcher. Peak memory is the tree's, bytes: the
+memory watch's figure (the cgroup's high-water mark, or the largest sum of the tree's resident memory the
+supervisor saw), and never less than the largest resident set of a single process of the tree (the launcher's
+figure on its marker pipe, else ``ru_maxrss``).
 """
 from __future__ import annotations
 
@@ -68,6 +70,17 @@ class Limits(Protocol):
     def max_depth(self) -> int: ...
     @property
     def poll_s(self) -> float: ...
+
+
+class MemoryWatch(Protocol):
+    """One memory limit for a whole tree (:mod:`wmrl.execution.memlimit`: ``CgroupWatch``, ``SupervisorWatch``)."""
+
+    kind: str
+
+    def started(self, pid: int) -> None: ...
+    def over(self) -> str | None: ...
+    @property
+    def peak_bytes(self) -> int: ...
 
 
 class StartFailed(Exception):
@@ -192,7 +205,7 @@ class ProcessTree:
 
     def kill(self, reason: str) -> None:
         """Ask the launcher to kill and reap the tree (SIGTERM); SIGKILL everything if it cannot be asked.
-        The first reason is kept (``timeout``, ``cancelled``, ``disk``, ``depth``)."""
+        The first reason is kept (``timeout``, ``cancelled``, ``disk``, ``depth``, ``memory``)."""
         if self.killed:
             return
         self.killed = reason
@@ -236,10 +249,12 @@ def over_disk(folders: Sequence[Path], config: Limits) -> tuple[str, str] | None
 
 
 def supervise(tree: ProcessTree, streams: dict[int, Any], folders: Sequence[Path], config: Limits, deadline: float,
-              cancel: threading.Event | None, err: HeadTail) -> tuple[int, Any, float | None]:
+              cancel: threading.Event | None, err: HeadTail,
+              memory: MemoryWatch | None = None) -> tuple[int, Any, float | None]:
     """Read the pipes until the tree has exited and they are closed (or 1 s after it was reaped), enforcing
-    the wall-clock deadline (``time.monotonic()`` seconds), cancellation and the disk limit on ``folders``
-    on the way; a disk or depth kill's message goes to ``err``.
+    the wall-clock deadline (``time.monotonic()`` seconds), cancellation, the disk limit on ``folders`` and
+    the tree's memory limit (``memory``, every ``poll_s``) on the way; a disk, depth or memory kill's message
+    goes to ``err``.
 
     Args:
         streams: ``{fd: callback}``: each pipe the driver reads and what gets its bytes.
@@ -280,6 +295,11 @@ def supervise(tree: ProcessTree, streams: dict[int, Any], folders: Sequence[Path
                     if over:
                         tree.kill(over[0])
                         err.add(over[1].encode())
+                    elif memory is not None:
+                        why = memory.over()
+                        if why:
+                            tree.kill("memory")
+                            err.add(why.encode())
             if status is None and tree.killed and tree.kill_sent_at is not None and now - tree.kill_sent_at > 2.0:
                 tree.hard_kill()  # the launcher did not finish reaping in 2 s: take the namespace down
                 tree.kill_sent_at = None
@@ -317,9 +337,12 @@ class TreeRun:
         rusage: its ``wait4`` resource usage (the whole tree's: see the module docstring).
         t0: ``time.monotonic()`` when it was started, seconds.
         reaped_at: ``time.monotonic()`` when it was reaped (None: it was reaped on the error path).
-        killed: why the driver stopped it: ``""``, ``timeout``, ``cancelled``, ``disk`` or ``depth``.
+        killed: why the driver stopped it: ``""``, ``timeout``, ``cancelled``, ``disk``, ``depth`` or ``memory``
+            (the tree reached its memory limit).
         marker: what the launcher wrote on its marker pipe (``LS`` + ``M<peak RSS KiB>``, or ``LE`` + why).
         out, err: the program's stdout and stderr (head and tail kept).
+        tree_peak_bytes: the memory watch's peak of the whole tree, bytes (0 without a watch).
+        memory_limit_mode: the watch's kind (``cgroup-v2``, ``cgroup-v1``, ``supervisor``; ``""`` without one).
     """
 
     status: int
@@ -330,6 +353,8 @@ class TreeRun:
     marker: bytearray
     out: HeadTail
     err: HeadTail
+    tree_peak_bytes: int = 0
+    memory_limit_mode: str = ""
 
     @property
     def wall_s(self) -> float:
@@ -343,10 +368,11 @@ class TreeRun:
 
     @property
     def peak_rss_bytes(self) -> int:
-        """The largest resident set of one process of the tree, bytes: the launcher's figure (which excludes
-        the driver's pages shared by fork before exec), else ``ru_maxrss``."""
+        """The tree's peak memory, bytes: the memory watch's (:attr:`tree_peak_bytes`), and at least the largest
+        resident set of one process of the tree (the launcher's figure, which excludes the driver's pages shared
+        by fork before exec, else ``ru_maxrss``)."""
         m = re.search(rb"M(\d+)$", bytes(self.marker)) if self.marker.startswith(b"LS") else None
-        return int(m.group(1) if m else self.rusage.ru_maxrss) * 1024
+        return max(self.tree_peak_bytes, int(m.group(1) if m else self.rusage.ru_maxrss) * 1024)
 
     @property
     def exit_code(self) -> int:
@@ -366,7 +392,8 @@ class TreeRun:
 
 
 def run_tree(command: Callable[[int, int], tuple[list[str], str]], *, pid_namespace: bool, config: Limits,
-             time_limit_s: float, folders: Sequence[Path], cancel: threading.Event | None = None) -> TreeRun:
+             time_limit_s: float, folders: Sequence[Path], cancel: threading.Event | None = None,
+             memory: MemoryWatch | None = None, pass_fds: Sequence[int] = ()) -> TreeRun:
     """Start the launcher's tree, supervise it until it has exited and return what it did.
 
     Args:
@@ -379,6 +406,9 @@ def run_tree(command: Callable[[int, int], tuple[list[str], str]], *, pid_namesp
         time_limit_s: wall-clock limit from the start, seconds.
         folders: the program's writable folders, held to ``config``'s disk, file-count and depth limits.
         cancel: when set during the run, the tree is killed (``killed="cancelled"``).
+        memory: the tree's memory limit; when it says the tree is over (while it runs, or once after it was
+            reaped: a process the kernel killed at the limit), the tree is killed (``killed="memory"``).
+        pass_fds: more descriptors the child inherits (the caller's; it closes them).
 
     Raises:
         StartFailed: the command could not be started (nothing ran).
@@ -398,7 +428,7 @@ def run_tree(command: Callable[[int, int], tuple[list[str], str]], *, pid_namesp
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, pass_fds=tuple(fds_to_close), cwd=cwd,
+                                stderr=subprocess.PIPE, pass_fds=tuple(fds_to_close) + tuple(pass_fds), cwd=cwd,
                                 env={"PATH": "/usr/bin:/bin"}, start_new_session=True, close_fds=True)
     except OSError as exc:
         for fd in fds_to_close + ours:
@@ -416,8 +446,15 @@ def run_tree(command: Callable[[int, int], tuple[list[str], str]], *, pid_namesp
     if info_r >= 0:
         streams[info_r] = info.extend
     tree = ProcessTree(proc, pid_namespace, info)
+    if memory is not None:
+        memory.started(proc.pid)
     try:
-        status, rusage, reaped_at = supervise(tree, streams, folders, config, t0 + time_limit_s, cancel, err)
+        status, rusage, reaped_at = supervise(tree, streams, folders, config, t0 + time_limit_s, cancel, err, memory)
+        if memory is not None and not tree.killed:  # a kill at the limit the tree outlived or exited after
+            why = memory.over()
+            if why:
+                tree.killed = "memory"
+                err.add(why.encode())
     finally:
         for fd in ours:
             try:
@@ -428,4 +465,5 @@ def run_tree(command: Callable[[int, int], tuple[list[str], str]], *, pid_namesp
         proc.stderr.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return TreeRun(status=status, rusage=rusage, t0=t0, reaped_at=reaped_at, killed=tree.killed, marker=marker,
-                   out=out, err=err)
+                   out=out, err=err, tree_peak_bytes=memory.peak_bytes if memory is not None else 0,
+                   memory_limit_mode=memory.kind if memory is not None else "")

@@ -64,9 +64,9 @@ class ExecutionResult:
     """The typed outcome of one execution.
 
     Units: seconds for ``wall_s``; CPU-seconds (user+sys of the whole process tree, from rusage)
-    for ``cpu_s``; bytes for ``peak_rss_bytes``. ``score`` is the raw metric value and ``reward`` the
-    leaderboard percentile in [0, 1] (both on the test rows); ``validation_score`` is the task's metric on
-    the harness-held-out rows of train.csv when the task is a validation view
+    for ``cpu_s``; bytes for ``peak_rss_bytes`` (the whole process tree's peak memory). ``score`` is the raw metric
+    value and ``reward`` the leaderboard percentile in [0, 1] (both on the test rows); ``validation_score`` is the
+    task's metric on the harness-held-out rows of train.csv when the task is a validation view
     (:func:`wmrl.tasks.validation.validation_view`; what a competitor sees), else ``None``; for program failures
     ``reward`` is the task's failure reward; for ``INFRA_ERROR`` both are ``None`` and the trainer must leave the sample
     out. ``error`` is at most :data:`MAX_ERROR_CHARS` characters.
@@ -90,6 +90,8 @@ class ExecutionResult:
     started_at: float = 0.0  # Unix time (seconds) when the sandbox was started
     time_limit_s: float = 0.0  # the wall-clock limit the program ran under, seconds
     sandbox: str = ""  # isolation used: "bwrap", "bwrap-userns" or "unsandboxed"
+    # how the process tree's memory limit was held: "cgroup-v2", "cgroup-v1" or "supervisor" ("" when it never ran)
+    memory_limit_mode: str = ""
     stdout_bytes: int = 0  # total bytes the program wrote to stdout (before truncation)
     stderr_bytes: int = 0  # total bytes the program wrote to stderr (before truncation)
     grade_s: float = 0.0  # wall seconds the driver spent grading the submission (0: not graded)
