@@ -156,3 +156,34 @@ def test_clean_keeps_the_tail_and_says_how_much_was_cut():
     assert clean("abcdef", limit=3) == "def" and clean("abc", limit=0) == "" and clean("abc", limit=3) == "abc"
     with pytest.raises(ValueError):
         clean("x", limit=-1)
+
+
+def test_export_cleans_the_program_text_it_writes(tmp_path):
+    """Program text in an exported dataset (a sample's ``error``, an observation's ``error_tail``) holds no escape
+    sequence, control character or lone surrogate, so printing a dataset row cannot act on a terminal."""
+    import json
+
+    import pandas as pd
+
+    from tests.support.fake_run import write_fake_run
+    from wmrl.cli import app
+
+    run = write_fake_run(tmp_path / "run", steps=1)
+    hostile = ESCAPES + "\x00" + FORGED + "\udc80"
+    obs = {"turn": 1, "source": "execution", "status": "runtime_error", "validation_score": None,
+           "metric": "accuracy", "lower_is_better": False, "wall_s": 1.0, "error_tail": hostile,
+           "validation_fraction": 0.2}
+    line = {"step": 1, "group": 0, "sample": 0, "task_id": "t", "stream": "wm", "reward_true": None,
+            "status": "runtime_error", "error": hostile, "reward_wm": 0.5, "reward_wm_calibrated": 0.4,
+            "reward_used": 0.4, "advantage": 0.0, "weight": 0.25, "dropped": False, "completion_tokens": 3,
+            "program_sha256": "ab" * 32, "prompt": "p", "completion": "c", "n_turns": 1, "final_turn": 1,
+            "submitted": False, "turns": [{"turn": 1, "stream": "wm", "executed": False, "status": "runtime_error",
+                                           "final": True, "completion": "c", "observation": obs}]}
+    (run / "samples.jsonl").write_text(json.dumps(line) + "\n")  # ensure_ascii: the surrogate is "\udc80"
+    res = CliRunner().invoke(app, ["export", str(run)])
+    assert res.exit_code == 0 and res.exception is None, res.output + repr(res.exception)
+    row = pd.read_parquet(run / "samples.parquet").to_dict("records")[0]
+    shown = [row["error"], row["turns"][0]["observation"]["error_tail"]]
+    assert shown == [clean(hostile, 2000)] * 2
+    for text in shown:
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]", text) and "click here" in text
