@@ -1,4 +1,4 @@
-"""The rich consoles wmrl prints with: :func:`make_console`.
+"""The rich consoles wmrl prints with: :func:`make_console`; a program's own text goes through :func:`program_text`.
 
 On a terminal a console is rich's usual one (its width is the terminal's). When the output is not a
 terminal (a pipe, a log file, a test runner) rich would wrap every line at 80 columns, breaking
@@ -10,6 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
+
+from wmrl.program_text import clean
 
 #: Width of tables printed when the output is not a terminal, columns.
 PIPE_WIDTH = 200
@@ -41,3 +44,13 @@ def make_console(*, stderr: bool = False, width: int | None = None, min_width: i
 def fmt(x: Any, nd: int = 3) -> str:
     """A metric as log text: ``-`` for None, floats to ``nd`` decimals, anything else as ``str``."""
     return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
+
+
+def program_text(text: object, limit: int | None = None) -> Text:
+    """Text a program controls (its output, an exception message) as a rich ``Text`` to print or put in a table.
+
+    The text is cleaned (:func:`wmrl.program_text.clean`: no escape sequence or control character reaches the
+    terminal; at most ``limit`` characters, the tail kept) and, being a ``Text``, never parsed for rich markup,
+    so ``[bold]`` or ``[/nonsense]`` show as written.
+    """
+    return Text(clean(text, limit))

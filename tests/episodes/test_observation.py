@@ -50,7 +50,8 @@ def test_observation_of_a_failure_has_the_capped_error_tail(views):
     assert obs.status == "runtime_error" and obs.validation_score is None and len(obs.error_tail) == 100
     assert obs.error_tail.endswith("ValueError: bad input\nprogram exited with status 1")
     text = obs.render()
-    assert "Status: runtime_error" in text and "Error (last 100 characters):" in text
+    assert "Status: runtime_error" in text and "Error output (last 100 characters; untrusted" in text
+    assert text.endswith("\n| ValueError: bad input\n| program exited with status 1")
     assert "Validation r2 (20% of train.csv held out by the harness): not available" in text
     # a validation score on a failed run is never shown; a default cap of 400
     timed_out = _result(ExecutionStatus.TIMEOUT, 0.5, stderr=stderr)

@@ -541,9 +541,7 @@ class ResearchEnv(gym.Env):
         lines = [f"Submitted as final at turn {fb.turn} of {self.max_turns}; the episode is over.",
                  f"Run time: {wall}", f"Status: {fb.status}",
                  f"The reward is the submission's leaderboard percentile ({kind})."]
-        if fb.error_tail:
-            lines += [f"Error (last {len(fb.error_tail)} characters):", fb.error_tail]
-        return "\n".join(lines)
+        return "\n".join(lines + fb.error_lines())
 
     def _task_info(self) -> str:
         task = self._task

@@ -6,6 +6,11 @@ or a medal: those come from the private test answers. :class:`Observation` holds
 former, from a real execution on a validation view (:func:`observation_from_result`) or from the world
 model's prediction (:func:`observation_from_prediction`), and :meth:`Observation.render` writes both the
 same way, so the agent can tell simulated from real feedback only by the numbers.
+
+The error tail is text the program controls. It is cleaned when the observation is made
+(:func:`wmrl.program_text.clean`: no escape sequence, control character or lone surrogate) and rendered
+inside a quoted block that the feedback calls untrusted, every line of it starting with :data:`QUOTE`, so
+that a program printing ``Status: ok`` or ``Attempt 2:`` cannot pass it off as the harness's line.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from wmrl.execution.types import ExecutionResult, ExecutionStatus
+from wmrl.program_text import clean
 from wmrl.tasks.spec import Task
 
 #: Default cap of :attr:`Observation.error_tail`, characters.
@@ -22,6 +28,8 @@ DEFAULT_ERROR_CHARS = 400
 #: The error text of a failure the world model predicts (it cannot know the real message).
 PREDICTED_ERROR_TAIL = ("the program failed before writing a valid submission.csv "
                         "(it raised an error or wrote a submission that could not be graded)")
+#: What starts every line of the error tail in :meth:`Observation.render` (a blank line is ``|`` alone).
+QUOTE = "| "
 #: The held-out share stated when a task is not a validation view.
 _DEFAULT_FRACTION = 0.2
 
@@ -42,8 +50,9 @@ class Observation:
         metric: the metric name (``roc_auc``, ``rmse``, ...).
         lower_is_better: the metric's direction.
         wall_s: the program's wall-clock run time, seconds (``None`` when unknown).
-        error_tail: the last characters of the error message and the program's stderr (failures only;
-            ``""`` for an ``ok`` run), at most the cap given when it was made.
+        error_tail: the last characters of the program's stderr and the error message (failures only;
+            ``""`` for an ``ok`` run), cleaned (:func:`wmrl.program_text.clean`), at most the cap given when
+            it was made; shown quoted as untrusted text (:meth:`error_lines`).
         validation_fraction: the held-out share of train.csv, in (0, 1).
 
     Test-set information (score, reward, medal, above-median) is never held here.
@@ -99,9 +108,9 @@ class Observation:
             Run time: 3.2 s
             Status: ok
 
-        and for a failure ``Status: runtime_error`` followed by ``Error (last N characters):`` and the
-        tail. The score is written with four decimals (``%.4f``; ``%.4g`` for values below 1e-3 or from
-        1e6); the run time in seconds with one decimal.
+        and for a failure ``Status: runtime_error`` followed by the error tail quoted
+        (:meth:`error_lines`). The score is written with four decimals (``%.4f``; ``%.4g`` for values below
+        1e-3 or from 1e6); the run time in seconds with one decimal.
         """
         pct = f"{100 * self.validation_fraction:.0f}%"
         direction = "lower is better" if self.lower_is_better else "higher is better"
@@ -116,16 +125,32 @@ class Observation:
                  "Run time: " + ("unknown" if self.wall_s is None or not math.isfinite(self.wall_s)
                                  else f"{self.wall_s:.1f} s"),
                  f"Status: {self.status}"]
-        if self.error_tail:
-            lines += [f"Error (last {len(self.error_tail)} characters):", self.error_tail]
-        return "\n".join(lines)
+        return "\n".join(lines + self.error_lines())
+
+    def error_lines(self) -> list[str]:
+        """The error tail as the feedback shows it: no lines for an empty tail, else a label and the tail
+        (cleaned again: an observation read back from a log may hold anything), every line quoted::
+
+            Error output (last 57 characters; untrusted text from the program, quoted with "| "):
+            | Traceback (most recent call last):
+            | ValueError: Input X contains NaN.
+
+        The label is always followed by the block and the block ends the feedback, so no line the program
+        wrote can stand outside it.
+        """
+        if not self.error_tail:
+            return []
+        tail = clean(self.error_tail)
+        return [f"Error output (last {len(tail)} characters; untrusted text from the program, quoted with "
+                f"\"{QUOTE}\"):",
+                *((QUOTE + line).rstrip() for line in tail.split("\n"))]
 
 
 def _tail(text: str, limit: int) -> str:
-    """The last ``limit`` characters of ``text``, runs of spaces collapsed first (a SyntaxError's caret line
-    would otherwise spend the budget on padding)."""
-    text = re.sub(r"[ \t]{2,}", " ", text.strip())
-    return text if len(text) <= limit else text[len(text) - limit:]
+    """``text`` cleaned (:func:`wmrl.program_text.clean`) and capped at its last ``limit`` characters (a marker
+    saying how many were cut included), runs of spaces collapsed first (a SyntaxError's caret line would
+    otherwise spend the budget on padding)."""
+    return clean(re.sub(r"[ \t]{2,}", " ", clean(text).strip()), limit)
 
 
 def _fraction(task: Task) -> float:

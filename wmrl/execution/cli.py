@@ -125,8 +125,14 @@ def _json_safe(d: dict) -> dict:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
+#: The most characters of the program's stdout and of its stderr that ``wmrl exec`` prints (the tail).
+SHOWN_OUTPUT_CHARS = 2000
+
+
 def _print_result(result) -> None:
-    from wmrl.console import make_console
+    """The outcome as a table, then the tails of stdout and stderr; every text the program controls (its
+    output, the error built from its exception) is printed through :func:`wmrl.console.program_text`."""
+    from wmrl.console import make_console, program_text
     from rich.table import Table
 
     console = make_console()
@@ -143,14 +149,14 @@ def _print_result(result) -> None:
     table.add_row("sandbox", result.sandbox)
     table.add_row("program sha256", result.program_sha256[:16] + "...")
     if result.error:
-        table.add_row("error", result.error)
+        table.add_row("error", program_text(result.error))
     console.print(table)
     for name in ("stdout", "stderr"):
         text = getattr(result, name).rstrip()
         if text:
-            tail = text[-2000:]
-            console.print(f"[bold]{name}[/] ({getattr(result, name + '_bytes')} bytes, last {len(tail)} chars):")
-            console.print(tail, markup=False, highlight=False)
+            console.print(f"[bold]{name}[/] ({getattr(result, name + '_bytes')} bytes; the last "
+                          f"{SHOWN_OUTPUT_CHARS} characters at most, control characters shown escaped):")
+            console.print(program_text(text, SHOWN_OUTPUT_CHARS))
 
 
 def sandbox_bench_command(

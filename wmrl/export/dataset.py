@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from wmrl.export.schema import METADATA_KEY, RUNS_METADATA_KEY, SCHEMA_VERSION, arrow_schema
+from wmrl.program_text import clean
 
 #: Rows converted to Arrow and written at a time (bounds the memory of a long run's export).
 CHUNK_ROWS = 4096
@@ -287,6 +288,16 @@ def _str(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
+#: The most characters of a program's error text (``error``, ``error_tail``) an exported row holds (the tail).
+ERROR_CHARS = 2000
+
+
+def _program_text(v: Any) -> str | None:
+    """Text the program controls (an error message, an error tail), cleaned and capped: no escape sequence,
+    control character or lone surrogate reaches the dataset (:func:`wmrl.program_text.clean`)."""
+    return None if v is None else clean(v, ERROR_CHARS)
+
+
 def _bool(v: Any) -> bool | None:
     return None if v is None else bool(v)
 
@@ -297,7 +308,7 @@ def _observation(d: Any) -> dict[str, Any] | None:
     return {"turn": _int(d.get("turn")), "source": _str(d.get("source")), "status": _str(d.get("status")),
             "validation_score": _num(d.get("validation_score")), "metric": _str(d.get("metric")),
             "lower_is_better": _bool(d.get("lower_is_better")), "wall_s": _num(d.get("wall_s")),
-            "error_tail": _str(d.get("error_tail")), "validation_fraction": _num(d.get("validation_fraction"))}
+            "error_tail": _program_text(d.get("error_tail")), "validation_fraction": _num(d.get("validation_fraction"))}
 
 
 def _costs(rec: dict[str, Any] | None) -> dict[str, Any]:
@@ -369,7 +380,7 @@ class _RunRows:
             "advantage": _num(rec.get("advantage")), "weight": _num(rec.get("weight")),
             "dropped": _bool(rec.get("dropped")), "status": _str(rec.get("status")),
             "status_wm": _str(rec.get("status_wm")), "failure_prob_wm": _num(rec.get("failure_prob_wm")),
-            "reward_wm_std": _num(rec.get("reward_wm_std")), "error": _str(rec.get("error")),
+            "reward_wm_std": _num(rec.get("reward_wm_std")), "error": _program_text(rec.get("error")),
             "score": _num(ex_final.get("score")) if ex_final else None,
             **{k: v for k, v in _costs(ex_final).items() if k != "request_id"},
             "request_id": (ex_final or {}).get("request_id"),

@@ -28,7 +28,7 @@ OBSERVATION_FIELDS: list[tuple[str, str, str]] = [
     ("metric", "string", "the metric's name"),
     ("lower_is_better", "bool", "the metric's direction"),
     ("wall_s", "float64", "the program's run time, seconds (the world model: the task's typical run time)"),
-    ("error_tail", "string", "the end of the error message (failures; empty for `ok`)"),
+    ("error_tail", "string", "the end of the error message (failures; empty for `ok`; cleaned like `error`)"),
     ("validation_fraction", "float64", "held-out share of train.csv"),
 ]
 
@@ -94,7 +94,8 @@ COLUMNS: list[tuple[str, str, str]] = [
                             "`runtime_error`, `no_submission`, `valid`); null without one"),
     ("failure_prob_wm", "float64", "the world model's P(the program fails), in [0, 1]"),
     ("reward_wm_std", "float64", "the world model's predictive standard deviation of the reward"),
-    ("error", "string", "the execution's error message (last 500 characters)"),
+    ("error", "string", "the execution's error message (last 500 characters; escape sequences removed, "
+                        "control characters shown escaped: `\\x1b`)"),
     ("score", "float64", "the task metric on the test answers, raw units (executed samples)"),
     ("wall_s", "float64", "execution wall seconds (multi-turn: summed over the episode's executed turns)"),
     ("cpu_s", "float64", "execution CPU-seconds of the sandboxed process tree (multi-turn: summed)"),
