@@ -89,7 +89,7 @@ def test_kill9_mid_load_then_restart_answers_every_id_once(small_suite, tmp_path
     assert ex.client.n_retries > 0
 
 
-def test_an_id_that_died_with_the_service_twice_is_not_started_a_third_time(small_suite, tmp_path):
+def test_an_id_that_died_with_the_service_twice_is_not_started_a_third_time_and_fails(small_suite, tmp_path):
     from fastapi.testclient import TestClient
 
     from wmrl.execution.pool import LocalExecutor
@@ -104,7 +104,8 @@ def test_an_id_that_died_with_the_service_twice_is_not_started_a_third_time(smal
         svc = SandboxService(TaskSuite(small_suite), ex, exlog, max_concurrency=2, timeout_s=60, max_attempts=2)
         client = TestClient(create_sandbox_app(svc, token=None))
         a = client.post("/v1/grade", json={"request_id": "poison", "task_id": TASK, "program": BINARY}).json()
-        assert a["status"] == "infra_error" and "started 2 times" in a["error"] and a["attempt"] == 3
+        assert a["status"] == "runtime_error" and "died each of the 2 times" in a["error"] and a["attempt"] == 3
+        assert a["reward"] == TaskSuite(small_suite).get(TASK).failure_reward  # the program's failure, not dropped
         b = client.post("/v1/grade", json={"request_id": "poison", "task_id": TASK, "program": BINARY}).json()
-        assert b["replayed"] and b["status"] == "infra_error"  # final: answered from the log from now on
+        assert b["replayed"] and b["status"] == "runtime_error"  # final: answered from the log from now on
         assert svc.counters.executed == 0
