@@ -124,9 +124,13 @@ class ConnectionGuard:
         this guard on every connection; pass it as ``uvicorn.run(..., http=...)``."""
         if base is None:
             try:
-                from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base  # noqa: PLC0415
+                from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # noqa: PLC0415
+
+                base = HttpToolsProtocol
             except ImportError:
-                from uvicorn.protocols.http.h11_impl import H11Protocol as base  # noqa: PLC0415
+                from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: PLC0415
+
+                base = H11Protocol
         return type(f"Guarded{base.__name__}", (_Guarded, base), {"guard": self})
 
 
@@ -137,7 +141,7 @@ class _Guarded:
     guard: ConnectionGuard
 
     def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        super().__init__(*args, **kwargs)
         self._active = 0  # requests of this connection the app is answering
         self._reserve = False
         self._timer: asyncio.TimerHandle | None = None
