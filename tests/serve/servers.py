@@ -40,10 +40,12 @@ class Server:
 
     Args:
         kind: ``sandbox`` or ``world-model``. args: the command's options. env: extra environment.
+        nofile: the service's descriptor limit (``RLIMIT_NOFILE``, soft and hard); None: this process's.
     """
 
-    def __init__(self, kind: str, args: list[str], env: dict[str, str] | None = None, port: int | None = None):
-        self.kind, self.args, self.port = kind, list(args), port or free_port()
+    def __init__(self, kind: str, args: list[str], env: dict[str, str] | None = None, port: int | None = None,
+                 nofile: int | None = None):
+        self.kind, self.args, self.port, self.nofile = kind, list(args), port or free_port(), nofile
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
         self.proc: subprocess.Popen | None = None
@@ -58,7 +60,7 @@ class Server:
         cmd = [sys.executable, "-m", "wmrl.cli", "serve", self.kind, "--port", str(self.port), *self.args]
         err = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=err, cwd=str(ROOT),
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=self._limits if self.nofile else None)
         deadline = time.time() + timeout_s
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -71,6 +73,11 @@ class Server:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"wmrl serve {self.kind} did not answer in {timeout_s} s: {self.stderr()}")
+
+    def _limits(self) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (int(self.nofile or 0), int(self.nofile or 0)))
 
     def stderr(self) -> str:
         """The last 3000 characters the server wrote to stderr."""
@@ -104,6 +111,44 @@ class Server:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def open_idle(port: int, n: int, first_bytes: bytes = b"") -> list[socket.socket]:
+    """Up to ``n`` connections to 127.0.0.1:``port`` that send ``first_bytes`` (nothing by default) and then nothing
+    more (the attacker's side of an idle connection); those that cannot connect within 10 s are left out."""
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.settimeout(10)
+        try:
+            s.connect(("127.0.0.1", port))
+            if first_bytes:
+                s.sendall(first_bytes)
+        except OSError:
+            s.close()
+            continue
+        socks.append(s)
+    return socks
+
+
+def closed_by_server(socks: list[socket.socket], seconds: float) -> dict[socket.socket, float]:
+    """Which of ``socks`` the server closed (EOF, reset, or an error answer) within ``seconds``: socket -> seconds
+    after this call it was seen closed."""
+    import select
+
+    pending, closed = list(socks), {}
+    t0 = time.monotonic()
+    while pending and time.monotonic() < t0 + seconds:
+        ready, _, _ = select.select(pending, [], [], min(1.0, max(0.0, t0 + seconds - time.monotonic())))
+        for s in ready:
+            try:
+                data = s.recv(65536)
+            except OSError:
+                data = b""
+            if not data or data.startswith((b"HTTP/1.1 4", b"HTTP/1.1 5")):
+                closed[s] = time.monotonic() - t0
+                pending.remove(s)
+    return closed
 
 
 def auth() -> dict[str, str]:

@@ -89,7 +89,7 @@ def test_kill9_mid_load_then_restart_answers_every_id_once(small_suite, tmp_path
     assert ex.client.n_retries > 0
 
 
-def test_an_id_that_died_with_the_service_twice_is_not_started_a_third_time(small_suite, tmp_path):
+def test_an_id_that_died_with_the_service_twice_is_not_started_a_third_time_and_fails(small_suite, tmp_path):
     from fastapi.testclient import TestClient
 
     from wmrl.execution.pool import LocalExecutor
@@ -104,7 +104,42 @@ def test_an_id_that_died_with_the_service_twice_is_not_started_a_third_time(smal
         svc = SandboxService(TaskSuite(small_suite), ex, exlog, max_concurrency=2, timeout_s=60, max_attempts=2)
         client = TestClient(create_sandbox_app(svc, token=None))
         a = client.post("/v1/grade", json={"request_id": "poison", "task_id": TASK, "program": BINARY}).json()
-        assert a["status"] == "infra_error" and "started 2 times" in a["error"] and a["attempt"] == 3
+        assert a["status"] == "runtime_error" and "died each of the 2 times" in a["error"] and a["attempt"] == 3
+        assert a["reward"] == TaskSuite(small_suite).get(TASK).failure_reward  # the program's failure, not dropped
         b = client.post("/v1/grade", json={"request_id": "poison", "task_id": TASK, "program": BINARY}).json()
-        assert b["replayed"] and b["status"] == "infra_error"  # final: answered from the log from now on
+        assert b["replayed"] and b["status"] == "runtime_error"  # final: answered from the log from now on
         assert svc.counters.executed == 0
+
+
+def test_an_id_that_died_with_the_service_runs_again_alone(small_suite, tmp_path):
+    """A death with several programs running blames none of them: the retried id waits until nothing else runs,
+    holds new ids off meanwhile, and nothing else is admitted while it runs."""
+    from concurrent.futures import Future
+
+    from fastapi.testclient import TestClient
+
+    from wmrl.execution.pool import LocalExecutor
+    from wmrl.execution.types import program_hash
+    from wmrl.serve.sandbox_app import SandboxService, _Running, create_sandbox_app
+    from wmrl.tasks.loader import TaskSuite
+
+    exlog = ExecutionLog(tmp_path / "log.sqlite")
+    exlog.claim("suspect", TASK, program_hash(BINARY))  # started once, never finished: the service died
+    with LocalExecutor(max_workers=2, log=exlog) as ex:
+        svc = SandboxService(TaskSuite(small_suite), ex, exlog, max_concurrency=4, timeout_s=120, max_attempts=2)
+        client = TestClient(create_sandbox_app(svc, token=None))
+        svc.running["other"] = _Running(Future(), TASK, "x", 1)  # another execution is running
+        r = client.post("/v1/grade", json={"request_id": "suspect", "task_id": TASK, "program": BINARY})
+        assert r.status_code == 503 and "runs again alone" in r.json()["detail"] and "retry-after" in r.headers
+        r = client.post("/v1/grade", json={"request_id": "newcomer", "task_id": TASK, "program": BINARY})
+        assert r.status_code == 503 and "waits to run alone" in r.json()["detail"]
+        del svc.running["other"]
+        svc.solo = "elsewhere"  # while an id runs alone, nothing new is admitted
+        r = client.post("/v1/grade", json={"request_id": "newcomer", "task_id": TASK, "program": BINARY})
+        assert r.status_code == 503 and "runs alone" in r.json()["detail"]
+        svc.solo = None
+        a = client.post("/v1/grade", json={"request_id": "suspect", "task_id": TASK, "program": BINARY}).json()
+        assert a["status"] == "ok" and a["attempt"] == 2
+        assert svc.solo is None and svc.counters.executed == 1
+        b = client.post("/v1/grade", json={"request_id": "newcomer", "task_id": TASK, "program": BINARY}).json()
+        assert b["status"] == "ok"

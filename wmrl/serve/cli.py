@@ -22,6 +22,15 @@ _NO_TOKEN = typer.Option(False, "--no-token", help="Serve without a token (trust
 _BODY = typer.Option(16 * 2**20, "--max-body-bytes", min=1024, help="Request body limit, bytes (413 beyond).")
 _READ = typer.Option(30.0, "--read-timeout-s", min=0.1,
                      help="Longest pause while a request body arrives, seconds (408 after it).")
+_CONNS = typer.Option(0, "--max-connections", min=0, help=(
+    "Open connections at most; beyond it the longest-idle one is closed, and when every one is answering a "
+    "request a new one is answered 503 (/v1/health excepted). 0: from the descriptor limit (ulimit -n, less an "
+    "eighth for the service's own files)."))
+_HEADER = typer.Option(10.0, "--header-timeout-s", min=0.1, help=(
+    "Longest wait for a complete request head, seconds, from the connection's start or its next byte; then "
+    "the connection is closed (token or not)."))
+_IDLE = typer.Option(30.0, "--idle-timeout-s", min=0.1, help=(
+    "Longest a connection may sit between requests, or leave its answer unread, seconds; then it is closed."))
 _ROOTS = typer.Option(None, "--tasks-root", help="Task roots (repeatable; default: $WMRL_TASKS_ROOT, else the "
                                                  "built-in suite), the same the trainer uses.")
 
@@ -67,12 +76,28 @@ def _suite(roots: list[Path] | None) -> Any:
     return TaskSuite([str(r) for r in roots]) if roots else default_suite()
 
 
-def _serve(app: Any, host: str, port: int, what: str) -> None:
+def _guard(max_connections: int, header_timeout_s: float, idle_timeout_s: float) -> Any:
+    """The connection guard of the options; refuses (one line, exit 2) a cap the descriptor limit cannot hold."""
+    import resource
+
+    from wmrl.serve.connections import HEALTH_RESERVE, ConnectionGuard, default_max_connections
+
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if max_connections and nofile != resource.RLIM_INFINITY and max_connections + HEALTH_RESERVE + 64 > nofile:
+        _fail(f"--max-connections {max_connections} does not fit the descriptor limit of {nofile} (ulimit -n; the "
+              f"service needs {HEALTH_RESERVE + 64} more for health and its own files): give at most "
+              f"{default_max_connections(nofile)}, or 0 for that, or raise ulimit -n")
+    return ConnectionGuard(max_connections or None, header_timeout_s, idle_timeout_s)
+
+
+def _serve(app: Any, host: str, port: int, what: str, guard: Any) -> None:
     import uvicorn
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    typer.echo(f"wmrl serve {what}: http://{host}:{port}/v1/health", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=30, access_log=False)
+    typer.echo(f"wmrl serve {what}: http://{host}:{port}/v1/health (at most {guard.max_connections} connections)",
+               err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=int(max(1, guard.idle_timeout_s)),
+                access_log=False, http=guard.protocol_class())
 
 
 @serve_app.command("sandbox")
@@ -84,11 +109,13 @@ def sandbox_command(
     max_concurrency: int | None = typer.Option(None, "--max-concurrency", min=1, help=(
         "Requests admitted at once, running or queued (default 4 x --workers); beyond: 503 + Retry-After.")),
     max_body_bytes: int = _BODY, read_timeout_s: float = _READ,
+    max_connections: int = _CONNS, header_timeout_s: float = _HEADER, idle_timeout_s: float = _IDLE,
     timeout_s: float = typer.Option(900.0, "--timeout-s", min=0.1, help=(
         "Longest a request waits for its outcome, seconds; then 504 and the execution goes on (retry the same id).")),
     max_attempts: int = typer.Option(2, "--max-attempts", min=1, help=(
-        "Starts of one request id without a logged outcome (the service died while running it) before it is "
-        "answered with infra_error instead of started again.")),
+        "Starts of one request id without a logged outcome (the service died while running it; every start after "
+        "the first runs alone) before it is answered as the program's failure (runtime_error, the task's failure "
+        "reward) instead of started again.")),
     log_path: Path = typer.Option(Path("serve-executions.sqlite"), "--log", help=(
         "The SQLite execution log: every outcome, and the source of truth for idempotency (restart on the same "
         "log to keep answering finished ids).")),
@@ -104,6 +131,7 @@ def sandbox_command(
 
     secret = _token(token, token_file, no_token)
     check_port(host, port)
+    guard = _guard(max_connections, header_timeout_s, idle_timeout_s)
     try:
         suite = _suite(tasks_root)
         n = len(suite)
@@ -120,7 +148,7 @@ def sandbox_command(
     app = create_sandbox_app(service, token=secret, max_body_bytes=max_body_bytes, read_timeout_s=read_timeout_s)
     typer.echo(f"{n} tasks, {workers} workers, log {log_path}", err=True)
     try:
-        _serve(app, host, port, "sandbox")
+        _serve(app, host, port, "sandbox", guard)
     finally:
         executor.close()
         exlog.close()
@@ -147,6 +175,7 @@ def world_model_command(
     max_concurrency: int = typer.Option(1024, "--max-concurrency", min=1, help=(
         "Rows waiting or running at once; beyond: 503 + Retry-After.")),
     max_body_bytes: int = _BODY, read_timeout_s: float = _READ,
+    max_connections: int = _CONNS, header_timeout_s: float = _HEADER, idle_timeout_s: float = _IDLE,
     timeout_s: float = typer.Option(120.0, "--timeout-s", min=0.1, help=(
         "Longest wait for a prediction, seconds (504).")),
     threads: int = typer.Option(0, "--threads", min=0, help="torch threads (0: torch's default)."),
@@ -160,6 +189,7 @@ def world_model_command(
 
     secret = _token(token, token_file, no_token)
     check_port(host, port)
+    guard = _guard(max_connections, header_timeout_s, idle_timeout_s)
     if threads:
         torch.set_num_threads(threads)
     try:
@@ -178,7 +208,7 @@ def world_model_command(
                                 info=info)
     app = create_world_model_app(service, token=secret, max_body_bytes=max_body_bytes, read_timeout_s=read_timeout_s)
     try:
-        _serve(app, host, port, "world-model")
+        _serve(app, host, port, "world-model", guard)
     finally:
         service.batcher.close()
 

@@ -37,8 +37,9 @@ PREFIX = f"/{API_VERSION}"
 #: the outcome classes of a world model's status distribution, in order (``wmrl.world_model.outcome.STATUS_CLASSES``)
 OUTCOME_CLASSES: tuple[str, ...] = ("syntax_error", "runtime_error", "no_submission", "valid")
 
-#: a request id: 1-200 characters of letters, digits and ``._:/-``
-REQUEST_ID_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
+#: a request id: 1-200 characters of letters, digits and ``._:/-``, nothing else (the whole id must match: a
+#: trailing newline is refused)
+REQUEST_ID_PATTERN = r"[A-Za-z0-9._:/-]{1,200}"
 _REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
 
 ServiceName = Literal["sandbox", "world-model"]
@@ -69,7 +70,7 @@ class GradeRequest(_Model):
     request_id: str = Field("", description=(
         "Idempotency key: a retried request with the same id is never executed twice (the sandbox answers a "
         "finished id from its execution log). Empty: the service assigns one and the request is not idempotent. "
-        f"Pattern {REQUEST_ID_PATTERN}."))
+        f"The whole id matches {REQUEST_ID_PATTERN}."))
     task_id: str | None = Field(None, min_length=1, max_length=500, description=(
         "The task (as `wmrl tasks list` names it); required by the sandbox, and by the world model unless a "
         "prompt is given."))
@@ -90,9 +91,9 @@ class GradeRequest(_Model):
     @field_validator("request_id")
     @classmethod
     def _check_id(cls, v: str) -> str:
-        if v and not _REQUEST_ID.match(v):
-            raise ValueError(f"request_id must match {REQUEST_ID_PATTERN} (letters, digits and ._:/-, at most 200 "
-                             f"characters); got {v[:60]!r}")
+        if v and not _REQUEST_ID.fullmatch(v):
+            raise ValueError(f"request_id must match {REQUEST_ID_PATTERN} as a whole (letters, digits and ._:/-, at "
+                             f"most 200 characters, nothing else, no newline); got {v[:60]!r}")
         return v
 
 

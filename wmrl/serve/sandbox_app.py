@@ -7,8 +7,11 @@ Programs run in the executor pool (:class:`wmrl.execution.pool.LocalExecutor`: b
 - a request id that is running is joined (a concurrent duplicate waits for the same execution);
 - a request id that finished is answered from the log (``replayed: true``), also after a restart;
 - a request id is claimed in the log (committed) before its program starts; an id claimed but never logged was in
-  flight when the service died and runs again when retried, once: after ``max_attempts`` starts without a logged
-  outcome it is answered with ``infra_error`` (logged, so the answer is final) instead of being started again;
+  flight when the service died and runs again when retried, *alone* (nothing else is admitted while it runs, so a
+  death during it is its own doing): after ``max_attempts`` starts without a logged outcome it is answered with
+  ``runtime_error`` and the task's failure reward (logged, so the answer is final), not started again and not an
+  ``infra_error``: a program that takes its host down (exhausts its memory) is a failing program, and training
+  counts it (docs/services.md, "Blame");
 - a request id reused with another task or program is refused with 409.
 
 A request with ``validation`` runs on the task's validation view (:func:`wmrl.tasks.validation.validation_view`,
@@ -35,7 +38,7 @@ from fastapi import HTTPException
 
 from wmrl.execution.log import ExecutionLog
 from wmrl.execution.runner import infra_result
-from wmrl.execution.types import ExecutionRequest, ExecutionResult, program_hash
+from wmrl.execution.types import ExecutionRequest, ExecutionResult, ExecutionStatus, program_hash
 from wmrl.serve.common import BodyGuard, Counters, create_app, retry_after
 from wmrl.serve.contract import (PREFIX, BatchRequest, BatchResponse, Capacity, GradeRequest, GradeResponse,
                                  Health, Load)
@@ -88,6 +91,8 @@ class SandboxService:
         self.max_concurrency, self.timeout_s, self.max_attempts = int(max_concurrency), float(timeout_s), \
             int(max_attempts)
         self.running: dict[str, _Running] = {}
+        self.solo: str | None = None  # the request id running alone (the service died during it before)
+        self.solo_waiting: dict[str, float] = {}  # ids waiting to run alone -> until when they hold others off
         self._views: dict[tuple[str, float, int], Any] = {}
         self.mean_wall_s = 0.0  # moving average of the executions' wall seconds (0: none finished yet)
         self._lock = threading.Lock()
@@ -122,8 +127,9 @@ class SandboxService:
         return self._views[key]
 
     def _existing(self, rid: str, task_id: str, sha: str) -> tuple[str, Any]:
-        """``("join", _Running)``, ``("replay", (ExecutionResult, attempts))`` or ``("new", None)`` for ``rid``
-        (``attempts``: the starts the claims table counts for ``rid``).
+        """``("join", _Running)``, ``("replay", (ExecutionResult, attempts))`` or ``("new", starts)`` for ``rid``
+        (``attempts``, ``starts``: the starts the claims table counts for ``rid``; a new id with starts died with the
+        service).
 
         Raises:
             HTTPException: 409 when ``rid`` belongs to another task or program.
@@ -141,7 +147,7 @@ class SandboxService:
         claim = self.log.claimed(rid)
         if claim is not None:
             self._same(rid, claim["task_id"], claim["program_sha256"], task_id, sha)
-        return "new", None
+        return "new", int(claim["attempts"]) if claim else 0
 
     @staticmethod
     def _same(rid: str, task0: str, sha0: str, task_id: str, sha: str) -> None:
@@ -183,6 +189,7 @@ class SandboxService:
             raise HTTPException(503, f"at capacity: {self.max_concurrency - free} of {self.max_concurrency} items in "
                                      f"flight, {new} new asked; retry the same request after Retry-After seconds",
                                 headers=retry_after(self.retry_after_s()))
+        self._admit_alone([(p[2], p[1]) for p in plans if p[0] == "new"])
         out: list[tuple[str, Any]] = []
         for kind, obj, rid, task, sha, it in plans:
             if kind != "new":
@@ -191,15 +198,50 @@ class SandboxService:
             out.append(("run", self._submit(rid, task, sha, it)))
         return out
 
+    def _admit_alone(self, new: list[tuple[str, int]]) -> None:
+        """Refuse (503) new items while an id the service died during runs alone or waits to: such an id (``starts``
+        >= 1, below ``max_attempts``) runs only with nothing else running, and holds new items off until it does
+        (for at most a minute, should its client have gone), so a death during its run is its own doing.
+
+        Raises:
+            HTTPException: 503 with Retry-After.
+        """
+        if not new:
+            return
+        now = time.monotonic()
+        suspects = [rid for rid, starts in new if 1 <= starts < self.max_attempts]
+        with self._lock:
+            self.solo_waiting = {k: v for k, v in self.solo_waiting.items() if v > now}
+            if self.solo is not None:
+                why = f"request {self.solo} runs alone (the service died while it ran before)"
+            elif suspects and (self.running or len(new) > 1):
+                for rid in suspects:
+                    self.solo_waiting.setdefault(rid, now + 60.0)
+                why = (f"request {suspects[0]} died with the service before and runs again alone, when nothing else "
+                       "runs" + (" (send it in a batch of its own)" if len(new) > 1 else ""))
+            elif not suspects and self.solo_waiting:
+                why = f"request {next(iter(self.solo_waiting))} waits to run alone (the service died while it ran)"
+            else:
+                if suspects:
+                    self.solo = suspects[0]
+                    self.solo_waiting.pop(suspects[0], None)
+                return
+        raise HTTPException(503, f"{why}; retry the same request after Retry-After seconds",
+                            headers=retry_after(self.retry_after_s()))
+
     def _submit(self, rid: str, task: Any, sha: str, it: GradeRequest) -> _Running:
         req = ExecutionRequest(task=task, program=it.program, request_id=rid, time_limit_s=it.time_limit_s,
                                meta=dict(it.meta), trajectory=_trajectory(it.trajectory))
-        attempt = self.log.claim(rid, task.id, sha)
+        try:
+            attempt = self.log.claim(rid, task.id, sha)
+        except BaseException:
+            self._release_solo(rid)
+            raise
         fut: Future
         if attempt > self.max_attempts:
-            res = infra_result(req, f"request {rid} was started {attempt - 1} times and the service died each time "
-                                    "before it finished; it is not started again")
+            res = died_result(req, attempt - 1)
             self.log.append(req, res)
+            self._release_solo(rid)
             fut = Future()
             fut.set_result(res)
             return _Running(fut, task.id, sha, attempt)
@@ -210,6 +252,7 @@ class SandboxService:
         self.counters.add(executed=1)
 
         def done(f: Future) -> None:
+            self._release_solo(rid)
             with self._lock:
                 if self.running.get(rid) is run:
                     del self.running[rid]
@@ -219,6 +262,11 @@ class SandboxService:
 
         fut.add_done_callback(done)
         return run
+
+    def _release_solo(self, rid: str) -> None:
+        with self._lock:
+            if self.solo == rid:
+                self.solo = None
 
     def retry_after_s(self) -> float:
         """When a refused client should retry, seconds: about when the next execution finishes and frees a place
@@ -259,7 +307,19 @@ class SandboxService:
                                 executed=c.executed, rejected=c.rejected),
                       uptime_s=time.time() - c.started, n_tasks=len(self.tasks.ids()),
                       detail={"sandbox": getattr(self.executor, "mode", ""), "log": str(self.log.path),
-                              "max_attempts": self.max_attempts})
+                              "max_attempts": self.max_attempts, "running_alone": self.solo})
+
+
+def died_result(request: ExecutionRequest, starts: int) -> ExecutionResult:
+    """The final outcome of a request the service died during ``starts`` times (the last time running alone): the
+    program's failure (``runtime_error``, the task's failure reward, no score), not an ``infra_error``, which training
+    would leave out: a program that takes its host down, as by exhausting its memory, must not escape its grade."""
+    res = infra_result(request, f"the service died each of the {starts} times this program ran (the last time it ran "
+                                "alone), as when a program exhausts the host's memory; counted as the program's "
+                                "failure and not started again")
+    res.status = ExecutionStatus.RUNTIME_ERROR
+    res.reward = float(request.task.failure_reward)
+    return res
 
 
 def _trajectory(d: dict[str, Any] | None) -> Trajectory | None:
