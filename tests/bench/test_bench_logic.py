@@ -257,6 +257,34 @@ def test_world_model_quality_on_anchors_by_hand(tmp_path):
     assert qg["wm_anchor_pairs"] == 0 and all(qg[k] != qg[k] for k in bench_results.WM_QUALITY_COLUMNS[1:])  # NaN
 
 
+def test_run_dynamics_by_hand(tmp_path):
+    from wmrl.report.runs import load_run
+
+    rd = tmp_path / "wmrl" / "seed0"
+    rd.mkdir(parents=True)
+    (rd / "config.yaml").write_text("method: wmrl\n")
+    steps = [
+        {"step": 1, "wm_kendall_tau": None, "wm_favourite_regret": None, "n_recalled": 0, "n_wm_samples": 16,
+         "calibrator_mode": "identity", "policy_distinct_programs": 4.0, "policy_entropy": 6.0},
+        {"step": 2, "wm_kendall_tau": 0.5, "wm_favourite_regret": 0.2, "n_recalled": 3, "n_wm_samples": 12,
+         "calibrator_mode": "isotonic", "policy_distinct_programs": 2.0, "policy_entropy": 3.0},
+        {"step": 3, "wm_kendall_tau": -0.1, "wm_favourite_regret": 0.0, "n_recalled": 5, "n_wm_samples": 12,
+         "calibrator_mode": "isotonic", "policy_distinct_programs": 1.0, "policy_entropy": 1.0},
+    ]
+    (rd / "metrics.jsonl").write_text("\n".join(json.dumps(s) for s in steps) + "\n")
+    d = bench_results.run_dynamics(load_run(rd))
+    assert d["wm_kendall_tau"] == pytest.approx(0.2) and d["wm_favourite_regret"] == pytest.approx(0.1)
+    assert d["recall_hit_rate"] == pytest.approx(8 / 40)
+    assert d["calibrator_fitted_steps"] == pytest.approx(2 / 3)
+    assert d["final_distinct_programs"] == pytest.approx(7 / 3) and d["final_policy_entropy"] == pytest.approx(10 / 3)
+    g = tmp_path / "grpo" / "seed0"
+    g.mkdir(parents=True)
+    (g / "config.yaml").write_text("method: grpo\n")
+    (g / "metrics.jsonl").write_text(json.dumps({"step": 1, "alpha": 1.0, "n_wm_samples": 0}) + "\n")
+    dg = bench_results.run_dynamics(load_run(g))
+    assert all(dg[k] != dg[k] for k in bench_results.DYNAMICS_COLUMNS)  # NaN: nothing logged
+
+
 def test_train_task_evaluations_from_wmrl_eval_enter_the_table(preset, tmp_path):
     """Runs that did not evaluate their train tasks get them from `wmrl eval --train-tasks` (eval_cli.jsonl,
     `--checkpoint initial` for step 0): the table gains a train-task column and the learning notes a

@@ -104,6 +104,7 @@ def collect(out: str | Path) -> pd.DataFrame:
             "corpus_cpu_s": corpus["compute_cpu_s"] if corpus and uses_world_model(rd.parent.name) else 0.0,
             **_unit_costs(run),
             **world_model_quality(run),
+            **run_dynamics(run),
             **multiturn_columns(run, n_steps),
         })
     cols = ["method", "seed", "heldout_percentile", "initial_percentile", "heldout_valid_rate", "heldout_samples",
@@ -111,7 +112,7 @@ def collect(out: str | Path) -> pd.DataFrame:
             "train_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s", "total_cpu_s", "wall_s",
             "steps", "anchor_fraction", "corpus_cpu_s", "train_samples", "gen_cpu_s_per_sample",
             "sandbox_cpu_s_per_execution",
-            "update_cpu_s_per_step", *WM_QUALITY_COLUMNS, *MULTITURN_COLUMNS]
+            "update_cpu_s_per_step", *WM_QUALITY_COLUMNS, *DYNAMICS_COLUMNS, *MULTITURN_COLUMNS]
     df = pd.DataFrame(rows, columns=cols)
     order = {m: i for i, m in enumerate(METHODS)}
     if not df.empty:
@@ -227,6 +228,49 @@ def world_model_quality(run: Any) -> dict[str, float | int]:
             fired = run.metrics.loc[run.metrics["exploit_alarm"].fillna(False).astype(bool), "step"]
             if len(fired):
                 out["exploit_first_alarm"] = int(fired.iloc[0])
+    return out
+
+
+DYNAMICS_COLUMNS = ("wm_kendall_tau", "wm_favourite_regret", "recall_hit_rate", "calibrator_fitted_steps",
+                    "final_distinct_programs", "final_policy_entropy")
+#: Steps at the end of a run whose concentration figures are averaged.
+FINAL_STEPS = 5
+
+
+def run_dynamics(run: Any) -> dict[str, float]:
+    """What a run's steps did, from ``metrics.jsonl`` (:mod:`wmrl.core.ranking`); NaN where a figure was not
+    logged (a method without anchors or a world model, a run from before the figure).
+
+    - ``wm_kendall_tau``, ``wm_favourite_regret``: means over the steps with anchors of the world model's
+      within-group Kendall tau-b against the executed rewards and of the true reward lost by the world model's
+      favourite program of each anchor group.
+    - ``recall_hit_rate``: world-model samples trained on a recalled measured reward, over all world-model samples.
+    - ``calibrator_fitted_steps``: share of steps whose debiasing map was fitted (mode not ``identity``): 0 means
+      the run's debiasing never acted.
+    - ``final_distinct_programs``, ``final_policy_entropy``: means over the last :data:`FINAL_STEPS` steps of the
+      distinct programs per group and of the sequence-entropy estimate (nats): how far the policy collapsed.
+    """
+    m = run.metrics
+    out = dict.fromkeys(DYNAMICS_COLUMNS, math.nan)
+
+    def col(name: str) -> pd.Series:
+        return pd.to_numeric(m[name], errors="coerce") if name in m else pd.Series(dtype=float)
+
+    for key in ("wm_kendall_tau", "wm_favourite_regret"):
+        v = col(key).dropna()
+        if len(v):
+            out[key] = float(v.mean())
+    rec, n_wm = col("n_recalled").sum(), col("n_wm_samples").sum()
+    if n_wm > 0:
+        out["recall_hit_rate"] = float(rec / n_wm)
+    if "calibrator_mode" in m and m["calibrator_mode"].notna().any():
+        modes = m["calibrator_mode"].dropna()
+        out["calibrator_fitted_steps"] = float((modes != "identity").mean())
+    for key, name in (("final_distinct_programs", "policy_distinct_programs"),
+                      ("final_policy_entropy", "policy_entropy")):
+        v = col(name).dropna()
+        if len(v):
+            out[key] = float(v.iloc[-FINAL_STEPS:].mean())
     return out
 
 
