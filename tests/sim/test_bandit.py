@@ -49,3 +49,21 @@ def test_bad_specs():
         WorldModelSpec("offset", -1.0, 0.1)
     with pytest.raises(ValueError, match="blend"):
         WorldModelSpec("monotone", 1.5, 0.0)
+
+
+def test_rank_world_model_is_a_fixed_error_per_program():
+
+    p = BanditProblem.make(3, 16, seed=1)
+    q = BanditProblem.make(3, 16, seed=1)
+    assert np.array_equal(p.rank_error, q.rank_error) and np.array_equal(p.rewards, q.rewards)
+    rows, arms = np.arange(3)[:, None], np.tile(np.arange(16), (3, 1))
+    spec = WorldModelSpec("rank", 0.3, 0.0)
+    r = p.rewards[rows, arms]
+    a = world_model_scores(r, p.exploit[rows, arms], spec, np.random.default_rng(0), p.rank_error[rows, arms])
+    b = world_model_scores(r, p.exploit[rows, arms], spec, np.random.default_rng(9), p.rank_error[rows, arms])
+    assert np.array_equal(a, b) and np.allclose(a - r, 0.3 * p.rank_error)  # the same answer every time
+    with pytest.raises(ValueError, match="rank_error"):
+        world_model_scores(r, p.exploit[rows, arms], spec, np.random.default_rng(0))
+    # the world model's favourite programs are worse than the best ones, and no worse without error
+    assert p.world_model_optimum(spec) < p.optimum
+    assert p.world_model_optimum(WorldModelSpec("rank", 0.0, 0.0)) == pytest.approx(p.optimum)
