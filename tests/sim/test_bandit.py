@@ -52,7 +52,6 @@ def test_bad_specs():
 
 
 def test_rank_world_model_is_a_fixed_error_per_program():
-
     p = BanditProblem.make(3, 16, seed=1)
     q = BanditProblem.make(3, 16, seed=1)
     assert np.array_equal(p.rank_error, q.rank_error) and np.array_equal(p.rewards, q.rewards)
