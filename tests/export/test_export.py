@@ -281,25 +281,28 @@ def test_a_cut_last_line_is_skipped_and_said(tmp_path):
     assert len(tail["runs"][0]["skipped_lines"]) == 1 and tail["rows"] == 3
 
 
-def test_a_damaged_line_fails_and_keeps_the_previous_export(tmp_path):
+def test_a_damaged_line_is_skipped_counted_and_named(tmp_path):
     run = _tiny_run(tmp_path / "run")
-    _export(str(run))
-    before = (run / "samples.parquet").read_bytes()
     lines = (run / "samples.jsonl").read_text().splitlines()
     lines[1] = lines[1][:30]
     (run / "samples.jsonl").write_text("\n".join(lines) + "\n")
-    assert "samples.jsonl:2: not valid JSON" in _refused(str(run))
-    assert (run / "samples.parquet").read_bytes() == before  # the old file stands
+    out = _export(str(run))
+    assert "skipped 1 bad line; the first: samples.jsonl:2: not valid JSON" in out
+    assert pd.read_parquet(run / "samples.parquet")["sample"].tolist() == [0, 2, 3]
     assert not [p for p in run.iterdir() if ".tmp-" in p.name]  # no temporary file left
 
 
-def test_lines_that_are_not_samples_and_a_damaged_execution_log_are_refused(tmp_path):
+def test_lines_that_are_not_samples_are_skipped_and_a_damaged_execution_log_is_refused(tmp_path):
     run = _tiny_run(tmp_path / "run")
     good = (run / "samples.jsonl").read_text()
-    (run / "samples.jsonl").write_text(good + "[1, 2]\n")
-    assert "samples.jsonl:5: a JSON list, not a sample record" in _refused(str(run))
-    (run / "samples.jsonl").write_text(good + json.dumps({"group": 0}) + "\n")
-    assert "samples.jsonl:5: not a sample record (no integer 'step')" in _refused(str(run))
+    (run / "samples.jsonl").write_text(good + "[1, 2]\n" + json.dumps({"group": 0}) + "\n")
+    out = _export(str(run))
+    assert "skipped 2 bad lines; the first: samples.jsonl:5: a JSON list, not a sample record" in out
+    tail = json.loads(pq.read_metadata(run / "samples.parquet").metadata[RUNS_METADATA_KEY])
+    assert tail["rows"] == 4 and tail["runs"][0]["bad_lines"] == 2
+    (run / "samples.jsonl").write_text(json.dumps({"group": 0}) + "\n")
+    assert "none of its lines is a sample record" in _refused(str(run))
+    (run / "samples.parquet").unlink()
     (run / "samples.jsonl").write_text(good)
     (run / "executions.sqlite").write_bytes(b"not a database" * 100)
     assert "not a readable execution log" in _refused(str(run))

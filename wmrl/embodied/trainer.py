@@ -38,6 +38,7 @@ from wmrl.embodied.policy import Demos, GaussianPolicy, PolicyConfig, behaviour_
 from wmrl.embodied.progress import ProgressPredictor, fit_progress
 from wmrl.runs.ledger import Ledger
 from wmrl.runs.loop import Schedule, evaluated_at, run_steps
+from wmrl.runs.owner import RunDirOwner
 from wmrl.runs.rundir import RunDir, RunDirError, json_safe, now_iso, read_jsonl, rng_state, set_rng_state, \
     write_json_atomic, write_text_atomic
 from wmrl.runs.tracking import TrackerSet, open_trackers, probe_trackers
@@ -322,7 +323,9 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
     continues from its newest complete checkpoint; logs are cut back to that step.
 
     Raises:
-        RunDirError: a fresh run into a folder that already has progress, or nothing to resume.
+        RunDirError: a fresh run into a folder that already has progress, or nothing to resume; another live
+            trainer holds the run directory (its lock file ``.owner.lock``, held for the whole run); a run_dir
+            that names a file.
         ValueError: a bad suite (unknown task, overlapping task lists, splits over 50 states), raised
             before a fresh run's folder is made.
         TrackerUnavailable: a tracker of ``cfg.trackers`` whose package is not installed, refused before a fresh
@@ -332,28 +335,52 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
         rd = RunDir(resume_dir)
         if not rd.config.is_file():
             raise RunDirError(f"{resume_dir} is not an embodied run directory (no config.yaml)")
+        owner = RunDirOwner(rd.root)  # held for the whole run: one trainer per run directory
+        owner.acquire()
+    else:
+        if cfg is None:
+            raise ValueError("give a config or resume_dir")
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
+        rd = RunDir(cfg.run_dir or Path("runs") / f"embodied-{cfg.name or cfg.method}-{stamp}")
+        make_suite(cfg)  # a bad task list or split is refused before the run folder exists
+        probe_trackers(cfg.trackers, cfg.tracking)  # so is a tracker whose package is missing
+        owner = RunDirOwner(rd.root)
+        owner.claim()  # a new folder appears with its lock held: no other trainer ever sees it unlocked
+    try:
+        return _run_owned(cfg, rd, owner, resume=resume_dir is not None, stop_after_step=stop_after_step,
+                          progress=progress, artefacts_root=artefacts_root, accept_edited_config=accept_edited_config)
+    finally:
+        owner.release()
+
+
+def _run_owned(cfg: EmbodiedConfig | None, rd: RunDir, owner: RunDirOwner, *, resume: bool,
+               stop_after_step: int | None, progress: bool, artefacts_root: Path | None,
+               accept_edited_config: bool) -> dict[str, Any]:
+    """:func:`run_embodied` with ``owner`` held; a fresh start that fails before its first step removes the
+    folder it made (:meth:`RunDirOwner.discard`), and only that."""
+    if resume:
         why = rd.config_edited()
         if why and not accept_edited_config:
             raise RunDirError(why + "; pass --accept-edited-config to use it")
         cfg = config_from_dict(yaml.safe_load(rd.config.read_text()))
         probe_trackers(cfg.trackers, cfg.tracking)
     else:
-        if cfg is None:
-            raise ValueError("give a config or resume_dir")
-        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
-        rd = RunDir(cfg.run_dir or Path("runs") / f"embodied-{cfg.name or cfg.method}-{stamp}")
+        assert cfg is not None
         if rd.metrics.is_file() or rd.summary.is_file() or rd.checkpoints.is_dir() and any(rd.checkpoints.iterdir()):
             raise RunDirError(f"{rd.root} already holds a run: resume it with `wmrl embodied train --resume "
                               f"{rd.root}` or choose another run_dir")
-        make_suite(cfg)  # a bad task list or split is refused before the run folder exists
-        probe_trackers(cfg.trackers, cfg.tracking)  # so is a tracker whose package is missing
-        rd.create()
-        write_text_atomic(rd.config, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
-        rd.save_config_hash()
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
-    art = build_artefacts(cfg, artefacts_root, log=say)
-    tr = EmbodiedTrainer(cfg, rd, art)
-    if resume_dir is not None:
+    try:
+        if not resume:
+            rd.create()
+            write_text_atomic(rd.config, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+            rd.save_config_hash()
+        art = build_artefacts(cfg, artefacts_root, log=say)
+        tr = EmbodiedTrainer(cfg, rd, art)
+    except BaseException:
+        owner.discard()  # only a folder this call made
+        raise
+    if resume:
         good, notes = rd.resume_candidates()
         for n in notes:
             rd.log_line(f"{_now()} resume: passed over {n}")

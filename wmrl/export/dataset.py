@@ -7,9 +7,17 @@ gives the run's method, seed and name. A bench folder (``OUT/<method>/seed<k>/``
 runs one after the other into the same file.
 
 What is skipped, and said (the command's output and the file's metadata): a last ``samples.jsonl`` line that does
-not parse (a run killed mid-write); in a bench, a run with no samples yet. Everything else that is not a usable
-run is an :class:`ExportError` with what was wrong and what to pass. The file is written next to its target under
-a temporary name and renamed into place, so a reader never sees half a file and a failed export leaves none.
+not parse (a run killed mid-write); every other bad record, counted with the first named: a ``samples.jsonl`` line
+that is not a JSON object (damaged, nested too deep) or not a sample (no integer ``step``, an integer beyond 64
+bits), an anchor row of the execution log whose keys are not integers; in a bench, a run with no samples yet. Text
+that is not valid Unicode (a lone surrogate) is kept with U+FFFD in its place. Everything else that is not a usable
+run is an :class:`ExportError` with what was wrong and what to pass. Lines are read one at a time, so the export
+needs no more memory than its largest line and the execution log's anchor keys. The file is written next to its
+target under a temporary name and renamed into place, so a reader never sees half a file and a failed export
+leaves none.
+
+Over 500 lines: reading a run (its records, their checks, the join with the execution log) and writing its rows
+are one pipeline whose pieces share the row helpers; split, each half would import the other's privates.
 """
 from __future__ import annotations
 
@@ -29,6 +37,40 @@ import yaml
 
 from wmrl.export.schema import METADATA_KEY, RUNS_METADATA_KEY, SCHEMA_VERSION, arrow_schema
 from wmrl.program_text import clean
+
+#: The largest ``config.yaml`` read, bytes (a run's is a few KiB).
+CONFIG_MAX_BYTES = 4 * 1024**2
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """PyYAML's safe loader refusing aliases (``*name``): a run's ``config.yaml`` as wmrl writes it has none, and
+    a hand-made one with aliases could expand to any size (an "alias bomb") once its values are used."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.YAMLError(f"an alias (*name) at line {mark.line + 1}: a run's config.yaml holds none, and "
+                                 "aliases can expand to any size")
+        return super().compose_node(parent, index)
+
+
+def _read_config(path: Path, raw: bytes) -> Any:
+    """The YAML document of a run's ``config.yaml`` (its bytes ``raw``), within bounds.
+
+    Raises:
+        ExportError: over :data:`CONFIG_MAX_BYTES`, nested too deep, an alias, or not YAML (one line).
+    """
+    if len(raw) > CONFIG_MAX_BYTES:
+        raise ExportError(f"{path}: {len(raw)} bytes, more than a run's config.yaml holds ({CONFIG_MAX_BYTES}); "
+                          "restore the run's config.yaml")
+    try:
+        return yaml.load(raw.decode("utf-8", errors="replace"), Loader=_NoAliasLoader)  # noqa: S506 - safe loader
+    except RecursionError:
+        raise ExportError(f"{path}: nested too deep to read; restore the run's config.yaml") from None
+    except yaml.YAMLError as exc:
+        why = " ".join(str(exc).split())
+        raise ExportError(f"{path}: not valid YAML ({why}); restore the run's config.yaml") from exc
+
 
 #: Rows converted to Arrow and written at a time (bounds the memory of a long run's export).
 CHUNK_ROWS = 4096
@@ -54,7 +96,9 @@ class RunSource:
 @dataclass
 class RunReport:
     """What the export of one run did: ``rows`` written, ``executions_joined`` (rows and turns matched to the
-    execution log), ``skipped_lines`` (``"samples.jsonl:N: why"``), ``skipped`` (why the whole run was left out,
+    execution log), ``skipped_lines`` (one line per kind of record skipped: a cut last line, the bad
+    ``samples.jsonl`` lines with their count and the first named, the bad execution-log rows likewise),
+    ``bad_lines`` and ``bad_rows`` (how many of each were skipped), ``skipped`` (why the whole run was left out,
     or None)."""
 
     run_id: str
@@ -62,6 +106,9 @@ class RunReport:
     executions_joined: int = 0
     skipped_lines: list[str] = field(default_factory=list)
     skipped: str | None = None
+    bad_lines: int = 0
+    first_bad_line: str | None = None
+    bad_rows: int = 0
 
 
 @dataclass
@@ -124,34 +171,47 @@ def output_path(source: str | Path, out: str | Path | None) -> Path:
 
 
 # --------------------------------------------------------------------------- reading a run
-def read_samples(path: Path, skipped: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, record)`` of each line of a ``samples.jsonl``, read as a stream; a last line that does not
-    parse (a writer killed mid-line) is skipped and named in ``skipped``.
+def _bad(what: str, count: int, first: str) -> str:
+    """The one line that says how many bad records of ``what`` were skipped and names the first."""
+    return f"skipped {count} bad {what}{'s' if count != 1 else ''}; the first: {first}"
 
-    Raises:
-        ExportError: a line other than the last is not valid JSON (the file is damaged, not just cut short), or
-            a line is JSON but not an object.
-    """
-    bad: tuple[int, str] | None = None  # a line that does not parse: fine only if no other line follows
+
+def read_samples(path: Path, report: RunReport) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` of each line of a ``samples.jsonl`` that is a JSON object, read as a stream (one
+    line in memory at a time). A last line that does not parse (a writer killed mid-line) is skipped and named in
+    ``report.skipped_lines``; any other line that is not a JSON object (damaged, nested too deep to parse) is
+    counted in ``report.bad_lines``, the first named (:func:`note_bad_line`)."""
+    bad: tuple[int, str] | None = None  # a line that does not parse: cut short if no other line follows
     with open(path, encoding="utf-8", errors="replace") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             if bad is not None:
-                raise ExportError(f"{path}:{bad[0]}: not valid JSON ({bad[1]}) and not the last line, so the file is "
-                                  "damaged rather than cut short; restore it from a copy, or remove that line")
+                note_bad_line(report, path, bad[0], f"not valid JSON ({bad[1]})")
+                bad = None
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
                 bad = (n, exc.msg)
                 continue
+            except RecursionError:
+                note_bad_line(report, path, n, "nested too deep to read")
+                continue
             if not isinstance(rec, dict):
-                raise ExportError(f"{path}:{n}: a JSON {type(rec).__name__}, not a sample record; see "
-                                  "docs/run-directory.md")
+                note_bad_line(report, path, n, f"a JSON {type(rec).__name__}, not a sample record")
+                continue
             yield n, rec
     if bad is not None:
-        skipped.append(f"{path.name}:{bad[0]}: the last line is cut short ({bad[1]}); a run killed while writing it, "
-                       "skipped")
+        report.skipped_lines.append(f"{path.name}:{bad[0]}: the last line is cut short ({bad[1]}); a run killed "
+                                    "while writing it, skipped")
+
+
+def note_bad_line(report: RunReport, path: Path, n: int, why: str) -> None:
+    """Count one skipped ``samples.jsonl`` line in ``report`` (``bad_lines``); the first is kept in
+    ``first_bad_line``."""
+    report.bad_lines += 1
+    if report.first_bad_line is None:
+        report.first_bad_line = f"{path.name}:{n}: {why}"
 
 
 def _run_info(run: Path) -> dict[str, Any]:
@@ -160,12 +220,9 @@ def _run_info(run: Path) -> dict[str, Any]:
     cfg: dict[str, Any] = {}
     digest = None
     if cfg_path.is_file():
-        raw = cfg_path.read_bytes()
+        raw = cfg_path.read_bytes() if cfg_path.stat().st_size <= CONFIG_MAX_BYTES else b" " * (CONFIG_MAX_BYTES + 1)
         digest = hashlib.sha256(raw).hexdigest()
-        try:
-            loaded = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise ExportError(f"{cfg_path}: not valid YAML ({exc}); restore the run's config.yaml") from exc
+        loaded = _read_config(cfg_path, raw)
         cfg = loaded if isinstance(loaded, dict) else {}
     method = cfg.get("method")
     if isinstance(method, dict):  # an older layout: method: {name: ...}
@@ -177,8 +234,11 @@ def _run_info(run: Path) -> dict[str, Any]:
         except (json.JSONDecodeError, AttributeError):
             method = None
     seed = cfg.get("seed")
-    return {"run_name": str(cfg.get("name") or run.resolve().name), "method": None if method is None else str(method),
-            "seed": int(seed) if isinstance(seed, int) else None, "config_sha256": digest}
+    name = cfg.get("name")
+    return {"run_name": _str(name) if isinstance(name, str) and name else run.resolve().name,
+            "method": _str(method) if isinstance(method, str) else None,
+            "seed": seed if isinstance(seed, int) and not isinstance(seed, bool) and _INT64[0] <= seed <= _INT64[1]
+            else None, "config_sha256": digest}
 
 
 class Executions:
@@ -195,6 +255,9 @@ class Executions:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        #: Anchor rows skipped because a key is not an integer (or their meta is not JSON); the first, named.
+        self.bad_rows = 0
+        self.first_bad: str | None = None
         self.by_key: dict[tuple[int, int, int, int | None], dict[str, Any]] = {}
         self.by_group: dict[tuple[int, int], list[dict[str, Any]]] = {}
         self._conn: sqlite3.Connection | None = None
@@ -211,15 +274,20 @@ class Executions:
             d = dict(zip(self._COLS, r))
             try:
                 meta = json.loads(d.pop("meta") or "{}")
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError, TypeError):
                 continue
             if not isinstance(meta, dict) or meta.get("stream") != "anchor" or meta.get("step") is None:
                 continue
             extra = meta.get("extra")
             turn = extra.get("turn") if isinstance(extra, dict) else None
-            d.update(prompt=meta.get("prompt"), completion=meta.get("completion"))
-            key = (int(meta["step"]), int(meta.get("group_id", -1)), int(meta.get("sample", -1)),
-                   None if turn is None else int(turn))
+            d.update(prompt=_str(meta.get("prompt")), completion=_str(meta.get("completion")))
+            try:
+                key = (_key(meta["step"], "step"), _key(meta.get("group_id", -1), "group_id"),
+                       _key(meta.get("sample", -1), "sample"), None if turn is None else _key(turn, "turn"))
+            except ValueError as exc:
+                self.bad_rows += 1
+                self.first_bad = self.first_bad or f"{path.name} row id {d['id']}: {exc}"
+                continue
             self.by_key[key] = d
             self.by_group.setdefault((key[0], key[1]), []).append(d)
 
@@ -257,7 +325,7 @@ class Executions:
         if self._conn is None:
             return None
         row = self._conn.execute("SELECT program FROM executions WHERE id = ?", (rec["id"],)).fetchone()
-        return None if row is None else row[0]
+        return None if row is None else _str(row[0])
 
     def close(self) -> None:
         """Close the database (idempotent)."""
@@ -274,18 +342,52 @@ def _num(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+#: The integers a Parquet int64 column holds.
+_INT64 = (-(2**63), 2**63 - 1)
+
+
 def _int(v: Any) -> int | None:
+    """An integer field: None for null or a non-number.
+
+    Raises:
+        ValueError: an integer beyond 64 bits (the record cannot be written; it is skipped).
+    """
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
         return None
-    return int(v)
+    out = int(v)
+    if not _INT64[0] <= out <= _INT64[1]:
+        raise ValueError(f"an integer beyond 64 bits ({str(out)[:12]}..., {len(str(out))} digits)")
+    return out
+
+
+def _key(v: Any, name: str) -> int:
+    """An execution's key field as an integer.
+
+    Raises:
+        ValueError: not an integer of at most 64 bits (the message names the field and shows the value).
+    """
+    if isinstance(v, bool) or not isinstance(v, int) or not _INT64[0] <= v <= _INT64[1]:
+        raise ValueError(f"{name} {str(v)[:40]!r} is not an integer of at most 64 bits")
+    return v
 
 
 def _text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _str(v: Any) -> str | None:
-    return None if v is None else str(v)
+    """Text (a non-text value as its ``str``), lone surrogates (not valid Unicode, not writable) as U+FFFD."""
+    if v is None:
+        return None
+    text = v if isinstance(v, str) else str(v)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 #: The most characters of a program's error text (``error``, ``error_tail``) an exported row holds (the tail).
@@ -423,13 +525,24 @@ class _RunRows:
                 "observation_wm": _observation(t.get("observation_wm")), "_ex": rec}
 
 
+def _with_bad_lines_noted(lines: Iterator[tuple[int, dict[str, Any]]],
+                          report: RunReport) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``lines`` as they come; once they are read, the count of bad lines and the first (one line) is added to
+    ``report.skipped_lines``, after the note of a cut last line."""
+    yield from lines
+    if report.bad_lines:
+        cut = [x for x in report.skipped_lines if "the last line is cut short" in x]
+        rest = [x for x in report.skipped_lines if x not in cut]
+        report.skipped_lines[:] = rest + [_bad("line", report.bad_lines, report.first_bad_line or "")] + cut
+
+
 def run_rows(source: RunSource, report: RunReport) -> Iterator[list[dict[str, Any]]]:
     """The rows of one run in chunks of at most :data:`CHUNK_ROWS`, in ``samples.jsonl`` order; ``report`` is
     filled in as they are made.
 
     Raises:
-        ExportError: no ``samples.jsonl`` or no sample in it yet, a damaged line, a line that is not a sample
-            record, an unreadable ``config.yaml`` or execution log.
+        ExportError: no ``samples.jsonl`` or no sample in it yet (no line that is a sample), an unreadable
+            ``config.yaml`` (bad YAML, over :data:`CONFIG_MAX_BYTES`, an alias) or execution log.
     """
     path = source.path / "samples.jsonl"
     if not path.is_file():
@@ -441,11 +554,15 @@ def run_rows(source: RunSource, report: RunReport) -> Iterator[list[dict[str, An
     try:
         make = _RunRows(source, _run_info(source.path), ex)
         chunk: list[dict[str, Any]] = []
-        for n, rec in read_samples(path, report.skipped_lines):
+        if ex.bad_rows:
+            report.bad_rows = ex.bad_rows
+            report.skipped_lines.append(_bad("anchor row", ex.bad_rows, ex.first_bad or ""))
+        for n, rec in _with_bad_lines_noted(read_samples(path, report), report):
             try:
                 chunk.append(make.row(rec))
             except ValueError as exc:
-                raise ExportError(f"{path}:{n}: not a sample record ({exc}); see docs/run-directory.md") from exc
+                note_bad_line(report, path, n, f"not a sample record ({exc})")
+                continue
             if len(chunk) >= CHUNK_ROWS:
                 report.rows += len(chunk)
                 yield chunk
@@ -453,6 +570,9 @@ def run_rows(source: RunSource, report: RunReport) -> Iterator[list[dict[str, An
         if chunk:
             report.rows += len(chunk)
             yield chunk
+        if report.rows == 0 and report.bad_lines:
+            raise ExportError(f"{path}: none of its lines is a sample record ({report.skipped_lines[-1]}); see "
+                              "docs/run-directory.md")
         if report.rows == 0:
             raise ExportError(no_samples)
         report.executions_joined = make.joined
@@ -473,8 +593,8 @@ def export(source: str | Path, out: str | Path | None = None) -> ExportResult:
 
     Raises:
         ExportError: ``source`` is not a run directory or bench folder, a run directory has no samples yet (in a
-            bench: no run has any), a damaged ``samples.jsonl`` line, ``out`` is not a Parquet file or folder, or
-            the file cannot be written (the message names it). Nothing is left at ``out`` then.
+            bench: no run has any), no line of a ``samples.jsonl`` is a sample, ``out`` is not a Parquet file or
+            folder, or the file cannot be written (the message names it). Nothing is left at ``out`` then.
     """
     import pyarrow as pa  # noqa: PLC0415 - heavy/optional dependency
     import pyarrow.parquet as pq  # noqa: PLC0415 - heavy/optional dependency
@@ -510,7 +630,8 @@ def export(source: str | Path, out: str | Path | None = None) -> ExportResult:
                                   "export it after the runs' first steps")
             tail = {"rows": total, "runs": [{"run_id": r.run_id, "rows": r.rows, "skipped": r.skipped,
                                              "executions_joined": r.executions_joined,
-                                             "skipped_lines": r.skipped_lines} for r in reports]}
+                                             "skipped_lines": r.skipped_lines, "bad_lines": r.bad_lines,
+                                             "bad_rows": r.bad_rows} for r in reports]}
             writer.add_key_value_metadata({RUNS_METADATA_KEY.decode(): json.dumps(tail, sort_keys=True)})
         finally:
             writer.close()

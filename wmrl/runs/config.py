@@ -33,6 +33,17 @@ class ConfigError(ValueError):
     """A config key or value is not valid; the message names it and says what is allowed."""
 
 
+#: The largest seed a config takes: what numpy's global RNG accepts (``np.random.seed``; torch takes more).
+MAX_SEED = 2**32 - 1
+#: The largest YAML text :func:`load_yaml` parses, bytes (a config or a run's config.yaml is a few KiB).
+MAX_YAML_BYTES = 4 * 1024**2
+#: The most values a YAML document may hold once its aliases are expanded (each alias counts its whole value
+#: again): an "alias bomb" of 9 levels of 9 aliases holds 9**9 and would take gigabytes to walk or print.
+MAX_YAML_NODES = 1_000_000
+#: The deepest nesting :func:`load_yaml` parses (PyYAML's parser recurses once per level).
+MAX_YAML_DEPTH = 200
+
+
 class _StrictLoader(yaml.SafeLoader):
     """PyYAML's safe loader that refuses a key given twice in one mapping (plain YAML keeps the last)."""
 
@@ -52,13 +63,64 @@ def _no_duplicate_keys(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
 
 
-def load_yaml(text: str) -> Any:
-    """Parse YAML text like ``yaml.safe_load``, but refuse a key given twice in one mapping.
+class YAMLTooLarge(yaml.YAMLError):
+    """A YAML text beyond the bounds of :func:`load_yaml` (size, nesting, or values once aliases are expanded)."""
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """How many values the node graph ``root`` holds once every alias is expanded (a shared node counts once
+    per place it is used), counted without expanding anything; stops counting past :data:`MAX_YAML_NODES`.
 
     Raises:
-        yaml.YAMLError: bad YAML, or a duplicate key (the message names it and its line).
+        YAMLTooLarge: nesting deeper than :data:`MAX_YAML_DEPTH`.
     """
-    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    size: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 0, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        if id(node) in size and not done:
+            continue
+        if depth > MAX_YAML_DEPTH:
+            raise YAMLTooLarge(f"nested deeper than {MAX_YAML_DEPTH} levels (line {node.start_mark.line + 1})")
+        kids: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            kids = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            kids = [n for pair in node.value for n in pair]
+        if done:
+            size[id(node)] = min(MAX_YAML_NODES + 1, 1 + sum(size[id(k)] for k in kids))
+            continue
+        size[id(node)] = 0  # in progress: a node that contains itself (a recursive alias) adds nothing more
+        stack.append((node, depth, True))
+        stack.extend((k, depth + 1, False) for k in kids if id(k) not in size)
+    return size[id(root)]
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML text like ``yaml.safe_load``, but refuse a key given twice in one mapping, and refuse text
+    beyond bounds before anything is built from it: over :data:`MAX_YAML_BYTES`, nested deeper than
+    :data:`MAX_YAML_DEPTH`, or holding more than :data:`MAX_YAML_NODES` values once its aliases are expanded.
+
+    Raises:
+        yaml.YAMLError: bad YAML, or a duplicate key (the message names it and its line);
+            :class:`YAMLTooLarge` (a subclass) for text beyond the bounds (the message says which).
+    """
+    if len(text) > MAX_YAML_BYTES:
+        raise YAMLTooLarge(f"{len(text)} characters, more than a config may hold ({MAX_YAML_BYTES})")
+    loader = _StrictLoader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise YAMLTooLarge(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
+        if node is None:
+            return None
+        if _expanded_size(node) > MAX_YAML_NODES:
+            raise YAMLTooLarge(f"more than {MAX_YAML_NODES:,} values once its aliases (*name) are expanded; an alias "
+                               f"repeats its anchor's whole value: write the values out, or use fewer aliases")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -87,7 +149,7 @@ def _id_list(v: Any) -> Any:
     if isinstance(v, str) and not v.strip().startswith("["):
         return [x.strip() for x in v.split(",") if x.strip()]
     try:
-        return yaml.safe_load(v) if isinstance(v, str) else v
+        return load_yaml(v) if isinstance(v, str) else v
     except yaml.YAMLError:
         return v  # not a list: pydantic says so, naming the key
 
@@ -268,8 +330,9 @@ def read_config_file(path: str | Path | None) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ConfigError: ``path`` is a folder, not text, invalid YAML (message: file, line, column, problem), a key
-            given twice, or not a mapping at the top level.
+        ConfigError: ``path`` is a folder, not text, empty (or only comments), invalid YAML (message: file, line,
+            column, problem), a key given twice, beyond the bounds of :func:`load_yaml`, or not a mapping at the
+            top level.
     """
     if path is None:
         return {}
@@ -278,12 +341,18 @@ def read_config_file(path: str | Path | None) -> dict[str, Any]:
         raise ConfigError(f"config {str(p)!r} is a folder, not a YAML file")
     if not p.is_file():
         raise FileNotFoundError(f"config file {str(p)!r} not found")
+    if p.stat().st_size > MAX_YAML_BYTES:
+        raise ConfigError(f"config {p} is {p.stat().st_size} bytes, more than a config may hold ({MAX_YAML_BYTES}); "
+                          "is it the right file?")
     try:
-        data = load_yaml(p.read_text()) or {}
+        data = load_yaml(p.read_text())
     except UnicodeDecodeError as e:
         raise ConfigError(f"cannot parse {p} as YAML: not a text file ({e.reason} at byte {e.start})") from e
     except yaml.YAMLError as e:
         raise ConfigError(f"cannot parse {p} as YAML: {_yaml_error_text(e)}") from e
+    if data is None:
+        raise ConfigError(f"config {p} is empty: put in it the keys that differ from the defaults, e.g. "
+                          "`method: grpo` (every key with its default and help: `wmrl config show`)")
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: the top level must be a mapping of keys, got {type(data).__name__}")
     return data
@@ -329,7 +398,9 @@ def _set_path(root: type[BaseModel], data: dict[str, Any], dotted: str, raw: str
         # YAML parsing gives numbers, booleans, null and lists; the models' types do the rest.
         # String fields keep the raw text (so "model.name=1e3" stays "1e3"), except null.
         try:
-            value = yaml.safe_load(raw) if raw.strip() != "" else ""
+            value = load_yaml(raw) if raw.strip() != "" else ""
+        except YAMLTooLarge as e:
+            raise ConfigError(f"--set {dotted}: {e}") from None
         except yaml.YAMLError:
             value = raw
         if _strip(tp)[0] is str and value is not None:
@@ -359,6 +430,8 @@ def _yaml_error_text(e: yaml.YAMLError) -> str:
     """A parser error on one line: ``line L, column C: problem (while <context> at line L', column C')``."""
     problem = getattr(e, "problem", None)
     mark = getattr(e, "problem_mark", None)
+    if isinstance(e, YAMLTooLarge):
+        return str(e)
     if problem is None or mark is None:
         return " ".join(str(e).split())
     text = f"line {mark.line + 1}, column {mark.column + 1}: {problem}"

@@ -124,6 +124,8 @@ def sandbox_command(
         "Allow the weak rlimit-only mode when bwrap is missing (no isolation: trusted programs only!).")),
 ) -> None:
     """Serve the sandbox and the trusted grader: POST /v1/grade runs a program on a task and grades it."""
+    import sqlite3
+
     from wmrl.execution.log import ExecutionLog
     from wmrl.execution.pool import LocalExecutor
     from wmrl.execution.sandbox import SandboxConfig, SandboxUnavailable
@@ -137,7 +139,11 @@ def sandbox_command(
         n = len(suite)
     except Exception as e:  # noqa: BLE001 - a suite that is not built: say how to build it
         _fail(f"cannot read the tasks: {e}")
-    exlog = ExecutionLog(log_path)
+    try:
+        exlog = ExecutionLog(log_path)
+    except (sqlite3.DatabaseError, OSError) as e:
+        _fail(f"--log {log_path}: not a wmrl execution log, or not writable ({e}); pass a new file name or an "
+              f"execution log that wmrl wrote")
     sandbox = SandboxConfig(allow_unsandboxed=True) if unsandboxed else SandboxConfig()
     try:
         executor = LocalExecutor(max_workers=workers, sandbox=sandbox, log=exlog)

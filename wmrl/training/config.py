@@ -24,6 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from wmrl.core.recipe import BASELINE, WMRL, get_recipe, recipe_names
+from wmrl.models.backbone import CONTEXT_TOKENS
 from wmrl.runs import config as _kit
 from wmrl.runs.tracking import TRACKERS_HELP, Trackers, TrackingConfig, default_trackers
 from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for the text track's callers)
@@ -381,7 +382,8 @@ class TrainConfig(_Section):
     method: Method = Field(WMRL, description=_METHOD_HELP)
     name: str = Field("", description="Free-form run name (shown in reports); empty = the method.")
     run_dir: OptStr = Field(None, description="Run directory; null = runs/<name or method>-<UTC timestamp>.")
-    seed: Int = Field(0, ge=0, description="Seed of every RNG (python, numpy, torch, task order, router).")
+    seed: Int = Field(0, ge=0, le=_kit.MAX_SEED, description=(
+        "Seed of every RNG (python, numpy, torch, task order, router); numpy's global RNG takes at most 2**32 - 1."))
     checkpoint_every: Int = Field(1, ge=1, description=(
         "Checkpoint every N steps (1 = a SIGKILL loses at most the step in flight)."))
     keep_checkpoints: Int = Field(2, ge=1, description="Complete checkpoints kept on disk (older ones are pruned).")
@@ -408,6 +410,15 @@ class TrainConfig(_Section):
             return {k: {} if v is None and _is_section(getattr(cls.model_fields.get(k), "annotation", None)) else v
                     for k, v in data.items()}
         return data
+
+    @model_validator(mode="after")
+    def _tokens_fit_the_model(self) -> TrainConfig:
+        context = CONTEXT_TOKENS.get(self.model.name)
+        if context is not None and self.rollout.max_new_tokens >= context:
+            raise ValueError(f"rollout.max_new_tokens={self.rollout.max_new_tokens} does not fit model "
+                             f"{self.model.name!r}, whose context holds {context} tokens (prompt and completion); "
+                             f"set it below {context}, e.g. the default 96")
+        return self
 
     @model_validator(mode="after")
     def _wmrl_has_anchors(self) -> TrainConfig:

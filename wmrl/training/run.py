@@ -64,7 +64,8 @@ def run_training(config: TrainConfig, *, resume: bool = False,
     Raises:
         RunDirError: the run directory holds another run (without ``resume``); nothing to resume; no
             complete checkpoint although the run has done work; an edited ``config.yaml``; another
-            live trainer holds the run directory (its lock file ``.owner.lock``, held for the whole run).
+            live trainer holds the run directory (its lock file ``.owner.lock``, held for the whole run; a new
+            run directory is made with it held); a run_dir that names a file.
         ConfigError, FileNotFoundError: an invalid config (checked here too), a config that differs
             from the saved one in a frozen field, or from the parts. A start (not a resume) that fails
             before its step-0 checkpoint removes the run directory it made.
@@ -81,7 +82,9 @@ def run_training(config: TrainConfig, *, resume: bool = False,
         cfg.run_dir = _default_run_dir(cfg)
     rd = RunDir(cfg.run_dir)
     owner = RunDirOwner(rd.root)  # held for the whole run: one trainer per run directory
-    if rd.root.is_dir():
+    if not resume:
+        owner.claim()  # a new folder appears with its lock held: no other trainer ever sees it unlocked
+    elif rd.root.is_dir():
         owner.acquire()
     try:
         return _run_owned(cfg, rd, owner, resume=resume, components=components, stop_after_step=stop_after_step,
@@ -92,7 +95,7 @@ def run_training(config: TrainConfig, *, resume: bool = False,
 
 def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool, components: Components | None,
                stop_after_step: int | None, progress: bool | None, accept_edited_config: bool) -> RunSummary:
-    """:func:`run_training` with ``owner`` held (taken here once a fresh start has made the folder)."""
+    """:func:`run_training` with ``owner`` held (a resume of a missing folder holds nothing and is refused)."""
     import torch  # noqa: PLC0415 - heavy
 
     candidates, passed_over = rd.resume_candidates() if rd.root.exists() else ([], [])
@@ -140,7 +143,8 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
         if rd.root.exists() and (candidates or passed_over or rd.metrics.is_file() or rd.config.is_file()):
             raise RunDirError(f"{rd.root} already holds a run; continue it with `wmrl train --resume {rd.root}` "
                               f"or choose another run_dir")
-    existed = set(os.listdir(rd.root)) if rd.root.is_dir() else None  # what a failed start must not remove
+    # what a failed start must not remove: nothing of a folder it did not make, only what it added to one
+    existed = None if owner.made_root else set(os.listdir(rd.root)) if rd.root.is_dir() else set()
     if existed is not None and owner.created:
         existed.discard(OWNER_LOCK)
     fresh_start = latest is None
@@ -177,7 +181,7 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
             rd.save_config_hash()
     except BaseException:
         if fresh_start and not resume:
-            _remove_fresh(rd, existed)
+            _remove_fresh(rd, owner, existed)
         raise
     status = "failed"  # the trackers' closing status, unless the run gets further
     try:
@@ -191,7 +195,7 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
                 trainer.save_checkpoint()
             except BaseException:
                 if not resume:  # a start that never reached its first checkpoint leaves nothing behind
-                    _remove_fresh(rd, existed)
+                    _remove_fresh(rd, owner, existed)
                 raise
         write_json_atomic(rd.ledger, ledger.to_json())
         trainer.trackers = open_trackers(cfg.trackers, cfg.tracking, rd.root, config=config_to_dict(cfg),
@@ -249,16 +253,20 @@ def frozen_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
             and not any(k == m or (m.endswith(".") and k.startswith(m)) for m in RESUME_MUTABLE)]
 
 
-def _remove_fresh(rd: RunDir, before: set[str] | None) -> None:
-    """Undo a start that failed before its step-0 checkpoint: remove the folder it made, or, in a
-    folder that existed already, only the entries it added (``before``: the names that were there)."""
-
-    if before is None:
-        shutil.rmtree(rd.root, ignore_errors=True)
+def _remove_fresh(rd: RunDir, owner: RunDirOwner, before: set[str] | None) -> None:
+    """Undo a start that failed before its step-0 checkpoint: remove the folder this process made
+    (``owner.made_root``: renamed away, then deleted, so it is never seen half-deleted), or, in a folder
+    that existed already, only the entries this start added (``before``: the names that were there),
+    ``config.yaml`` and its hash last so that a kill midway leaves a folder that resumes or starts again."""
+    if owner.made_root:
+        owner.discard()
         return
-    for p in list(rd.root.iterdir()) if rd.root.is_dir() else []:
-        if p.name in before:
-            continue
+    if before is None or not rd.root.is_dir():
+        return
+    last = ("config.yaml.sha256", "config.yaml")
+    added = sorted((p for p in rd.root.iterdir() if p.name not in before),
+                   key=lambda p: last.index(p.name) + 1 if p.name in last else 0)
+    for p in added:
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
         else:
