@@ -1,4 +1,4 @@
-"""The ``cv`` fusion (inverse-probability-weighted control variate) and the ranking / concentration figures."""
+"""The ``cv`` fusion (inverse-probability-weighted difference estimator) and the ranking / concentration figures."""
 from __future__ import annotations
 
 import copy
@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from wmrl.core.advantages import group_advantages
-from wmrl.core.fusion import control_variate_coefficient
 from wmrl.core.ranking import policy_concentration, ranking_errors
 from wmrl.core.recipe import RecipeSettings, StepInputs, get_recipe
 
@@ -29,21 +28,18 @@ def _warm_state(rng: np.random.Generator, name: str = "wmrl-cv"):
     return rec, st
 
 
-def test_cv_advantages_are_the_inverse_probability_weighted_control_variate():
+def test_cv_advantages_are_the_inverse_probability_weighted_difference_estimator():
     rng = np.random.default_rng(3)
     rec, st = _warm_state(rng)
     gid = np.repeat(np.arange(M), G)
     r = rng.random(M * G)
     r_hat = np.clip(1 - r + 0.1 * rng.standard_normal(M * G), 0, 1)  # a world model that reverses the order
     anc = gid == 1
-    lam = control_variate_coefficient(st.window.true, st.window.calibrated, group_ids=st.window.clusters())
-    # lambda comes from the pairs of earlier steps only, which is the whole window before this step
-    assert 0 < lam <= 1
     out = rec.step(StepInputs(3, gid, anc, np.ones(M * G, bool), np.where(anc, r, np.nan), r_hat), st, SETTINGS)
     f = out.reward_wm_calibrated
     a_f, a_r = group_advantages(f, gid), group_advantages(r, gid)
-    expected = np.where(anc, lam * a_f + (a_r - lam * a_f) * M, lam * a_f)
-    assert out.stats["ppi_lambda"] == pytest.approx(lam) and out.stats["fusion_mode"] == "cv"
+    expected = np.where(anc, a_f + (a_r - a_f) * M, a_f)
+    assert out.stats["fusion_mode"] == "cv" and out.stats["ppi_lambda"] is None
     assert np.allclose(out.advantages, expected)
     assert np.allclose(out.weights, 1 / (M * G))
 
@@ -70,19 +66,6 @@ def test_cv_is_unbiased_over_the_routers_draws_whatever_the_world_models_order()
         StepInputs(3, gid, gid == k, np.ones(M * G, bool), np.where(gid == k, r, np.nan), r_hat),
         copy.deepcopy(st_p), SETTINGS)) for k in range(M)], axis=0)
     assert not np.allclose(ppi_mean / np.abs(ppi_mean).max(), grpo / np.abs(grpo).max())
-
-
-def test_control_variate_coefficient_is_the_within_group_slope():
-    r = np.array([0.1, 0.3, 0.5, 0.9])
-    f = np.array([0.2, 0.4, 0.1, 0.5])
-    g = np.array([0, 0, 1, 1])
-    # within-group centred: r (-0.1, 0.1, -0.2, 0.2), f (-0.1, 0.1, -0.2, 0.2) -> slope 1
-    assert control_variate_coefficient(r, f, group_ids=g) == pytest.approx(1.0)
-    assert control_variate_coefficient(r, 2 * f, group_ids=g) == pytest.approx(0.5)
-    assert control_variate_coefficient(r, -f, group_ids=g) == 0.0  # clipped at 0
-    assert control_variate_coefficient(r[:1], f[:1]) == 0.0
-    with pytest.raises(ValueError):
-        control_variate_coefficient(r, f[:3])
 
 
 def test_anchor_fraction_must_be_a_probability():

@@ -316,42 +316,6 @@ def fusion_weights(is_anchor: np.ndarray, alpha: float) -> np.ndarray:
     return w
 
 
-def control_variate_coefficient(reward_true: np.ndarray, reward_wm_calibrated: np.ndarray,
-                                group_ids: np.ndarray | None = None, clip: tuple[float, float] = (0.0, 1.0)) -> float:
-    """The variance-minimising coefficient of a control variate, lambda = Cov(r, f) / Var(f): the regression
-    slope of the true reward on the calibrated prediction, within groups when ``group_ids`` are given (the part
-    that reaches group-relative advantages), clipped to ``clip``. With inclusion probability rho the
-    inverse-probability-weighted estimator's variance is proportional to sum (r - lambda f)^2, which this lambda
-    minimises (the PPI++ coefficient of :func:`ppi_lambda` in the limit n_A / n_W -> 0).
-
-    Args:
-        reward_true: [N] float64 true rewards r of anchor samples.
-        reward_wm_calibrated: [N] float64 calibrated predictions f of the same samples.
-        group_ids: [N] group labels or None.
-        clip: (lo, hi) range of lambda.
-
-    Returns:
-        lambda (float); 0 when N < 2, no within-group degrees of freedom, or Var(f) = 0.
-
-    Raises:
-        ValueError: arrays of different lengths.
-    """
-    r = _arr("reward_true", reward_true)
-    f = _arr("reward_wm_calibrated", reward_wm_calibrated)
-    if r.shape != f.shape:
-        raise ValueError(f"reward_true and reward_wm_calibrated must have the same length, got {r.size} and {f.size}")
-    if r.size < 2:
-        return 0.0
-    rc, k = _centre(r, group_ids)
-    fc, _ = _centre(f, group_ids)
-    if r.size - k < 1:
-        return 0.0
-    var_f = float(np.sum(fc * fc))
-    if var_f <= 0:
-        return 0.0
-    return float(min(max(float(np.sum(rc * fc)) / var_f, clip[0]), clip[1]))
-
-
 def ppi_lambda(
     reward_true: np.ndarray,
     reward_wm_calibrated: np.ndarray,

@@ -294,7 +294,7 @@ class Recipe:
         recalled = ~anc & np.isfinite(measured)
         r_wm = np.where(recalled, measured, r_tilde)
         out = get_fusion(self.fusion)(FusionInputs(gid, anc, a_ok, w_ok, rt, r_tilde, r_wm,
-                                                   state.window if self.fuses else None, settings, x.step))
+                                                   state.window if self.fuses else None, settings))
         stats = out.stats
         fixed_alpha = {"all": 1.0, "none": 0.0}.get(self.anchors)
         if fixed_alpha is not None:
@@ -445,7 +445,7 @@ for _r in (
            debiasing="isotonic", fusion="equal", recall=True),
     Recipe("wmrl-ppi", "WMRL with the PPI++ rectified estimator instead of inverse-variance fusion", "fraction",
            debiasing="isotonic", fusion="ppi", recall=True),
-    Recipe("wmrl-cv", "WMRL with the inverse-probability-weighted control variate instead of inverse-variance "
+    Recipe("wmrl-cv", "WMRL with the inverse-probability-weighted difference estimator instead of inverse-variance "
            "fusion", "fraction", debiasing="isotonic", fusion="cv", recall=True),
     Recipe("wmrl-bias-aware", "WMRL with a bias-aware alpha (a persistent bias B^2 counted as variance)",
            "fraction", debiasing="isotonic", fusion="bias-aware", recall=True),
