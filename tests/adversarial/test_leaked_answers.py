@@ -119,7 +119,8 @@ def test_answers_leaked_in_any_form_are_refused(suite, form):
     r = CliRunner().invoke(app, ["tasks", "check", str(task_dir)])
     assert r.exit_code == 1, r.output
     naming = [line for line in r.output.splitlines() if rel in line]
-    assert len(naming) == 1 and naming[0].startswith(f"{TASK}: answers_in_public: {rel} holds the answers"), r.output
+    assert len(naming) == 1 and naming[0].startswith(f"{TASK}: answers_in_public: {rel} "), r.output
+    assert " holds the answers: " in naming[0], r.output
 
     with pytest.raises(ConfigError) as e:
         resolve_tasks(_train_config(suite))
@@ -144,6 +145,12 @@ def test_held_out_rows_readable_in_a_validation_view_are_refused(suite):
         resolve_tasks(_train_config(suite, turns=2))
     msg = str(e.value)
     assert "\n" not in msg and "public/train_full.parquet holds the validation answers" in msg, msg
+    r = CliRunner().invoke(app, ["tasks", "check", str(task_dir)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["tasks", "check", str(task_dir), "--views", "0.2"])
+    naming = [line for line in r.output.splitlines() if "public/train_full.parquet" in line]
+    assert r.exit_code == 1 and len(naming) == 1, r.output
+    assert naming[0].startswith(f"{TASK}: validation_view: task {TASK!r} has no validation view: "), r.output
 
 
 @pytest.mark.slow
