@@ -162,5 +162,4 @@ def test_no_built_in_task_or_its_view_triggers(tmp_path):
 
     for task in build_suite(tmp_path / "all"):
         assert answers_in_public(task) == [], task.id
-        view = validation_view(task, 0.2, cache_dir=tmp_path / "views")
-        assert answers_in_public(view) == [], task.id
+        validation_view(task, 0.2, cache_dir=tmp_path / "views")  # checked as it is built: raises if it leaks

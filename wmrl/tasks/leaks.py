@@ -2,12 +2,12 @@
 
 A program reads whatever ``public/`` holds, in whatever form: a leak is not a file name but the private answers
 themselves, the pairs (test id, target). :func:`public_leaks` reads each file under a task's ``public/`` as tables
-(:func:`read_tables`) and compares every column with the answers:
+(:func:`wmrl.tasks.tables.read_tables`) and compares every column with the answers:
 
 - **keyed by ids**: a column whose values cover the test ids (any name; at least :data:`MIN_COVERAGE` of them
   and :data:`MIN_IDS`, or all of a smaller test set; one row per id on :data:`ID_UNIQUENESS` of its rows) is an id
-  column, and any other column
-  of the same table that gives the private target for those ids, in any row order, is the answers;
+  column, and any other column of the same table that gives the private target for those ids, in any row order,
+  is the answers;
 - **in row order**: a table with as many rows as the test set, one of whose columns gives the targets in the
   answers' order.
 
@@ -18,13 +18,10 @@ target never counts. Regression targets agree within a relative 1e-4; labels as 
 a one-to-one recoding (``0``/``1`` for ``"died"``/``"survived"``) when the column has no more distinct values than
 the target. A byte-identical copy of the answers file is named as such.
 
-What is read: CSV, TSV and other delimited text (the delimiter sniffed), JSON (records, columns, ``split``,
-an id -> value mapping, nested one level or more), JSON lines, Parquet, Feather/Arrow IPC; each also gzip-, bz2-,
-xz- or zip-compressed (every member of a zip, up to :data:`MAX_ZIP_MEMBERS`). The form is taken from the name's
-suffix, else from the file's first bytes, so a misnamed table is still read; media and model files by suffix
-(:data:`SKIP_SUFFIXES`) are not. Bounds: the first :data:`MAX_READ_BYTES` of each file (decompressed),
-:data:`MAX_ROWS` rows and :data:`MAX_COLUMNS` columns per table, :data:`MAX_FILES` files (top-level first),
-:data:`MAX_TOTAL_BYTES` in all. A file that no reader parses within these bounds is skipped, not an error: it
+What is read: every file under ``public/`` (symlinks not followed) that :func:`wmrl.tasks.tables.read_tables` reads
+as tables (delimited text, JSON, JSON lines, Parquet, Feather/Arrow, compressed or zipped; the form from the suffix
+or the first bytes; the first 64 MiB of each), but media and model files by suffix; at most :data:`MAX_FILES` files
+(top-level first) and :data:`MAX_TOTAL_BYTES` in all. A file that no reader parses is skipped, not an error: it
 holds no table a program could read the answers from. Answers hidden any other way (encoded, a pickle, inside
 code) are not found.
 
@@ -36,15 +33,8 @@ the view's ``test.csv``).
 """
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
-import io
-import json
-import lzma
 import math
-import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +44,7 @@ import pandas as pd
 
 from wmrl.tasks.grading import _normalise_labels, normalise_ids, read_answers
 from wmrl.tasks.spec import Task
+from wmrl.tasks.tables import MAX_READ_BYTES, SKIP_SUFFIXES, read_tables
 
 #: Share of the compared rows a column must agree on to be the targets.
 AGREEMENT = 0.95
@@ -64,27 +55,10 @@ MIN_COVERAGE = 0.1
 MIN_IDS = 10
 #: Distinct ids per row, at least, among an id column's rows that list a test id (an age or an area repeats).
 ID_UNIQUENESS = 0.8
-#: Decompressed bytes read per file (the rest is ignored), bytes.
-MAX_READ_BYTES = 64 * 1024**2
 #: Bytes read over all files of one check, bytes; files beyond it are skipped.
 MAX_TOTAL_BYTES = 1024**3
-#: Rows and columns read per table.
-MAX_ROWS = 2_000_000
-MAX_COLUMNS = 512
-#: Files read per check (top-level files first, then by path), and members read per zip archive.
+#: Files read per check (top-level files first, then by path).
 MAX_FILES = 256
-MAX_ZIP_MEMBERS = 64
-#: Files never read as tables, by suffix (lower-cased).
-SKIP_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".wav", ".mp3", ".flac", ".ogg",
-                 ".mp4", ".avi", ".mov", ".pdf", ".npy", ".npz", ".pt", ".pth", ".bin", ".safetensors", ".h5", ".dcm",
-                 ".nii", ".md", ".html", ".py", ".ipynb")
-
-_COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-_MAGIC_COMPRESSED = ((b"\x1f\x8b", ".gz"), (b"BZh", ".bz2"), (b"\xfd7zXZ\x00", ".xz"), (b"PK\x03\x04", ".zip"))
-_DELIMITED = {".csv": ",", ".tsv": "\t", ".tab": "\t", ".psv": "|", ".txt": ",", ".dat": ",", ".data": ","}
-_JSON = (".json", ".jsonl", ".ndjson")
-_PARQUET = (".parquet", ".pq")
-_ARROW = (".feather", ".arrow", ".ipc")
 
 
 @dataclass(frozen=True)
@@ -115,156 +89,6 @@ class AnswerSet:
             cached = set(self.ids)
             object.__setattr__(self, "_idset", cached)
         return cached
-
-
-def _read_capped(path: Path, suffix: str) -> bytes:
-    opener = _COMPRESSED.get(suffix, open)
-    with opener(path, "rb") as f:
-        return f.read(MAX_READ_BYTES)
-
-
-def _blobs(path: Path) -> Iterator[tuple[str, bytes, bool]]:
-    """(name, decompressed bytes, is a zip member) of each stream in the file: itself (its name lower-cased,
-    less a compression suffix), or each member of a zip archive (its name in the archive)."""
-    name = path.name.lower()
-    suffix = Path(name).suffix
-    if suffix not in _COMPRESSED and suffix != ".zip":
-        with open(path, "rb") as f:
-            head = f.read(8)
-        suffix = next((s for magic, s in _MAGIC_COMPRESSED if head.startswith(magic)), "")
-        name = name + suffix if suffix else name
-    if suffix == ".zip":
-        with zipfile.ZipFile(path) as z:
-            for info in [i for i in z.infolist() if not i.is_dir()][:MAX_ZIP_MEMBERS]:
-                with z.open(info) as f:
-                    yield info.filename, f.read(MAX_READ_BYTES), True
-        return
-    yield (name[: -len(suffix)] if suffix else name), _read_capped(path, suffix), False
-
-
-def _delimiter(text: str, default: str) -> str:
-    """The delimiter among , tab ; | that splits the first lines into the same number (> 0) of fields."""
-    lines = [ln for ln in text.splitlines()[:50] if ln.strip()]
-    if not lines:
-        return default
-    best, best_n = default, 0
-    for d in (default, ",", "\t", ";", "|"):
-        counts = {ln.count(d) for ln in lines[:-1] or lines}
-        if len(counts) == 1 and (n := counts.pop()) > best_n:
-            best, best_n = d, n
-    return best
-
-
-def _json_tables(obj: Any, depth: int = 0) -> list[pd.DataFrame]:
-    """The tables of a parsed JSON document: records, columns, ``split``, index orients, an id -> value mapping,
-    and the same nested below the top (up to 3 levels)."""
-    out: list[pd.DataFrame] = []
-    if depth > 3:
-        return out
-    if isinstance(obj, list) and obj:
-        head = obj[:100]
-        if all(isinstance(r, dict) for r in head):
-            out.append(pd.DataFrame.from_records(obj[:MAX_ROWS]))
-        elif all(isinstance(r, list) for r in head):
-            out.append(pd.DataFrame(obj[:MAX_ROWS]))
-        elif not any(isinstance(r, (list, dict)) for r in head):
-            out.append(pd.DataFrame({"(values)": obj[:MAX_ROWS]}))
-    elif isinstance(obj, dict) and obj:
-        vals = list(obj.values())
-        if isinstance(obj.get("columns"), list) and isinstance(obj.get("data"), list):
-            try:
-                out.append(pd.DataFrame(obj["data"][:MAX_ROWS], columns=obj["columns"]))
-            except ValueError:
-                pass
-        if not any(isinstance(v, (list, dict)) for v in vals):
-            out.append(pd.DataFrame({"(key)": list(obj.keys()), "(value)": vals}))
-        elif all(isinstance(v, list) for v in vals) and len({len(v) for v in vals}) == 1:
-            out.append(pd.DataFrame({k: v[:MAX_ROWS] for k, v in obj.items()}))
-        elif all(isinstance(v, dict) for v in vals):
-            inner = list(vals[0].values())[:1]
-            if not any(isinstance(v, (list, dict)) for v in inner):
-                out.append(pd.DataFrame.from_dict(obj, orient="index").reset_index(names="(key)"))
-                out.append(pd.DataFrame(obj).reset_index(names="(key)"))
-        if not out:
-            for v in vals[:MAX_ZIP_MEMBERS]:
-                out += _json_tables(v, depth + 1)
-    return out
-
-
-def _arrow_table(blob: bytes, parquet: bool) -> pd.DataFrame:
-    import pyarrow as pa  # noqa: PLC0415 - heavy, only for binary tables
-    import pyarrow.feather as feather  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
-
-    batches, rows = [], 0
-    if parquet:
-        it = pq.ParquetFile(io.BytesIO(blob)).iter_batches(batch_size=65536)
-    else:
-        try:
-            reader = pa.ipc.open_file(io.BytesIO(blob))
-            it = (reader.get_batch(i) for i in range(reader.num_record_batches))
-        except pa.ArrowInvalid:
-            try:
-                it = iter(pa.ipc.open_stream(io.BytesIO(blob)))
-            except pa.ArrowInvalid:
-                it = iter(feather.read_table(io.BytesIO(blob)).to_batches())
-    for b in it:
-        batches.append(b.slice(0, MAX_ROWS - rows))
-        rows += batches[-1].num_rows
-        if rows >= MAX_ROWS:
-            break
-    if not batches:
-        return pd.DataFrame()
-    return pa.Table.from_batches(batches).to_pandas()
-
-
-def _parse(name: str, blob: bytes) -> list[pd.DataFrame]:
-    """The tables in one decompressed stream, by the name's suffix, else by its first bytes ([] if none)."""
-    suffix = Path(name.lower()).suffix
-    if suffix in _PARQUET or blob.startswith(b"PAR1"):
-        return [_arrow_table(blob, parquet=True)]
-    if suffix in _ARROW or blob.startswith((b"ARROW1", b"FEA1", b"\xff\xff\xff\xff")):
-        return [_arrow_table(blob, parquet=False)]
-    if b"\0" in blob[:8192]:
-        return []
-    text = blob.decode("utf-8", errors="replace")
-    if len(blob) == MAX_READ_BYTES:  # cut: keep whole lines
-        text = text[: text.rfind("\n") + 1]
-    stripped = text.lstrip()
-    if suffix in _JSON or stripped[:1] in ("{", "["):
-        try:
-            return _json_tables(json.loads(text))
-        except ValueError:
-            pass
-        try:
-            return [pd.read_json(io.StringIO(text), lines=True, dtype=False, nrows=MAX_ROWS)]
-        except ValueError:
-            if suffix in _JSON:
-                return []
-    sep = _delimiter(text[:65536], _DELIMITED.get(suffix, ","))
-    return [pd.read_csv(io.StringIO(text), sep=sep, dtype=str, keep_default_na=False, nrows=MAX_ROWS,
-                        on_bad_lines="skip", engine="c", low_memory=False)]
-
-
-def read_tables(path: Path) -> list[tuple[str, pd.DataFrame]]:
-    """Every table in the file at ``path`` (module docstring: forms and bounds) as (where, table): ``where`` is
-    empty, or the member of a zip archive that holds the table; column names as str, at most :data:`MAX_COLUMNS`
-    columns. Never raises: a file that cannot be parsed gives ``[]``."""
-    out: list[tuple[str, pd.DataFrame]] = []
-    try:
-        for name, blob, member in _blobs(path):
-            try:
-                tables = _parse(name, blob)
-            except Exception:  # noqa: BLE001 - any reader's failure means: no table here
-                continue
-            for df in tables:
-                if isinstance(df, pd.DataFrame) and len(df) and len(df.columns):
-                    df = df.iloc[:, :MAX_COLUMNS]
-                    df.columns = [str(c).strip() for c in df.columns]
-                    out.append((name if member else "", df.reset_index(drop=True)))
-    except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError, ValueError, RuntimeError):
-        return out
-    return out
 
 
 def _texts(values: Any) -> np.ndarray:
