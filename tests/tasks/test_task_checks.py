@@ -152,3 +152,27 @@ def test_the_check_command_names_the_problem(wmrl_binary_task):
     r = CliRunner().invoke(app, ["tasks", "check", str(wmrl_binary_task)])
     assert r.exit_code == 1
     assert "toy-binary: answers_in_public: public/a.csv is a copy of the answers file answers.csv" in r.output
+
+
+def test_files_that_parse_as_no_table_are_skipped_not_errors(wmrl_binary_task):
+    """Junk under a misleading name, a truncated archive, JSON nested past the parser's depth, an empty file, a
+    zip whose member inflates past the read cap: no table, no answers, no exception; a real leak beside them is
+    still named."""
+    import gzip
+    import zipfile
+
+    pub = wmrl_binary_task / "public"
+    rng = np.random.default_rng(0)
+    (pub / "junk.parquet").write_bytes(b"PAR1" + rng.bytes(4000))
+    (pub / "junk.feather").write_bytes(b"ARROW1" + rng.bytes(4000))
+    (pub / "cut.csv.gz").write_bytes(gzip.compress(b"id,label\n" * 2000)[:300])
+    (pub / "deep.json").write_text("[" * 200_000 + "]" * 200_000)
+    (pub / "empty.tsv").write_bytes(b"")
+    (pub / "binary.dat").write_bytes(b"\0\1\2" * 5000)
+    with zipfile.ZipFile(pub / "big.zip", "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("zeros.csv", b"0\n" * (40 * 1024**2))  # 80 MB inflated, more than the read cap
+    assert answers_in_public(load_task(wmrl_binary_task)) == []
+    ans = pd.read_csv(wmrl_binary_task / "private" / "answers.csv")
+    ans.to_json(pub / "hidden.dat", orient="index")  # misnamed JSON, {row: {id, label}}
+    assert [m.split(":")[0] for m in answers_in_public(load_task(wmrl_binary_task))] == [
+        "public/hidden.dat holds the answers"]

@@ -6,44 +6,26 @@ that; a metric whose direction disagrees with its leaderboard's order (``metric:
 board, best-first ascending) turns a bad score into a gold medal. Both are refused by name with the
 reason (:func:`require_sound_tasks`, called by the trainer and by ``wmrl eval``'s task resolution).
 
-What counts as answers in ``public/``:
-
-- a byte-identical copy of the answers file, anywhere under ``public/``;
-- a CSV with the id column in which some column equals the private target on at least
-  :data:`AGREEMENT` of the test ids it lists, when it lists at least :data:`MIN_COVERAGE` of them
-  (or all, for small test sets), and the column is not constant there (``sample_submission.csv``'s
-  constant placeholder is not an answer);
-- a CSV with as many rows as the test set in which some column, in row order, equals the target in
-  the answers' order on :data:`AGREEMENT` of the rows (not constant).
-
-Regression targets match within a relative 1e-4; labels match as normalised strings.
+What counts as answers in ``public/`` is decided by value, in every table a program can read there, whatever
+its name, form, column names or row order: :mod:`wmrl.tasks.leaks` (thresholds and what is read).
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 
 from wmrl.tasks import leaderboard as lb
 from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
-from wmrl.tasks.grading import (MetricCodeUnavailable, _normalise_labels, fast_path, normalise_ids, read_answers,
-                                score_submission)
+from wmrl.tasks.grading import MetricCodeUnavailable, fast_path, read_answers, score_submission
+from wmrl.tasks.leaks import public_leaks
 from wmrl.tasks.metrics import CODE_METRICS, metric_info
 from wmrl.tasks.probes import probe_submissions
 from wmrl.tasks.spec import InvalidSubmission, Task
-
-#: Share of matching values from which a public column counts as the answers.
-AGREEMENT = 0.95
-#: Share of the test ids a public file must list (with values) for the id-aligned check.
-MIN_COVERAGE = 0.1
-#: Public files larger than this are only compared byte for byte, bytes.
-MAX_READ_BYTES = 1024**3
+from wmrl.tasks.validation import validation_view
 
 #: The range of each metric's values: (lowest, highest) possible score.
 METRIC_RANGES: dict[str, tuple[float, float]] = {
@@ -72,85 +54,15 @@ class UnsoundTask(ValueError):
     """Tasks failed :func:`check_task`; the message names each one and why."""
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def _matches(values: pd.Series, truth: pd.Series, regression: bool) -> np.ndarray:
-    """Element-wise: does the public value equal the private target (bool array)."""
-    if regression:
-        a = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
-        b = truth.to_numpy(dtype=np.float64)
-        with np.errstate(invalid="ignore"):
-            return np.isclose(a, b, rtol=1e-4, atol=1e-9) & np.isfinite(a)
-
-    return (_normalise_labels(values.astype(str), ()).to_numpy() == truth.astype(str).to_numpy())
-
-
-def _leaks_in(df: pd.DataFrame, rel: str, task: Task, answers: pd.DataFrame) -> list[str]:
-    out: list[str] = []
-    regression = task.type == "regression"
-    target = answers[task.target]
-    n_test = len(answers)
-    if task.id_column in df.columns and n_test:
-        ids = normalise_ids(df[task.id_column])
-        pos = pd.Series(np.arange(len(df)), index=ids)
-        pos = pos[~pos.index.duplicated()]
-        found = answers[task.id_column].isin(pos.index).to_numpy()
-        n_found = int(found.sum())
-        if n_found >= min(n_test, max(10, math.ceil(MIN_COVERAGE * n_test))):
-            rows = pos.loc[answers[task.id_column][found]].to_numpy()
-            for col in df.columns:
-                if col == task.id_column:
-                    continue
-                vals = df[col].iloc[rows].reset_index(drop=True)
-                if vals.nunique(dropna=True) < 2:
-                    continue
-                agree = float(_matches(vals, target[found].reset_index(drop=True), regression).mean())
-                if agree >= AGREEMENT:
-                    out.append(f"public/{rel} holds the answers: its column {col!r} equals the private target "
-                               f"{task.target!r} on {agree:.0%} of the {n_found} test ids it lists")
-    if len(df) == n_test and n_test:
-        for col in df.columns:
-            if col == task.id_column:
-                continue
-            vals = df[col].reset_index(drop=True)
-            if vals.nunique(dropna=True) < 2:
-                continue
-            agree = float(_matches(vals, target.reset_index(drop=True), regression).mean())
-            if agree >= AGREEMENT and not any(f"column {col!r}" in o and rel in o for o in out):
-                out.append(f"public/{rel} holds the answers: its column {col!r}, in row order, equals the private "
-                           f"target {task.target!r} on {agree:.0%} of the {n_test} test rows")
-    return out
-
-
 def answers_in_public(task: Task) -> list[str]:
-    """Messages for every place under ``public/`` that holds the task's answers (see the module
-    docstring); empty when there is none.
+    """One message per file under ``public/`` that holds the task's answers, each naming the file
+    (:func:`wmrl.tasks.leaks.public_leaks`; for a validation view also its validation answers); empty when
+    there is none.
 
     Raises:
         FileNotFoundError, ValueError: the answers themselves cannot be read.
     """
-    answers = read_answers(task)
-    answers_hash = _sha256(Path(task.answers_path))
-    public = Path(task.public_dir)
-    out: list[str] = []
-    for path in sorted(p for p in public.rglob("*") if p.is_file() and not p.is_symlink()):
-        rel = str(path.relative_to(public))
-        size = path.stat().st_size
-        if size == Path(task.answers_path).stat().st_size and _sha256(path) == answers_hash:
-            out.append(f"public/{rel} is a copy of the answers file {Path(task.answers_path).name}")
-            continue
-        if not rel.lower().endswith((".csv", ".csv.gz", ".csv.zip", ".csv.bz2", ".csv.xz")) or size > MAX_READ_BYTES:
-            continue
-        try:
-            df = pd.read_csv(path, dtype=str, keep_default_na=False)
-        except Exception:  # noqa: BLE001 - an unreadable public file holds no readable answers
-            continue
-        df.columns = [str(c).strip() for c in df.columns]
-        out += _leaks_in(df, rel, task, answers)
-    return out
+    return public_leaks(task)
 
 
 def _board_metric_fix(task: Task) -> str:
@@ -205,27 +117,43 @@ def metric_problems(task: Task) -> list[TaskProblem]:
     return out
 
 
-def check_task(task: Task) -> list[TaskProblem]:
+def view_problems(task: Task, fraction: float) -> list[TaskProblem]:
+    """What stops ``task`` from running multi-turn episodes: its validation view at held-out ``fraction``
+    (:func:`wmrl.tasks.validation.validation_view`, seed 0, built once and cached) cannot be built, or a file of
+    the view's ``public/`` holds answers (the view is then refused; the message names the file)."""
+    try:
+        validation_view(task, fraction)
+    except (OSError, ValueError) as e:
+        return [TaskProblem(task.id, "validation_view", str(e))]
+    return []
+
+
+def check_task(task: Task, view_fraction: float | None = None) -> list[TaskProblem]:
     """Every reason ``task`` cannot be trained on (empty: sound): answers that cannot be read, answers
     in ``public/`` (:func:`answers_in_public`) and metric/leaderboard disagreements
-    (:func:`metric_problems`)."""
+    (:func:`metric_problems`); with ``view_fraction`` (multi-turn episodes) also its validation view's
+    (:func:`view_problems`)."""
     try:
         problems = [TaskProblem(task.id, "answers_in_public", m) for m in answers_in_public(task)]
     except (OSError, ValueError) as e:
         problems = [TaskProblem(task.id, "answers_unreadable", f"its answers cannot be read ({e}), so no "
                                 "submission can be graded; rebuild the task")]
-    return problems + metric_problems(task)
+    problems += metric_problems(task)
+    if view_fraction is not None and not problems:
+        problems += view_problems(task, view_fraction)
+    return problems
 
 
-def require_sound_tasks(tasks: list[Task], key: str = "tasks") -> None:
-    """Refuse tasks that fail :func:`check_task`.
+def require_sound_tasks(tasks: list[Task], key: str = "tasks", view_fraction: float | None = None) -> None:
+    """Refuse tasks that fail :func:`check_task` (with ``view_fraction``: their validation views too, as
+    multi-turn episodes use them).
 
     Raises:
         UnsoundTask: naming ``key`` (where the tasks came from), each task and its first problem.
     """
     bad: list[TaskProblem] = []
     for t in tasks:
-        problems = check_task(t)
+        problems = check_task(t, view_fraction)
         if problems:
             bad.append(problems[0])
     if bad:

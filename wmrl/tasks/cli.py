@@ -303,15 +303,21 @@ def check_cmd(
     allow_refused: bool = typer.Option(False, "--allow-refused", help="without task ids: exit 0 although some "
                                        "tasks under the roots were refused (cannot be graded), when every task "
                                        "that loaded passes; the refusals are still listed"),
+    views: float | None = typer.Option(None, "--views", help="also build each task's validation "
+                                       "view at this held-out fraction (e.g. 0.2, a config's "
+                                       "episode.validation_fraction) and check it as multi-turn training does"),
 ) -> None:
-    """Check tasks as the trainer does before training: answers in public/, a metric that disagrees
-    with its leaderboards; with --copies, copies of the test rows the sandbox leaves readable (with
-    --mask, also masked from then on). Prints one line per problem; without task ids, also every task
-    under the roots that was refused and why, and what was skipped. Exits 1 when any task has a problem
+    """Check tasks as the trainer does before training: answers in public/ (any table, by value), a metric
+    that disagrees with its leaderboards; with --views, the validation views of multi-turn episodes; with
+    --copies, copies of the test rows the sandbox leaves readable (with --mask, also masked from then on).
+    Prints one line per problem; without task ids, also every task under the roots that was refused and why,
+    and what was skipped. Exits 1 when any task has a problem
     or (unless --allow-refused) a task under the roots was refused."""
     from wmrl.tasks.checks import check_task
     from wmrl.tasks.loader import SuiteNotBuilt, TaskFormatError, TaskSuite
 
+    if views is not None and not 0.0 < views < 1.0:
+        _fail(f"--views {views}: the held-out fraction must lie strictly between 0 and 1, e.g. --views 0.2")
     disc = None
     if tasks:
         if allow_refused:
@@ -343,7 +349,7 @@ def check_cmd(
     for task in chosen:
         from wmrl.tasks.checks import TaskProblem
 
-        problems = check_task(task) + [TaskProblem(task.id, "answer_copy", c.message())
+        problems = check_task(task, views) + [TaskProblem(task.id, "answer_copy", c.message())
                                        for c in found.get(task.id, [])]
         bad += bool(problems)
         for p in problems:

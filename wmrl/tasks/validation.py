@@ -26,6 +26,10 @@ invisible to a program as a task's own ``private/`` (and is mode 0700 besides).
 Building is atomic (a temporary sibling folder renamed into place), so a crash never leaves a half-built
 view and concurrent builders are safe: the first rename wins, the others use its result. A cached view
 whose manifest is missing or whose files do not match it is rebuilt.
+
+A view whose ``public/`` holds answers is refused before it is renamed into place: the files copied from the
+task's ``public/`` are checked for the validation answers (the held-out rows under their view or original ids) and
+the test answers (:func:`wmrl.tasks.leaks.public_leaks`), so no program ever reads a view that tells it the answers.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from wmrl.paths import wmrl_home
+from wmrl.tasks.leaks import public_leaks
 from wmrl.tasks.spec import Task, ValidationSplit
 
 __all__ = ["ValidationSplit", "validation_view", "view_folder", "DEFAULT_FRACTION", "VIEW_FORMAT"]
@@ -50,7 +55,7 @@ __all__ = ["ValidationSplit", "validation_view", "view_folder", "DEFAULT_FRACTIO
 #: The default held-out share of train.csv.
 DEFAULT_FRACTION = 0.2
 #: Version of the view layout; part of the cache key, so a change of layout rebuilds the views.
-VIEW_FORMAT = 3
+VIEW_FORMAT = 4
 MANIFEST = "view.json"
 _CORE_FILES = ("train.csv", "test.csv", "sample_submission.csv")
 _INT_ID = re.compile(r"^-?\d+$")
@@ -103,7 +108,8 @@ def validation_view(task: Task, fraction: float = DEFAULT_FRACTION, seed: int = 
 
     Raises:
         ValueError: ``task`` is already a view, ``fraction`` is outside (0, 1), train.csv has fewer than 2
-            rows, lacks the target or id column, or test.csv has a feature column train.csv lacks.
+            rows, lacks the target or id column, test.csv has a feature column train.csv lacks, or a file of the
+            view's ``public/`` holds answers (one line naming the file).
         FileNotFoundError: a public file is missing.
     """
     if task.validation is not None:
@@ -250,6 +256,7 @@ def _build(task: Task, fraction: float, seed: int, folder: Path) -> None:
     tmp.mkdir()
     try:
         _write_view(task, fraction, seed, tmp)
+        _refuse_leaks(task, fraction, seed, tmp)
         try:
             os.replace(tmp, folder)
         except OSError:
@@ -258,6 +265,23 @@ def _build(task: Task, fraction: float, seed: int, folder: Path) -> None:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _refuse_leaks(task: Task, fraction: float, seed: int, out: Path) -> None:
+    """Refuse the view built at ``out`` when a file of its ``public/`` holds answers
+    (:func:`wmrl.tasks.leaks.public_leaks` on the view task).
+
+    Raises:
+        ValueError: one line naming the task, the file and what it holds.
+    """
+    manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    split = ValidationSplit(fraction=fraction, seed=seed, idmap_path=out / "private" / "idmap.csv",
+                            val_answers_path=out / "private" / "val_answers.csv",
+                            n_validation=int(manifest["n_validation"]))
+    found = public_leaks(dataclasses.replace(task, public_dir=out / "public", validation=split))
+    if found:
+        raise ValueError(f"task {task.id!r} has no validation view: {found[0]} (the file is copied from the task's "
+                         "public/ into the view); remove it from public/ or drop the targets from it")
 
 
 def _write_view(task: Task, fraction: float, seed: int, out: Path) -> None:

@@ -62,7 +62,8 @@ def resolve_tasks(cfg: TrainConfig, warn: Callable[[str], None] | None = None) -
         ConfigError: an unknown or refused task id (message lists the known ones or says why it was
             refused), no gradable train task left, a task without a leaderboard, or one that fails
             :func:`wmrl.tasks.checks.check_task` (answers in ``public/``, a metric that disagrees with
-            its leaderboard).
+            its leaderboard; with ``episode.max_turns`` > 1 also a validation view that cannot be built or
+            holds answers).
     """
 
     suite = TaskSuite(cfg.tasks.root) if cfg.tasks.root else default_suite()
@@ -108,8 +109,9 @@ def resolve_tasks(cfg: TrainConfig, warn: Callable[[str], None] | None = None) -
         raise ConfigError(f"tasks {sorted(overlap)} are both train and held-out tasks; held-out tasks must be unseen")
     require_leaderboards(train, "tasks.train")
     require_leaderboards(heldout, "tasks.heldout")
-    require_sound(train, "tasks.train")
-    require_sound(heldout, "tasks.heldout")
+    views = cfg.episode.validation_fraction if cfg.episode.max_turns > 1 else None
+    require_sound(train, "tasks.train", views)
+    require_sound(heldout, "tasks.heldout", views)
     return train, heldout
 
 
@@ -129,16 +131,17 @@ def record_tasks(rd: RunDir, cfg: TrainConfig, train: list[Any], heldout: list[A
                                                + [row(t, "heldout") for t in heldout]})
 
 
-def require_sound(tasks: list[Any], key: str) -> None:
+def require_sound(tasks: list[Any], key: str, view_fraction: float | None = None) -> None:
     """Refuse tasks with answers in ``public/`` or a metric that disagrees with its leaderboards
-    (:func:`wmrl.tasks.checks.require_sound_tasks`).
+    (:func:`wmrl.tasks.checks.require_sound_tasks`); with ``view_fraction`` (multi-turn episodes) also tasks
+    whose validation view at that held-out fraction cannot be built or holds answers.
 
     Raises:
         ConfigError: naming ``key``, each task and why.
     """
 
     try:
-        require_sound_tasks(tasks, key)
+        require_sound_tasks(tasks, key, view_fraction)
     except UnsoundTask as e:
         raise ConfigError(str(e)) from None
 
