@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,13 @@ def small_suite(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("small-suite")
     build_suite(root, SMALL_TASKS)
     return root
+
+
+@pytest.fixture(scope="module")
+def public(tmp_path_factory) -> Path:
+    """A folder with one small ``train.csv``, readable by anyone (what a sandbox mounts as ``public/``)."""
+    d = tmp_path_factory.mktemp("pub")
+    (d / "train.csv").write_text("id,x\n1,2\n")
+    for p in (d, d / "train.csv"):
+        os.chmod(p, os.stat(p).st_mode | stat.S_IROTH | stat.S_IXOTH)
+    return d

@@ -7,8 +7,6 @@ Each program runs through :func:`wmrl.execution.sandbox.run_program` and is judg
 """
 from __future__ import annotations
 
-import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -55,15 +53,6 @@ print("fork", os.waitpid(pid, 0)[1], flush=True)
 def _require_bwrap() -> None:
     if find_bwrap() is None:
         pytest.skip("bubblewrap (bwrap) is not installed")
-
-
-@pytest.fixture(scope="module")
-def public(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("pub")
-    (d / "train.csv").write_text("id,x\n1,2\n")
-    for p in (d, d / "train.csv"):
-        os.chmod(p, os.stat(p).st_mode | stat.S_IROTH | stat.S_IXOTH)
-    return d
 
 
 def _modes() -> list:

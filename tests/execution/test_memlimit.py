@@ -3,7 +3,6 @@ executions' cgroups, the mode recorded on the result, and the seccomp filter's s
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
 import time
@@ -18,15 +17,6 @@ from wmrl.execution.sandbox import SandboxConfig, SandboxUnavailable, find_bwrap
 from wmrl.execution.seccomp import userns_filter
 
 MiB = 1024**2
-
-
-@pytest.fixture(scope="module")
-def public(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("pub")
-    (d / "train.csv").write_text("id,x\n1,2\n")
-    for p in (d, d / "train.csv"):
-        os.chmod(p, os.stat(p).st_mode | stat.S_IROTH | stat.S_IXOTH)
-    return d
 
 
 def _cgroup_parent() -> Path:

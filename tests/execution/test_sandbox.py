@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -13,15 +12,6 @@ from wmrl.execution import supervise as sv
 from wmrl.execution.sandbox import SandboxConfig, SandboxUnavailable, UnsandboxedWarning, run_program
 
 from conftest import require_bwrap
-
-
-@pytest.fixture(scope="module")
-def public(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("pub")
-    (d / "train.csv").write_text("id,x\n1,2\n")
-    for p in (d, d / "train.csv"):
-        os.chmod(p, os.stat(p).st_mode | stat.S_IROTH | stat.S_IXOTH)
-    return d
 
 
 # -- pure parts ------------------------------------------------------------------------------------
