@@ -110,3 +110,13 @@ def test_policy_concentration():
     assert policy_concentration(np.array([0]), ["a"])["policy_entropy"] is None
     with pytest.raises(ValueError):
         policy_concentration(np.array([0, 1]), ["a"])
+
+
+def test_the_engine_gives_the_cv_fusion_the_routers_current_fraction():
+    from wmrl.step.engine import StepEngine
+
+    eng = StepEngine("wmrl-cv", RecipeSettings(), anchor_fraction=0.2)
+    assert eng.settings.anchor_fraction == pytest.approx(0.2)
+    eng.router.fraction = 0.4  # what the exploitation alarm's raise_anchors response does
+    assert eng.settings.anchor_fraction == pytest.approx(0.4)
+    assert StepEngine("grpo", RecipeSettings(anchor_fraction=0.3)).settings.anchor_fraction == pytest.approx(0.3)

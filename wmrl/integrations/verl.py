@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -135,6 +136,8 @@ def compute_wmrl_advantage(token_level_rewards: Any, response_mask: Any, index: 
     if settings is None:
         norm = True if config is None else bool(getattr(config, "norm_adv_by_std_in_grpo", True))
         settings = RecipeSettings(normalize_std=norm)
+    if recipe.fuses and env["anchor_fraction"] > 0:  # the cv fusion's inclusion probability: the hash router's rho
+        settings = replace(settings, anchor_fraction=env["anchor_fraction"])
     scores = (token_level_rewards * response_mask).sum(-1).detach().double().cpu().numpy()
     valid = scores != INFRA_SCORE
     if np.any((scores[valid] < -1e-6) | (scores[valid] > 1 + 1e-6)):

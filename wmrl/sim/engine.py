@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from typing import Any
 
@@ -196,8 +196,7 @@ class _RunState:
             normalize_std=cfg.normalize_std, calibrator_window=cfg.cal_window,
             calibrator_min_anchors=cfg.cal_min_anchors,
             calibrator_fallback="identity", calibrator_tie_break=1e-3,  # the study of record
-            window_pairs=None, window_steps=cfg.fusion_window, alpha_floor=cfg.alpha_min, alpha_ceiling=cfg.alpha_max,
-            anchor_fraction=self.router.fraction if self.router.fraction > 0 else 1.0)
+            window_pairs=None, window_steps=cfg.fusion_window, alpha_floor=cfg.alpha_min, alpha_ceiling=cfg.alpha_max)
         self.state = self.recipe.init_state(self.settings)
         self.latency = spec.latency_model
         self.rng_latency = np.random.default_rng([spec.seed, 3])
@@ -282,7 +281,8 @@ class _RunState:
             rw2 = np.concatenate([rw2, cat("r_hat2")])
         x = StepInputs(step=t, group_ids=gid, is_anchor=a, valid=valid, reward_true=rt, reward_wm=rw,
                        reward_wm_repeat=rw2, reward_recalled=self.measured[task, arm] if self.spec.recall else None)
-        out = self.recipe.step(x, self.state, self.settings)
+        rho = self.router.fraction  # the cv fusion's inclusion probability (the alarm may have raised it)
+        out = self.recipe.step(x, self.state, replace(self.settings, anchor_fraction=rho) if rho > 0 else self.settings)
         self.measured[task[a & valid], arm[a & valid]] = rt[a & valid]  # known from the next step on
         if due and spec.late == "calibration":
             cat = lambda key: np.concatenate([p[key] for p in due])  # noqa: E731

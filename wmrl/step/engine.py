@@ -115,12 +115,18 @@ class StepEngine:
         self.recipe: Recipe = lookup_recipe(method)
         self.router: Router = build_router(self.recipe, anchor_fraction, kind=router,
                                            min_anchor_every=min_anchor_every, seed=seed)
-        if self.recipe.fuses and self.router.fraction > 0:  # the cv fusion's inclusion probability rho
-            settings = replace(settings, anchor_fraction=self.router.fraction)
-        self.settings = settings
+        self._settings = settings
         self.state: RecipeState = self.recipe.init_state(settings)
 
     # ------------------------------------------------------------------ properties of the method
+    @property
+    def settings(self) -> RecipeSettings:
+        """The recipe's settings, with ``anchor_fraction`` the router's current rho for a recipe with both streams
+        (the ``cv`` fusion's inclusion probability follows the exploitation alarm's raised fraction)."""
+        if self.recipe.fuses and self.router.fraction > 0:
+            return replace(self._settings, anchor_fraction=self.router.fraction)
+        return self._settings
+
     @property
     def uses_world_model(self) -> bool:
         """Whether the recipe reads the world model's predictions."""
