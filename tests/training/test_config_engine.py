@@ -31,8 +31,17 @@ ROOT = Path(__file__).resolve().parents[2]
 #: once when the services added ``SERVE_LINES`` (without them: ``SAVED_BEFORE_SERVE``), and once when the experiment
 #: trackers added ``TRACKERS_BLOCK`` (without it: ``SAVED_BEFORE_TRACKERS``). A
 #: resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by
-#: accident (the newest changes first: ``TRACKERS_BLOCK``, then ``SERVE_LINES``).
+#: accident (the newest changes first: ``CACHE_LINE``, then ``TRACKERS_BLOCK``, then ``SERVE_LINES``).
 SAVED = {
+    "defaults": "b7ad7c9256df4d2dcf38805146a8b828c04178376ab9cef25c64c5464a2410b2",
+    "quickstart": "eea57573025c86f17e13852ab464e072bba68111a4b123b5110f614999db1575",
+    "tiny": "0210d96ce1d67bdc13013565e31de566382aaad11bba5f14304cfc2c428ed456",
+    "cpu-small/wmrl/0": "0920bbf072e6baa0b8a62ba8adf02e38732eca04fd0b045fef2b25481170b03a",
+    "gpu-paper/grpo/1": "b11e5bcae5916058db36b397dd480438133bee48bd57fa500baa78053c042cf4",
+}
+#: before the execution cache added ``executor.cache`` (``CACHE_LINE``; without it: ``SAVED_BEFORE_CACHE``)
+CACHE_LINE = "  cache: false\n"
+SAVED_BEFORE_CACHE = {
     "defaults": "c3c2b30e377b5c776e195659c44c5bc138d56e628fd1a3eb4f66c76707e4b63b",
     "quickstart": "52ee31f6311618dbe8fda3f37478eb94c1ba23f9c7ac1baaf06d4f087192a01b",
     "tiny": "dc28a5d9fda9fb91e1df31f20202ad555b02a95f01f1bd2487822f934418b08e",
@@ -141,6 +150,9 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
                                                      overrides=over))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED
     for k, v in dumps.items():
+        assert v.count(CACHE_LINE) == 1, k
+        v = v.replace(CACHE_LINE, "")
+        assert _sha(v) == SAVED_BEFORE_CACHE[k], k
         assert v.endswith(TRACKERS_BLOCK), k
         v = v.removesuffix(TRACKERS_BLOCK)
         assert _sha(v) == SAVED_BEFORE_TRACKERS[k], k
