@@ -45,7 +45,7 @@ def _flat(text: str) -> str:
     ("world_model.fit_time_budget_s=inf", ["world_model.fit_time_budget_s", "finite"]),
     ("executor.time_limit_s=nan", ["executor.time_limit_s", "finite"]),
     ("rollout.temperature=inf", ["rollout.temperature", "finite"]),
-    ("seed=-1", ["seed", "minimum", ">= 0"]),
+    ("seed=-1", ["seed", "minimum", "0 .. 4294967295"]),
 ])
 def test_non_finite_and_out_of_range_values_are_refused(override, words):
     with pytest.raises(ConfigError) as e:
@@ -185,7 +185,7 @@ def test_tasks_without_leaderboard_are_refused(monkeypatch):
     monkeypatch.setattr(parts, "TaskSuite", lambda root: suite)  # the name resolve_tasks reads
     import wmrl.tasks.checks as checks  # fake tasks have no answers on disk: only the boards are checked here
 
-    monkeypatch.setattr(checks, "check_task", lambda task: [])
+    monkeypatch.setattr(checks, "check_task", lambda task, view_fraction=None: [])
     cfg = load_config(None, ["tasks.root=/x", "tasks.train=[task0, task1]", "tasks.heldout=[task9]"])
     with pytest.raises(ConfigError) as e:
         parts.resolve_tasks(cfg)
