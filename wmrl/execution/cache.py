@@ -56,11 +56,12 @@ class CachingExecutor:
         self.misses = 0
         if log is not None:
             for rec in log.records():
-                if rec.get("status") == ExecutionStatus.INFRA_ERROR.value or not rec.get("program_sha256"):
-                    continue
+                key = (rec.get("task_id"), rec.get("program_sha256"), float(rec.get("time_limit_s") or 0.0))
+                if rec.get("status") == ExecutionStatus.INFRA_ERROR.value or not key[1] or key in self._done:
+                    continue  # rebuild each key's outcome once, not once per repeat of its program
                 res = log.result(str(rec["request_id"]))
                 if res is not None and res.status != ExecutionStatus.INFRA_ERROR:
-                    self._done.setdefault((res.task_id, res.program_sha256, float(res.time_limit_s)), res)
+                    self._done[(res.task_id, res.program_sha256, float(res.time_limit_s))] = res
 
     def _hit(self, request: ExecutionRequest, source: ExecutionResult) -> ExecutionResult:
         res = replace(source, request_id=request.request_id, wall_s=0.0, cpu_s=0.0, grade_s=0.0)
