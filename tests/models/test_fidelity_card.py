@@ -160,3 +160,27 @@ def test_rows_collected_step_by_step_give_the_same_card_and_survive_a_checkpoint
     assert rows.card().status_acc1.value is None and rows.card().mae.value is not None
     with pytest.raises(ValueError, match="1 predictions with 2 true rewards"):
         rows.add(np.array([0.5]), [0.5, 0.1], ["valid"], [(3, 0)])
+
+
+def test_ranking_figures_by_hand_and_an_old_card_without_them_still_loads():
+    # group a: the world model reverses the order of three programs (tau-b = -1), its favourite (0.9) is the worst
+    # (true 0.2) of a best 0.8: regret 0.6. Group b: the same order on both sides (tau-b = 1), regret 0. Group c:
+    # one program, defining neither figure.
+    pred = [0.1, 0.5, 0.9, 0.2, 0.7, 0.4]
+    true = [0.8, 0.5, 0.2, 0.1, 0.6, 0.3]
+    groups = ["a", "a", "a", "b", "b", "c"]
+    card = fidelity_card(pred, true, ["valid"] * 6, groups, n_boot=50, seed=0)
+    assert card.kendall_tau.value == pytest.approx(0.0)
+    assert card.favourite_regret.value == pytest.approx(0.3)
+    assert card.kendall_tau.lo == pytest.approx(-1.0) and card.kendall_tau.hi == pytest.approx(1.0)
+    one = fidelity_card(pred[:3], true[:3], ["valid"] * 3, groups[:3], n_boot=0)
+    assert (one.kendall_tau.value, one.favourite_regret.value) == (pytest.approx(-1.0), pytest.approx(0.6))
+    single = fidelity_card([0.3], [0.4], ["valid"], ["c"], n_boot=0)
+    assert single.kendall_tau.value is None and single.favourite_regret.value is None
+    assert any("Kendall" in n for n in single.notes)
+    old = card.to_dict()
+    for name in ("kendall_tau", "favourite_regret"):
+        del old["figures"][name]
+    loaded = FidelityCard.from_dict(old)
+    assert loaded.kendall_tau.value is None and loaded.pairwise_acc == card.pairwise_acc
+    assert "Kendall tau-b in groups" in format_card(card)

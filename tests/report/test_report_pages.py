@@ -74,11 +74,14 @@ def test_report_compares_runs_and_embeds_pngs(tmp_path):
     assert "full config" in page and "Not finished" in page
     for heading in ("Did the agent improve?", "Reward against steps", "Reward against compute",
                     "Evaluations: train and held-out leaderboard percentile",
-                    "Calibration map before and after debiasing", "Alpha and noise variance over time",
+                    "Calibration map before and after debiasing", "Ranking error and collapse",
+                    "Alpha and noise variance over time",
                     "Compute ledger"):
         assert f"<h2>{heading}</h2>" in page
     imgs = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
-    assert len(imgs) >= 6
+    assert len(imgs) >= 7
+    ranking = page.split("<h2>Ranking error and collapse</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "data:image/png" in ranking
     assert all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in imgs)
     assert "http://" not in page and "https://" not in page  # self-contained
 

@@ -46,6 +46,8 @@ def write_fake_run(root: Path, method: str = "wmrl", steps: int = 6, seed: int =
             "exec_count": int(r.size), "exec_sandbox_cpu_s": ex_cpu,
             "cum_wall_s": cum["wall"], "cum_exec_count": cum["exec"], "cum_exec_sandbox_cpu_s": cum["sbx"],
             "cum_compute_cpu_s": cum["compute"],
+            "wm_kendall_tau": float(0.2 + 0.05 * s) if method not in ("grpo", "wm") else None,
+            "policy_distinct_programs": max(1.0, 4.0 - 0.5 * s), "policy_entropy": max(0.1, 6.0 - 0.8 * s),
         })
         if method != "grpo" and r.size:
             cal.append({"step": s, "mode": "isotonic" if s > 2 else "identity", "n_window": 4 * (s - 1),

@@ -263,6 +263,42 @@ def fig_alpha_noise(runs: Sequence[RunData], labels: Sequence[str] | None = None
     return finish_axes(fig, (ax_a, ax_v), "training step", legend_fontsize=7)
 
 
+def fig_ranking_and_collapse(runs: Sequence[RunData], labels: Sequence[str] | None = None) -> Any | None:
+    """The world model's order inside the anchor groups and the policy's concentration, over steps.
+
+    Left: ``wm_kendall_tau`` (within-group Kendall tau-b of the world model's score against the executed reward,
+    steps with anchor groups only; :mod:`wmrl.core.ranking`). Middle: ``policy_distinct_programs`` (distinct
+    programs among a group's samples, mean over the step's groups). Right: ``policy_entropy`` (minus the mean
+    sequence log-probability of the samples, nats). ``None`` if no run logged any of them.
+    """
+    plt = _plt()
+    panels = (("wm_kendall_tau", "world model's Kendall tau-b in anchor groups"),
+              ("policy_distinct_programs", "distinct programs per group"),
+              ("policy_entropy", "policy entropy estimate (nats)"))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    drawn = False
+    for i, run in enumerate(runs):
+        lab = labels[i] if labels else f"{run.name} [{run.method}]"
+        st = _col(run.metrics, "step")
+        if st is None:
+            continue
+        for ax, (key, _) in zip(axes, panels, strict=True):
+            y = _col(run.metrics, key)
+            if y is None:
+                continue
+            m = y.notna()
+            if m.any():
+                ax.plot(st[m], y[m], color=color_for(i), lw=1.5, label=lab, marker=_marker(m))
+                drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    for ax, (_, title) in zip(axes, panels, strict=True):
+        ax.set_title(title, fontsize=9)
+    axes[0].set_ylim(-1.05, 1.05)
+    return finish_axes(fig, axes, "training step", legend_fontsize=7)
+
+
 def ledger_breakdown(run: RunData) -> dict[str, float]:
     """Training compute of one run split into parts, in CPU-seconds (from ``ledger.json``).
 

@@ -205,10 +205,17 @@ def render_report(runs: Sequence[RunData], title: str | None = None, command: st
             H.paragraph("The world model's prediction for every anchor program (executed for real at its own step) "
                         "against its execution: the outcome class (syntax error, runtime error, no submission, valid) "
                         "at 1 and 2 guesses, the ROC AUC of the predicted failure probability, the reward's "
-                        "calibration error over 10 equal-mass bins of the raw prediction, its MAE, Spearman, and "
-                        "the pairwise accuracy within groups. In brackets: 95% cluster-bootstrap intervals over "
+                        "calibration error over 10 equal-mass bins of the raw prediction, its MAE, Spearman, "
+                        "the pairwise accuracy and Kendall tau-b within groups, and the true reward lost by "
+                        "following the world model's favourite of each group. In brackets: 95% cluster-bootstrap intervals over "
                         "groups (docs/models.md, 'The fidelity card').", "note"),
             H.table_html(fid)))
+    add_fig("Ranking error and collapse", P.fig_ranking_and_collapse(runs),
+            "Left: how well the world model orders the programs inside each anchor group (Kendall tau-b against "
+            "the executed reward; 1 = execution's order, 0 = chance). A monotone calibration cannot change this "
+            "order, so where it is low the world-model groups push the policy towards the wrong programs. Middle "
+            "and right: how many distinct programs the policy writes per task and its entropy; when every sample "
+            "of a group is one program all its advantages are 0 and the group teaches nothing.")
     add_fig("Alpha and noise variance over time", P.fig_alpha_noise(runs),
             "alpha = (n_A/V_A) / (n_A/V_A + n_W/V_W) with V_W = V_A + sigma_xi^2 (inverse-variance fusion).")
     led = P.fig_ledger(runs)

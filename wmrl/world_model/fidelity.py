@@ -24,7 +24,13 @@ rewards, and gives each figure as a point value with a 95% bootstrap interval:
 - ``pairwise_acc``: within-group pairwise accuracy, the share of pairs inside a group with different true
   rewards that the prediction orders the same way, ties 1/2
   (:func:`wmrl.world_model.metrics.pairwise_ranking_accuracy`; 0.5 = chance; what GRPO's group-relative
-  advantages feel). None without such a pair.
+  advantages feel). None without such a pair;
+- ``kendall_tau``: Kendall's tau-b of predicted against true reward inside each group, averaged over the groups
+  where it is defined (two or more distinct values on both sides; :func:`wmrl.core.ranking.ranking_errors`):
+  the order GRPO's advantages follow, which no monotone calibration of the score can change;
+- ``favourite_regret``: per group of two or more programs, the best true reward minus the true reward of the
+  program the world model rates highest (ties share), averaged over groups (reward units; 0 = the world model's
+  favourite is always the best): what a policy that follows the world model's favourite loses.
 
 Besides: ``n`` programs, ``n_groups``, ``n_dropped`` (rows without a true class: infrastructure errors, not the
 program's outcome), ``n_pairs``, the truth's status mix (share per class), and the prediction's: the mean
@@ -57,6 +63,7 @@ from typing import Any
 
 import numpy as np
 
+from wmrl.core.ranking import ranking_errors
 from wmrl.world_model.metrics import bias_by_decile, pairwise_ranking_accuracy
 from wmrl.world_model.outcome import STATUS_CLASSES, OutcomePrediction, status_index
 
@@ -64,11 +71,13 @@ __all__ = ["FIGURES", "LABELS", "Figure", "FidelityCard", "FidelityRows", "fidel
            "format_card", "format_figure"]
 
 #: The card's figures, in the order they are shown.
-FIGURES: tuple[str, ...] = ("status_acc1", "status_acc2", "failure_auc", "ece", "mae", "spearman", "pairwise_acc")
+FIGURES: tuple[str, ...] = ("status_acc1", "status_acc2", "failure_auc", "ece", "mae", "spearman", "pairwise_acc",
+                            "kendall_tau", "favourite_regret")
 #: What each figure is, as a row label.
 LABELS: dict[str, str] = {
     "status_acc1": "status accuracy @1", "status_acc2": "status accuracy @2", "failure_auc": "failure AUC",
     "ece": "reward ECE", "mae": "reward MAE", "spearman": "Spearman", "pairwise_acc": "pairwise accuracy in groups",
+    "kendall_tau": "Kendall tau-b in groups", "favourite_regret": "regret of the favourite in groups",
 }
 _VALID = status_index("valid")
 
@@ -121,6 +130,8 @@ class FidelityCard:
     mae: Figure
     spearman: Figure
     pairwise_acc: Figure
+    kendall_tau: Figure
+    favourite_regret: Figure
     truth_mix: dict[str, float]
     pred_mix: dict[str, float] | None
     pred_top_mix: dict[str, float] | None
@@ -201,6 +212,12 @@ def _ece(p: np.ndarray, t: np.ndarray, bins: int) -> float:
     return float(sum(b["n"] * abs(b["pred_mean"] - b["true_mean"]) for b in bias_by_decile(p, t, bins)) / p.size)
 
 
+def _group_mean(per_group: np.ndarray) -> float | None:
+    """The mean of the defined (finite) per-group values, None when no group defines it."""
+    ok = np.isfinite(per_group)
+    return float(per_group[ok].mean()) if ok.any() else None
+
+
 class _Rows:
     """The checked rows of one card and the figures of any multiset of their groups."""
 
@@ -216,12 +233,16 @@ class _Rows:
         codes: dict[Hashable, int] = {}
         of_row = np.array([codes.setdefault(g, len(codes)) for g in groups], dtype=np.int64)
         self.members = [np.flatnonzero(of_row == k) for k in range(len(codes))]
-        agree, pairs = [], []
+        agree, pairs, taus, regrets = [], [], [], []
         for idx in self.members:  # a group's pairs never leave it: its counts are summed over the drawn groups
             acc, n = pairwise_ranking_accuracy(reward[idx], true[idx], [0] * idx.size)
             agree.append(acc * n if n else 0.0)
             pairs.append(n)
+            rank = ranking_errors(np.zeros(idx.size, dtype=np.int64), true[idx], reward[idx])
+            taus.append(math.nan if rank.kendall_tau is None else rank.kendall_tau)
+            regrets.append(math.nan if rank.favourite_regret is None else rank.favourite_regret)
         self.agree, self.pairs = np.asarray(agree), np.asarray(pairs, dtype=np.int64)
+        self.taus, self.regrets = np.asarray(taus), np.asarray(regrets)
 
     @property
     def n_groups(self) -> int:
@@ -236,6 +257,7 @@ class _Rows:
             "status_acc1": None, "status_acc2": None, "failure_auc": None,
             "ece": _ece(p, t, self.ece_bins), "mae": float(np.abs(p - t).mean()), "spearman": _spearman(p, t),
             "pairwise_acc": float(self.agree[drawn].sum() / n_pairs) if n_pairs else None,
+            "kendall_tau": _group_mean(self.taus[drawn]), "favourite_regret": _group_mean(self.regrets[drawn]),
         }
         if self.probs is not None:
             out.update(status_acc1=float(self.hit1[idx].mean()), status_acc2=float(self.hit2[idx].mean()),
@@ -322,6 +344,10 @@ def fidelity_card(pred: OutcomePrediction | Sequence[float] | np.ndarray, true_r
         notes.append("Spearman undefined: the predicted or the true rewards are constant")
     if point["pairwise_acc"] is None:
         notes.append("pairwise accuracy undefined: no group has two programs with different true rewards")
+    if point["kendall_tau"] is None:
+        notes.append("Kendall tau-b undefined: no group has two distinct predicted and two distinct true rewards")
+    if point["favourite_regret"] is None:
+        notes.append("regret of the favourite undefined: no group has two programs")
     counts = np.bincount(cls, minlength=len(STATUS_CLASSES))
     p = None if probs is None else probs[k]
     figures: dict[str, Any] = {f: fig(f) for f in FIGURES}  # Figure each, by the field's name
