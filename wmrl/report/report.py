@@ -207,8 +207,8 @@ def render_report(runs: Sequence[RunData], title: str | None = None, command: st
                         "at 1 and 2 guesses, the ROC AUC of the predicted failure probability, the reward's "
                         "calibration error over 10 equal-mass bins of the raw prediction, its MAE, Spearman, "
                         "the pairwise accuracy and Kendall tau-b within groups, and the true reward lost by "
-                        "following the world model's favourite of each group. In brackets: 95% cluster-bootstrap intervals over "
-                        "groups (docs/models.md, 'The fidelity card').", "note"),
+                        "following the world model's favourite of each group. In brackets: 95% cluster-bootstrap "
+                        "intervals over groups (docs/models.md, 'The fidelity card').", "note"),
             H.table_html(fid)))
     add_fig("Ranking error and collapse", P.fig_ranking_and_collapse(runs),
             "Left: how well the world model orders the programs inside each anchor group (Kendall tau-b against "
