@@ -22,7 +22,7 @@ from wmrl.tasks.layouts.dsbench import is_dsbench_home
 from wmrl.tasks.layouts.mlebench import mlebench_default_data_dir
 from wmrl.tasks.spec import Split, Task
 from wmrl.paths import default_task_roots
-from wmrl.tasks.checks import load_problems
+from wmrl.tasks.checks import load_problems, one_line
 
 __all__ = ["DEFAULT_TIME_LIMIT_S", "GRADER_ALIASES", "HIDDEN_DATA_DIRS", "MAX_DEPTH", "Discovery", "SuiteNotBuilt",
            "TaskFormatError", "TaskSuite", "default_suite", "detect_dsbench_task", "detect_layout", "discover",
@@ -101,6 +101,14 @@ def load_task(path: Path | str, *, search: Sequence[Path | str] = ()) -> Task:
             return lay.load(root, extra)
     kinds = [f"{lay.expects} ({lay.title})" for lay in LAYOUTS]
     raise TaskFormatError(f"{root} is not a task folder: expected {', '.join(kinds[:-1])} or {kinds[-1]}")
+
+
+def load_error(folder: Path, e: BaseException) -> str:
+    """Why the task folder ``folder`` failed to load, in one line: a :class:`TaskFormatError` says it itself;
+    anything else names the folder and the error (its type where the message alone does not say it)."""
+    if isinstance(e, TaskFormatError):
+        return one_line(e)
+    return f"task folder {folder} cannot be loaded: {one_line(e)}"
 
 
 @dataclass
@@ -227,8 +235,8 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
     for _kind, d in candidates:
         try:
             t = load_task(d, search=search)
-        except (TaskFormatError, ValueError, OSError) as e:
-            disc.refused.append((d.name, d, str(e)))
+        except Exception as e:  # noqa: BLE001 - one broken competition is refused by name, the others load
+            disc.refused.append((d.name, d, load_error(d, e)))
             continue
         if t.id in by_id:
             raise TaskFormatError(f"two task folders share the id {t.id!r} (field 'id'): {by_id[t.id].root} and "
