@@ -112,3 +112,44 @@ def test_list_check_and_grade_handle_the_good_ones(broken_root, tmp_path):
     r = runner.invoke(app, ["tasks", "grade", "bad-missing-module", str(sub), "--root", str(broken_root)])
     _no_crash(r)
     assert r.exit_code != 0 and "wmrl_no_such_module_abc" in _flat(r.output)
+
+
+def test_grade_by_id_loads_only_that_task(broken_root, tmp_path, monkeypatch):
+    import wmrl.tasks.loader as loader
+
+    loaded: list[str] = []
+    real = loader.load_task
+
+    def spy(path, **kw):
+        loaded.append(Path(path).name)
+        return real(path, **kw)
+
+    monkeypatch.setattr(loader, "load_task", spy)
+    answers = pd.read_csv(broken_root / "mle-bench-data" / "mleb-attrition" / "prepared" / "private" / "test.csv")
+    sub = tmp_path / "sub.csv"
+    answers.assign(**{answers.columns[1]: 0.5}).to_csv(sub, index=False)
+    r = CliRunner().invoke(app, ["tasks", "grade", "mleb-attrition", str(sub), "--root", str(broken_root)])
+    _no_crash(r)
+    assert r.exit_code == 0, r.output
+    assert loaded == ["mleb-attrition"]
+
+
+def test_grade_of_a_data_folder_path_finds_its_metadata_under_root(broken_root, tmp_path):
+    # the prepared data alone, away from the checkout: its config.yaml lies only under the root given
+    data = tmp_path / "elsewhere" / "mleb-attrition"
+    shutil.copytree(broken_root / "mle-bench-data" / "mleb-attrition", data)
+    answers = pd.read_csv(data / "prepared" / "private" / "test.csv")
+    sub = tmp_path / "sub.csv"
+    answers.assign(**{answers.columns[1]: 0.5}).to_csv(sub, index=False)
+    r = CliRunner().invoke(app, ["tasks", "grade", str(data), str(sub), "--root", str(broken_root / "mle-bench")])
+    _no_crash(r)
+    assert r.exit_code == 0, r.output
+    assert "task mleb-attrition:" in r.output
+
+
+def test_serve_sandbox_takes_root():
+    import typer.main
+
+    serve = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]
+    opts = {o for p in serve.commands["sandbox"].params for o in p.opts}
+    assert {"--root", "--tasks-root"} <= opts
