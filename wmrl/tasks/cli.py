@@ -158,7 +158,7 @@ def list_cmd(
             "split": t.split, "layout": t.layout, "time_limit_s": t.time_limit_s,
             "leaderboards": len(t.leaderboard_paths), "source": t.source, "license": t.license,
             "root": str(t.root)} for t in tasks], indent=1))
-        if disc.refused or disc.skipped:
+        if disc.refused or disc.skipped or any(t.warnings for t in tasks):
             typer.echo(disc.summary(), err=True)
         if disc.refused:
             raise typer.Exit(1)
@@ -362,7 +362,7 @@ def check_cmd(
         if not problems:
             typer.echo(f"{task.id}: ok")
     refused = disc.refused if disc is not None else []
-    if disc is not None and (refused or disc.skipped):
+    if disc is not None and (refused or disc.skipped or any(t.warnings for t in disc.tasks.values())):
         typer.echo(disc.summary())
     if bad:
         typer.secho(f"{bad} of {len(chosen)} task(s) would be refused for training", fg="red", err=True)

@@ -130,7 +130,8 @@ class Discovery:
     roots: list[Path] = field(default_factory=list)
 
     def summary(self) -> str:
-        """One paragraph: tasks found per adapter, skipped folders grouped by reason, each refused task and why."""
+        """One paragraph: tasks found per adapter, skipped folders grouped by reason, each refused task and why,
+        and each loaded task's warnings (what the loader inferred that may be wrong)."""
         by: dict[str, int] = {}
         for t in self.tasks.values():
             by[t.adapter] = by.get(t.adapter, 0) + 1
@@ -143,6 +144,8 @@ class Discovery:
             lines.append(f"skipped {n} folder(s): {why}")
         for tid, _path, why in self.refused:
             lines.append(f"refused {tid}: {why}")
+        for t in self.tasks.values():
+            lines += [f"warning: {w}" for w in t.warnings]
         return "\n".join(lines)
 
 

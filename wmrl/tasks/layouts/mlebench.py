@@ -102,7 +102,7 @@ def load(root: Path, search: Sequence[Path] = ()) -> Task:
     meta.update(hints)
     meta.setdefault("medals", "always")  # MLE-bench's grading code never reads awards_medals
     meta.setdefault("score_decimals", 5)  # MLE-bench's Grader.__call__ rounds every score to 5 decimals
-    meta = infer_meta(meta, public_dir, answers)
+    meta = infer_meta(meta, public_dir, answers, hints_path)
     leaderboards = tuple(p for p in (meta_dir / "leaderboard.csv",) if p.is_file())
     if by_code and code is not None:
         meta = code_metric(meta, public_dir, code, "mlebench", leaderboards)
