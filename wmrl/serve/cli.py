@@ -31,8 +31,9 @@ _HEADER = typer.Option(10.0, "--header-timeout-s", min=0.1, help=(
     "the connection is closed (token or not)."))
 _IDLE = typer.Option(30.0, "--idle-timeout-s", min=0.1, help=(
     "Longest a connection may sit between requests, or leave its answer unread, seconds; then it is closed."))
-_ROOTS = typer.Option(None, "--tasks-root", help="Task roots (repeatable; default: $WMRL_TASKS_ROOT, else the "
-                                                 "built-in suite), the same the trainer uses.")
+_ROOTS = typer.Option(None, "--root", "--tasks-root", help="Task roots (repeatable; default: $WMRL_TASKS_ROOT, else "
+                                                           "the built-in suite), the same the trainer uses; "
+                                                           "--tasks-root is the older spelling.")
 
 
 def _fail(msg: str) -> NoReturn:

@@ -210,7 +210,7 @@ class RemoteExecutor:
         missing = sorted(set(task_ids) - have)
         if missing:
             raise ValueError(f"the sandbox service {self.client.url} does not know task(s) {', '.join(missing)}; "
-                             "start it with the same task roots as the trainer (--tasks-root)")
+                             "start it with the same task roots as the trainer (--root)")
 
     def wire_id(self, request: ExecutionRequest) -> str:
         """The id ``request`` has on the service."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from wmrl.tasks import leaderboard as lb
 from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
-from wmrl.tasks.grading import MetricCodeUnavailable, fast_path, read_answers, score_submission
+from wmrl.tasks.grading import MetricCodeUnavailable, cap_message, fast_path, read_answers, score_submission
 from wmrl.tasks.leaks import public_leaks
 from wmrl.tasks.metrics import CODE_METRICS, metric_info
 from wmrl.tasks.probes import probe_submissions
@@ -177,8 +177,11 @@ def code_problems(task: Task) -> list[TaskProblem]:
         try:
             theirs = run_metric_code(task.layout, task.metric_code, task.answers_path, path)
         except MetricCodeError as e:
+            if "needs a module" in str(e):
+                return [TaskProblem(task.id, "metric_code", f"task {task.id!r}: its grading code {name} cannot run "
+                                    f"here: {one_line(e)}")]
             return [TaskProblem(task.id, "metric_code", f"task {task.id!r}: its grading code {name} could not score "
-                                f"a valid submission ({e}); fix the code or install what it needs")]
+                                f"a valid submission ({one_line(e)}); fix the code or install what it needs")]
     if theirs.higher_is_better is not None and theirs.higher_is_better == task.lower_is_better:
         out.append(TaskProblem(task.id, "metric_direction", f"task {task.id!r}: field 'lower_is_better': its grading "
                                f"code declares higher_is_better={theirs.higher_is_better}, but the task says "
@@ -230,15 +233,30 @@ def reward_problems(task: Task) -> list[TaskProblem]:
 
 def load_problems(task: Task) -> list[TaskProblem]:
     """The checks run when a benchmark task is loaded (:func:`wmrl.tasks.loader.discover`): metric versus
-    leaderboards (:func:`metric_problems`), the reward and the sample submission (:func:`reward_problems`),
-    and the benchmark's metric code (:func:`code_problems`). Empty: the task is consistent."""
+    leaderboards (:func:`metric_problems`), the benchmark's metric code (:func:`code_problems`: a code that
+    cannot run is named before anything that would fail because of it), then the reward and the sample
+    submission (:func:`reward_problems`). Empty: the task is consistent. Never raises for a problem of the
+    task: whatever fails becomes that task's one problem, naming the cause."""
     try:
         out = metric_problems(task)
         if out:
             return out
-        out = reward_problems(task)
+        out = code_problems(task)
         if out:
             return out
-        return code_problems(task)
+        return reward_problems(task)
+    except MetricCodeUnavailable as e:
+        return [TaskProblem(task.id, "metric_code", f"task {task.id!r}: {one_line(e)}")]
     except (OSError, ValueError) as e:
-        return [TaskProblem(task.id, "answers_unreadable", f"task {task.id!r} cannot be checked: {e}")]
+        return [TaskProblem(task.id, "answers_unreadable", f"task {task.id!r} cannot be checked: {one_line(e)}")]
+    except Exception as e:  # noqa: BLE001 - a broken competition is refused by name, never a crash of the root
+        return [TaskProblem(task.id, "check_failed", f"task {task.id!r} cannot be checked: {one_line(e)}")]
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as one line of at most 400 characters: its message (with the exception's type when the
+    message alone would not say what failed), its lines joined."""
+    text = " ".join(str(e).split())
+    if not isinstance(e, (OSError, ValueError, RuntimeError)) or not text:
+        text = f"{type(e).__name__}: {text}" if text else type(e).__name__
+    return cap_message(text)

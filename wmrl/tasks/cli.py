@@ -47,8 +47,10 @@ def _looks_like_path(arg: str) -> bool:
     return any(s in arg for s in seps) or arg.startswith("~") or arg in (".", "..")
 
 
-def _load_folder(task: str):
-    from wmrl.tasks.loader import TaskFormatError, load_task
+def _load_folder(task: str, dir_: Path | list[Path] | None = None):
+    """The task folder ``task`` of any layout; the roots given with ``--root`` are searched for its benchmark
+    package's metadata (an MLE-bench data folder whose ``config.yaml`` lies in a checkout given as a root)."""
+    from wmrl.tasks.loader import TaskFormatError, load_error, load_task
 
     path = Path(task).expanduser()
     if not path.exists():
@@ -56,10 +58,13 @@ def _load_folder(task: str):
     if not path.is_dir():
         _fail(f"{path} is a file, not a task folder; give a task id (see 'wmrl tasks list') or the path of a task "
               "folder")
+    search = [r for r in _roots(dir_) if r.is_dir()] if dir_ else []
     try:
-        return load_task(path)
+        return load_task(path, search=search)
     except TaskFormatError as exc:
         _fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - a broken folder is one line, never a traceback
+        _fail(load_error(path, exc))
 
 
 def _resolve_task(task: str, dir_: Path | list[Path] | None):
@@ -73,17 +78,17 @@ def _resolve_task(task: str, dir_: Path | list[Path] | None):
     if not task.strip():
         _fail("the task id is empty; give a task id (see 'wmrl tasks list') or the path of a task folder")
     if _looks_like_path(task):
-        return _load_folder(task)
+        return _load_folder(task, dir_)
     root = _roots(dir_)
     try:
         return TaskSuite(root).get(task)
     except SuiteNotBuilt as exc:
         if Path(task).is_dir():
-            return _load_folder(task)
+            return _load_folder(task, dir_)
         _fail(str(exc))
     except KeyError as exc:
         if Path(task).is_dir():
-            return _load_folder(task)
+            return _load_folder(task, dir_)
         _fail(exc.args[0])
     except TaskFormatError as exc:
         _fail(f"the task suite in {root} cannot be loaded: {exc}")
@@ -153,7 +158,7 @@ def list_cmd(
             "split": t.split, "layout": t.layout, "time_limit_s": t.time_limit_s,
             "leaderboards": len(t.leaderboard_paths), "source": t.source, "license": t.license,
             "root": str(t.root)} for t in tasks], indent=1))
-        if disc.refused or disc.skipped:
+        if disc.refused or disc.skipped or any(t.warnings for t in tasks):
             typer.echo(disc.summary(), err=True)
         if disc.refused:
             raise typer.Exit(1)
@@ -357,7 +362,7 @@ def check_cmd(
         if not problems:
             typer.echo(f"{task.id}: ok")
     refused = disc.refused if disc is not None else []
-    if disc is not None and (refused or disc.skipped):
+    if disc is not None and (refused or disc.skipped or any(t.warnings for t in disc.tasks.values())):
         typer.echo(disc.summary())
     if bad:
         typer.secho(f"{bad} of {len(chosen)} task(s) would be refused for training", fg="red", err=True)

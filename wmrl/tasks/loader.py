@@ -22,11 +22,11 @@ from wmrl.tasks.layouts.dsbench import is_dsbench_home
 from wmrl.tasks.layouts.mlebench import mlebench_default_data_dir
 from wmrl.tasks.spec import Split, Task
 from wmrl.paths import default_task_roots
-from wmrl.tasks.checks import load_problems
+from wmrl.tasks.checks import load_problems, one_line
 
 __all__ = ["DEFAULT_TIME_LIMIT_S", "GRADER_ALIASES", "HIDDEN_DATA_DIRS", "MAX_DEPTH", "Discovery", "SuiteNotBuilt",
            "TaskFormatError", "TaskSuite", "default_suite", "detect_dsbench_task", "detect_layout", "discover",
-           "is_dsbench_home", "load_task", "mlebench_default_data_dir", "resolve_metric", "split_roots"]
+           "is_dsbench_home", "load_task", "locate", "mlebench_default_data_dir", "resolve_metric", "split_roots"]
 
 
 class SuiteNotBuilt(FileNotFoundError):
@@ -103,6 +103,14 @@ def load_task(path: Path | str, *, search: Sequence[Path | str] = ()) -> Task:
     raise TaskFormatError(f"{root} is not a task folder: expected {', '.join(kinds[:-1])} or {kinds[-1]}")
 
 
+def load_error(folder: Path, e: BaseException) -> str:
+    """Why the task folder ``folder`` failed to load, in one line: a :class:`TaskFormatError` says it itself;
+    anything else names the folder and the error (its type where the message alone does not say it)."""
+    if isinstance(e, TaskFormatError):
+        return one_line(e)
+    return f"task folder {folder} cannot be loaded: {one_line(e)}"
+
+
 @dataclass
 class Discovery:
     """What a recursive search of the task roots found.
@@ -122,7 +130,8 @@ class Discovery:
     roots: list[Path] = field(default_factory=list)
 
     def summary(self) -> str:
-        """One paragraph: tasks found per adapter, skipped folders grouped by reason, each refused task and why."""
+        """One paragraph: tasks found per adapter, skipped folders grouped by reason, each refused task and why,
+        and each loaded task's warnings (what the loader inferred that may be wrong)."""
         by: dict[str, int] = {}
         for t in self.tasks.values():
             by[t.adapter] = by.get(t.adapter, 0) + 1
@@ -135,6 +144,8 @@ class Discovery:
             lines.append(f"skipped {n} folder(s): {why}")
         for tid, _path, why in self.refused:
             lines.append(f"refused {tid}: {why}")
+        for t in self.tasks.values():
+            lines += [f"warning: {w}" for w in t.warnings]
         return "\n".join(lines)
 
 
@@ -147,25 +158,26 @@ def split_roots(roots: Path | str | Sequence[Path | str] | None) -> list[Path]:
     return [Path(r).expanduser() for r in roots]
 
 
-def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) -> Discovery:
-    """Search ``roots`` recursively (up to :data:`MAX_DEPTH` levels) for tasks of every layout.
+@dataclass
+class _Search:
+    """What the walk over the roots found before any task is loaded (see :func:`discover`)."""
 
-    A task folder is not searched further. Below a root, hidden folders, ``raw/`` and caches are skipped,
-    except the benchmark data folders of :data:`HIDDEN_DATA_DIRS` (MLE-bench's ``~/.cache/mle-bench/data``
-    under a root holding ``.cache``); a root itself is searched whatever its name (``--root ~/.cache`` works).
-    A skipped hidden folder that is, or holds, task folders is reported as skipped, by name, with the fix
-    (give it as a root). Benchmark package folders (``mlebench/competitions``, ``mledojo/competitions``) are
-    metadata: a competition found there without prepared data is reported as skipped, saying where its data
-    lies when it lies in a skipped hidden folder or in MLE-bench's default data folder outside the roots.
-    Overlapping roots find each folder once. With ``check``, every benchmark task (not wmrl's own) passes
-    :func:`wmrl.tasks.checks.load_problems` or is refused by name with the reason.
+    candidates: list[tuple[str, Path]]
+    packages: list[Path]
+    meta_ids: dict[str, dict[str, Path]]
+    hidden_tasks: dict[str, Path]
+
+    def search_dirs(self, paths: list[Path]) -> list[Path]:
+        """Where the loader looks for benchmark package metadata: the packages found, then the roots."""
+        return [*self.packages, *[r.resolve() for r in paths]]
+
+
+def _search(paths: list[Path], disc: Discovery) -> _Search:
+    """Walk the roots (see :func:`discover`); skipped folders go to ``disc.skipped``.
 
     Raises:
         SuiteNotBuilt: a root does not exist or is a file.
-        TaskFormatError: two tasks share an id (the message names the id and both folders).
     """
-    paths = split_roots(roots)
-    disc = Discovery(roots=paths)
     candidates: list[tuple[str, Path]] = []
     by_package = {lay.package: lay for lay in LAYOUTS if lay.package}
     meta_ids: dict[str, dict[str, Path]] = {lay.name: {} for lay in by_package.values()}
@@ -220,15 +232,38 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
                     disc.skipped.append((c, f"hidden folder {c} holds task folders ({names}) but is not searched: "
                                             "discovery enters no hidden folder below a root; give it as a root "
                                             f"(--root {c}, or in tasks.root)"))
-    search = [*packages, *[r.resolve() for r in paths]]
+    return _Search(list(dict.fromkeys(candidates)), packages, meta_ids, hidden_tasks)
+
+
+def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) -> Discovery:
+    """Search ``roots`` recursively (up to :data:`MAX_DEPTH` levels) for tasks of every layout.
+
+    A task folder is not searched further. Below a root, hidden folders, ``raw/`` and caches are skipped,
+    except the benchmark data folders of :data:`HIDDEN_DATA_DIRS` (MLE-bench's ``~/.cache/mle-bench/data``
+    under a root holding ``.cache``); a root itself is searched whatever its name (``--root ~/.cache`` works).
+    A skipped hidden folder that is, or holds, task folders is reported as skipped, by name, with the fix
+    (give it as a root). Benchmark package folders (``mlebench/competitions``, ``mledojo/competitions``) are
+    metadata: a competition found there without prepared data is reported as skipped, saying where its data
+    lies when it lies in a skipped hidden folder or in MLE-bench's default data folder outside the roots.
+    Overlapping roots find each folder once. With ``check``, every benchmark task (not wmrl's own) passes
+    :func:`wmrl.tasks.checks.load_problems` or is refused by name with the reason.
+
+    Raises:
+        SuiteNotBuilt: a root does not exist or is a file.
+        TaskFormatError: two tasks share an id (the message names the id and both folders).
+    """
+    paths = split_roots(roots)
+    disc = Discovery(roots=paths)
+    found = _search(paths, disc)
+    candidates, meta_ids, hidden_tasks = found.candidates, found.meta_ids, found.hidden_tasks
+    search = found.search_dirs(paths)
     by_id: dict[str, Task] = {}
-    candidates = list(dict.fromkeys(candidates))  # a folder under two roots is one candidate
     loaded_names = {(kind, d.name) for kind, d in candidates}
     for _kind, d in candidates:
         try:
             t = load_task(d, search=search)
-        except (TaskFormatError, ValueError, OSError) as e:
-            disc.refused.append((d.name, d, str(e)))
+        except Exception as e:  # noqa: BLE001 - one broken competition is refused by name, the others load
+            disc.refused.append((d.name, d, load_error(d, e)))
             continue
         if t.id in by_id:
             raise TaskFormatError(f"two task folders share the id {t.id!r} (field 'id'): {by_id[t.id].root} and "
@@ -245,6 +280,43 @@ def discover(roots: Path | str | Sequence[Path | str], *, check: bool = True) ->
                 disc.skipped.append((c, _no_data_reason(bench, cid, hidden_tasks)))
     disc.tasks = dict(sorted(by_id.items()))
     return disc
+
+
+def locate(roots: Path | str | Sequence[Path | str], task_id: str, *, check: bool = True) -> Task | None:
+    """The task ``task_id`` under ``roots``, loading only what it takes to find it (not every task there).
+
+    The roots are walked as :func:`discover` walks them; the folders named ``task_id`` are loaded first, then
+    the others one by one until a task with that id turns up (a folder whose id differs from its name); only
+    that task is checked (with ``check``, a benchmark task passes :func:`wmrl.tasks.checks.load_problems`).
+    A folder that fails to load is passed over unless it is named ``task_id``.
+
+    Returns:
+        The task, or None when no folder under the roots holds it.
+
+    Raises:
+        SuiteNotBuilt: a root does not exist or is a file.
+        KeyError: the task was found but is refused; the message says why (as :meth:`TaskSuite.get`).
+    """
+    paths = split_roots(roots)
+    found = _search(paths, Discovery(roots=paths))
+    search = found.search_dirs(paths)
+    named = [d for _, d in found.candidates if d.name == task_id]
+    others = [d for _, d in found.candidates if d.name != task_id]
+    for d in [*named, *others]:
+        try:
+            t = load_task(d, search=search)
+        except Exception as e:  # noqa: BLE001 - reported for the folder named like the task, else passed over
+            if d.name == task_id:
+                raise KeyError(f"task {task_id!r} was refused: {load_error(d, e)}") from None
+            continue
+        if t.id != task_id:
+            continue
+        if check and t.layout != "wmrl":
+            problems = load_problems(t)
+            if problems:
+                raise KeyError(f"task {task_id!r} was refused: {'; '.join(p.message for p in problems)}")
+        return t
+    return None
 
 
 def _no_data_reason(bench: str, cid: str, hidden_tasks: dict[str, Path]) -> str:
@@ -294,7 +366,14 @@ class TaskSuite:
         return [t for t in self._load().values() if split is None or t.split == split]
 
     def get(self, task_id: str) -> Task:
-        """One task by id; ``KeyError`` naming the known ids (or why the task was refused) when missing."""
+        """One task by id; ``KeyError`` naming the known ids (or why the task was refused) when missing.
+
+        Before the roots have been searched as a whole, only this task is loaded and checked (:func:`locate`);
+        the whole search runs only to name the known ids when it is not found."""
+        if self._disc is None:  # one task: load it alone rather than every task under the roots
+            t = locate(self.roots, task_id, check=self._check)
+            if t is not None:
+                return t
         tasks = self._load()
         if task_id not in tasks:
             for tid, _, why in self.discovery.refused:

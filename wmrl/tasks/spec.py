@@ -125,6 +125,9 @@ class Task:
             DSBench ``evaluation/<id>_eval.py``), run only in a child process with time and memory limits
             (:mod:`wmrl.tasks.benchcode`); ``None`` for wmrl's own tasks.
         metric_source: where the metric name came from (file and field), for messages and ``wmrl tasks list``.
+        warnings: what the loader inferred that the benchmark's files do not state and that may be wrong
+            (one line each, naming the hints-file key that settles it); ``wmrl tasks list`` and the trainer
+            print them.
         adapter: the adapter that read the task (``wmrl``, ``mlebench``, ``mledojo``, ``dsbench``).
         validation: set on a *validation view* of a task (:func:`wmrl.tasks.validation.validation_view`):
             ``public_dir`` then points at the view (train.csv minus a held-out split; test.csv = held-out
@@ -165,6 +168,7 @@ class Task:
     metric_code: Path | None = None
     metric_source: str = ""
     validation: ValidationSplit | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def adapter(self) -> str:

@@ -47,6 +47,29 @@ def find_split(suite: Any, ids: list[str]) -> tuple[list[Any], list[tuple[str, s
     return found, missing
 
 
+def missing_advice(name: str, n_split: int, missing: list[tuple[str, str]], *, any_found: bool) -> str:
+    """The error for competitions of protocol ``name``'s split that are missing (``missing``: ``(id, reason)``
+    from :func:`find_split`): each id with its reason, then what to do, told apart by why it is missing: a
+    competition refused at load names its cause (fix that; preparing it again changes nothing), one not found
+    or without prepared data is to be prepared and its folder given with ``--root``."""
+    listed = "\n".join(f"  {tid}: {why}" for tid, why in missing)
+    refused = [tid for tid, why in missing if why.startswith("refused: ")]
+    absent = [tid for tid, _ in missing if tid not in refused]
+    fixes = []
+    if refused:
+        fixes.append(f"{len(refused)} ({', '.join(refused)}) {'is' if len(refused) == 1 else 'are'} prepared but "
+                     "refused at load: fix the cause named on its line (install the module its grading code "
+                     "needs, set the key its hints file lacks), then check it with 'wmrl tasks check ID --root DIR'")
+    if absent:
+        fixes.append(f"{len(absent)} ({', '.join(absent)}) {'is' if len(absent) == 1 else 'are'} not prepared under "
+                     "the roots: prepare them (e.g. MLE-Dojo's prepare/mle.py) and pass their folder with --root")
+    head = (f"none of the {n_split} competitions of protocol {name!r} was found" if not any_found else
+            f"{len(missing)} of the {n_split} competitions of protocol {name!r} are missing")
+    tail = "" if not any_found else ("; or evaluate the rest with --allow-missing (the numbers are then not "
+                                     "comparable with the protocol's)")
+    return f"{head}:\n{listed}\n" + "; ".join(fixes) + tail
+
+
 def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_ids: list[str] | None = None,
                  train_tasks: bool = False, samples_per_task: int | None = None,
                  out_name: str = "eval_cli.jsonl", protocol: Any = None, roots: Sequence[str | Path] | None = None,
@@ -111,18 +134,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             raise ConfigError(f"protocol {proto.name!r} fixes the tasks (its split of {len(proto.split)}); do not "
                               "pass --tasks or --train-tasks with it")
         found, missing = find_split(_suite(), list(proto.split))
-        if missing:
-            listed = "\n".join(f"  {tid}: {why}" for tid, why in missing)
-            if not found:
-                raise ConfigError(f"none of the {len(proto.split)} competitions of protocol {proto.name!r} was "
-                                  f"found:\n"
-                                  f"{listed}\nprepare them (e.g. MLE-Dojo's prepare/mle.py) and pass their folder "
-                                  "with --root")
-            if not allow_missing:
-                raise ConfigError(f"{len(missing)} of the {len(proto.split)} competitions of protocol {proto.name!r} "
-                                  f"are missing:\n{listed}\nprepare them and pass their folder with --root, or "
-                                  "evaluate the rest with --allow-missing (the numbers are then not comparable "
-                                  "with the protocol's)")
+        if missing and (not found or not allow_missing):
+            raise ConfigError(missing_advice(proto.name, len(proto.split), missing, any_found=bool(found)))
         require_leaderboards(found, f"protocol {proto.name!r}")
         require_sound(found, f"protocol {proto.name!r}")
         splits, has_heldout = [("protocol", found)], False

@@ -52,7 +52,8 @@ def resolve_tasks(cfg: TrainConfig, warn: Callable[[str], None] | None = None) -
     When the tasks are drawn from the roots (``tasks.train`` or ``tasks.heldout`` null, or
     ``tasks.heldout_split``), every task under the roots that was refused (cannot be graded) is named with
     its reason, one line each (:func:`refusal_warnings`), through ``warn`` (default: this module's logger,
-    level WARNING); a task named in ``tasks.train`` or ``tasks.heldout`` that was refused is an error.
+    level WARNING), and so is every inference of a chosen task's loader that may be wrong (``Task.warnings``:
+    a type guessed from the answers); a task named in ``tasks.train`` or ``tasks.heldout`` that was refused is an error.
 
     Args:
         cfg: the training config. warn: ``warn(line)`` for each refused task (None: ``log.warning``).
@@ -112,6 +113,9 @@ def resolve_tasks(cfg: TrainConfig, warn: Callable[[str], None] | None = None) -
     views = cfg.episode.validation_fraction if cfg.episode.max_turns > 1 else None
     require_sound(train, "tasks.train", views)
     require_sound(heldout, "tasks.heldout", views)
+    for t in [*train, *heldout]:
+        for line in getattr(t, "warnings", ()):
+            (warn or log.warning)(f"tasks: {line}")
     return train, heldout
 
 

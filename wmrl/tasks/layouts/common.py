@@ -179,6 +179,7 @@ def make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_pat
         row_match=_choice(root, meta, "row_match", ("id", "position"), "id"),  # type: ignore[arg-type]
         metric_code=metric_code,
         metric_source=str(meta.get("metric_source", "task.yaml metric" if layout == "wmrl" else "")),
+        warnings=tuple(str(w) for w in meta.get("warnings") or ()),
     )
 
 
@@ -239,8 +240,30 @@ def code_metric(meta: dict[str, Any], public_dir: Path, code: Path, layout: str,
     return meta
 
 
-def infer_meta(meta: dict[str, Any], public_dir: Path, answers_path: Path) -> dict[str, Any]:
-    """Fill id column, target, type, classes and metric from the files (see the module docstring)."""
+def metric_type(metric: object, n_unique: int) -> str | None:
+    """The task type the benchmark's metric fixes: ``regression`` for a regression metric (RMSE, MAE, R2,
+    RMSLE), whatever the target's cardinality; ``binary``/``multiclass`` for a classification metric (the
+    number of distinct values choosing between them where the metric allows both); None when the metric
+    says nothing (a metric only the benchmark's code computes, or none yet)."""
+    try:
+        types = metric_info(str(metric)).task_types
+    except ValueError:
+        return None
+    if metric in CODE_METRICS:
+        return None
+    if types == ("regression",):
+        return "regression"
+    if "regression" in types:
+        return None
+    if len(types) == 1:
+        return types[0]
+    return "binary" if n_unique == 2 else "multiclass"
+
+
+def infer_meta(meta: dict[str, Any], public_dir: Path, answers_path: Path, hints: Path | None = None) -> dict[str, Any]:
+    """Fill id column, target, type, classes and metric from the files (see the module docstring). The type
+    comes from the metric where it fixes one (:func:`metric_type`), else from the answers, with a line in
+    ``meta["warnings"]`` naming ``hints`` (the task's hints file) when a numeric target's type was guessed."""
     sample = sample_submission(public_dir)
     if sample is None and not all(k in meta for k in ("id_column", "target")):
         raise TaskFormatError(f"{public_dir}: no sample_submission.csv to infer the submission format from")
@@ -269,7 +292,15 @@ def infer_meta(meta: dict[str, Any], public_dir: Path, answers_path: Path) -> di
         n_unique = values.nunique()
         is_reg = numeric and (n_unique > 20 or not (values == values.round()).all())
         if "type" not in meta:
-            meta["type"] = "regression" if is_reg else ("binary" if n_unique == 2 else "multiclass")
+            meta["type"] = metric_type(meta.get("metric"), n_unique)
+            if meta["type"] is None:
+                meta["type"] = "regression" if is_reg else ("binary" if n_unique == 2 else "multiclass")
+                if numeric:
+                    integral = "integer " if (values == values.round()).all() else ""
+                    meta.setdefault("warnings", []).append(
+                        f"task {meta.get('id')!r}: type {meta['type']} inferred from the answers ({n_unique} distinct "
+                        f"{integral}values): its metric comes from the benchmark's code alone; if that is wrong, set "
+                        f"'type' in {'the hints file ' + str(hints) if hints else 'its hints file'}")
         if meta["type"] != "regression":
             meta.setdefault("classes", list(sort_classes(values.unique())))
     return meta

@@ -97,7 +97,7 @@ def load(resplit_dir: Path, search: Sequence[Path] = ()) -> Task:
     if gold is not None:
         meta["gold_score"] = gold
     meta.update(hints)
-    meta = infer_meta(meta, resplit_dir, answers)
+    meta = infer_meta(meta, resplit_dir, answers, hints_path)
     if by_code and code is not None:
         meta = code_metric(meta, resplit_dir, code, "dsbench")
     description = foreign_description(home / "data" / "task" / f"{task_id}.txt")

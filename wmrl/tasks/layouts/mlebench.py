@@ -65,6 +65,10 @@ def load(root: Path, search: Sequence[Path] = ()) -> Task:
                               "parents, and in the installed mlebench package); add the mle-bench checkout as a "
                               "task root")
     config = read_yaml(meta_dir / "config.yaml")
+    for section in ("grader", "dataset"):
+        if config.get(section) is not None and not isinstance(config[section], dict):
+            raise TaskFormatError(f"task {root.name!r}: field '{section}' of {meta_dir / 'config.yaml'} must be a "
+                                  f"mapping (MLE-bench's {section}: name, ...), not {config[section]!r}")
     hints_path = hints_file("mlebench", root)
     hints = read_yaml(hints_path) if hints_path.is_file() else {}
     public_dir = root / "prepared" / "public"
@@ -98,7 +102,7 @@ def load(root: Path, search: Sequence[Path] = ()) -> Task:
     meta.update(hints)
     meta.setdefault("medals", "always")  # MLE-bench's grading code never reads awards_medals
     meta.setdefault("score_decimals", 5)  # MLE-bench's Grader.__call__ rounds every score to 5 decimals
-    meta = infer_meta(meta, public_dir, answers)
+    meta = infer_meta(meta, public_dir, answers, hints_path)
     leaderboards = tuple(p for p in (meta_dir / "leaderboard.csv",) if p.is_file())
     if by_code and code is not None:
         meta = code_metric(meta, public_dir, code, "mlebench", leaderboards)

@@ -55,7 +55,7 @@ def load(root: Path, search: Sequence[Path] = ()) -> Task:
     meta["metric"], meta["metric_source"] = (BY_CODE, "utils/metric.py") if by_code else \
         resolve_metric(task_id, claims, hints=hints_path)
     meta.update({k: v for k, v in hints.items() if k != "id"})
-    meta = infer_meta(meta, public_dir, answers)
+    meta = infer_meta(meta, public_dir, answers, hints_path)
     leaderboards = []
     for name in ("public_leaderboard.csv", "private_leaderboard.csv"):
         p = first_existing(root / "data" / "private" / name, root / name, root / "data" / name,

@@ -1,0 +1,250 @@
+"""End-to-end coverage of a benchmark's registry: every competition built as a folder in the benchmark's real
+layout with synthetic answers, loaded by wmrl's loader, and graded by wmrl and by the benchmark's own code.
+
+For each competition of a checkout (the registries :func:`wmrl.tasks.coverage.benchmark_coverage` reads:
+MLE-bench's ``mlebench/competitions/``, MLE-Dojo's ``mledojo/competitions/``, DSBench's evaluation scripts),
+:func:`run_competition`
+
+1. reads the submission's target column from the competition's own code (DSBench's ``--value`` default,
+   MLE-Dojo's ``value`` default of its ``CompetitionMetrics``, MLE-bench's column subscripts in ``grade.py``);
+2. tries synthetic answer kinds (binary labels with probability predictions, continuous values, class labels,
+   text labels) until the benchmark's own code scores the answers themselves and a perturbed submission: the
+   code is the judge of the format, as the real data is not at hand;
+3. writes the folder where the benchmark's prepare step leaves it (public ``train.csv``, ``test.csv`` and a
+   constant ``sample_submission.csv``; the answers in the private place; DSBench's baseline and GT results as the
+   code scores the sample and the answers), the metadata staying in the checkout;
+4. loads it with :func:`wmrl.tasks.loader.load_task` and grades the sample and the perturbed submission with
+   :func:`wmrl.tasks.grading.grade_submission` and with the benchmark's code
+   (:func:`wmrl.tasks.benchcode.run_metric_code`), rounded as the benchmark rounds.
+
+A row is ``loaded`` (the loader returned a task), ``graded_exactly`` (both gradings equal within 1e-9) and
+otherwise ``reason``: the one line that refused it. The leaderboards are the checkout's real ones; the
+load-time checks that compare a synthetic submission's score with a real board are not run.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
+from wmrl.tasks.checks import one_line
+from wmrl.tasks.grading import grade_submission
+from wmrl.tasks.loader import load_error, load_task
+
+#: Test rows of a synthetic competition.
+N_TEST = 60
+#: Largest difference between wmrl's grade and the benchmark's code for "graded exactly".
+ATOL = 1e-9
+#: The synthetic answer kinds tried, in order.
+KINDS = ("binary", "continuous", "labels", "text")
+
+
+@dataclass
+class Row:
+    """One competition's outcome (see the module docstring)."""
+
+    benchmark: str
+    id: str
+    kind: str = ""
+    loaded: bool = False
+    graded_exactly: bool = False
+    reason: str = ""
+
+    def as_dict(self) -> dict:
+        """The row as a JSON-ready mapping."""
+        return asdict(self)
+
+
+def competitions(checkout: Path) -> list[tuple[str, str, Path]]:
+    """``(benchmark, competition id, grading code)`` of every competition with grading code in ``checkout``
+    (a checkout root or its package folder), sorted by id."""
+    checkout = Path(checkout)
+    out: list[tuple[str, str, Path]] = []
+    for pkg, bench, rel in (("mlebench", "mlebench", "grade.py"), ("mledojo", "mledojo", "utils/metric.py")):
+        comp = next((c for c in (checkout / pkg / "competitions", checkout / "competitions") if c.is_dir()), None)
+        if comp is not None and (comp.parent.name == pkg):
+            out += [(bench, d.name, d / rel) for d in sorted(comp.iterdir()) if (d / rel).is_file()]
+    ev = next((c for c in (checkout / "data_modeling" / "evaluation", checkout / "evaluation") if c.is_dir()), None)
+    if ev is not None:
+        out += [("dsbench", p.name[: -len("_eval.py")], p) for p in sorted(ev.glob("*_eval.py"))]
+    return out
+
+
+def target_column(bench: str, code: Path) -> tuple[str, str]:
+    """``(id column, target column)`` the competition's code reads (``("id", "target")`` where it says none)."""
+    src = code.read_text(encoding="utf-8", errors="replace")
+    if bench == "dsbench":
+        m = re.search(r"--value['\"]\s*,[^)]*default\s*=\s*['\"]([^'\"]+)", src)
+        return "id", m.group(1) if m else "target"
+    if bench == "mledojo":
+        m = re.search(r"value\s*:\s*str\s*=\s*['\"]([^'\"]+)|value\s*=\s*['\"]([^'\"]+)", src)
+        return "id", (m.group(1) or m.group(2)) if m else "target"
+    names: list[str] = []
+    try:
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                    and isinstance(node.slice.value, str):
+                names.append(node.slice.value)
+    except SyntaxError:
+        pass
+    ids = [n for n in names if re.search(r"id$|^id|_id|Id", n)]
+    rest = [n for n in names if n not in ids]
+    return (ids[0] if ids else "id"), (rest[0] if rest else "target")
+
+
+def _values(kind: str, rng: np.random.Generator) -> tuple[pd.Series, object, pd.Series]:
+    """``(answers, sample value, perturbed submission)`` of one synthetic kind."""
+    if kind == "binary":
+        y = pd.Series(np.r_[np.zeros(N_TEST // 2, int), np.ones(N_TEST - N_TEST // 2, int)][rng.permutation(N_TEST)])
+        return y, 0.5, (y * 0.6 + 0.2 + rng.uniform(-0.15, 0.15, N_TEST)).clip(0.01, 0.99).round(4)
+    if kind == "continuous":
+        y = pd.Series(rng.uniform(1.0, 100.0, N_TEST).round(3))
+        return y, float(y.median()), (y * rng.uniform(0.8, 1.2, N_TEST)).round(3)
+    labels = np.array([0, 1, 2, 3]) if kind == "labels" else np.array(["alpha", "beta", "gamma", "delta"])
+    y = pd.Series(labels[rng.integers(0, 4, N_TEST)])
+    flip = rng.random(N_TEST) < 0.25
+    p = y.copy()
+    p[flip] = labels[rng.integers(0, 4, int(flip.sum()))]
+    return y, labels[0].item(), p
+
+
+def _code_scores(bench: str, code: Path, answers: Path, subs: list[Path]) -> list[float] | str:
+    """The code's score of each submission, or the first failure's one line."""
+    out = []
+    for s in subs:
+        try:
+            out.append(run_metric_code(bench, code, answers, s).score)
+        except MetricCodeError as e:
+            return " ".join(str(e).split())[:300]
+    return out
+
+
+def _write_public(public: Path, id_col: str, target: str, ids: pd.Series, y: pd.Series, sample, rng) -> None:
+    public.mkdir(parents=True, exist_ok=True)
+    n_train = 2 * N_TEST
+    train_y = pd.Series(rng.choice(y.to_numpy(), n_train))
+    pd.DataFrame({id_col: [f"tr{i}" for i in range(n_train)], "feature": rng.normal(size=n_train),
+                  target: train_y}).to_csv(public / "train.csv", index=False)
+    pd.DataFrame({id_col: ids, "feature": rng.normal(size=len(ids))}).to_csv(public / "test.csv", index=False)
+    pd.DataFrame({id_col: ids, target: sample}).to_csv(public / "sample_submission.csv", index=False)
+
+
+def _mlebench_answers_name(meta: Path) -> str:
+    try:
+        cfg = yaml.safe_load((meta / "config.yaml").read_text()) or {}
+        return Path(str((cfg.get("dataset") or {}).get("answers", "test.csv"))).name
+    except (OSError, yaml.YAMLError, AttributeError):
+        return "test.csv"
+
+
+def build(bench: str, cid: str, code: Path, out: Path, id_col: str, target: str, answers: pd.DataFrame,
+          sample, rng: np.random.Generator, scores: tuple[float, float] | None = None) -> Path:
+    """Write competition ``cid`` under ``out`` in ``bench``'s layout; returns the folder the loader reads."""
+    if bench == "mlebench":
+        root = out / "mle-bench-data" / cid
+        _write_public(root / "prepared" / "public", id_col, target, answers[id_col], answers[target], sample, rng)
+        (root / "prepared" / "private").mkdir(parents=True, exist_ok=True)
+        answers.to_csv(root / "prepared" / "private" / _mlebench_answers_name(code.parent), index=False)
+        return root
+    if bench == "mledojo":
+        root = out / "mle-dojo-data" / cid
+        _write_public(root / "data" / "public", id_col, target, answers[id_col], answers[target], sample, rng)
+        (root / "data" / "private").mkdir(parents=True, exist_ok=True)
+        answers.to_csv(root / "data" / "private" / "test_answer.csv", index=False)
+        return root
+    home = out / "dsbench" / "data_modeling"
+    resplit = home / "data" / "data_resplit" / cid
+    _write_public(resplit, id_col, target, answers[id_col], answers[target], sample, rng)
+    (home / "data" / "answers" / cid).mkdir(parents=True, exist_ok=True)
+    answers.to_csv(home / "data" / "answers" / cid / "test_answer.csv", index=False)
+    (home / "evaluation").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(code, home / "evaluation" / code.name)
+    base, gt = scores if scores is not None else (0.0, 1.0)
+    for kind, v in (("baseline", base), ("GT", gt)):
+        d = home / "save_performance" / kind / cid
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "result.txt").write_text(repr(float(v)))
+    return resplit
+
+
+def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path, seed: int = 0) -> Row:
+    """Build, load and grade one competition (module docstring); never raises for the competition's fault."""
+    row = Row(bench, cid)
+    rng = np.random.default_rng(seed)
+    id_col, target = target_column(bench, code)
+    ids = pd.Series([f"t{i}" for i in range(N_TEST)])
+    trial = out / ".trial" / f"{bench}-{cid}"
+    trial.mkdir(parents=True, exist_ok=True)
+    chosen, why = None, "no synthetic answer kind was scored by the benchmark's code"
+    for kind in KINDS:
+        y, sample, pert = _values(kind, rng)
+        answers = pd.DataFrame({id_col: ids, target: y})
+        a, s, p = trial / "answers.csv", trial / "sample.csv", trial / "perturbed.csv"
+        answers.to_csv(a, index=False)
+        pd.DataFrame({id_col: ids, target: sample}).to_csv(s, index=False)
+        pd.DataFrame({id_col: ids, target: pert}).to_csv(p, index=False)
+        got = _code_scores(bench, code, a, [a, s, p])
+        if isinstance(got, str):
+            why = f"its grading code scores none of the synthetic formats ({got})"
+            if "needs a module" in got:
+                break
+            continue
+        if all(np.isfinite(got)):
+            chosen = (kind, answers, sample, pert, got)
+            break
+    if chosen is None:
+        row.reason = why
+        return row
+    kind, answers, sample, pert, (gt, base, _) = chosen
+    row.kind = kind
+    folder = build(bench, cid, code, out, id_col, target, answers, sample, rng, (base, gt))
+    try:
+        task = load_task(folder, search=[checkout])
+    except Exception as e:  # noqa: BLE001 - the loader's refusal is the row's reason
+        row.reason = load_error(folder, e)
+        return row
+    row.loaded = True
+    sub = trial / "perturbed_loaded.csv"
+    pd.DataFrame({task.id_column: answers[id_col], target: pert}).to_csv(sub, index=False)
+    for path in (Path(task.sample_submission_path), sub):
+        try:
+            mine = grade_submission(task, path).score
+            theirs = run_metric_code(bench, code, Path(task.answers_path), path).score
+        except Exception as e:  # noqa: BLE001 - a grading refusal is the row's reason
+            row.reason = f"{path.name}: {one_line(e)}"
+            return row
+        if task.score_decimals is not None:
+            theirs = round(theirs, task.score_decimals)
+        if not abs(mine - theirs) <= ATOL:
+            row.reason = f"{path.name}: wmrl graded {mine!r}, the benchmark's code {theirs!r}"
+            return row
+    row.graded_exactly = True
+    return row
+
+
+def run_coverage(checkout: Path, out: Path, ids: list[str] | None = None, seed: int = 0) -> list[Row]:
+    """:func:`run_competition` for every competition of ``checkout`` (or those in ``ids``), in id order."""
+    rows = []
+    for bench, cid, code in competitions(Path(checkout)):
+        if ids is None or cid in ids:
+            rows.append(run_competition(bench, cid, code, Path(checkout), Path(out), seed))
+    return rows
+
+
+def summary(rows: list[Row]) -> dict[str, dict[str, int]]:
+    """Per benchmark: competitions, loaded, graded exactly, refused."""
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        s = out.setdefault(r.benchmark, {"competitions": 0, "loaded": 0, "graded_exactly": 0, "refused": 0})
+        s["competitions"] += 1
+        s["loaded"] += r.loaded
+        s["graded_exactly"] += r.graded_exactly
+        s["refused"] += not r.graded_exactly
+    return out
