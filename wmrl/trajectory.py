@@ -18,7 +18,7 @@ from typing import Any, Literal
 SCHEMA = "wmrl.trajectory"
 VERSION = 1
 
-Stream = Literal["anchor", "warmup", "eval"]
+Stream = Literal["anchor", "verify", "warmup", "eval"]
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,9 @@ class Trajectory:
     """One trajectory and where it came from.
 
     Attributes:
-        stream: ``anchor`` (a training group executed for real), ``warmup`` (the world model's warm-up
-            corpus) or ``eval`` (an evaluation).
+        stream: ``anchor`` (a training group executed for real), ``verify`` (a world-model group's favourite
+            executed for real, ``wmrl.verify_favourites``), ``warmup`` (the world model's warm-up corpus) or
+            ``eval`` (an evaluation).
         run: the run (or corpus) name; groups of different runs never merge.
         step: the training step (-1 for the warm-up corpus; the evaluated step for ``eval``).
         group_id: the group within the step (one group = G samples of one prompt).

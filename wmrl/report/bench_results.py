@@ -20,6 +20,7 @@ from wmrl.core.recipe import BASELINE, get_recipe, recipe_names, recipes_with
 from wmrl.episodes.fidelity import feedback_fidelity
 from wmrl.world_model.metrics import world_model_metrics
 from wmrl.report.runs import load_run, read_jsonl, train_executions
+from wmrl.runs.ledger import TRAIN_EXEC_KINDS
 
 #: The methods a bench can run: the registered recipes, by name (also the order of every table).
 METHODS: list[str] = recipe_names()
@@ -79,7 +80,7 @@ def collect(out: str | Path) -> pd.DataFrame:
         tot = run.totals()
         ev = run.final_eval("heldout") or {}
         ex = (run.ledger or {}).get("executions") or {}
-        sbx = sum(float((ex.get(k) or {}).get("sandbox_cpu_s") or 0.0) for k in ("anchor", "warmup"))
+        sbx = sum(float((ex.get(k) or {}).get("sandbox_cpu_s") or 0.0) for k in TRAIN_EXEC_KINDS)
         train_c = tot.get("train_compute_cpu_s")
         eval_c = tot.get("eval_compute_cpu_s")
         n_steps = int(run.metrics["step"].max()) if not run.metrics.empty else 0
@@ -151,8 +152,8 @@ def _unit_costs(run: Any) -> dict[str, float | int | None]:
     samples += warm_n
     gen = (float((stages.get("generate") or {}).get("cpu_s") or 0.0)
            + float((phases.get("warmup") or {}).get("cpu_s") or 0.0))
-    n_exec = sum(int((ex.get(k) or {}).get("count") or 0) for k in ("anchor", "warmup"))
-    sbx = sum(float((ex.get(k) or {}).get("sandbox_cpu_s") or 0.0) for k in ("anchor", "warmup"))
+    n_exec = sum(int((ex.get(k) or {}).get("count") or 0) for k in TRAIN_EXEC_KINDS)
+    sbx = sum(float((ex.get(k) or {}).get("sandbox_cpu_s") or 0.0) for k in TRAIN_EXEC_KINDS)
     upd = float((stages.get("update") or {}).get("cpu_s") or 0.0)
     return {
         "train_samples": samples,

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 import yaml
+from wmrl.runs.ledger import TRAIN_EXEC_KINDS
 
 
 class NotARunDir(FileNotFoundError):
@@ -231,7 +232,7 @@ def train_executions(run: RunData) -> int | None:
     (evaluation executions are not counted); ``totals.executions`` when the breakdown is absent."""
     ex = run.ledger.get("executions") if run.ledger else None
     if isinstance(ex, dict) and ex:
-        return int(sum(int((ex.get(k) or {}).get("count", 0) or 0) for k in ("anchor", "warmup")))
+        return int(sum(int((ex.get(k) or {}).get("count", 0) or 0) for k in TRAIN_EXEC_KINDS))
     t = run.totals().get("executions")
     return int(t) if t is not None else None
 

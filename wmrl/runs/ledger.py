@@ -7,11 +7,12 @@ Two sources of compute are counted apart and added up:
   this process) from ``time.process_time``, per stage and per phase (set-up, warm-up, world-model fit);
 - real executions, which run in sandboxed child processes or on Ray workers: their CPU-seconds come
   from each :class:`~wmrl.execution.types.ExecutionResult` (``cpu_s``, rusage of the sandboxed process
-  tree) and are summed per kind (``anchor``, ``warmup``, ``eval``).
+  tree) and are summed per kind (``anchor``, ``verify``: a world-model group's favourite executed by
+  ``wmrl.verify_favourites``, ``warmup``, ``eval``).
 
 The training compute of a run, the quantity methods are compared on, is
-``train_compute_cpu_s = trainer CPU (all phases and training stages) + sandbox CPU of warm-up and
-anchor executions``. Evaluation compute is reported apart. The layout of ``ledger.json`` is in
+``train_compute_cpu_s = trainer CPU (all phases and training stages) + sandbox CPU of warm-up, anchor and
+verification executions``. Evaluation compute is reported apart. The layout of ``ledger.json`` is in
 docs/run-directory.md.
 """
 from __future__ import annotations
@@ -22,7 +23,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-EXEC_KINDS = ("anchor", "warmup", "eval")
+EXEC_KINDS = ("anchor", "verify", "warmup", "eval")
+#: The execution kinds of a training step (the step's ``exec_count``); with ``warmup`` they are training compute.
+STEP_EXEC_KINDS = ("anchor", "verify")
+#: The execution kinds whose sandbox CPU is training compute.
+TRAIN_EXEC_KINDS = (*STEP_EXEC_KINDS, "warmup")
 
 
 @dataclass
@@ -113,7 +118,7 @@ class Ledger:
 
     # ------------------------------------------------------------------ executions
     def add_executions(self, kind: str, results: Iterable[Any], turn: int | None = None) -> dict[str, float]:
-        """Count execution results of ``kind`` (``anchor``, ``warmup`` or ``eval``).
+        """Count execution results of ``kind`` (one of :data:`EXEC_KINDS`).
 
         ``turn``: the episode turn (1-based) of anchor executions of a multi-turn episode; counted per turn
         in ``turn_executions`` and the step's ``exec_count_turn<j>``. ``results`` are :class:`~wmrl.execution.types.ExecutionResult` (``status``, ``cpu_s``, ``wall_s``).
@@ -135,7 +140,7 @@ class Ledger:
         tot = self.executions[kind]
         for k in ("count", "ok", "infra_errors", "sandbox_cpu_s", "wall_s"):
             setattr(tot, k, getattr(tot, k) + getattr(add, k))
-        if self._step is not None and kind == "anchor":
+        if self._step is not None and kind in STEP_EXEC_KINDS:
             for k in ("count", "sandbox_cpu_s", "wall_s"):
                 self._step["exec"][k] += getattr(add, k)
         if turn is not None and kind == "anchor":
@@ -192,8 +197,8 @@ class Ledger:
         tot = self.totals()
         out["cum_wall_s"] = tot["wall_s"]
         out["cum_trainer_cpu_s"] = tot["trainer_cpu_s"]
-        out["cum_exec_count"] = self.executions["anchor"].count
-        out["cum_exec_sandbox_cpu_s"] = self.executions["anchor"].sandbox_cpu_s
+        out["cum_exec_count"] = sum(self.executions[k].count for k in STEP_EXEC_KINDS)
+        out["cum_exec_sandbox_cpu_s"] = sum(self.executions[k].sandbox_cpu_s for k in STEP_EXEC_KINDS)
         out["cum_compute_cpu_s"] = tot["train_compute_cpu_s"]
         out["cum_anchor_groups"] = self.groups_anchor
         out["cum_groups"] = self.groups_total
@@ -216,7 +221,7 @@ class Ledger:
         """
         trainer = self.trainer_cpu_s()
         eval_trainer = self.stages.get("eval", _Timer()).cpu_s + self.phases.get("eval", _Timer()).cpu_s
-        sandbox_train = self.executions["anchor"].sandbox_cpu_s + self.executions["warmup"].sandbox_cpu_s
+        sandbox_train = sum(self.executions[k].sandbox_cpu_s for k in TRAIN_EXEC_KINDS)
         sandbox_eval = self.executions["eval"].sandbox_cpu_s
         return {
             "wall_s": self.wall_s(),

@@ -126,6 +126,13 @@ class RunSpec:
             arm that an anchor measured before on that arm's true reward, as the trainer does with programs it
             executed before (docs/training.md, "Recalled executions"); False: every world-model sample is
             predicted, as in the paper's recipes (the studies of record, which isolate the paper's corrections).
+        verify: favourite verification: in every world-model group the sample the world model scores highest (ties:
+            the first) is executed for real before the recipe runs, and its true reward replaces the world model's
+            for that sample as a recalled execution does (needs a recipe with recall). With ``recall`` the
+            favourite is executed only if its program was never measured (a measured one is recalled for free) and
+            its reward is remembered; without ``recall`` every group's favourite is executed at every step and
+            forgotten after it (programs never repeat). Verified pairs are a selected sample (the favourites), so
+            they do not feed the calibrator. At most one execution per world-model group and step.
     """
 
     method: str
@@ -144,10 +151,14 @@ class RunSpec:
     alarm_response: str = "none"
     latency_reward_slope: float = 0.0
     recall: bool = True
+    verify: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"unknown method {self.method!r}; choose one of {METHODS}")
+        if self.verify and not get_recipe(self.method).recall:
+            raise ValueError(f"verify feeds the favourites' executions in as recalled rewards: {self.method!r} has no "
+                             "recall; use a recipe with recall (wmrl, wmrl-cv, wmrl-ppi, ...)")
         if not 0.0 < self.rho <= 1.0 and self.method not in ("grpo", "wm"):
             raise ValueError(f"rho must be in (0, 1] for {self.method}, got {self.rho}")
         check_staleness(self.staleness)
@@ -222,6 +233,30 @@ class _RunState:
         u = self.rng_sample.random((c, g))
         return np.minimum((u[:, :, None] > cdf[:, None, :]).sum(-1), probs.shape[1] - 1)
 
+    def _verify_favourites(self, arms: np.ndarray, r: np.ndarray, r_hat: np.ndarray, anchor_g: np.ndarray,
+                           recalled: np.ndarray | None) -> np.ndarray:
+        """:attr:`RunSpec.verify`: execute the world model's favourite of every world-model group.
+
+        Args:
+            arms, r, r_hat: [C, G] the step's arms, their true rewards and world-model scores. anchor_g: [C] bool
+            anchor groups (executed anyway). recalled: [N >= C*G] the recalled rewards (NaN: none), or None.
+
+        Returns:
+            [N] float64 recalled rewards with every verified favourite's true reward filled in.
+        """
+        C, G = arms.shape
+        out = np.full(C * G, np.nan) if recalled is None else np.array(recalled, dtype=np.float64)
+        for c in np.flatnonzero(~anchor_g):
+            j = int(np.argmax(r_hat[c]))
+            arm = int(arms[c, j])
+            if not (self.spec.recall and np.isfinite(self.measured[c, arm])):
+                self.executions += 1
+                if self.spec.recall:
+                    self.measured[c, arm] = r[c, j]
+            same = arms[c] == arm  # every sample of that program in the group is the executed program
+            out[c * G:(c + 1) * G][same] = r[c, j]
+        return out
+
     def step(self, t: int, arms: np.ndarray, logp: np.ndarray) -> dict[str, Any]:
         """This run's part of the GRPO batch at step t.
 
@@ -279,8 +314,11 @@ class _RunState:
             a, valid = np.concatenate([a, np.ones(n * G, bool)]), np.concatenate([valid, np.ones(n * G, bool)])
             rt, rw = np.concatenate([rt, cat("r")]), np.concatenate([rw, cat("r_hat")])
             rw2 = np.concatenate([rw2, cat("r_hat2")])
+        recalled = self.measured[task, arm] if spec.recall else None
+        if spec.verify:
+            recalled = self._verify_favourites(arms, r, r_hat, anchor_g, recalled)
         x = StepInputs(step=t, group_ids=gid, is_anchor=a, valid=valid, reward_true=rt, reward_wm=rw,
-                       reward_wm_repeat=rw2, reward_recalled=self.measured[task, arm] if self.spec.recall else None)
+                       reward_wm_repeat=rw2, reward_recalled=recalled)
         rho = self.router.fraction  # the cv fusion's inclusion probability (the alarm may have raised it)
         out = self.recipe.step(x, self.state, replace(self.settings, anchor_fraction=rho) if rho > 0 else self.settings)
         self.measured[task[a & valid], arm[a & valid]] = rt[a & valid]  # known from the next step on
@@ -423,7 +461,8 @@ def _simulate(runs: list[RunSpec], cfg: SimConfig, progress, t0: float):
             dict(run=i, method=s.method, shape=s.wm.shape, bias=s.wm.bias, sigma=s.wm.sigma,
                  rho=s.effective_rho, seed=s.seed, J_star=st.problem.optimum, J_uniform=st.problem.uniform_value,
                  staleness=s.staleness, late=s.late, late_ratio_max=s.late_ratio_max, at_bound=s.at_bound,
-                 steps_without_anchors=s.steps_without_anchors, recall=s.recall and get_recipe(s.method).recall)
+                 steps_without_anchors=s.steps_without_anchors, recall=s.recall and get_recipe(s.method).recall,
+                 verify=s.verify)
             for i, (s, st) in enumerate(zip(runs, states))
         ]
     )

@@ -84,6 +84,7 @@ class StepBatch:
     valid: np.ndarray = field(init=False)
     out: StepOutputs = field(init=False)  # stage recipe
     recalled: np.ndarray | None = None  # stage recipe: [B] bool, world-model samples trained on a measured reward
+    verified: np.ndarray | None = None  # stage verify: [B] float64 recalled rewards with the verified favourites
     late: LatePairs | None = None
     late_out: StepOutputs | None = None  # the late anchor rows' outputs (asynchronous anchors, gradient mode)
     cal_rec: dict[str, Any] | None = None

@@ -185,6 +185,14 @@ class WmrlConfig(_Section):
         "waited for; its results are discarded, which biases the calibration toward fast programs where run time "
         "follows quality). With 'calibration' or 'drop' generation never waits on "
         "executions (anchor_wait is 0). Needs anchor_staleness >= 1 unless 'wait' (docs/scaling.md)."))
+    verify_favourites: bool = Field(False, description=(
+        "Favourite verification: in every world-model group the program the world model scores highest is executed "
+        "for real before the recipe runs (unless the run executed it before: then its measured reward is recalled "
+        "for free), and its true reward replaces the world model's for that program, as a recalled execution does. "
+        "A monotone calibration keeps the world model's order inside a group, so a policy following it ends at the "
+        "world model's favourite; verifying the favourite is what lets the true reward reorder it. At most one "
+        "execution per world-model group and step, counted in the training compute (ledger kind 'verify'). Needs a "
+        "recipe with recall (wmrl, wmrl-cv, wmrl-ppi, ...) and single-turn episodes (docs/training.md)."))
     exploit_alarm: Literal["none", "warn", "raise_anchors", "refit", "stop"] = Field("warn", description=(
         "The exploitation alarm: a sequential (CUSUM) test on each step's anchors for a policy moving onto programs "
         "the world model over-rates (anchors scoring below their calibrated predictions, or ordered worse than "
@@ -431,6 +439,12 @@ class TrainConfig(_Section):
                              f"and a world-model stream (the wmrl recipes: a step trains on the world model while "
                              f"its anchors are still running); method {self.method!r} has not both; set "
                              f"wmrl.anchor_staleness=0, or in a bench choose the wmrl methods with --methods")
+        if self.wmrl.verify_favourites and not (get_recipe(self.method).recall and self.episode.max_turns == 1):
+            raise ValueError(f"wmrl.verify_favourites feeds each world-model group's executed favourite in as a "
+                             f"recalled reward: it needs a method with recall (one of "
+                             f"{', '.join(n for n in recipe_names() if get_recipe(n).recall)}) and "
+                             f"episode.max_turns=1; method {self.method!r}, episode.max_turns="
+                             f"{self.episode.max_turns}")
         if self.wmrl.anchor_staleness and self.episode.max_turns > 1:
             raise ValueError(f"episode.max_turns={self.episode.max_turns} needs synchronous anchors: an anchor "
                              f"episode's next turn shows the feedback of its previous one, so it cannot run "

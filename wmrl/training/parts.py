@@ -508,12 +508,12 @@ def corpus_records(path: str | Path) -> list[dict[str, Any]]:
 
 
 def executed_records(cfg: TrainConfig, rd: RunDir) -> list[dict[str, Any]]:
-    """The run's executions so far as execution-log records: the warm-up and anchor executions in the run's
-    execution log, after the records of ``world_model.warmup_corpus`` when the warm-up was read from an
+    """The run's executions so far as execution-log records: the warm-up, anchor and verification executions in
+    the run's execution log, after the records of ``world_model.warmup_corpus`` when the warm-up was read from an
     external log (those are not copied into the run's log)."""
 
     recs = [r for r in ExecutionLog(rd.executions).records()
-            if r["trajectory"] is not None and r["trajectory"].stream in ("warmup", "anchor")]
+            if r["trajectory"] is not None and r["trajectory"].stream in ("warmup", "anchor", "verify")]
     if cfg.world_model.warmup_corpus:
         recs = corpus_records(cfg.world_model.warmup_corpus) + recs
     return recs

@@ -68,8 +68,19 @@ from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy, infra
 from wmrl.core.infra import check_infra
 from wmrl.core.infra import group_alarms
 from wmrl.core.recall import MeasuredRewards
+from wmrl.step.verify import Verified, verify_favourites
 
 log = logging.getLogger(__name__)
+
+
+def _demoted(gid: np.ndarray, reward_wm: np.ndarray, v: Verified) -> int:
+    """How many verified favourites scored, for real, below their group's mean world-model score: the
+    favourites the verification took the world model's word away from."""
+    n = 0
+    for i in v.favourites:
+        if np.isfinite(v.reward[i]) and v.reward[i] < float(np.mean(reward_wm[gid == gid[i]])):
+            n += 1
+    return n
 
 
 def _var(x: np.ndarray) -> float | None:
@@ -204,6 +215,9 @@ class Trainer:
             self._episodes(sb)  # later turns: generate, execute || wm_predict per turn (wmrl.training.multiturn)
         else:
             self._execute_and_predict(sb)  # stages execute || wm_predict (they overlap in time)
+        if self.cfg.wmrl.verify_favourites and self._predicts:
+            with L.stage("verify"):
+                self._verify(sb)
         with L.stage("recipe"):
             self._recipe(sb)
         with L.stage("update"):
@@ -327,7 +341,7 @@ class Trainer:
         weights (:meth:`wmrl.core.recipe.Recipe.step`) and learns this step's anchors; ``sb.cal_rec`` is the
         calibration.jsonl line (None without a world model)."""
         late, mode, B = sb.late, self.cfg.wmrl.late_anchors, sb.B
-        recalled = self._recalled(sb)
+        recalled = self._recalled(sb) if sb.verified is None else sb.verified
         sb.recalled = None if recalled is None else ~sb.is_anchor & np.isfinite(recalled)
         full = self.engine.run_recipe(recipe_inputs(sb, late, mode, recalled))
         def rows(sl: slice, stats: dict[str, Any], calibration: dict[str, Any] | None) -> StepOutputs:
@@ -379,6 +393,21 @@ class Trainer:
         measured.add_records(r for r in self.c.executed_records() if r["trajectory"].step < sb.step)
         return measured.lookup(sb.batch.task_ids, sb.batch.completions)
 
+    def _verify(self, sb: StepBatch) -> None:
+        """Stage verify (``wmrl.verify_favourites``, :mod:`wmrl.step.verify`): the favourite of every world-model
+        group is executed unless the run executed it before; ``sb.verified`` becomes the recalled rewards with
+        the verified ones filled in, and the metrics record the count."""
+        recalled = self._recalled(sb)
+        v = verify_favourites(sb.gid, sb.reward_wm, np.flatnonzero(~sb.anchor_groups), sb.batch.task_ids,
+                              sb.batch.completions, recalled,
+                              lambda idx: self.env.requests(self._rollouts(sb), idx, sb.completion_tokens),
+                              self.c.executor)
+        self.ledger.add_executions("verify", v.results)
+        base = np.full(sb.B, np.nan) if recalled is None else recalled
+        sb.verified = np.where(np.isfinite(v.reward), v.reward, base)
+        sb.env_stats.update(verify_favourites=int(v.favourites.size), verify_executed=int(v.executed.size),
+                            verify_demoted=_demoted(sb.gid, sb.reward_wm, v))
+
     def _refit_now(self, step: int) -> None:
         """Refit the world model at once (the exploitation alarm's ``refit`` response, timed within stage
         recipe); checkpoints keep it."""
@@ -422,6 +451,7 @@ class Trainer:
         rec.update(self._concentration(sb))
         rec.update(self._infra_alarm(sb))
         rec.update(sb.exploit)
+        rec.update(sb.env_stats)  # favourite verification's counts (stage verify)
         if self.anchors.k:  # asynchronous anchors (docs/scaling.md): what was consumed, how stale, what still runs
             st: np.ndarray = (np.concatenate([np.zeros(int(a_ok.sum())), sb.late.staleness]) if sb.late is not None
                               else np.zeros(0))
