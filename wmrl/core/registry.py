@@ -179,15 +179,22 @@ class Registry(Generic[T]):
         return UnknownName(f"unknown {self.kind} {name!r}{hint}; registered: {', '.join(names) or '(none)'}",
                            str(name), close[0] if close else None)
 
-    def check(self, name: str) -> str:
-        """``name`` if it is a name of this registry (nothing is imported), else :meth:`unknown`'s error.
+    def check(self, name: str, key: str | None = None) -> str:
+        """``name`` if it is a name of this registry (nothing is imported), else :meth:`unknown`'s error; a config
+        validates a setting with it (``functools.partial(ROUTERS.check, key="wmrl.router")``).
+
+        Args:
+            key: the setting that gave the name; the message then starts with ``"<key>: "``.
 
         Raises:
             UnknownName: as :meth:`get`.
         """
         if name in self.names():
             return name
-        raise self.unknown(name)
+        err = self.unknown(name)
+        if key is not None:
+            err = UnknownName(f"{key}: {err.message}", err.name, err.close)
+        raise err
 
     def items(self) -> list[tuple[str, T]]:
         """Every (name, entry) pair in :meth:`names` order, importing lazy entries and entry points.

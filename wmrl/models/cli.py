@@ -190,12 +190,12 @@ def scaffolds_cmd(
     console = _start(threads)
     from rich.table import Table
 
-    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLD_NAMES, get_scaffold
+    from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLDS, get_scaffold
     from wmrl.world_model.corpus import collect_uniform, collect_warmup
 
-    unknown = [n for n in scaffold or [] if n not in SCAFFOLD_NAMES]
+    unknown = [n for n in scaffold or [] if n not in SCAFFOLDS.names()]
     if unknown:
-        raise typer.BadParameter(f"unknown scaffold(s) {unknown}; choose from {', '.join(SCAFFOLD_NAMES)}",
+        raise typer.BadParameter(f"unknown scaffold(s) {unknown}; choose from {', '.join(SCAFFOLDS.names())}",
                                  param_hint="--scaffold")
     task_list = _train_tasks(tasks, tasks_dir)
     policy = None
@@ -203,7 +203,7 @@ def scaffolds_cmd(
         def has_grammar(n: str) -> bool:
             return get_scaffold(n).grammar_key(task_list[0]) is not None
 
-        names = list(scaffold or [n for n in SCAFFOLD_NAMES if has_grammar(n)])
+        names = list(scaffold or [n for n in SCAFFOLDS.names() if has_grammar(n)])
         free = [n for n in names if not has_grammar(n)]
         if free:
             raise typer.BadParameter(f"{free} have no grammar to draw from uniformly; measure them without --uniform "
@@ -211,7 +211,7 @@ def scaffolds_cmd(
     else:
         from wmrl.models.policy import Policy
 
-        names = list(scaffold or SCAFFOLD_NAMES)
+        names = list(scaffold or SCAFFOLDS.names())
         m, tok = _backbone(model, seed)
         policy = Policy(m, tok)
     sampler = "uniform" if uniform else model
@@ -273,7 +273,7 @@ def scaffolds_cmd(
     console.print(table)
     console.print(f"Highest valid-program rate: [bold]{best['scaffold']}[/] ({_fmt(best['valid_program_rate'])}); "
                   f"DEFAULT_SCAFFOLD = {DEFAULT_SCAFFOLD!r}"
-                  + ("" if uniform or best["scaffold"] == DEFAULT_SCAFFOLD or len(rows) < len(SCAFFOLD_NAMES)
+                  + ("" if uniform or best["scaffold"] == DEFAULT_SCAFFOLD or len(rows) < len(SCAFFOLDS.names())
                      else "  [yellow](the measurement disagrees with the default for this model)[/]"))
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)

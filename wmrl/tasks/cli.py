@@ -376,16 +376,18 @@ def check_cmd(
 @tasks_app.command("fixtures")
 def fixtures_cmd(
     out: Path = typer.Option(..., "--out", help="folder to write the benchmark-layout fixtures into"),
-    benchmark: list[str] | None = typer.Option(None, "--benchmark",
-                                                  help="mledojo, mlebench or dsbench (repeatable; default all)"),
+    benchmark: list[str] | None = typer.Option(None, "--benchmark", help=(
+        "a benchmark layout: mlebench, mledojo, dsbench or a registered one (repeatable; default all)")),
 ) -> None:
     """Write small tasks in the real MLE-Dojo, MLE-bench and DSBench layouts, made from built-in tables."""
     from wmrl.tasks.fixtures import build_benchmark_fixtures
+    from wmrl.tasks.layouts import benchmark_layouts
 
-    bad = [b for b in (benchmark or []) if b not in ("mledojo", "mlebench", "dsbench")]
+    known = benchmark_layouts()
+    bad = [b for b in (benchmark or []) if b not in known]
     if bad:
-        _fail(f"unknown benchmark(s) {bad}; choose mledojo, mlebench or dsbench")
-    made = build_benchmark_fixtures(out, tuple(benchmark) if benchmark else ("mledojo", "mlebench", "dsbench"))
+        _fail(f"unknown benchmark(s) {bad}; choose from {', '.join(known)}")
+    made = build_benchmark_fixtures(out, tuple(benchmark) if benchmark else None)
     for tid, path in made.items():
         typer.echo(f"{tid}: {path}")
 
