@@ -75,7 +75,7 @@ class Registry(Generic[T]):
         """Add ``obj`` under ``name`` and return it.
 
         Args:
-            replace: allow replacing an existing entry (tests, interactive sessions).
+            replace: allow replacing an existing entry (tests, notebooks).
 
         Raises:
             DuplicateName: ``name`` is registered already (re-registering the very same object is allowed, so a
