@@ -5,9 +5,11 @@ imports and ``if TYPE_CHECKING:`` blocks included; relative imports resolved). T
 packages (``wmrl.training.trainer`` -> ``training``; a top-level module such as ``wmrl/cli.py`` is a node
 of its own) and modules (a circle inside one package, e.g. two modules that import each other).
 
-Each package's ``cli.py`` is the top of the house: it registers commands on the ``wmrl`` app and may import
-any package (``wmrl models``' world-model commands use ``world_model``), and only command modules
-import it; the package graph leaves the CLI modules out, and a test checks that nothing imports them.
+Nothing imports upward: every package has a layer (:data:`LAYERS`, docs/architecture.md, "Arrows") and a module
+(a package's command module ``cli.py`` included) imports only its own layer and those below. Each package's
+``cli.py`` registers that package's commands on the ``wmrl`` app, and only command modules import it (the app
+``wmrl/cli.py`` imports them all); the package graph leaves the CLI modules out, and a test checks that nothing
+else imports them.
 """
 from __future__ import annotations
 
@@ -181,6 +183,51 @@ def test_shared_layers_do_not_import_the_trainers(package):
     offenders = sorted(f"{module_name(p)} -> {m}" for p in sorted((ROOT / package).rglob("*.py"))
                        for m in module_imports(p) if package_of(m) in FORBIDDEN[package])
     assert not offenders, f"wmrl.{package} imports what it must not ({sorted(FORBIDDEN[package])}): {offenders}"
+
+
+#: Each package's (and top-level module's) layer, lowest first: a module may import its own layer and those below
+#: (docs/architecture.md, "Arrows"). ``wmrl/cli.py``, the app, is above everything and not listed.
+LAYERS: dict[str, int] = {
+    "core": 0,
+    "program_text": 1, "paths": 1, "trajectory": 1,
+    "console": 2, "export": 2, "sim": 2,
+    "tasks": 3,
+    "execution": 4,
+    "interfaces": 5,
+    "models": 6,
+    "world_model": 7,
+    "episodes": 8, "serve": 8,
+    "runs": 9, "step": 9, "report": 9,
+    "training": 10, "embodied": 10, "integrations": 10,
+    "bench": 11,
+}
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``"module -> imported"`` for every import in ``graph`` (module -> imported modules) of a higher layer than
+    the importing module's package (:data:`LAYERS`); the app ``wmrl.cli`` may import anything."""
+    out = []
+    for mod, deps in sorted(graph.items()):
+        src = package_of(mod)
+        if src is None or mod == "wmrl.cli":
+            continue
+        out += [f"{mod} -> {d}" for d in sorted(deps)
+                if package_of(d) is not None and LAYERS[package_of(d)] > LAYERS[src]]
+    return out
+
+
+def test_every_package_has_a_layer():
+    assert {package_of(m) for m in all_modules()} - {None, "cli"} == set(LAYERS)
+
+
+def test_nothing_imports_from_a_higher_layer():
+    offenders = upward_imports(module_graph())
+    assert not offenders, "imports from a higher layer (tests/test_layout.py, LAYERS):\n" + "\n".join(offenders)
+
+
+def test_the_upward_check_finds_an_upward_import():
+    assert upward_imports({"wmrl.tasks.cli": {"wmrl.execution.pool", "wmrl.tasks.loader"},
+                           "wmrl.cli": {"wmrl.bench.cli"}}) == ["wmrl.tasks.cli -> wmrl.execution.pool"]
 
 
 def test_report_imports_neither_bench_nor_training():

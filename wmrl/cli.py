@@ -27,6 +27,7 @@ def _register_all() -> None:
     from wmrl.execution import cli as execution_cli
     from wmrl.sim import cli as sim_cli
     from wmrl.models import cli as models_cli
+    from wmrl.world_model import cli as world_model_cli
     from wmrl.training import cli as training_cli
     from wmrl.report import cli as report_cli
     from wmrl.bench import cli as bench_cli
@@ -34,8 +35,8 @@ def _register_all() -> None:
     from wmrl.export import cli as export_cli
     from wmrl.serve import cli as serve_cli
 
-    for module in (tasks_cli, execution_cli, sim_cli, models_cli, training_cli, report_cli, bench_cli, embodied_cli,
-                   serve_cli, export_cli):
+    for module in (tasks_cli, execution_cli, sim_cli, models_cli, world_model_cli, training_cli, report_cli, bench_cli,
+                   embodied_cli, serve_cli, export_cli):
         module.register(app)
 
 

@@ -97,7 +97,7 @@ class Trajectory:
 
 def trajectory_of(record: Any) -> Trajectory | None:
     """The trajectory of an execution-log record (a dict from ``ExecutionLog.records`` or
-    ``world_model.corpus.result_record``, or an object with ``trajectory``/``meta`` attributes): its
+    ``models.corpus.result_record``, or an object with ``trajectory``/``meta`` attributes): its
     ``trajectory`` when set, else one read from its ``meta``; None when it holds none.
 
     Raises:

@@ -7,7 +7,7 @@ from wmrl.episodes import (PREDICTED_ERROR_TAIL, Observation, episode_prompt, ob
                            observation_from_result, show_attempt)
 from wmrl.episodes.prompt import REVISE_INSTRUCTION
 from wmrl.execution.types import ExecutionResult, ExecutionStatus
-from wmrl.models.scaffolds import SCAFFOLD_NAMES, get_scaffold
+from wmrl.models.scaffolds import SCAFFOLDS, get_scaffold
 from wmrl.tasks.grading import grade_score, score_at_percentile
 from wmrl.tasks.validation import validation_view
 
@@ -78,7 +78,7 @@ def test_predicted_feedback_looks_like_real_feedback(views, tid):
     assert Observation.from_dict(fail.to_dict()) == fail
 
 
-@pytest.mark.parametrize("name", SCAFFOLD_NAMES)
+@pytest.mark.parametrize("name", SCAFFOLDS.names())
 def test_episode_prompt_for_every_scaffold(views, name):
     view = views["vcdextra-titanicp"]
     scaffold = get_scaffold(name)

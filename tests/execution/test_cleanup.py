@@ -89,7 +89,7 @@ def test_tree_usage_reports_depth_and_long_paths(tmp_path):
         fd = new
     os.close(fd)
     assert tree_usage(tmp_path, 1 << 30, 10_000, depth_cap=64)[2] == 65
-    assert scr._rmtree(tmp_path / ("x" * 200))
+    assert scr.remove_tree(tmp_path / ("x" * 200))
 
 
 def test_removal_copes_with_a_5000_deep_tree(tmp_path):
@@ -108,9 +108,9 @@ def test_removal_copes_with_a_5000_deep_tree(tmp_path):
                 s.bind(f"/proc/self/fd/{fd}/sock")
     os.close(fd)
     os.chmod(tmp_path / "top", 0)
-    assert scr._rmtree(tmp_path / "top") is True
+    assert scr.remove_tree(tmp_path / "top") is True
     assert list(tmp_path.iterdir()) == [] and os.path.isdir("/etc")
-    assert scr._rmtree(tmp_path / "missing") is True
+    assert scr.remove_tree(tmp_path / "missing") is True
 
 
 def test_rmtree_never_raises(tmp_path, monkeypatch, caplog):
@@ -122,7 +122,7 @@ def test_rmtree_never_raises(tmp_path, monkeypatch, caplog):
 
     monkeypatch.setattr(scr, "_remove_tree", boom)
     with caplog.at_level(logging.WARNING, logger="wmrl.execution.sandbox"):
-        assert scr._rmtree(d) is False
+        assert scr.remove_tree(d) is False
     assert "RecursionError" in caplog.text and d.is_dir()
 
 
@@ -137,8 +137,8 @@ def test_an_unremovable_folder_is_quarantined_and_executions_go_on(tmp_path, tin
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     stuck = _stale(scratch)
-    real = scr._rmtree
-    monkeypatch.setattr(scr, "_rmtree", lambda p: False if Path(p) == stuck else real(p))
+    real = scr.remove_tree
+    monkeypatch.setattr(scr, "remove_tree", lambda p: False if Path(p) == stuck else real(p))
     with caplog.at_level(logging.WARNING, logger="wmrl.execution.sandbox"):
         assert scr.sweep_stale_scratch(scratch) == []
     quarantined = scratch / f"{scr.QUARANTINE_PREFIX}{stuck.name[len(scr.SCRATCH_PREFIX):]}"

@@ -189,7 +189,7 @@ def test_self_censoring_programs_gain_nothing_in_the_evaluation_mean(tmp_path):
 
 
 def test_an_infra_error_that_comes_back_counts_as_the_programs_failure(tmp_path):
-    from wmrl.execution.pool import _FutureExecutor, recheck_infra_error
+    from wmrl.execution.pool import FutureExecutor, recheck_infra_error
 
     task = metric_task(tmp_path / "task", "rmse", "regression")
     req = ExecutionRequest(task=task, program="x", request_id="r1")
@@ -204,7 +204,7 @@ def test_an_infra_error_that_comes_back_counts_as_the_programs_failure(tmp_path)
     assert again.status == ExecutionStatus.RUNTIME_ERROR and again.reward == task.failure_reward
     assert "reproduced" in again.error and not again.is_infra_error and again.wall_s == 4.0
 
-    class Flaky(_FutureExecutor):  # the shared executor machinery with a backend that fails as told
+    class Flaky(FutureExecutor):  # the shared executor machinery with a backend that fails as told
         def __init__(self, outcomes):
             self._init_futures()
             self.log = None

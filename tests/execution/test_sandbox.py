@@ -184,7 +184,7 @@ def test_workdir_is_removed_unless_kept(public):
     try:
         assert (Path(r.workdir) / "x").read_text() == "1"
     finally:
-        scr._rmtree(Path(r.workdir).parent)
+        scr.remove_tree(Path(r.workdir).parent)
 
 
 def test_scratch_folders_of_killed_drivers_are_swept(tmp_path, public):
@@ -219,7 +219,7 @@ def test_scratch_folders_of_killed_drivers_are_swept(tmp_path, public):
     assert own.name.startswith(f"wmrl-exec-{host}-{os.getpid()}-") and (own / scr.OWNER_LOCK).is_file()
     assert scr.sweep_stale_scratch(tmp_path) == [live]  # its lock was released: its driver is gone
     assert own.exists()
-    scr._rmtree(own)
+    scr.remove_tree(own)
     os.close(own_fd)
     assert scr.sweep_stale_scratch(tmp_path / "missing") == []
     # run_program sweeps once per scratch folder and stamps its own folder with host and pid
@@ -231,7 +231,7 @@ def test_scratch_folders_of_killed_drivers_are_swept(tmp_path, public):
         assert Path(r.workdir).parent.name.startswith(f"wmrl-exec-{host}-{os.getpid()}-")
         assert scr.sweep_stale_scratch(tmp_path) == []  # a kept folder stays locked while its driver runs
     finally:
-        scr._rmtree(Path(r.workdir).parent)
+        scr.remove_tree(Path(r.workdir).parent)
 
 
 def test_bad_arguments():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from typing import get_args, get_type_hints
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from wmrl.world_model.generative import (OUTCOME_CUE, QUALITY_BUCKETS, QUALITY_P
                                          answer_text, answer_tokens, quality_bucket)
 from wmrl.world_model.outcome import LADDERS
 from wmrl.models.types import LoraSettings
-from wmrl.world_model.factory import WORLD_MODEL_KINDS, load_world_model, new_world_model, saved_world_model_kind
+from wmrl.world_model.factory import load_world_model, new_world_model, saved_world_model_kind
 from wmrl.world_model.data import fit_split
 from wmrl.world_model.regression import RegressionWorldModel
 
@@ -276,14 +275,13 @@ def test_bad_inputs_are_clear_errors():
         GenerativeWorldModel(model, tok, lora=None)
     with pytest.raises(ValueError, match="max_length"):
         GenerativeWorldModel(model, tok, lora=LORA, max_length=6)
-    with pytest.raises(ValueError, match="known kinds: regression, generative"):
+    with pytest.raises(ValueError, match="unknown world model kind 'classifier'.*registered: regression, generative"):
         new_world_model("classifier", model, tok)
 
 
 def test_config_selects_the_kind():
-    from wmrl.training.config import ConfigError, WorldModelConfig, load_config
+    from wmrl.training.config import ConfigError, load_config
 
-    assert set(get_args(get_type_hints(WorldModelConfig)["kind"])) == set(WORLD_MODEL_KINDS)
     assert load_config(None).world_model.kind == "regression"
     assert load_config(None, ["world_model.kind=generative"]).world_model.kind == "generative"
     with pytest.raises(ConfigError, match="world_model.kind"):

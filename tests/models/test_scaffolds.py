@@ -6,10 +6,10 @@ import ast
 import pytest
 
 from wmrl.interfaces import Scaffold
-from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLD_NAMES, get_scaffold, grammar_sentences
+from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, SCAFFOLDS, get_scaffold, grammar_sentences
 
 
-@pytest.mark.parametrize("name", SCAFFOLD_NAMES)
+@pytest.mark.parametrize("name", SCAFFOLDS.names())
 def test_protocol_and_prompt(name, tasks):
     sc = get_scaffold(name)
     assert isinstance(sc, Scaffold) and sc.name == name
@@ -19,7 +19,7 @@ def test_protocol_and_prompt(name, tasks):
 
 
 def test_default_is_known():
-    assert DEFAULT_SCAFFOLD in SCAFFOLD_NAMES
+    assert DEFAULT_SCAFFOLD in SCAFFOLDS.names()
 
 
 def test_unknown_scaffold():

@@ -121,7 +121,7 @@ def test_collect_warmup_groups_and_meta(tasks):
     from wmrl.execution.types import ExecutionResult, ExecutionStatus
     from wmrl.models.backbone import tiny_backbone
     from wmrl.models.policy import Policy
-    from wmrl.world_model.corpus import collect_warmup
+    from wmrl.models.corpus import collect_warmup
 
     class FakeExecutor:
         def __init__(self):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from wmrl.tasks.fixtures import FIXTURES, build_benchmark_fixtures
-from wmrl.tasks.layouts import LAYOUTS, layout
+from wmrl.tasks.layouts import all_layouts, layout
 from wmrl.tasks.loader import TaskFormatError, detect_layout, load_task
 
 ONE_EACH = ("dojo-titanicp", "mleb-attrition", "dsb-concrete")
@@ -21,12 +21,12 @@ def made(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
 
 
 def test_registry_names_are_unique_and_every_fixture_has_a_writer():
-    names = [lay.name for lay in LAYOUTS]
+    names = [lay.name for lay in all_layouts()]
     assert names == ["wmrl", "mlebench", "mledojo", "dsbench"]  # the order a folder is tried in
-    assert {f.benchmark for f in FIXTURES} <= {lay.name for lay in LAYOUTS if lay.fixture is not None}
-    assert {lay.package for lay in LAYOUTS if lay.package} == {"mlebench", "mledojo"}
-    assert all(lay.no_data is not None for lay in LAYOUTS if lay.package)
-    with pytest.raises(KeyError, match="unknown task layout 'kaggle'; known: wmrl, mlebench"):
+    assert {f.benchmark for f in FIXTURES} <= {lay.name for lay in all_layouts() if lay.fixture is not None}
+    assert {lay.package for lay in all_layouts() if lay.package} == {"mlebench", "mledojo"}
+    assert all(lay.no_data is not None for lay in all_layouts() if lay.package)
+    with pytest.raises(KeyError, match="unknown task layout 'kaggle'; registered: wmrl, mlebench"):
         layout("kaggle")
 
 
@@ -37,7 +37,7 @@ def test_each_fixture_is_claimed_and_read_by_its_own_layout(made):
     by_id = {f.id: f.benchmark for f in FIXTURES}
     for fid, folder in folders.items():
         lay = layout(by_id[fid])
-        claimed = [other.name for other in LAYOUTS if other.detect(folder)]
+        claimed = [other.name for other in all_layouts() if other.detect(folder)]
         assert claimed[0] == lay.name, (fid, claimed)
         if lay.self_describing:
             assert lay.find(folder) == [folder] and detect_layout(folder) == lay.name
@@ -56,6 +56,6 @@ def test_a_folder_of_no_layout_is_refused_naming_every_layout(tmp_path):
         load_task(tmp_path)
     msg = str(e.value)
     assert msg.startswith(f"{tmp_path.resolve()} is not a task folder: expected ")
-    for lay in LAYOUTS:
+    for lay in all_layouts():
         assert f"{lay.expects} ({lay.title})" in msg
-    assert all(lay.find(tmp_path) is None for lay in LAYOUTS)
+    assert all(lay.find(tmp_path) is None for lay in all_layouts())

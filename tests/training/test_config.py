@@ -23,7 +23,7 @@ def test_defaults_and_round_trip(tmp_path):
 
 @pytest.mark.parametrize("override, words", [
     (["optim.stepz=3"], ["optim.stepz", "steps"]),
-    (["wmrl.router=fractoin"], ["wmrl.router", "'fraction'", "'stratified'", "did you mean 'fraction'"]),
+    (["wmrl.router=fractoin"], ["wmrl.router", "registered: fraction, stratified", "did you mean 'fraction'"]),
     (["method=foo"], ["method", "grpo", "wm", "wmrl", "wmrl-no-debias", "anchor-only"]),
     (["wmrl.fusion=ppi"], ["wmrl.fusion", "was removed", "method=wmrl-ppi"]),
     (["optim.lr=fast"], ["optim.lr", "number"]),

@@ -1,11 +1,15 @@
-"""``wmrl bench``: grpo, wm, wmrl and the wmrl ablations side by side (:mod:`wmrl.bench`). Heavy
-imports stay inside the command, so ``wmrl --help`` starts fast."""
+"""``wmrl bench``: grpo, wm, wmrl and the wmrl ablations side by side (:mod:`wmrl.bench`); ``wmrl models bench``:
+the LM's tokens/s (sampling, scoring, update) with and without shared prompts, next to the FLOP bound measured in
+the same run (:mod:`wmrl.bench.lm`). Heavy imports stay inside the commands, so ``wmrl --help`` starts fast."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
 
+from wmrl.models.cli import (ModelOpt, SeedOpt, TasksDirOpt, ThreadsOpt, load_backbone_or_exit, start_command,
+                             train_tasks)
 from wmrl.report.cli import command_line
 
 
@@ -60,6 +64,48 @@ def bench_cmd(
     typer.echo((paths["markdown"]).read_text(encoding="utf-8"))
 
 
+models_app = typer.Typer(help="The LM itself: throughput against the FLOP bound.", no_args_is_help=True)
+
+
+@models_app.command("bench")
+def models_bench_cmd(
+    model: ModelOpt = "smollm2-135m",
+    task: str = typer.Option("aer-hmda", "--task", help="Train task of the sampling/update measurements."),
+    quickstart_tasks: str = typer.Option("vcdextra-titanicp,aer-houseprices,sklearn-diabetes,modeldata-attrition",
+                                         "--quickstart-tasks",
+                                         help="Tasks of the quickstart step (configs/quickstart.yaml)."),
+    tasks_dir: TasksDirOpt = None,
+    groups: int = typer.Option(4, "--groups", min=1, help="Groups (copies of --task) per batch."),
+    group_size: int = typer.Option(4, "--group-size", min=1, help="Samples per group."),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1,
+                                       help="Completion budget of the sampling measurements."),
+    micro_batch: int = typer.Option(4, "--micro-batch", min=1,
+                                    help="Rows per forward/backward in the update (the quickstart's)."),
+    before: bool = typer.Option(True, "--before/--no-before",
+                                help="Also measure the per-row implementation without shared prompts (the baseline)."),
+    variants: bool = typer.Option(False, "--variants", help="Also time eager attention and bf16 autocast."),
+    seed: SeedOpt = 0,
+    json_out: Path | None = typer.Option(None, "--json", help="Also write every figure to this JSON file."),
+    threads: ThreadsOpt = 1,
+) -> None:
+    """Tokens/s of sampling (grammar, free), world-model scoring and the update, and a quickstart step's
+    LM CPU-s, before and after shared prompts, beside the FLOP bound measured in the same run."""
+    console = start_command(threads)
+    from wmrl.bench.lm import run_bench
+
+    task_obj = train_tasks(task, tasks_dir)[0]
+    quick = train_tasks(quickstart_tasks, tasks_dir)
+    m, tok = load_backbone_or_exit(model, seed)
+    res = run_bench(m, tok, task_obj, quick, groups=groups, group_size=group_size, max_new_tokens=max_new_tokens,
+                    micro_batch=micro_batch, seed=seed, before=before, variants=variants,
+                    log=lambda s: console.print(s, highlight=False))
+    res.update(model=model, task=task, groups=groups, group_size=group_size, max_new_tokens=max_new_tokens)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(res, indent=2))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``wmrl bench`` to the top-level app."""
+    """Add ``wmrl bench`` and ``wmrl models bench`` to the top-level app."""
     app.command(name="bench")(bench_cmd)
+    app.add_typer(models_app, name="models")

@@ -59,6 +59,7 @@ from wmrl.core.fusion import (
     ppi_lambda,
     ppi_samples,
 )
+from wmrl.core.registry import Registry
 from wmrl.core.window import AnchorWindow
 
 #: World-model scores at which the calibration map is reported (calibration.jsonl ``map_x``).
@@ -172,8 +173,8 @@ class Debiasing:
         return self.fn(x)
 
 
-#: The debiasing registry: name -> :class:`Debiasing`.
-DEBIASINGS: dict[str, Debiasing] = {}
+#: The debiasing registry: name -> :class:`Debiasing` (entry-point group ``wmrl.debiasings``).
+DEBIASINGS: Registry[Debiasing] = Registry("debiasing", group="wmrl.debiasings")
 
 
 DebiasFn = Callable[[DebiasInputs], DebiasOutputs]
@@ -184,12 +185,12 @@ def register_debiasing(name: str, *, help: str, make_state: Callable[[RecipeSett
     """Decorator: register ``fn(DebiasInputs) -> DebiasOutputs`` as the debiasing ``name``.
 
     Raises:
-        ValueError: ``name`` is registered already for another function.
+        wmrl.core.registry.DuplicateName: ``name`` is registered already for another function.
     """
     def decorator(fn: DebiasFn) -> DebiasFn:
-        if name in DEBIASINGS and DEBIASINGS[name].fn is not fn:
-            raise ValueError(f"a debiasing named {name!r} is registered already")
-        DEBIASINGS[name] = Debiasing(name, fn, help, make_state)
+        old = DEBIASINGS.loaded().get(name)
+        if old is None or old.fn is not fn:
+            DEBIASINGS.register(name, Debiasing(name, fn, help, make_state))
         return fn
     return decorator
 
@@ -198,17 +199,15 @@ def get_debiasing(name: str) -> Debiasing:
     """The registered debiasing ``name``.
 
     Raises:
-        KeyError: no such debiasing; the message lists the registered names.
+        wmrl.core.registry.UnknownName: no such debiasing (a KeyError and a ValueError); the message lists the
+            registered names and the closest one.
     """
-    try:
-        return DEBIASINGS[name]
-    except KeyError:
-        raise KeyError(f"unknown debiasing {name!r}; registered debiasings: {', '.join(DEBIASINGS)}") from None
+    return DEBIASINGS.get(name)
 
 
 def debiasing_names() -> list[str]:
     """The registered debiasing names, in registration order."""
-    return list(DEBIASINGS)
+    return DEBIASINGS.names()
 
 
 @register_debiasing(NO_DEBIASING, help="none: the raw world-model score r_hat is used as it is")
@@ -320,8 +319,8 @@ class Fusion:
         return self.fn(x)
 
 
-#: The fusion registry: name -> :class:`Fusion`.
-FUSIONS: dict[str, Fusion] = {}
+#: The fusion registry: name -> :class:`Fusion` (entry-point group ``wmrl.fusions``).
+FUSIONS: Registry[Fusion] = Registry("fusion", group="wmrl.fusions")
 
 
 FusionFn = Callable[[FusionInputs], FusionOutputs]
@@ -332,12 +331,12 @@ def register_fusion(name: str, *, help: str, world_model: bool = True, denoises:
     """Decorator: register ``fn(FusionInputs) -> FusionOutputs`` as the fusion ``name``.
 
     Raises:
-        ValueError: ``name`` is registered already for another function.
+        wmrl.core.registry.DuplicateName: ``name`` is registered already for another function.
     """
     def decorator(fn: FusionFn) -> FusionFn:
-        if name in FUSIONS and FUSIONS[name].fn is not fn:
-            raise ValueError(f"a fusion named {name!r} is registered already")
-        FUSIONS[name] = Fusion(name, fn, help, world_model, denoises)
+        old = FUSIONS.loaded().get(name)
+        if old is None or old.fn is not fn:
+            FUSIONS.register(name, Fusion(name, fn, help, world_model, denoises))
         return fn
     return decorator
 
@@ -346,17 +345,15 @@ def get_fusion(name: str) -> Fusion:
     """The registered fusion ``name``.
 
     Raises:
-        KeyError: no such fusion; the message lists the registered names.
+        wmrl.core.registry.UnknownName: no such fusion (a KeyError and a ValueError); the message lists the
+            registered names and the closest one.
     """
-    try:
-        return FUSIONS[name]
-    except KeyError:
-        raise KeyError(f"unknown fusion {name!r}; registered fusions: {', '.join(FUSIONS)}") from None
+    return FUSIONS.get(name)
 
 
 def fusion_names() -> list[str]:
     """The registered fusion names, in registration order."""
-    return list(FUSIONS)
+    return FUSIONS.names()
 
 
 def _none_if_nan(x: Any) -> Any:

@@ -35,7 +35,7 @@ b <= 0 or fewer than two distinct r_hat values).
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import sklearn
@@ -200,11 +200,11 @@ class IsotonicCalibrator:
     def _base(self, x: np.ndarray) -> np.ndarray:
         lo, hi = self.bounds
         if self._iso is not None:
-            return np.interp(x, self._xt, self._yt)
+            return cast(np.ndarray, np.interp(x, self._xt, self._yt))
         if self._affine is not None:
             a, b = self._affine
             return np.clip(a + b * x, lo, hi)
-        return np.clip(x, lo, hi)
+        return cast(np.ndarray, np.clip(x, lo, hi))
 
     def transform(self, wm_scores: np.ndarray, step: int | None = None) -> np.ndarray:
         """Calibrated rewards r_tilde = f(r_hat), strictly increasing in r_hat, inside the bounds.

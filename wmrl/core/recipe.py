@@ -60,6 +60,7 @@ from wmrl.core.axes import (
     get_fusion,
 )
 from wmrl.core.ranking import ranking_errors
+from wmrl.core.registry import Registry
 from wmrl.core.window import AnchorWindow
 
 __all__ = ["Anchors", "AnchorWindow", "BASELINE", "CALIBRATION_GRID", "RECIPES", "RECIPE_FLAGS", "Recipe",
@@ -378,37 +379,33 @@ def calibration_record(step: int, out: StepOutputs, reward_wm: np.ndarray, rewar
             "anchor_true": np.asarray(reward_true)[a].tolist(), "diagnostics": cal["diagnostics"]}
 
 
-#: The registry: recipe name -> :class:`Recipe`.
-RECIPES: dict[str, Recipe] = {}
+#: The registry: recipe name -> :class:`Recipe` (entry-point group ``wmrl.recipes``; an entry point names a
+#: :class:`Recipe` object, ``"my_package.recipes:MY_RECIPE"``).
+RECIPES: Registry[Recipe] = Registry("recipe", group="wmrl.recipes")
 
 
 def register_recipe(recipe: Recipe) -> Recipe:
-    """Add ``recipe`` to the registry under ``recipe.name`` (verl's ``register_adv_est`` pattern).
+    """Add ``recipe`` to :data:`RECIPES` under ``recipe.name`` (verl's ``register_adv_est`` pattern).
 
     Raises:
-        ValueError: the name is taken.
+        wmrl.core.registry.DuplicateName: the name is taken (a ValueError).
     """
-    if recipe.name in RECIPES:
-        raise ValueError(f"a recipe named {recipe.name!r} is registered already")
-    RECIPES[recipe.name] = recipe
-    return recipe
+    return RECIPES.register(recipe.name, recipe)
 
 
 def get_recipe(name: str) -> Recipe:
     """The registered recipe ``name``.
 
     Raises:
-        KeyError: no such recipe; the message lists the registered names.
+        wmrl.core.registry.UnknownName: no such recipe (a KeyError and a ValueError); the message lists the
+            registered names and the closest one.
     """
-    try:
-        return RECIPES[name]
-    except KeyError:
-        raise KeyError(f"unknown method {name!r}; registered recipes: {', '.join(RECIPES)}") from None
+    return RECIPES.get(name)
 
 
 def recipe_names() -> list[str]:
-    """The registered names, in registration order."""
-    return list(RECIPES)
+    """The registered names, in registration order (entry points not yet loaded last)."""
+    return RECIPES.names()
 
 
 #: What :func:`recipes_with` can select on: the recipe's fields and its derived properties.

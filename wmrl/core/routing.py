@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from wmrl.core.registry import Registry
+
 
 def _check_fraction(fraction: float, min_every: int | None) -> None:
     if not (0.0 <= fraction <= 1.0) or math.isnan(fraction):
@@ -259,17 +261,21 @@ class HashRouter(Router):
         return np.flatnonzero(self._plan)
 
 
+#: The router registry: name -> router class, called as ``cls(fraction=, min_every=, seed=)`` (entry-point group
+#: ``wmrl.routers``; an entry point names a :class:`Router` subclass).
+ROUTERS: Registry[Callable[..., Router]] = Registry("router", group="wmrl.routers")
+ROUTERS.register("fraction", FractionRouter)
+ROUTERS.register("stratified", StratifiedRouter)
+ROUTERS.register("hash", HashRouter)
+
+
 def make_router(kind: str, fraction: float = 0.1, min_every: int | None = 10, seed: int = 0) -> Router:
-    """Build a router by name: ``"fraction"``, ``"stratified"`` or ``"hash"``.
+    """Build the router registered as ``kind`` (:data:`ROUTERS`: ``"fraction"``, ``"stratified"``, ``"hash"``).
 
     Raises:
-        ValueError: unknown kind (the message lists the known ones).
+        wmrl.core.registry.UnknownName: unknown kind (a ValueError; the message lists the registered ones).
     """
-    kinds: dict[str, Callable[..., Router]] = {"fraction": FractionRouter, "stratified": StratifiedRouter,
-                                              "hash": HashRouter}
-    if kind not in kinds:
-        raise ValueError(f"unknown router {kind!r}; choose one of {sorted(kinds)}")
-    return kinds[kind](fraction=fraction, min_every=min_every, seed=seed)
+    return ROUTERS.get(kind)(fraction=fraction, min_every=min_every, seed=seed)
 
 
 def build_router(recipe: Any, anchor_fraction: float, *, kind: str = "fraction", min_anchor_every: int | None = None,

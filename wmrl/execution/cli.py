@@ -1,4 +1,6 @@
-"""Commands of ``wmrl.execution``: ``wmrl exec`` and ``wmrl sandbox-bench``.
+"""Commands of ``wmrl.execution``: ``wmrl exec``, ``wmrl sandbox-bench``, and the suite's commands that run
+programs in the sandbox, ``wmrl tasks build`` (``--leaderboards`` reruns the reference pools) and ``wmrl tasks
+check`` (``--copies`` scans what the sandbox leaves readable), registered on :data:`wmrl.tasks.cli.tasks_app`.
 
 Heavy imports (pandas via the grader, ray) stay inside the commands.
 """
@@ -11,6 +13,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import typer
+
+from wmrl.tasks.cli import DIR_HELP, ROOT_HELP, fail, resolve_task, suite_dir, task_roots, tasks_app
 
 MiB = 1024**2
 
@@ -250,7 +254,130 @@ def sandbox_bench_command(
         sys.stdout.write(json.dumps(report, default=str) + "\n")
 
 
+def tasks_build_cmd(
+    out: Path | None = typer.Option(None, "--out", help=DIR_HELP),
+    leaderboards: bool = typer.Option(False, "--leaderboards",
+                                      help="also rerun the reference pools in the sandbox and rewrite the "
+                                           "committed leaderboards (about 30 CPU-minutes for all tasks)"),
+    only: list[str] | None = typer.Option(None, "--only", help="build only these task ids (repeatable)"),
+) -> None:
+    """Build the built-in suite of real tasks (seconds); leaderboards come from the committed CSVs."""
+    import time
+
+    from wmrl.console import make_console
+
+    from wmrl.tasks.build import SuiteDirError, build_suite
+
+    console = make_console()
+    root = suite_dir(out)
+    t0 = time.perf_counter()
+    try:
+        tasks = build_suite(root, only or None)
+    except KeyError as exc:
+        fail(exc.args[0])
+    except SuiteDirError as exc:
+        fail(str(exc))
+    console.print(f"built {len(tasks)} tasks in {root} ({time.perf_counter() - t0:.1f}s)")
+    if leaderboards:
+        from wmrl.execution.leaderboards import rebuild_leaderboards
+
+        t1 = time.perf_counter()
+        rebuild_leaderboards(tasks, log=console.print)
+        tasks = build_suite(root, [t.id for t in tasks])  # copy the new boards into the task folders
+        console.print(f"rebuilt {len(tasks)} leaderboards in {time.perf_counter() - t1:.0f}s")
+    missing = [t.id for t in tasks if not t.leaderboard_paths]
+    if missing:
+        console.print(f"[yellow]no leaderboard yet for: {', '.join(missing)} "
+                      "(run 'wmrl tasks build --leaderboards')[/yellow]")
+
+
+
+def tasks_check_cmd(
+    tasks: list[str] | None = typer.Argument(None, help="Task ids or task folders (default: the whole suite)."),
+    dir_: list[Path] | None = typer.Option(None, "--root", "--dir", help=ROOT_HELP),
+    copies: bool = typer.Option(False, "--copies", help="also look for copies of the test rows in every file the "
+                                "sandbox can read (wmrl.execution.leakscan; minutes over a large environment, cached)"),
+    scan_only: list[Path] | None = typer.Option(None, "--copies-in", help="look for copies only under these "
+                                                   "folders (repeatable; implies --copies)"),
+    mask: bool = typer.Option(False, "--mask", help="with --copies: list each copy found in the task folder's "
+                              "sandbox-masks.txt, so that the sandbox masks it from then on"),
+    allow_refused: bool = typer.Option(False, "--allow-refused", help="without task ids: exit 0 although some "
+                                       "tasks under the roots were refused (cannot be graded), when every task "
+                                       "that loaded passes; the refusals are still listed"),
+    views: float | None = typer.Option(None, "--views", help="also build each task's validation "
+                                       "view at this held-out fraction (e.g. 0.2, a config's "
+                                       "episode.validation_fraction) and check it as multi-turn training does"),
+) -> None:
+    """Check tasks as the trainer does before training: answers in public/ (any table, by value), a metric
+    that disagrees with its leaderboards; with --views, the validation views of multi-turn episodes; with
+    --copies, copies of the test rows the sandbox leaves readable (with --mask, also masked from then on).
+    Prints one line per problem; without task ids, also every task under the roots that was refused and why,
+    and what was skipped. Exits 1 when any task has a problem
+    or (unless --allow-refused) a task under the roots was refused."""
+    from wmrl.tasks.checks import check_task
+    from wmrl.tasks.loader import SuiteNotBuilt, TaskFormatError, TaskSuite
+
+    if views is not None and not 0.0 < views < 1.0:
+        fail(f"--views {views}: the held-out fraction must lie strictly between 0 and 1, e.g. --views 0.2")
+    disc = None
+    if tasks:
+        if allow_refused:
+            fail("--allow-refused goes with checking every task under the roots (no task ids); a task named "
+                  "here that was refused is an error either way")
+        chosen = [resolve_task(t, dir_) for t in tasks]
+    else:
+        try:
+            suite = TaskSuite(task_roots(dir_))
+            chosen = list(suite)
+            disc = suite.discovery
+        except (SuiteNotBuilt, TaskFormatError) as exc:
+            fail(str(exc))
+    found: dict[str, list] = {}
+    if copies or scan_only:
+        from wmrl.execution.leakscan import scan_tasks
+
+        roots = [str(Path(d).expanduser().resolve()) for d in scan_only] if scan_only else None
+        for c in scan_tasks(chosen, roots=roots, masked=[] if roots else None):
+            found.setdefault(c.task_id, []).append(c)
+        if mask:
+            from wmrl.execution.masks import read_masks, write_masks
+
+            for task in chosen:
+                if found.get(task.id):
+                    f = write_masks(task.root, [*read_masks(task.root), *(c.path for c in found[task.id])])
+                    typer.echo(f"{task.id}: {len(found[task.id])} copy(ies) listed in {f}; the sandbox masks them")
+    bad = 0
+    for task in chosen:
+        from wmrl.tasks.checks import TaskProblem
+
+        problems = check_task(task, views) + [TaskProblem(task.id, "answer_copy", c.message())
+                                       for c in found.get(task.id, [])]
+        bad += bool(problems)
+        for p in problems:
+            typer.echo(f"{task.id}: {p.kind}: {p.message}")
+        if not problems:
+            typer.echo(f"{task.id}: ok")
+    refused = disc.refused if disc is not None else []
+    if disc is not None and (refused or disc.skipped or any(t.warnings for t in disc.tasks.values())):
+        typer.echo(disc.summary())
+    if bad:
+        typer.secho(f"{bad} of {len(chosen)} task(s) would be refused for training", fg="red", err=True)
+    if refused and disc is not None:
+        where = " ".join(f"--root {r}" for r in disc.roots)
+        ids = ", ".join(tid for tid, _, _ in refused)
+        typer.secho(f"{len(refused)} task(s) under the roots were refused (cannot be graded): {ids}; each "
+                    f"'refused <id>: <reason>' line above says why ('wmrl tasks list {where}' lists them too)"
+                    + ("; --allow-refused: not counted as a failure" if allow_refused else
+                       "; pass --allow-refused to exit 0 when only refusals remain"),
+                    fg="yellow" if allow_refused else "red", err=True)
+    if bad or (refused and not allow_refused):
+        raise typer.Exit(1)
+
+
+
 def register(app: typer.Typer) -> None:
-    """Add this package's commands to the top-level ``wmrl`` app."""
+    """Add this package's commands to the top-level ``wmrl`` app, and ``build`` and ``check`` to ``wmrl tasks``."""
     app.command(name="exec")(exec_command)
     app.command(name="sandbox-bench")(sandbox_bench_command)
+    tasks_app.command("build")(tasks_build_cmd)
+    tasks_app.command("check")(tasks_check_cmd)

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from wmrl.execution.sandbox import SandboxConfig, _visible_roots, hidden_paths
+from wmrl.execution.sandbox import SandboxConfig, visible_roots, hidden_paths
 from wmrl.paths import wmrl_home
 
 #: File names (lower-cased) the scan reads, optionally followed by a compression suffix.
@@ -250,7 +250,7 @@ def scan_roots(config=None, python: str | None = None,
     """
     config = config or SandboxConfig()
     python = python or config.python or sys.executable
-    roots = sorted({os.path.realpath(r) for r in _visible_roots(python, config) if os.path.isdir(r)})
+    roots = sorted({os.path.realpath(r) for r in visible_roots(python, config) if os.path.isdir(r)})
     masked = sorted({os.path.realpath(p) for p in hidden_paths(config, python, extra=tuple(extra_masks))})
     return roots, masked
 

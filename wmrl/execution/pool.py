@@ -73,7 +73,7 @@ def result_or_infra(fut: Future, request: ExecutionRequest) -> ExecutionResult:
         return infra_result(request, f"executor failed: {type(exc).__name__}: {exc}")
 
 
-class _FutureExecutor:
+class FutureExecutor:
     """What :class:`LocalExecutor` and :class:`~wmrl.execution.ray_pool.RayExecutor` share.
 
     The futures, the closed flag, the set of running futures that :meth:`close` cancels, the log
@@ -197,7 +197,7 @@ def recheck_infra_error(request: ExecutionRequest, first: ExecutionResult, secon
     return second
 
 
-class LocalExecutor(_FutureExecutor):
+class LocalExecutor(FutureExecutor):
     """Run sandboxed executions on the local machine, at most ``max_workers`` at a time.
 
     Args:

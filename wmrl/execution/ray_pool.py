@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from wmrl.execution.log import ExecutionLog
-from wmrl.execution.pool import ExecutionFuture, _FutureExecutor
+from wmrl.execution.pool import ExecutionFuture, FutureExecutor
 from wmrl.execution.runner import Grader, infra_result, outcome, time_limit_of
 from wmrl.execution.sandbox import SandboxConfig, run_program
 from wmrl.execution.types import ExecutionRequest, ExecutionResult
@@ -32,7 +32,7 @@ def _remote_run(program: str, public_dir: str, time_limit_s: float, config: Sand
     return run_program(program, public_dir, time_limit_s, config)
 
 
-class RayExecutor(_FutureExecutor):
+class RayExecutor(FutureExecutor):
     """Run sandboxed executions as Ray tasks; grade and log in this process.
 
     Args:

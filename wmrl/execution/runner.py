@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wmrl.execution.scratch import _rmtree, make_scratch
+from wmrl.execution.scratch import remove_tree, make_scratch
 from wmrl.execution.sandbox import MAX_TIME_LIMIT_S, SUBMISSION_NAME, SandboxConfig, SandboxRun, run_program
 from wmrl.execution.types import MAX_ERROR_CHARS, ExecutionRequest, ExecutionResult, ExecutionStatus, program_hash
 from wmrl.tasks.spec import InvalidSubmission, UnreadableSubmission
@@ -254,7 +254,7 @@ def _grade(task, submission: bytes | bytearray, grader: Grader):
                     None)
         return ExecutionStatus.OK, "", grade
     finally:
-        _rmtree(root)
+        remove_tree(root)
         os.close(lock_fd)
 
 

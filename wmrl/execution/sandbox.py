@@ -69,7 +69,7 @@ from typing import Any
 from wmrl.execution import memlimit
 from wmrl.execution.masks import read_masks
 from wmrl.execution.masks import test_folders as _tests
-from wmrl.execution.scratch import _sweep_once, make_scratch, remove_or_quarantine
+from wmrl.execution.scratch import sweep_once, make_scratch, remove_or_quarantine
 from wmrl.execution.seccomp import userns_filter
 from wmrl.execution.supervise import MAX_LIMIT, StartFailed, TreeRun, rlimits, run_tree
 import importlib.util
@@ -422,7 +422,7 @@ def site_folders(python: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def _visible_roots(python: str, config: SandboxConfig) -> list[str]:
+def visible_roots(python: str, config: SandboxConfig) -> list[str]:
     """Host folders bound into the sandbox (at the same path), as absolute paths."""
     roots = ["/usr"] + [d for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
                         if os.path.isdir(d) and not os.path.islink(d)]
@@ -476,7 +476,7 @@ def hidden_paths(config: SandboxConfig, python: str | None = None,
 def _hidden_paths(python: str, packages: tuple[str, ...], paths: tuple[str, ...],
                   extra_ro_binds: tuple[str, ...], test_folders: bool = True) -> tuple[str, ...]:
 
-    roots = _visible_roots(python, SandboxConfig(extra_ro_binds=extra_ro_binds))
+    roots = visible_roots(python, SandboxConfig(extra_ro_binds=extra_ro_binds))
     candidates: list[str] = []
     for site_dir in site_folders(python):
         for rel in packages:
@@ -805,7 +805,7 @@ def run_program(program: str, public_dir: str | os.PathLike, time_limit_s: float
     root: Path | None = None
     lock_fd: int | None = None
     try:
-        _sweep_once(config.scratch_dir)
+        sweep_once(config.scratch_dir)
         root, lock_fd = make_scratch(config.scratch_dir)
         result.workdir = str(root / "work")
         as_root = os.geteuid() == 0 and mode in ("bwrap", "unsandboxed")

@@ -55,7 +55,7 @@ def make_scratch(scratch_dir: str | os.PathLike | None = None) -> tuple[Path, in
     except BaseException:
         if fd >= 0:
             os.close(fd)
-        _rmtree(tmp)
+        remove_tree(tmp)
         raise
     return final, fd
 
@@ -125,7 +125,7 @@ def _sweep(scratch_dir: str | os.PathLike | None) -> list[Path]:
     return removed
 
 
-def _sweep_once(scratch_dir: str | None) -> None:
+def sweep_once(scratch_dir: str | None) -> None:
     """:func:`sweep_stale_scratch` the first time this process executes into ``scratch_dir``."""
     key = str(scratch_dir)
     with _swept_lock:
@@ -236,7 +236,7 @@ def _remove_tree(parent_fd: int, top: str) -> bool:
             os.close(fd)
 
 
-def _rmtree(root: str | os.PathLike) -> bool:
+def remove_tree(root: str | os.PathLike) -> bool:
     """Remove the folder (or file) ``root`` and everything under it, whatever a program left there: any
     depth, paths longer than ``PATH_MAX``, folders of mode 000 or read-only, links (never followed),
     sockets, FIFOs, device nodes.
@@ -282,7 +282,7 @@ def remove_or_quarantine(folder: Path) -> bool:
     Returns:
         Whether the folder was removed. Never raises.
     """
-    if _rmtree(folder):
+    if remove_tree(folder):
         return True
     try:
         _quarantine(folder)

@@ -9,4 +9,6 @@ Modules (heavy libraries are imported inside them, not here):
   ``DEFAULT_SCAFFOLD``.
 * :mod:`wmrl.models.adapters`: named LoRA adapters on one shared base model.
 * :mod:`wmrl.models.types`: ``RolloutBatch``, ``LoraSettings``.
+* :mod:`wmrl.models.corpus`: programs sampled from the base policy and executed for real (the world model's
+  warm-up corpus; ``wmrl scaffolds`` measures the scaffolds with it).
 """

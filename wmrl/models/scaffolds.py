@@ -33,8 +33,8 @@ import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
+from wmrl.core.registry import Registry
 from wmrl.interfaces import Scaffold
 from wmrl.models.fail_grammar import EXTRA_IMPORTS, fail_grammar_sentences
 from wmrl.models.grammar_lang import call, expand, hp
@@ -42,8 +42,6 @@ from wmrl.tasks.harness import render_solution
 from wmrl.tasks.metrics import prediction_kind
 from wmrl.tasks.spec import Task
 
-ScaffoldName = Literal["script", "function", "grammar", "grammar-fail"]
-SCAFFOLD_NAMES: tuple[str, ...] = ("script", "function", "grammar", "grammar-fail")
 
 #: Chosen from the measured valid-program rate (``wmrl scaffolds``; numbers in docs/models.md):
 #: with SmolLM2-135M on the built-in train tasks only the grammar scaffold yields mostly valid
@@ -459,17 +457,19 @@ def _fail_sentence_set(kind: str) -> frozenset[str]:
     return frozenset(fail_grammar_sentences(kind))
 
 
-_SCAFFOLDS: dict[str, Callable[[], Scaffold]] = {"script": ScriptScaffold, "function": FunctionScaffold,
-                                                  "grammar": GrammarScaffold, "grammar-fail": FailGrammarScaffold}
+#: The scaffold registry: name -> a factory of a fresh :class:`~wmrl.interfaces.Scaffold` (entry-point group
+#: ``wmrl.scaffolds``; an entry point names a scaffold class or another factory without arguments).
+SCAFFOLDS: Registry[Callable[[], Scaffold]] = Registry("scaffold", group="wmrl.scaffolds")
+for _name, _cls in (("script", ScriptScaffold), ("function", FunctionScaffold), ("grammar", GrammarScaffold),
+                    ("grammar-fail", FailGrammarScaffold)):
+    SCAFFOLDS.register(_name, _cls)
 
 
-def get_scaffold(name: ScaffoldName | str) -> Scaffold:
-    """A scaffold by name: ``"script"``, ``"function"``, ``"grammar"`` or ``"grammar-fail"``.
+def get_scaffold(name: str) -> Scaffold:
+    """A fresh scaffold by name: ``"script"``, ``"function"``, ``"grammar"``, ``"grammar-fail"`` or a registered
+    one (:data:`SCAFFOLDS`).
 
     Raises:
-        ValueError: an unknown name (the message lists the known ones).
+        wmrl.core.registry.UnknownName: an unknown name (a ValueError; the message lists the registered ones).
     """
-    try:
-        return _SCAFFOLDS[name]()
-    except KeyError:
-        raise ValueError(f"unknown scaffold {name!r}; choose one of {', '.join(SCAFFOLD_NAMES)}") from None
+    return SCAFFOLDS.get(name)()

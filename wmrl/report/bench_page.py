@@ -40,7 +40,7 @@ from wmrl.report.bench_stats import (
     train_paired_notes,
 )
 from wmrl.report.machine import code_line, machine_line
-from wmrl.report.plots import _plt, color_for, finish_axes
+from wmrl.report.plots import pyplot, color_for, finish_axes
 from wmrl.report.stats import MeanSE, mean_se
 from wmrl.report.tables import Cell, Table
 
@@ -211,7 +211,7 @@ def fig_curves(train: dict[str, list], held: dict[str, list]) -> Any | None:
     if not any(train.values()) and not any(held.values()):
         return None
 
-    plt = _plt()
+    plt = pyplot()
     fig, (ax_t, ax_h) = plt.subplots(1, 2, figsize=(13, 4.8))
     idx = {m: i for i, m in enumerate(METHODS)}
     for method, seeds in train.items():

@@ -19,7 +19,8 @@ from wmrl.report.runs import RunData
 STAGES_SHOWN = ("generate", "wm_predict", "update", "execute", "recipe")
 
 
-def _plt():
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the ``Agg`` backend (files only, no display), imported on first use."""
     import matplotlib  # noqa: PLC0415 - heavy (matplotlib)
 
     matplotlib.use("Agg", force=True)
@@ -30,7 +31,7 @@ def _plt():
 
 def color_for(i: int) -> Any:
     """The i-th colour of matplotlib's ``tab10`` cycle (wraps around)."""
-    plt = _plt()
+    plt = pyplot()
     return plt.get_cmap("tab10")(i % 10)
 
 
@@ -86,7 +87,7 @@ def fig_reward_curves(
     ``reward_wm_mean`` (raw r_hat, dotted) and ``reward_wm_calibrated_mean`` (f_hat(r_hat), solid).
     Returns ``None`` when no run has any of these columns.
     """
-    plt = _plt()
+    plt = pyplot()
     fig, (ax_t, ax_w) = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
     any_data = False
     for i, run in enumerate(runs):
@@ -134,7 +135,7 @@ def fig_evaluations(runs: Sequence[RunData], labels: Sequence[str] | None = None
     One point per ``eval.jsonl`` record; held-out tasks solid, train tasks dashed. ``None`` when
     there are none.
     """
-    plt = _plt()
+    plt = pyplot()
     fig, (ax_p, ax_v) = plt.subplots(1, 2, figsize=(12, 4))
     any_data = False
     for i, run in enumerate(runs):
@@ -193,7 +194,7 @@ def fig_calibration(run: RunData) -> Any | None:
     pts = calibration_points(run)
     if pts.empty:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, (ax_b, ax_a) = plt.subplots(1, 2, figsize=(12.5, 5), sharey=True)
     steps = pd.to_numeric(pts["step"], errors="coerce").fillna(0)
     sc = ax_b.scatter(pts["wm"], pts["true"], c=steps, cmap="viridis", s=14, alpha=0.7)
@@ -230,7 +231,7 @@ def fig_alpha_noise(runs: Sequence[RunData], labels: Sequence[str] | None = None
     Left: ``alpha`` (weight of the anchor gradient; 1 for grpo, 0 for wm). Right: ``residual_var``
     (sigma_xi^2 = Var(r - f_hat(r_hat)), solid) and ``var_anchor`` (V_A, dotted). ``None`` if absent.
     """
-    plt = _plt()
+    plt = pyplot()
     fig, (ax_a, ax_v) = plt.subplots(1, 2, figsize=(12, 4))
     any_a = any_v = False
     for i, run in enumerate(runs):
@@ -271,7 +272,7 @@ def fig_ranking_and_collapse(runs: Sequence[RunData], labels: Sequence[str] | No
     programs among a group's samples, mean over the step's groups). Right: ``policy_entropy`` (minus the mean
     sequence log-probability of the samples, nats). ``None`` if no run logged any of them.
     """
-    plt = _plt()
+    plt = pyplot()
     panels = (("wm_kendall_tau", "world model's Kendall tau-b in anchor groups"),
               ("policy_distinct_programs", "distinct programs per group"),
               ("policy_entropy", "policy entropy estimate (nats)"))
@@ -359,7 +360,7 @@ def fig_ledger(runs: Sequence[RunData], labels: Sequence[str] | None = None) -> 
     parts = [ledger_breakdown(r) for r in runs]
     if not any(parts):
         return None
-    plt = _plt()
+    plt = pyplot()
     keys: list[str] = []
     for p in parts:
         for k in p:

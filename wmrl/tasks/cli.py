@@ -1,4 +1,6 @@
-"""Commands of ``wmrl.tasks``: ``wmrl tasks build | list | show | grade | stats | check | fixtures | coverage``.
+"""Commands of ``wmrl.tasks``: ``wmrl tasks list | show | grade | stats | fixtures | coverage``, and the helpers
+that the suite's other commands share (``wmrl tasks build | check`` run programs in the sandbox, so they are
+:mod:`wmrl.execution.cli`'s, registered on :data:`tasks_app`).
 
 Imports of heavy libraries stay inside the commands.
 """
@@ -8,19 +10,20 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
 tasks_app = typer.Typer(help="The task suite: build it, list it, show a task, grade a submission.",
                         no_args_is_help=True)
 
-_DIR_HELP = "suite directory (default: $WMRL_TASKS_ROOT or $WMRL_HOME/tasks)"
-_ROOT_HELP = ("where tasks live, searched recursively; repeat for several roots (default: $WMRL_TASKS_ROOT, "
+DIR_HELP = "suite directory (default: $WMRL_TASKS_ROOT or $WMRL_HOME/tasks)"
+ROOT_HELP = ("where tasks live, searched recursively; repeat for several roots (default: $WMRL_TASKS_ROOT, "
               "folders joined by ':', else $WMRL_HOME/tasks); --dir is the older spelling")
 
 
-def _suite_dir(dir_) -> Path:
+def suite_dir(dir_: str | Path | list[Path] | None) -> Path:
+    """The suite folder ``dir_`` (the first of a list), or the default one."""
     from wmrl.paths import default_tasks_dir
 
     if isinstance(dir_, list):
@@ -28,14 +31,15 @@ def _suite_dir(dir_) -> Path:
     return Path(dir_).expanduser() if dir_ else default_tasks_dir()
 
 
-def _roots(dir_: str | Path | list[Path] | None) -> list[Path]:
+def task_roots(dir_: str | Path | list[Path] | None) -> list[Path]:
+    """The task roots ``dir_`` (one or several folders), or the default ones."""
     from wmrl.paths import default_task_roots
 
     dirs = [dir_] if isinstance(dir_, (str, Path)) else dir_
     return [Path(d).expanduser() for d in dirs] if dirs else default_task_roots()
 
 
-def _fail(msg: str, code: int = 2) -> NoReturn:
+def fail(msg: str, code: int = 2) -> NoReturn:
     """Print a one-line error in red and exit (no traceback for a user error)."""
     typer.secho(msg, fg="red", err=True)
     raise typer.Exit(code)
@@ -47,27 +51,27 @@ def _looks_like_path(arg: str) -> bool:
     return any(s in arg for s in seps) or arg.startswith("~") or arg in (".", "..")
 
 
-def _load_folder(task: str, dir_: Path | list[Path] | None = None):
+def _load_folder(task: str, dir_: Path | list[Path] | None = None) -> Any:
     """The task folder ``task`` of any layout; the roots given with ``--root`` are searched for its benchmark
     package's metadata (an MLE-bench data folder whose ``config.yaml`` lies in a checkout given as a root)."""
     from wmrl.tasks.loader import TaskFormatError, load_error, load_task
 
     path = Path(task).expanduser()
     if not path.exists():
-        _fail(f"task folder {path} does not exist; give a task id (see 'wmrl tasks list') or the path of a task folder")
+        fail(f"task folder {path} does not exist; give a task id (see 'wmrl tasks list') or the path of a task folder")
     if not path.is_dir():
-        _fail(f"{path} is a file, not a task folder; give a task id (see 'wmrl tasks list') or the path of a task "
+        fail(f"{path} is a file, not a task folder; give a task id (see 'wmrl tasks list') or the path of a task "
               "folder")
-    search = [r for r in _roots(dir_) if r.is_dir()] if dir_ else []
+    search = [r for r in task_roots(dir_) if r.is_dir()] if dir_ else []
     try:
         return load_task(path, search=search)
     except TaskFormatError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except Exception as exc:  # noqa: BLE001 - a broken folder is one line, never a traceback
-        _fail(load_error(path, exc))
+        fail(load_error(path, exc))
 
 
-def _resolve_task(task: str, dir_: Path | list[Path] | None):
+def resolve_task(task: str, dir_: Path | list[Path] | None) -> Any:
     """A task by id in the suite, or a task folder of any layout given as a path.
 
     A bare id (no path separator) is looked up in the suite first; only an argument written as a path,
@@ -76,79 +80,42 @@ def _resolve_task(task: str, dir_: Path | list[Path] | None):
     from wmrl.tasks.loader import SuiteNotBuilt, TaskFormatError, TaskSuite
 
     if not task.strip():
-        _fail("the task id is empty; give a task id (see 'wmrl tasks list') or the path of a task folder")
+        fail("the task id is empty; give a task id (see 'wmrl tasks list') or the path of a task folder")
     if _looks_like_path(task):
         return _load_folder(task, dir_)
-    root = _roots(dir_)
+    root = task_roots(dir_)
     try:
         return TaskSuite(root).get(task)
     except SuiteNotBuilt as exc:
         if Path(task).is_dir():
             return _load_folder(task, dir_)
-        _fail(str(exc))
+        fail(str(exc))
     except KeyError as exc:
         if Path(task).is_dir():
             return _load_folder(task, dir_)
-        _fail(exc.args[0])
+        fail(exc.args[0])
     except TaskFormatError as exc:
-        _fail(f"the task suite in {root} cannot be loaded: {exc}")
+        fail(f"the task suite in {root} cannot be loaded: {exc}")
 
-
-@tasks_app.command("build")
-def build_cmd(
-    out: Path | None = typer.Option(None, "--out", help=_DIR_HELP),
-    leaderboards: bool = typer.Option(False, "--leaderboards",
-                                      help="also rerun the reference pools in the sandbox and rewrite the "
-                                           "committed leaderboards (about 30 CPU-minutes for all tasks)"),
-    only: list[str] | None = typer.Option(None, "--only", help="build only these task ids (repeatable)"),
-) -> None:
-    """Build the built-in suite of real tasks (seconds); leaderboards come from the committed CSVs."""
-    import time
-
-    from wmrl.console import make_console
-
-    from wmrl.tasks.build import SuiteDirError, build_suite
-
-    console = make_console()
-    root = _suite_dir(out)
-    t0 = time.perf_counter()
-    try:
-        tasks = build_suite(root, only or None)
-    except KeyError as exc:
-        _fail(exc.args[0])
-    except SuiteDirError as exc:
-        _fail(str(exc))
-    console.print(f"built {len(tasks)} tasks in {root} ({time.perf_counter() - t0:.1f}s)")
-    if leaderboards:
-        from wmrl.execution.leaderboards import rebuild_leaderboards
-
-        t1 = time.perf_counter()
-        rebuild_leaderboards(tasks, log=console.print)
-        tasks = build_suite(root, [t.id for t in tasks])  # copy the new boards into the task folders
-        console.print(f"rebuilt {len(tasks)} leaderboards in {time.perf_counter() - t1:.0f}s")
-    missing = [t.id for t in tasks if not t.leaderboard_paths]
-    if missing:
-        console.print(f"[yellow]no leaderboard yet for: {', '.join(missing)} "
-                      "(run 'wmrl tasks build --leaderboards')[/yellow]")
 
 
 @tasks_app.command("list")
 def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="print JSON (one object per task) for scripts"),
-    dir_: list[Path] | None = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
+    dir_: list[Path] | None = typer.Option(None, "--root", "--dir", help=ROOT_HELP),
 ) -> None:
     """A table of the tasks under the roots: id, adapter, type, rows, metric, reward kind, split; then what
     was found, skipped and refused, and why. Exits 1 when a task was refused."""
     from wmrl.tasks.loader import SuiteNotBuilt, TaskFormatError, TaskSuite
 
-    roots = _roots(dir_)
+    roots = task_roots(dir_)
     try:
         suite = TaskSuite(roots)
         tasks = suite.tasks()
     except SuiteNotBuilt as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except TaskFormatError as exc:
-        _fail(f"the tasks under {', '.join(map(str, roots))} cannot be loaded: {exc}")
+        fail(f"the tasks under {', '.join(map(str, roots))} cannot be loaded: {exc}")
     disc = suite.discovery
     if as_json:  # a list of tasks on stdout (as before); the discovery summary goes to stderr
         typer.echo(json.dumps([{
@@ -185,7 +152,7 @@ def list_cmd(
 @tasks_app.command("show")
 def show_cmd(
     task_id: str = typer.Argument(..., help="task id, or the path of a task folder (any layout)"),
-    dir_: list[Path] | None = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
+    dir_: list[Path] | None = typer.Option(None, "--root", "--dir", help=ROOT_HELP),
 ) -> None:
     """A task's description and a summary of its leaderboards."""
     import numpy as np
@@ -194,7 +161,7 @@ def show_cmd(
 
     from wmrl.tasks import leaderboard as lb
 
-    task = _resolve_task(task_id, dir_)
+    task = resolve_task(task_id, dir_)
     console = make_console()
     console.print(Markdown(task.description or f"# {task.id}\n\n(no description)"))
     console.print(f"\n[bold]{task.id}[/bold]: {task.type}, metric {task.metric} "
@@ -210,7 +177,7 @@ def show_cmd(
         try:
             board = lb.read_leaderboard(path)
         except lb.LeaderboardError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         lower = lb.infer_lower_is_better(board, task.lower_is_better)
         g, s, b = lb.medal_positions(board.size)
         console.print(f"leaderboard {path.name}: N={board.size}, best {board[0]:.6g}, median "
@@ -223,7 +190,7 @@ def show_cmd(
 def grade_cmd(
     task_id: str = typer.Argument(..., help="task id, or the path of a task folder (any layout)"),
     submission: Path = typer.Argument(..., help="submission CSV"),
-    dir_: list[Path] | None = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
+    dir_: list[Path] | None = typer.Option(None, "--root", "--dir", help=ROOT_HELP),
     as_json: bool = typer.Option(False, "--json", help="print the grade as JSON"),
 ) -> None:
     """Grade a submission: raw score, leaderboard percentile (reward), medal, above median, RPG."""
@@ -233,13 +200,13 @@ def grade_cmd(
     from wmrl.tasks.leaderboard import LeaderboardError
     from wmrl.tasks.spec import InvalidSubmission
 
-    task = _resolve_task(task_id, dir_)
+    task = resolve_task(task_id, dir_)
     try:
         grade = grade_submission(task, submission)
     except InvalidSubmission as exc:
-        _fail(f"invalid submission: {exc}", 1)
+        fail(f"invalid submission: {exc}", 1)
     except (FileNotFoundError, LeaderboardError) as exc:  # the task folder's problem, not the submission's
-        _fail(f"cannot grade task {task.id!r}: {exc}")
+        fail(f"cannot grade task {task.id!r}: {exc}")
     if as_json:
         typer.echo(json.dumps({"task_id": task.id, **grade.as_dict()}, allow_nan=False))
         return
@@ -295,102 +262,22 @@ def stats_cmd(
                   f"{total['wall_minutes_summed']:.1f} wall-minutes summed over runs")
 
 
-@tasks_app.command("check")
-def check_cmd(
-    tasks: list[str] | None = typer.Argument(None, help="Task ids or task folders (default: the whole suite)."),
-    dir_: list[Path] | None = typer.Option(None, "--root", "--dir", help=_ROOT_HELP),
-    copies: bool = typer.Option(False, "--copies", help="also look for copies of the test rows in every file the "
-                                "sandbox can read (wmrl.execution.leakscan; minutes over a large environment, cached)"),
-    scan_only: list[Path] | None = typer.Option(None, "--copies-in", help="look for copies only under these "
-                                                   "folders (repeatable; implies --copies)"),
-    mask: bool = typer.Option(False, "--mask", help="with --copies: list each copy found in the task folder's "
-                              "sandbox-masks.txt, so that the sandbox masks it from then on"),
-    allow_refused: bool = typer.Option(False, "--allow-refused", help="without task ids: exit 0 although some "
-                                       "tasks under the roots were refused (cannot be graded), when every task "
-                                       "that loaded passes; the refusals are still listed"),
-    views: float | None = typer.Option(None, "--views", help="also build each task's validation "
-                                       "view at this held-out fraction (e.g. 0.2, a config's "
-                                       "episode.validation_fraction) and check it as multi-turn training does"),
-) -> None:
-    """Check tasks as the trainer does before training: answers in public/ (any table, by value), a metric
-    that disagrees with its leaderboards; with --views, the validation views of multi-turn episodes; with
-    --copies, copies of the test rows the sandbox leaves readable (with --mask, also masked from then on).
-    Prints one line per problem; without task ids, also every task under the roots that was refused and why,
-    and what was skipped. Exits 1 when any task has a problem
-    or (unless --allow-refused) a task under the roots was refused."""
-    from wmrl.tasks.checks import check_task
-    from wmrl.tasks.loader import SuiteNotBuilt, TaskFormatError, TaskSuite
-
-    if views is not None and not 0.0 < views < 1.0:
-        _fail(f"--views {views}: the held-out fraction must lie strictly between 0 and 1, e.g. --views 0.2")
-    disc = None
-    if tasks:
-        if allow_refused:
-            _fail("--allow-refused goes with checking every task under the roots (no task ids); a task named "
-                  "here that was refused is an error either way")
-        chosen = [_resolve_task(t, dir_) for t in tasks]
-    else:
-        try:
-            suite = TaskSuite(_roots(dir_))
-            chosen = list(suite)
-            disc = suite.discovery
-        except (SuiteNotBuilt, TaskFormatError) as exc:
-            _fail(str(exc))
-    found: dict[str, list] = {}
-    if copies or scan_only:
-        from wmrl.execution.leakscan import scan_tasks
-
-        roots = [str(Path(d).expanduser().resolve()) for d in scan_only] if scan_only else None
-        for c in scan_tasks(chosen, roots=roots, masked=[] if roots else None):
-            found.setdefault(c.task_id, []).append(c)
-        if mask:
-            from wmrl.execution.masks import read_masks, write_masks
-
-            for task in chosen:
-                if found.get(task.id):
-                    f = write_masks(task.root, [*read_masks(task.root), *(c.path for c in found[task.id])])
-                    typer.echo(f"{task.id}: {len(found[task.id])} copy(ies) listed in {f}; the sandbox masks them")
-    bad = 0
-    for task in chosen:
-        from wmrl.tasks.checks import TaskProblem
-
-        problems = check_task(task, views) + [TaskProblem(task.id, "answer_copy", c.message())
-                                       for c in found.get(task.id, [])]
-        bad += bool(problems)
-        for p in problems:
-            typer.echo(f"{task.id}: {p.kind}: {p.message}")
-        if not problems:
-            typer.echo(f"{task.id}: ok")
-    refused = disc.refused if disc is not None else []
-    if disc is not None and (refused or disc.skipped or any(t.warnings for t in disc.tasks.values())):
-        typer.echo(disc.summary())
-    if bad:
-        typer.secho(f"{bad} of {len(chosen)} task(s) would be refused for training", fg="red", err=True)
-    if refused and disc is not None:
-        where = " ".join(f"--root {r}" for r in disc.roots)
-        ids = ", ".join(tid for tid, _, _ in refused)
-        typer.secho(f"{len(refused)} task(s) under the roots were refused (cannot be graded): {ids}; each "
-                    f"'refused <id>: <reason>' line above says why ('wmrl tasks list {where}' lists them too)"
-                    + ("; --allow-refused: not counted as a failure" if allow_refused else
-                       "; pass --allow-refused to exit 0 when only refusals remain"),
-                    fg="yellow" if allow_refused else "red", err=True)
-    if bad or (refused and not allow_refused):
-        raise typer.Exit(1)
-
 
 @tasks_app.command("fixtures")
 def fixtures_cmd(
     out: Path = typer.Option(..., "--out", help="folder to write the benchmark-layout fixtures into"),
-    benchmark: list[str] | None = typer.Option(None, "--benchmark",
-                                                  help="mledojo, mlebench or dsbench (repeatable; default all)"),
+    benchmark: list[str] | None = typer.Option(None, "--benchmark", help=(
+        "a benchmark layout: mlebench, mledojo, dsbench or a registered one (repeatable; default all)")),
 ) -> None:
     """Write small tasks in the real MLE-Dojo, MLE-bench and DSBench layouts, made from built-in tables."""
     from wmrl.tasks.fixtures import build_benchmark_fixtures
+    from wmrl.tasks.layouts import benchmark_layouts
 
-    bad = [b for b in (benchmark or []) if b not in ("mledojo", "mlebench", "dsbench")]
+    known = benchmark_layouts()
+    bad = [b for b in (benchmark or []) if b not in known]
     if bad:
-        _fail(f"unknown benchmark(s) {bad}; choose mledojo, mlebench or dsbench")
-    made = build_benchmark_fixtures(out, tuple(benchmark) if benchmark else ("mledojo", "mlebench", "dsbench"))
+        fail(f"unknown benchmark(s) {bad}; choose from {', '.join(known)}")
+    made = build_benchmark_fixtures(out, tuple(benchmark) if benchmark else None)
     for tid, path in made.items():
         typer.echo(f"{tid}: {path}")
 
@@ -409,7 +296,7 @@ def coverage_cmd(
     try:
         results = benchmark_coverage(path)
     except CoverageError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     doc = {"path": str(Path(path).expanduser().resolve()), "python": sys.executable,
            "benchmarks": [b.as_dict() for b in results]}
     text = json.dumps(doc, indent=1)
@@ -420,7 +307,7 @@ def coverage_cmd(
         try:
             json_out.expanduser().write_text(text + "\n", encoding="utf-8")
         except OSError as exc:
-            _fail(f"cannot write {json_out}: {exc.strerror or exc}")
+            fail(f"cannot write {json_out}: {exc.strerror or exc}")
     from rich.table import Table
 
     from wmrl.console import make_console

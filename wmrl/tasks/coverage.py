@@ -44,6 +44,7 @@ from typing import Any
 import yaml
 
 from wmrl.tasks.benchcode import recognise_metric
+from wmrl.tasks.layouts import layout
 
 #: Why a competition is refused, in the order that picks a competition's main reason.
 REASONS: dict[str, str] = {
@@ -56,7 +57,6 @@ REASONS: dict[str, str] = {
 }
 
 #: The benchmarks :func:`benchmark_coverage` reads, with their display names.
-BENCHMARKS: dict[str, str] = {"mlebench": "MLE-bench", "mledojo": "MLE-Dojo", "dsbench": "DSBench"}
 
 #: Top-level (or dotted) modules whose import means network access.
 NETWORK_MODULES = frozenset({
@@ -145,7 +145,7 @@ class BenchmarkCoverage:
     @property
     def name(self) -> str:
         """The benchmark's display name (``MLE-bench``, ``MLE-Dojo``, ``DSBench``)."""
-        return BENCHMARKS[self.benchmark]
+        return layout(self.benchmark).title
 
     def refused_by_reason(self) -> dict[str, int]:
         """Refused competitions per main reason, every key of :data:`REASONS` present (0 when none)."""

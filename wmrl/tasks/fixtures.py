@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from wmrl.tasks import leaderboard as lb
-from wmrl.tasks.layouts import layout
+from wmrl.tasks.layouts import benchmark_layouts, layout
 from wmrl.tasks.layouts.base import FixtureDef, FixtureSource
 from wmrl.tasks.build import build_suite
 
@@ -44,9 +44,10 @@ FIXTURES: tuple[FixtureDef, ...] = (
 )
 
 
-def build_benchmark_fixtures(out: Path | str, benchmarks: tuple[str, ...] = ("mledojo", "mlebench", "dsbench"),
+def build_benchmark_fixtures(out: Path | str, benchmarks: tuple[str, ...] | None = None,
                              ids: tuple[str, ...] | None = None) -> dict[str, Path]:
-    """Write the :data:`FIXTURES` of ``benchmarks`` (or only ``ids``) under ``out`` (see the module docstring).
+    """Write the :data:`FIXTURES` of ``benchmarks`` (default: every layout with a fixture writer,
+    :func:`wmrl.tasks.layouts.benchmark_layouts`), or only ``ids``, under ``out`` (see the module docstring).
 
     Returns:
         ``{fixture id: task folder}`` (the folder a loader reads; the package metadata lies apart).
@@ -62,6 +63,7 @@ def build_benchmark_fixtures(out: Path | str, benchmarks: tuple[str, ...] = ("ml
         unknown = [i for i in ids if i not in known]
         if unknown:
             raise KeyError(f"unknown fixture(s) {unknown}; known: {', '.join(known)}")
+    benchmarks = benchmark_layouts() if benchmarks is None else benchmarks
     defs = [f for f in FIXTURES if f.benchmark in benchmarks and (ids is None or f.id in ids)]
     made: dict[str, Path] = {}
     with tempfile.TemporaryDirectory(prefix="wmrl-fixture-src-") as td:

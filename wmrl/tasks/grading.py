@@ -195,11 +195,11 @@ def read_answers(task: Task) -> pd.DataFrame:
     if task.type == "regression":
         out[task.target] = pd.to_numeric(out[task.target], errors="raise").astype(np.float64)
     else:
-        out[task.target] = _normalise_labels(out[task.target], task.classes)
+        out[task.target] = normalise_labels(out[task.target], task.classes)
     return out.reset_index(drop=True)
 
 
-def _normalise_labels(values: pd.Series, classes: tuple[str, ...]) -> pd.Series:
+def normalise_labels(values: pd.Series, classes: tuple[str, ...]) -> pd.Series:
     """Labels as strings matching ``classes`` where possible ("1.0" -> "1" when "1" is a class)."""
     s = values.astype(str).str.strip()
     known = {str(c) for c in classes}
@@ -409,7 +409,7 @@ def view_answers(task: Task) -> tuple[pd.DataFrame, np.ndarray]:
     if task.type == "regression":
         val[task.target] = pd.to_numeric(val[task.target], errors="raise").astype(np.float64)
     else:
-        val[task.target] = _normalise_labels(val[task.target].astype(str), task.classes)
+        val[task.target] = normalise_labels(val[task.target].astype(str), task.classes)
     out = pd.concat([val, test], ignore_index=True)
     is_val = np.zeros(len(out), dtype=bool)
     is_val[: len(val)] = True
@@ -456,7 +456,7 @@ def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.n
         col = df[task.target]
         if col.isna().any():
             raise InvalidSubmission(f"{int(col.isna().sum())} empty (NaN) label(s) in column {task.target!r}")
-        labels = _normalise_labels(col, task.classes)
+        labels = normalise_labels(col, task.classes)
         unknown = sorted(set(labels) - {str(c) for c in task.classes})
         if unknown:
             raise InvalidSubmission(f"unknown label(s) in column {task.target!r}: {_examples(unknown)}; "

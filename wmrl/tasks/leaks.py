@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wmrl.tasks.grading import _normalise_labels, normalise_ids, read_answers
+from wmrl.tasks.grading import normalise_labels, normalise_ids, read_answers
 from wmrl.tasks.spec import Task
 from wmrl.tasks.tables import MAX_READ_BYTES, SKIP_SUFFIXES, read_tables
 
@@ -161,7 +161,7 @@ def agreement(values: Any, truth: np.ndarray, regression: bool,
     vcodes, vuniq = pd.factorize(raw if raw.dtype == object else _texts(raw), use_na_sentinel=False)
     if len(vuniq) < 2 or len(vuniq) > n // 2 + len(classes) + 2:  # constant, or nearly one value per row
         return 0.0, 0.0, ""
-    labels = _normalise_labels(pd.Series(list(vuniq), dtype=object), classes).to_numpy(dtype=object)
+    labels = normalise_labels(pd.Series(list(vuniq), dtype=object), classes).to_numpy(dtype=object)
     tcodes, tuniq = pd.factorize(np.asarray(truth, dtype=object), use_na_sentinel=False)
     table = np.bincount(vcodes * len(tuniq) + tcodes, minlength=len(vuniq) * len(tuniq)).reshape(len(vuniq), -1)
     pv, pt = table.sum(axis=1) / n, table.sum(axis=0) / n
@@ -253,7 +253,7 @@ def _unique(ids: pd.Series, truth: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 def _labels(values: pd.Series, task: Task) -> pd.Series:
     if task.type == "regression":
         return pd.to_numeric(values, errors="coerce").astype(np.float64)
-    return _normalise_labels(values.astype(str), task.classes)
+    return normalise_labels(values.astype(str), task.classes)
 
 
 def answer_sets(task: Task) -> list[AnswerSet]:

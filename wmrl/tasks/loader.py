@@ -2,7 +2,7 @@
 
 The layouts (wmrl's own ``task.yaml`` folders, MLE-bench's and MLE-Dojo's prepared competitions, DSBench's
 data-modeling release) are read by one module each under :mod:`wmrl.tasks.layouts`, which says what each
-holds; this module tries them in the order of :data:`wmrl.tasks.layouts.LAYOUTS` and searches task roots for
+holds; this module tries them in the order of :func:`wmrl.tasks.layouts.all_layouts` and searches task roots for
 their folders. For the benchmark layouts whatever the files do not say is inferred
 (:mod:`wmrl.tasks.layouts.common`); an optional hints file (same keys as ``task.yaml``; where it is read:
 :func:`wmrl.tasks.spec.hints_file`) overrides any of it.
@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wmrl.tasks.layouts import LAYOUTS, layout
+from wmrl.tasks.layouts import all_layouts, layout
 from wmrl.tasks.layouts.base import TaskFormatError
 from wmrl.tasks.layouts.common import DEFAULT_TIME_LIMIT_S, GRADER_ALIASES, MAX_DEPTH, resolve_metric
 from wmrl.tasks.layouts.dsbench import detect as detect_dsbench_task
@@ -38,7 +38,7 @@ def detect_layout(path: Path) -> str | None:
     folder, or ``None`` (a DSBench task folder ``data_modeling/data/data_resplit/<id>`` is known by where it
     lies, not by its files: :func:`detect_dsbench_task`)."""
     path = Path(path)
-    return next((lay.name for lay in LAYOUTS if lay.self_describing and lay.detect(path)), None)
+    return next((lay.name for lay in all_layouts() if lay.self_describing and lay.detect(path)), None)
 
 
 #: Folders never searched for tasks (version control, caches, the raw downloads of MLE-Dojo).
@@ -47,7 +47,7 @@ _PRUNE = {".git", "__pycache__", "node_modules", ".venv", "raw", ".ipynb_checkpo
 #: Benchmark data folders that lie inside a hidden folder by the benchmark's own default, searched although
 #: discovery enters no other hidden folder below a root (each layout's ``hidden_data``: MLE-bench's
 #: ``<user cache>/mle-bench/data``, where ``mlebench prepare`` writes without ``--data-dir``).
-HIDDEN_DATA_DIRS: tuple[tuple[str, ...], ...] = tuple(rel for lay in LAYOUTS for rel in lay.hidden_data)
+HIDDEN_DATA_DIRS: tuple[tuple[str, ...], ...] = tuple(rel for lay in all_layouts() for rel in lay.hidden_data)
 #: How many subfolders of a skipped hidden folder are looked at to tell whether it holds task folders.
 _HIDDEN_PROBE = 200
 
@@ -55,7 +55,7 @@ _HIDDEN_PROBE = 200
 def _found(path: Path) -> tuple[str, list[Path]] | None:
     """The first layout that claims ``path`` for discovery (its ``find``: :class:`~wmrl.tasks.layouts.base.TaskLayout`)
     and the task folders that ``path`` is or holds in it, or None when no layout does."""
-    for lay in LAYOUTS:
+    for lay in all_layouts():
         found = lay.find(path)
         if found is not None:
             return lay.name, found
@@ -75,7 +75,7 @@ def _task_folders_in(hidden: Path) -> list[Path]:
 
 
 def load_task(path: Path | str, *, search: Sequence[Path | str] = ()) -> Task:
-    """Load one task folder of any supported layout (:data:`wmrl.tasks.layouts.LAYOUTS`: wmrl, MLE-bench,
+    """Load one task folder of any supported layout (:func:`wmrl.tasks.layouts.all_layouts`: wmrl, MLE-bench,
     MLE-Dojo, DSBench).
 
     Args:
@@ -96,10 +96,10 @@ def load_task(path: Path | str, *, search: Sequence[Path | str] = ()) -> Task:
     extra = [Path(p).expanduser().resolve() for p in search]
     if not root.is_dir():
         raise TaskFormatError(f"task folder {root} does not exist")
-    for lay in LAYOUTS:
+    for lay in all_layouts():
         if lay.detect(root):
             return lay.load(root, extra)
-    kinds = [f"{lay.expects} ({lay.title})" for lay in LAYOUTS]
+    kinds = [f"{lay.expects} ({lay.title})" for lay in all_layouts()]
     raise TaskFormatError(f"{root} is not a task folder: expected {', '.join(kinds[:-1])} or {kinds[-1]}")
 
 
@@ -179,7 +179,7 @@ def _search(paths: list[Path], disc: Discovery) -> _Search:
         SuiteNotBuilt: a root does not exist or is a file.
     """
     candidates: list[tuple[str, Path]] = []
-    by_package = {lay.package: lay for lay in LAYOUTS if lay.package}
+    by_package = {lay.package: lay for lay in all_layouts() if lay.package}
     meta_ids: dict[str, dict[str, Path]] = {lay.name: {} for lay in by_package.values()}
     packages: list[Path] = []  # folders holding a benchmark package found under the roots
     seen: set[Path] = set()  # folders already searched (overlapping roots)

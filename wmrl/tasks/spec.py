@@ -16,7 +16,9 @@ from typing import Literal
 
 TaskType = Literal["binary", "multiclass", "regression"]
 Split = Literal["train", "heldout"]
-Layout = Literal["wmrl", "mlebench", "mledojo", "dsbench"]
+#: A task layout's name: one of the registry :data:`wmrl.tasks.layouts.LAYOUTS` (``wmrl``, ``mlebench``,
+#: ``mledojo``, ``dsbench`` or a registered one).
+Layout = str
 #: How a task's reward is computed: ``percentile`` (MLE-Dojo position score averaged over the boards,
 #: which is MLE-bench's percentile on a single board) or ``rpg`` (DSBench relative performance gap).
 RewardKind = Literal["percentile", "rpg"]

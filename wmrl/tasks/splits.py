@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-ADAPTERS = ("wmrl", "mlebench", "mledojo", "dsbench")
+from wmrl.tasks.layouts import LAYOUTS
 
 
 class SplitError(ValueError):
@@ -42,10 +42,11 @@ def heldout_ids(tasks: Sequence[Any], spec: str, seed: int = 0,
     ids = sorted(t.id for t in tasks)
     if kind == "benchmark":
         names = [a.strip() for a in arg.split(",") if a.strip()]
-        bad = [a for a in names if a not in ADAPTERS]
+        adapters = LAYOUTS.names()
+        bad = [a for a in names if a not in adapters]
         if not names or bad:
             raise SplitError(f"tasks.heldout_split {spec!r}: unknown benchmark(s) {bad or '(none)'}; write "
-                             f"benchmark:NAME with NAME among {', '.join(ADAPTERS)}")
+                             f"benchmark:NAME with NAME among {', '.join(adapters)}")
         out = sorted(t.id for t in tasks if t.adapter in names)
     elif kind == "list":
         path = Path(arg).expanduser()

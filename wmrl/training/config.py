@@ -17,14 +17,17 @@ the embodied track.
 """
 from __future__ import annotations
 
-import difflib
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from wmrl.core.recipe import BASELINE, WMRL, get_recipe, recipe_names
+from wmrl.core.recipe import BASELINE, RECIPES, WMRL, get_recipe, recipe_names
+from wmrl.core.routing import ROUTERS
 from wmrl.models.backbone import CONTEXT_TOKENS
+from wmrl.models.scaffolds import SCAFFOLDS
+from wmrl.world_model.factory import WORLD_MODELS
 from wmrl.runs import config as _kit
 from wmrl.runs.tracking import TRACKERS_HELP, Trackers, TrackingConfig, default_trackers
 from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for the text track's callers)
@@ -35,20 +38,16 @@ from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for t
 
 
 
-def _registered_method(v: str) -> str:
-    """``v`` if it names a registered recipe (looked up when the config is validated, so a recipe registered after
-    this module was imported is accepted), else a ValueError that lists the registered names."""
-    names = recipe_names()
-    if v in names:
-        return v
-    close = difflib.get_close_matches(v, names, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"method: {v!r} is not a registered recipe; choose one of {', '.join(map(repr, names))}{hint}")
-
-
 #: The training methods: the one place their names are checked (``method: ...`` and ``--set method=``), against
-#: the registered recipes of :mod:`wmrl.core.recipe` (one name per method and ablation).
-Method = Annotated[str, AfterValidator(_registered_method)]
+#: the registered recipes of :mod:`wmrl.core.recipe` (one name per method and ablation), when the config is
+#: validated (so a recipe registered after this module was imported is accepted).
+Method = Annotated[str, AfterValidator(partial(RECIPES.check, key="method"))]
+
+#: A name checked against a registry when the config is validated (a name registered after this module was
+#: imported, or offered by an entry point, is accepted): the router, the world-model kind, the scaffold.
+RouterName = Annotated[str, AfterValidator(partial(ROUTERS.check, key="wmrl.router"))]
+WorldModelKind = Annotated[str, AfterValidator(partial(WORLD_MODELS.check, key="world_model.kind"))]
+ScaffoldName = Annotated[OptStr, AfterValidator(lambda v: v if v is None else SCAFFOLDS.check(v, key="scaffold.name"))]
 
 #: The method's help: the headline recipes described, the ablations listed from the registry.
 _METHOD_HELP = (
@@ -84,8 +83,9 @@ class ModelConfig(_Section):
 class ScaffoldConfig(_Section):
     """How completions become solution programs."""
 
-    name: OptStr = Field(None, description=(
-        "Scaffold name (see `wmrl scaffolds`); null = the models package's default scaffold."))
+    name: ScaffoldName = Field(None, description=(
+        f"Scaffold name: {', '.join(SCAFFOLDS.names())} or a registered one (see `wmrl scaffolds`); null = the "
+        "models package's default scaffold."))
 
 
 class TasksConfig(_Section):
@@ -142,9 +142,10 @@ class WmrlConfig(_Section):
     min_anchor_every: Int = Field(10, ge=0, description=(
         "Guarantee at least one anchor group every N steps (0 = off). With few groups per step and a small rho this "
         "keeps the calibrator fed; the router pays the forced anchor back later, so the long-run fraction stays rho."))
-    router: Literal["fraction", "stratified"] = Field("fraction", description=(
-        "Anchor router: 'fraction' (carry the fractional part between steps) or 'stratified' (also balance anchors "
-        "across tasks)."))
+    router: RouterName = Field("fraction", description=(
+        "Anchor router: 'fraction' (carry the fractional part between steps), 'stratified' (also balance anchors "
+        "across tasks), 'hash' (each group decided by a hash of its task, no min_anchor_every floor) or a "
+        "registered one (wmrl.core.routing.ROUTERS)."))
     calibrator_window: Int = Field(256, ge=1, description="Anchor pairs (most recent) the calibrator is fitted on.")
     calibrator_min_anchors: Int = Field(32, ge=1, description=(
         "Below this many anchor pairs the calibrator falls back to an identity/affine map. 32: with 24 anchors or "
@@ -217,6 +218,10 @@ class WmrlConfig(_Section):
             raise ValueError(f"wmrl.over_bound_anchors={self.over_bound_anchors!r} needs an asynchronous anchor "
                              f"stream: set wmrl.anchor_staleness to the bound k >= 1 (with k = 0 every step waits "
                              f"for its own anchors), or leave wmrl.over_bound_anchors at 'wait'")
+        try:  # the router refuses settings it cannot honour (the hash router: a min_anchor_every floor)
+            ROUTERS.get(self.router)(fraction=self.anchor_fraction, min_every=self.min_anchor_every or None)
+        except ValueError as e:
+            raise ValueError(f"wmrl.router={self.router!r}: {e}") from None
         return self
 
 
@@ -225,7 +230,7 @@ class WorldModelConfig(_Section):
     plus its own LoRA adapter and a regression head, or an adapter that writes the outcome as the World Model RL
     paper's judge does)."""
 
-    kind: Literal["regression", "generative"] = Field("regression", description=(
+    kind: WorldModelKind = Field("regression", description=(
         "World model: 'regression' (adapter + scalar head and a status classifier on pooled hidden states, fitted "
         "by MSE) or 'generative' (the WMRL paper's judge: adapter fine-tuned to write the outcome as "
         "JSON, a status and for a valid program a quality bucket; predicts the expected reward of that "

@@ -34,7 +34,7 @@ from wmrl.training.components import Components, now_iso, sampling_seed
 from wmrl.training.config import ConfigError, TrainConfig
 from wmrl.runs.ledger import Ledger
 from wmrl.runs.rundir import RunDir, write_json_atomic
-from wmrl.world_model.corpus import collect_warmup
+from wmrl.models.corpus import collect_warmup
 from wmrl.world_model.factory import load_world_model, new_world_model
 from wmrl.tasks.loader import TaskSuite, default_suite
 
@@ -425,7 +425,7 @@ def _save_wm(wm: Any, rd: RunDir) -> None:
 def warmup_records(cfg: TrainConfig, rd: RunDir, ledger: Ledger, policy: Any, scaffold: Any, train: list[Any],
                    executor: Any) -> list[dict[str, Any]]:
     """The warm-up corpus: ``warmup_samples_per_task`` programs per train task sampled from the initial
-    policy and executed for real (:func:`wmrl.world_model.corpus.collect_warmup`: sampling of the next tasks
+    policy and executed for real (:func:`wmrl.models.corpus.collect_warmup`: sampling of the next tasks
     overlaps executions of the previous ones), or read from ``world_model.warmup_corpus`` (an execution log).
 
     Cost goes to the ledger (phase ``warmup``; executions ``warmup``). Returns execution-log-style

@@ -22,7 +22,6 @@ file of the same fields to ``wmrl eval --protocol FILE.yaml`` (:func:`load_proto
 """
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -32,6 +31,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from wmrl.core.registry import Registry
 from wmrl.runs.config import (ConfigError, Float, Int, OptFloat, OptIds, _errors_text, _nullable,
                               _require_finite, _yaml_error_text, load_yaml)
 
@@ -171,27 +171,29 @@ PAPER = EvalProtocol(
     samples_per_task=8, max_turns=4, temperature=0.8, top_p=1.0, max_new_tokens=4096, time_limit_s=600.0,
     episode_score="best_turn", failure_score=0.0, score="percentile", overall="category_mean")
 
-_REGISTRY: dict[str, EvalProtocol] = {p.name: p for p in (DEFAULT, PAPER)}
+#: The protocol registry: name -> :class:`EvalProtocol` (entry-point group ``wmrl.protocols``; an entry point names
+#: an :class:`EvalProtocol` object).
+PROTOCOLS: Registry[EvalProtocol] = Registry("protocol", group="wmrl.protocols")
+for _p in (DEFAULT, PAPER):
+    PROTOCOLS.register(_p.name, _p)
 
 
 def register_protocol(protocol: EvalProtocol, *, replace: bool = False) -> EvalProtocol:
     """Add ``protocol`` to the registry under its name; returns it.
 
     Raises:
-        ValueError: the name is a built-in one (:data:`BUILTIN`), or taken and ``replace`` is False.
+        ValueError: the name is a built-in one (:data:`BUILTIN`), or taken and ``replace`` is False
+            (:class:`wmrl.core.registry.DuplicateName`).
     """
     if protocol.name in BUILTIN:
         raise ValueError(f"protocol {protocol.name!r} is built in and cannot be replaced; register yours under "
                          "another name")
-    if protocol.name in _REGISTRY and not replace:
-        raise ValueError(f"a protocol named {protocol.name!r} is registered already; pass replace=True to replace it")
-    _REGISTRY[protocol.name] = protocol
-    return protocol
+    return PROTOCOLS.register(protocol.name, protocol, replace=replace)
 
 
 def protocol_names() -> list[str]:
     """The registered protocol names, built-in ones first."""
-    return [*BUILTIN, *sorted(n for n in _REGISTRY if n not in BUILTIN)]
+    return [*BUILTIN, *sorted(n for n in PROTOCOLS.names() if n not in BUILTIN)]
 
 
 def protocol_from_dict(data: Mapping[str, Any], where: str = "protocol") -> EvalProtocol:
@@ -250,12 +252,12 @@ def get_protocol(protocol: str | Path | EvalProtocol) -> EvalProtocol:
     if isinstance(protocol, EvalProtocol):
         return protocol
     text = str(protocol)
-    if text in _REGISTRY:
-        return _REGISTRY[text]
+    if text in PROTOCOLS:
+        return PROTOCOLS.get(text)
     if text.endswith((".yaml", ".yml")) or Path(text).is_file():
         return load_protocol(text)
-    close = difflib.get_close_matches(text, list(_REGISTRY), n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
+    close = PROTOCOLS.unknown(text).close
+    hint = f" Did you mean {close!r}?" if close else ""
     raise ConfigError(f"unknown protocol {text!r}.{hint} Registered: {', '.join(protocol_names())}; or give the path "
                       "of a YAML file with the protocol's keys (docs/training.md, Evaluation protocols)")
 

@@ -10,7 +10,7 @@ head on the backbone's features, optionally with a LoRA adapter), :mod:`~wmrl.wo
 (``OutcomePrediction``, the gate, the reward ladders), :mod:`~wmrl.world_model.factory`
 (build or load one from a config), :mod:`~wmrl.world_model.metrics` (pairwise accuracy, Spearman, calibration
 on anchors), :mod:`~wmrl.world_model.fidelity` (the fidelity card: outcome-class accuracy, failure AUC, reward
-calibration and ranking on real executions, with cluster-bootstrap intervals), :mod:`~wmrl.world_model.corpus`
-(sample programs from the base policy and execute them: the warm-up corpus). Depends on ``models`` (backbones,
+calibration and ranking on real executions, with cluster-bootstrap intervals), :mod:`~wmrl.world_model.cli`
+(``wmrl wm``). The warm-up corpus it is fitted on is :mod:`wmrl.models.corpus`. Depends on ``models`` (backbones,
 adapters), ``execution`` and ``tasks``; nothing below imports it.
 """

@@ -7,35 +7,33 @@ Kinds (``world_model.kind`` in the training config, ``--kind`` of ``wmrl wm fit`
   adapter writing the outcome, a status and a quality bucket, as JSON).
 
 Every saved world model folder records its kind in ``world_model.json`` (folders without one are
-regression world models).
+regression world models). The kinds are the registry :data:`WORLD_MODELS` (entry-point group
+``wmrl.world_models``, an entry point naming a :class:`~wmrl.world_model.base.BackboneWorldModel` subclass); the
+built-in classes are imported on first use (they load torch).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wmrl.core.registry import Registry
+
 if TYPE_CHECKING:
     from wmrl.world_model.base import BackboneWorldModel
 
-#: the world-model kinds, default first
-WORLD_MODEL_KINDS: tuple[str, ...] = ("regression", "generative")
+#: The world-model kinds, default first: kind -> class (imported on the first :meth:`~Registry.get`).
+WORLD_MODELS: Registry[type[BackboneWorldModel]] = Registry("world model kind", group="wmrl.world_models", lazy={
+    "regression": "wmrl.world_model.regression:RegressionWorldModel",
+    "generative": "wmrl.world_model.generative:GenerativeWorldModel"})
 
 
 def world_model_class(kind: str) -> type[BackboneWorldModel]:
     """The class of world-model ``kind``.
 
     Raises:
-        ValueError: an unknown kind (the message lists the known ones).
+        wmrl.core.registry.UnknownName: an unknown kind (a ValueError; the message lists the registered ones).
     """
-    if kind == "regression":
-        from wmrl.world_model.regression import RegressionWorldModel  # noqa: PLC0415 - heavy: loads torch
-
-        return RegressionWorldModel
-    if kind == "generative":
-        from wmrl.world_model.generative import GenerativeWorldModel  # noqa: PLC0415 - heavy: loads torch
-
-        return GenerativeWorldModel
-    raise ValueError(f"unknown world model kind {kind!r}; known kinds: {', '.join(WORLD_MODEL_KINDS)}")
+    return WORLD_MODELS.get(kind)
 
 
 def new_world_model(kind: str, model: Any, tokenizer: Any, **kwargs: Any) -> Any:
