@@ -47,6 +47,7 @@ from wmrl.core.staleness import UnanchoredSteps, late_clip
 from wmrl.training.alarm import ExploitationWatch
 from wmrl.training.config import TrainConfig
 from wmrl.step.anchors import AnchorStream, late_sample_lines, late_update_parts, recipe_inputs
+from wmrl.runs.checkpoint import engine_state
 from wmrl.runs.ledger import Ledger
 from wmrl.runs.rundir import RunDir, json_safe, rng_state, set_rng_state
 from wmrl.runs.tracking import TrackerSet
@@ -169,9 +170,7 @@ class Trainer:
         if wm_in_ckpt and self.c.world_model is not None:
             self.c.world_model.load(path / "world_model")
         self.optimizer.load_state_dict(opt_state)
-        # checkpoints written before the recipe object kept "calibrator" and "window" at the top level
-        self.engine.load_state_dict({"recipe": st["recipe"] if "recipe" in st else
-                                     {"calibrator": st["calibrator"], "window": st["window"]}, "router": st["router"]})
+        self.engine.load_state_dict(engine_state(st))  # every saved shape (wmrl.runs.checkpoint)
         self.ledger.load_state_dict(st["ledger"])
         self.n_infra_total = int(st["n_infra_total"])
         self.n_infra_alarms = int(st.get("n_infra_alarms", 0))  # absent from runs saved before the alarm
