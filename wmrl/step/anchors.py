@@ -50,6 +50,7 @@ the stream (:class:`wmrl.step.engine.StepEngine`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -130,8 +131,11 @@ class AnchorStream:
                              "returns one future per trajectory")
         runs = AnchorRuns(step=sb.step, w0=time.perf_counter() if w0 is None else w0,
                           batch=sb.batch if self.k else None, submit_cpu=submit_cpu)
+        def finished_at(i: int) -> Callable[[Future], None]:
+            return lambda _f: runs.done_at.__setitem__(i, time.perf_counter())
+
         for i, fut in zip(idx.tolist(), futures):
-            fut.add_done_callback(lambda _f, _i=int(i): runs.done_at.__setitem__(_i, time.perf_counter()))
+            fut.add_done_callback(finished_at(int(i)))
             runs.futures[int(i)] = fut
             runs.group_of[int(i)] = int(sb.gid[i])
         if self.k:

@@ -117,8 +117,8 @@ class Outcomes:
         ``error``: :class:`~wmrl.execution.types.ExecutionResult`, :class:`Outcome`). A result that is not usable
         (:func:`wmrl.core.infra.usable_outcome`: an infrastructure error or no finite reward) is invalid, its reward
         NaN; errors keep their last 500 characters. The results are the ledger's ``costs``."""
-        status = [str(getattr(r.status, "value", r.status)) for r in results]
-        valid = np.array([usable_outcome(s, r.reward) for s, r in zip(status, results)], dtype=bool)
+        status: list[str | None] = [str(getattr(r.status, "value", r.status)) for r in results]
+        valid = np.array([usable_outcome(r.status, r.reward) for r in results], dtype=bool)
         reward = np.array([float(r.reward) if v else np.nan for v, r in zip(valid, results)], dtype=np.float64)
         return cls(idx=np.asarray(idx, dtype=np.int64).reshape(-1), reward_true=reward, valid=valid, status=status,
                    error=[(r.error or "")[-500:] or None for r in results], costs=list(results))
