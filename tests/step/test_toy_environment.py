@@ -14,8 +14,8 @@ import torch
 from wmrl.core.losses import grpo_loss
 from wmrl.core.recipe import RecipeSettings, get_recipe, recipe_names
 from wmrl.runs.ledger import Ledger
-from wmrl.step import Environment, Outcomes, Predictions, Rollouts, StepEngine, environment_names, make_environment, \
-    register_environment
+from wmrl.step import Environment, Outcome, Predictions, Rollouts, StepEngine, done, environment_names, \
+    make_environment, register_environment
 
 T, K = 3, 5
 VALUES = np.linspace(0.0, 1.0, T * K).reshape(T, K)[:, np.random.default_rng(0).permutation(K)]
@@ -54,23 +54,15 @@ class BanditEnvironment:
                         group_ids=np.repeat(np.arange(self.M), self.G),
                         data={"ctx": c, "arm": arm, "old_logprobs": old})
 
-    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> Outcomes:
+    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list:
         d = rollouts.data
         self.executed += len(idx)
         r = VALUES[d["ctx"].numpy()[idx], d["arm"].numpy()[idx]]
-        return Outcomes(idx=idx, reward_true=r, valid=np.ones(len(idx), bool), status=["ok"] * len(idx),
-                        error=[None] * len(idx), costs=[_Cost() for _ in idx])
-
-    def collect(self, pending: Outcomes) -> Outcomes:
-        return pending
+        return done([Outcome(status="ok", reward=float(x), cpu_s=0.001, wall_s=0.001) for x in r])
 
     def predict(self, rollouts: Rollouts) -> Predictions:
         d = rollouts.data
         return Predictions(reward_wm=0.3 + 0.5 * VALUES[d["ctx"].numpy(), d["arm"].numpy()])
-
-
-class _Cost:
-    status, cpu_s, wall_s = "ok", 0.001, 0.001
 
 
 def _update(policy: BanditPolicy, opt: torch.optim.Optimizer, ro_data: dict, adv: np.ndarray, w: np.ndarray) -> float:

@@ -215,20 +215,24 @@ def test_over_bound_config_errors_are_clear():
     from wmrl.step.anchors import AnchorStream
 
     with pytest.raises(ValueError, match="k >= 1"):
-        AnchorStream(None, None, 0, "calibration")
+        AnchorStream(0, "calibration")
 
 
 # ------------------------------------------------------------------------ a group still running at the bound
 def _step(step, groups, anchor_groups, G=2):
     """A minimal step batch for AnchorStream: ``groups`` groups of G samples, ``anchor_groups`` executed."""
-    from types import SimpleNamespace
+    from wmrl.step.batch import StepBatch
 
     gid = np.repeat(np.arange(groups), G)
     ag = np.isin(np.arange(groups), anchor_groups)
-    B = gid.size
-    return SimpleNamespace(step=step, gid=gid, anchor_groups=ag, is_anchor=ag[gid], reward_wm=np.linspace(0, 1, B),
-                           reward_true=np.full(B, np.nan), status=[None] * B, error=[None] * B,
-                           valid=np.ones(B, bool), batch=f"batch{step}")
+    sb = StepBatch(step=step, tasks=[], batch=f"batch{step}", gid=gid, group_keys=[f"g{g}" for g in range(groups)])
+    sb.anchor_groups, sb.is_anchor, sb.reward_wm = ag, ag[gid], np.linspace(0, 1, gid.size)
+    return sb
+
+
+def _submit(stream, ex, sb, requests):
+    """Submit ``(sample index, request)`` pairs to the manual executor and track their futures in the stream."""
+    return stream.track(sb, [i for i, _ in requests], [ex.submit(r) for _, r in requests])
 
 
 class _ManualExecutor:
@@ -257,7 +261,9 @@ def _stream(mode, k=1):
     from wmrl.runs.ledger import Ledger
 
     ex, led = _ManualExecutor(), Ledger(method="wmrl", anchor_fraction_configured=0.5)
-    return AnchorStream(ex, led, k, mode), ex, led
+    stream = AnchorStream(k, mode)
+    stream.ledger = led
+    return stream, ex, led
 
 
 class _LearnLate:
@@ -282,22 +288,22 @@ def test_a_slow_group_at_the_bound_is_not_waited_for_calibration():
     when it finishes (step 4) the pairs reach only learn_late, never the late pairs of the gradient."""
     stream, ex, led = _stream("calibration")
     sb1 = _step(1, 2, [0], G=3)
-    late = stream.collect(sb1, stream.submit(sb1, [(0, "s1a"), (1, "s1b"), (2, "s1cq")]))
+    late = stream.collect(sb1, _submit(stream, ex, sb1, [(0, "s1a"), (1, "s1b"), (2, "s1cq")]))
     assert late.n == 0 and not sb1.is_anchor.any()  # in flight: not an anchor at its own step
     ex.finish("s1a")
     sb2 = _step(2, 2, [])
     t0 = time.perf_counter()
-    late = stream.collect(sb2, stream.submit(sb2, []))
+    late = stream.collect(sb2, _submit(stream, ex, sb2, []))
     assert time.perf_counter() - t0 < 0.5 and late.n == 0
     assert stream.step_counts == _counts(anchor_groups_over_bound=1, anchor_over_bound_cancelled=1,
                                          anchor_groups_in_flight=1)
     assert ex.futures["s1cq"].cancelled() and ex.futures["s1b"].running()
     sb3 = _step(3, 2, [])
-    stream.collect(sb3, stream.submit(sb3, []))
+    stream.collect(sb3, _submit(stream, ex, sb3, []))
     assert stream.step_counts == _counts(anchor_groups_in_flight=1)  # counted once, at the step of its bound
     ex.finish("s1b", 0.7)
     sb4 = _step(4, 2, [])
-    late = stream.collect(sb4, stream.submit(sb4, []))
+    late = stream.collect(sb4, _submit(stream, ex, sb4, []))
     assert late.n == 0 and stream.n_in_flight == 0  # consumed, but not as a late pair (no gradient)
     assert stream.step_counts == _counts(anchor_over_bound_samples=2)
     assert led.to_json()["stages"]["anchor_wait"]["wall_s"] == 0.0
@@ -315,10 +321,10 @@ def test_a_slow_group_at_the_bound_is_dropped():
     freed); the finished one is counted in the ledger and discarded; nothing reaches the calibration."""
     stream, ex, led = _stream("drop")
     sb1 = _step(1, 2, [0])
-    stream.collect(sb1, stream.submit(sb1, [(0, "s1a"), (1, "s1b")]))
+    stream.collect(sb1, _submit(stream, ex, sb1, [(0, "s1a"), (1, "s1b")]))
     ex.finish("s1a")
     sb2 = _step(2, 2, [])
-    late = stream.collect(sb2, stream.submit(sb2, []))
+    late = stream.collect(sb2, _submit(stream, ex, sb2, []))
     assert late.n == 0 and ex.futures["s1b"].cancelled()
     assert stream.step_counts == _counts(anchor_groups_over_bound=1, anchor_over_bound_samples=1,
                                          anchor_over_bound_cancelled=1)
@@ -333,11 +339,11 @@ def test_wait_mode_waits_at_the_bound():
     """The same schedule in the wait mode: step 2 blocks until the slow execution is done."""
     stream, ex, led = _stream("wait")
     sb1 = _step(1, 2, [0])
-    stream.collect(sb1, stream.submit(sb1, [(0, "s1a"), (1, "s1b")]))
+    stream.collect(sb1, _submit(stream, ex, sb1, [(0, "s1a"), (1, "s1b")]))
     ex.finish("s1a")
     threading.Timer(0.3, lambda: ex.finish("s1b", 0.7)).start()
     sb2 = _step(2, 2, [])
-    late = stream.collect(sb2, stream.submit(sb2, []))
+    late = stream.collect(sb2, _submit(stream, ex, sb2, []))
     assert late.n == 2 and late.staleness.tolist() == [1, 1] and late.reward_true.tolist() == [0.5, 0.7]
     assert led.to_json()["stages"]["anchor_wait"]["wall_s"] >= 0.25
     assert stream.step_counts["anchor_groups_over_bound"] == 1 and stream.over_bound is None

@@ -22,6 +22,15 @@ DEFAULT_BACKGROUND_RATE = 0.01
 DEFAULT_ALPHA = 1e-3
 
 
+def usable_outcome(status: object, reward: float | None) -> bool:
+    """The one rule of what a real outcome is worth to training: not an infrastructure error (``status``, a string
+    or an enum whose ``value`` is one, is not ``infra_error``) and a finite reward. An unusable outcome is left
+    out of the gradient, the group baselines and the calibration, and counted."""
+    if str(getattr(status, "value", status)) == "infra_error" or reward is None:
+        return False
+    return math.isfinite(float(reward))
+
+
 def binomial_upper_tail(k: int, n: int, p: float) -> float:
     """``P(X >= k)`` for ``X ~ Binomial(n, p)``, summed exactly in log space (float64).
 

@@ -3,33 +3,24 @@
 - ``sample``: M training initial states of the step (seeded by (seed, step)), G episodes each, run in lockstep with
   a ``torch.Generator`` seeded by (seed, step), so a resumed run draws the same episodes
   (:func:`wmrl.embodied.env.rollout`).
-- ``submit``/``collect``: the real reward of an anchor episode is the simulator's success, read for the anchors
-  only (:func:`anchor_rewards`): no other episode's success can enter the gradient. Each label counts as one
-  execution in the ledger (what needs a human or a trusted check on a real robot); its CPU is the trainer's own.
+- ``submit``: the real reward of an anchor episode is the simulator's success, read for the anchors only
+  (:func:`anchor_rewards`): no other episode's success can enter the gradient; done futures, so the step engine
+  consumes them at their own step. Each label counts as one execution (status ``ok``) in the ledger (what needs a
+  human or a trusted check on a real robot); its CPU is the trainer's own.
 - ``predict``: the progress predictor scores every visited state of every episode and collapses each episode to
   r_hat (:func:`wmrl.embodied.progress.score_episodes`): the world model reads the episode's states.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
 from wmrl.embodied.env import InitialState, rollout
 from wmrl.embodied.progress import Collapse, ProgressPredictor, score_episodes
-from wmrl.step.environment import Outcomes, Predictions, Rollouts, register_environment
-
-
-@dataclass
-class SuccessLabel:
-    """One success label read from the simulator, in the ledger's execution-result shape (its CPU is in-process,
-    counted with the trainer's)."""
-
-    status: str = "ok"
-    cpu_s: float = 0.0
-    wall_s: float = 0.0
+from wmrl.step.environment import Outcome, Predictions, Rollouts, done, register_environment
 
 
 def anchor_rewards(success: np.ndarray, is_anchor: np.ndarray) -> np.ndarray:
@@ -86,17 +77,13 @@ class MetaWorldEnvironment:
         return Rollouts(step=step, group_keys=[g.key for g in groups],
                         group_ids=np.repeat(np.arange(len(groups)), self.G), data=eb)
 
-    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> Outcomes:
+    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[Future]:
+        """The success of each anchor episode, at hand: done futures of :class:`~wmrl.step.environment.Outcome`."""
         eb = rollouts.data
         is_anchor = np.zeros(eb.B, bool)
         is_anchor[idx] = True
         r = anchor_rewards(eb.success, is_anchor)[idx]
-        return Outcomes(idx=np.asarray(idx, np.int64), reward_true=r, valid=np.ones(len(idx), bool),
-                        status=["success" if x > 0 else "failure" for x in r], error=[None] * len(idx),
-                        costs=[SuccessLabel() for _ in idx])
-
-    def collect(self, pending: Outcomes) -> Outcomes:
-        return pending
+        return done([Outcome(status="ok", reward=float(x)) for x in r])
 
     def predict(self, rollouts: Rollouts) -> Predictions:
         eb = rollouts.data

@@ -38,6 +38,7 @@ from wmrl.embodied.policy import Demos, GaussianPolicy, PolicyConfig, behaviour_
 from wmrl.embodied.progress import ProgressPredictor, fit_progress
 from wmrl.runs.ledger import Ledger
 from wmrl.runs.loop import Schedule, evaluated_at, run_steps
+from wmrl.runs.checkpoint import engine_state
 from wmrl.runs.owner import RunDirOwner
 from wmrl.runs.rundir import RunDir, RunDirError, json_safe, now_iso, read_jsonl, rng_state, set_rng_state, \
     write_json_atomic, write_text_atomic
@@ -166,8 +167,7 @@ class EmbodiedTrainer:
             torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
             torch.save(rng_state(), tmp / "rng.pt")
             eng = self.engine.state_dict()
-            st = {"step": self.step, "method": self.cfg.method, "router": eng["router"],
-                  "recipe_state": eng["recipe"], "ledger": self.ledger.state_dict(),
+            st = {"step": self.step, "method": self.cfg.method, **eng, "ledger": self.ledger.state_dict(),
                   "line_counts": dict(self.rd.line_counts()), "last_eval": self.last_eval,
                   "env_steps": self.pool.env_steps, "artefacts": str(self.art), "time": time.time()}
             (tmp / "trainer_state.json").write_text(json.dumps(json_safe(st), indent=1))
@@ -179,7 +179,7 @@ class EmbodiedTrainer:
         rng = torch.load(path / "rng.pt", weights_only=False)
         self.policy.load_state_dict(policy.state_dict())
         self.optimizer.load_state_dict(opt)
-        self.engine.load_state_dict({"recipe": st["recipe_state"], "router": st["router"]})
+        self.engine.load_state_dict(engine_state(st))
         self.ledger.load_state_dict(st["ledger"])
         self.step, self.last_eval, self.pool.env_steps = int(st["step"]), st["last_eval"], int(st["env_steps"])
         dropped = self.rd.truncate_logs(self.step, st.get("line_counts"))

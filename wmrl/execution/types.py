@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from wmrl.core.infra import usable_outcome
 from wmrl.tasks.spec import Task
 from wmrl.trajectory import Trajectory
 
@@ -105,6 +106,12 @@ class ExecutionResult:
     def is_infra_error(self) -> bool:
         """True when the outcome is not the program's doing and must be left out of training."""
         return self.status == ExecutionStatus.INFRA_ERROR
+
+    @property
+    def usable(self) -> bool:
+        """True when the outcome can train: not an infrastructure error and a finite reward
+        (:func:`wmrl.core.infra.usable_outcome`)."""
+        return usable_outcome(self.status, self.reward)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict of all fields (``status`` as its string value)."""

@@ -36,6 +36,7 @@ import numpy as np
 from wmrl.core.recall import MeasuredRewards
 from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepInputs, StepOutputs
 from wmrl.core.routing import Router
+from wmrl.step.batch import StepBatch
 from wmrl.step.engine import StepEngine
 from wmrl.step.environment import Rollouts
 from wmrl.step.kaggle import KaggleEnvironment, TextTrajectories
@@ -178,29 +179,19 @@ class WMRLDriver:
         Raises:
             RuntimeError: the world model returned the wrong shape or non-finite scores.
         """
-        B = len(task_ids)
         for t in task_ids:
             self.task(t)  # an unknown task is refused before anything runs
         gid = np.asarray(group_ids, dtype=np.int64)
         _, dense = np.unique(gid, return_inverse=True)  # groups 0..M-1 in the order of their ids (request ids use them)
         ro = Rollouts(step=int(step), group_keys=[str(g) for g in np.unique(gid)], group_ids=dense,
                       data=TextTrajectories([str(t) for t in task_ids], list(prompts), list(completions)))
+        sb = StepBatch(step=int(step), tasks=[], batch=ro.data, gid=ro.group_ids, group_keys=ro.group_keys)
+        sb.is_anchor = np.asarray(is_anchor, dtype=bool).copy()
         t0 = time.perf_counter()
-        idx = np.flatnonzero(is_anchor)
-        pending = self.env.submit(ro, idx)
-        reward_wm = np.full(B, np.nan)
-        if self.recipe.uses_world_model:
-            reward_wm = self.env.predict(ro).reward_wm
-        res = self.env.collect(pending)
-        wall = time.perf_counter() - t0 if pending else 0.0
-        reward_true, valid = np.full(B, np.nan), np.ones(B, dtype=bool)
-        statuses: list[str | None] = [None] * B
-        for j, i in enumerate(res.idx):
-            statuses[i] = res.status[j]
-            valid[i] = bool(res.valid[j])
-            reward_true[i] = res.reward_true[j]
-        results = {int(i): r for i, r in zip(res.idx, res.costs)}
-        return reward_true, reward_wm, valid, statuses, wall, results
+        self.engine.measure(self.env, ro, sb, predict=self.recipe.uses_world_model)  # the engine's one route
+        wall = time.perf_counter() - t0 if sb.anchor_idx.size else 0.0
+        results = dict(self.engine.anchors.own_results)
+        return sb.reward_true, sb.reward_wm, sb.valid, list(sb.status), wall, results
 
     def recall(self, task_ids: Sequence[str], completions: Sequence[str], measured: np.ndarray,
                reward_true: np.ndarray) -> np.ndarray | None:

@@ -42,11 +42,15 @@ programs were sampled by a policy the checkpoint no longer holds). Both are coun
 ``anchors_lost`` (events ``end`` and ``resume``, from the checkpoint step's ``anchor_groups_in_flight`` /
 ``anchors_in_flight``) and a line in train.log (:func:`wmrl.training.run.run_training`).
 
-Works with any :class:`~wmrl.interfaces.Executor` whose futures complete on their own (the local pool, Ray).
+The stream reads futures, whatever runs them: those of an environment's
+:meth:`~wmrl.step.environment.Environment.submit` (the Kaggle environment's are the executor's: the local pool,
+Ray), one per trajectory; done futures (a simulator's success) are consumed at their own step. The step engine owns
+the stream (:class:`wmrl.step.engine.StepEngine`).
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,20 +59,20 @@ import numpy as np
 
 from wmrl.core.staleness import check_at_bound, check_staleness, is_due
 from wmrl.step.batch import LatePairs, StepBatch
+from wmrl.step.environment import Outcomes, result_of
 from wmrl.core.recipe import StepInputs
-from wmrl.execution.pool import result_or_infra
 from wmrl.execution.types import program_hash, text_sha256
 
 
 @dataclass
 class AnchorRuns:
-    """The anchor executions of one step: ``(future, request)`` by sample index, when each finished
+    """The anchor executions of one step: the future by sample index, when each finished
     (``perf_counter``), the submission's start (``w0``, seconds) and trainer CPU (``submit_cpu``, CPU-seconds);
     ``groups`` [n] the anchor groups' ids, ``reward_wm`` the raw world-model score by sample index (for late pairs)."""
 
     step: int
     w0: float
-    futures: dict[int, tuple[Future, Any]] = field(default_factory=dict)
+    futures: dict[int, Future] = field(default_factory=dict)
     done_at: dict[int, float] = field(default_factory=dict)
     submit_cpu: float = 0.0
     group_of: dict[int, int] = field(default_factory=dict)
@@ -78,7 +82,7 @@ class AnchorRuns:
 
     def group_done(self, g: int) -> bool:
         """Whether every execution of group ``g`` has finished."""
-        return all(f.done() for i, (f, _) in self.futures.items() if self.group_of[i] == g)
+        return all(f.done() for i, f in self.futures.items() if self.group_of[i] == g)
 
 
 def _pairs(rows: list[tuple[int, int, float, float]], step: int, parts: list | None = None) -> LatePairs:
@@ -88,15 +92,10 @@ def _pairs(rows: list[tuple[int, int, float, float]], step: int, parts: list | N
     return LatePairs(og, a[:, 1].astype(np.int64), a[:, 2], a[:, 3], step - og, parts or [])
 
 
-def _status(r: Any) -> str:
-    return str(getattr(r.status, "value", r.status))
-
-
 class AnchorStream:
-    """Submits anchor executions and hands their results back under the staleness bound ``k`` (steps).
+    """Tracks anchor futures and hands their outcomes back under the staleness bound ``k`` (steps).
 
     Args:
-        executor: the run's :class:`~wmrl.interfaces.Executor`. ledger: the run's :class:`Ledger`.
         k: the staleness bound (``wmrl.anchor_staleness``), 0 = synchronous.
         at_bound: ``wmrl.over_bound_anchors`` (:data:`wmrl.core.staleness.AT_BOUND_MODES`): a group still
             running at the bound is waited for (``wait``) or not (``calibration``, ``drop``).
@@ -105,8 +104,9 @@ class AnchorStream:
         ValueError: ``k`` is not an integer >= 0, ``at_bound`` unknown, or not ``wait`` with k = 0.
     """
 
-    def __init__(self, executor: Any, ledger: Any, k: int = 0, at_bound: str = "wait") -> None:
-        self.executor, self.ledger, self.k = executor, ledger, check_staleness(k)
+    def __init__(self, k: int = 0, at_bound: str = "wait") -> None:
+        self.k = check_staleness(k)
+        self.ledger: Any = None  # the run's Ledger, set by the engine for each collection (None: nothing counted)
         self.at_bound = check_at_bound(at_bound)
         if at_bound != "wait" and not self.k:
             raise ValueError(f"over-bound mode {at_bound!r} needs a staleness bound k >= 1 (k = 0 always waits)")
@@ -115,17 +115,29 @@ class AnchorStream:
         self.n_over_bound_total = 0  # groups that reached the bound still running (all steps)
         self.over_bound: LatePairs | None = None  # over-bound pairs consumed at the last collect (calibration mode)
         self.step_counts: dict[str, int] = {}  # the last collect's over-bound counts (metrics.jsonl)
+        self.own_results: dict[int, Any] = {}  # the last collect's results of its own step, by trajectory index
 
-    def submit(self, sb: StepBatch, requests: list[tuple[int, Any]]) -> AnchorRuns:
-        """Submit ``requests`` ((sample index, ExecutionRequest)) of step ``sb.step``; returns the runs."""
-        runs = AnchorRuns(step=sb.step, w0=time.perf_counter(), batch=sb.batch if self.k else None)
-        c0 = time.process_time()
-        for i, req in requests:
-            fut = self.executor.submit(req)
-            fut.add_done_callback(lambda _f, _i=int(i): runs.done_at.__setitem__(_i, time.perf_counter()))
-            runs.futures[int(i)] = (fut, req)
+    def track(self, sb: StepBatch, idx: np.ndarray, futures: list[Future], w0: float | None = None,
+              submit_cpu: float = 0.0) -> AnchorRuns:
+        """Track ``futures`` (one per trajectory of ``idx``, [n]) of step ``sb.step``, submitted from ``w0``
+        (``perf_counter`` seconds; default now) at ``submit_cpu`` CPU-seconds; returns the runs.
+
+        Raises:
+            ValueError: not one future per index.
+        """
+        idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+        if len(futures) != idx.size:
+            raise ValueError(f"the environment returned {len(futures)} futures for {idx.size} trajectories; submit "
+                             "returns one future per trajectory")
+        runs = AnchorRuns(step=sb.step, w0=time.perf_counter() if w0 is None else w0,
+                          batch=sb.batch if self.k else None, submit_cpu=submit_cpu)
+        def finished_at(i: int) -> Callable[[Future], None]:
+            return lambda _f: runs.done_at.__setitem__(i, time.perf_counter())
+
+        for i, fut in zip(idx.tolist(), futures):
+            fut.add_done_callback(finished_at(int(i)))
+            runs.futures[int(i)] = fut
             runs.group_of[int(i)] = int(sb.gid[i])
-        runs.submit_cpu = time.process_time() - c0
         if self.k:
             self.in_flight.append(runs)
         return runs
@@ -147,7 +159,7 @@ class AnchorStream:
                if is_due(r.step, sb.step, self.k) and g not in r.over and not r.group_done(g)]
         if due and self.at_bound == "wait":
             t0 = time.perf_counter()
-            wait([f for r, g in due for i, (f, _) in r.futures.items() if r.group_of[i] == g])
+            wait([f for r, g in due for i, f in r.futures.items() if r.group_of[i] == g])
             waited = time.perf_counter() - t0
         elif due:  # not waited for: over the bound from now on, whenever it finishes
             for r, g in due:
@@ -159,18 +171,19 @@ class AnchorStream:
         late: list[tuple[int, int, float, float]] = []
         parts: list[tuple[Any, list[int]]] = []
         results: list[Any] = []
+        own: list[tuple[int, Any]] = []
         keep: list[AnchorRuns] = []
         for r in self.in_flight:
             for g in sorted(set(r.group_of.values())):
                 if not r.group_done(g):
                     continue
                 for i in [i for i, gg in r.group_of.items() if gg == g]:
-                    if g in r.over and r.futures[i][0].cancelled():  # shed at the bound: not an execution
+                    if g in r.over and r.futures[i].cancelled():  # shed at the bound: not an execution
                         del r.futures[i], r.group_of[i]
                         continue
                     res = self._result(r, i)
                     results.append(res)
-                    ok = _status(res) != "infra_error" and res.reward is not None
+                    ok = bool(Outcomes.from_results([i], [res]).valid[0])
                     if g in r.over:  # arrived over the bound: calibration only, or discarded
                         n_over += 1
                         if not ok:
@@ -178,11 +191,7 @@ class AnchorStream:
                         elif self.at_bound == "calibration":
                             over.append((r.step, g, float(res.reward), r.reward_wm[i]))
                     elif r.step == sb.step:
-                        sb.status[i], sb.error[i] = _status(res), (res.error or "")[-500:] or None
-                        if ok:
-                            sb.reward_true[i] = float(res.reward)
-                        else:
-                            sb.valid[i] = False
+                        own.append((i, res))
                     elif ok:
                         late.append((r.step, g, float(res.reward), r.reward_wm[i]))
                         if not parts or parts[-1][0] is not r.batch:
@@ -195,12 +204,16 @@ class AnchorStream:
             if r.futures:
                 keep.append(r)
         self.in_flight = keep
+        self.own_results = dict(own)
+        sb.apply_outcomes(Outcomes.from_results([i for i, _ in own], [res for _, res in own]))
         own_running = set(runs.group_of.values()) if any(r is runs for r in keep) else set()
         sb.is_anchor = sb.is_anchor & ~np.isin(sb.gid, sorted(own_running))
-        if results:
+        if results and self.ledger is not None:
             self.ledger.add_executions("anchor", results)
-        self.ledger.add_stage("execute", time.perf_counter() - w0 - waited, runs.submit_cpu + time.process_time() - c0)
-        self.ledger.add_stage("anchor_wait", waited, 0.0)
+        if self.ledger is not None:
+            self.ledger.add_stage("execute", time.perf_counter() - w0 - waited,
+                                  runs.submit_cpu + time.process_time() - c0)
+            self.ledger.add_stage("anchor_wait", waited, 0.0)
         self.over_bound = _pairs(over, sb.step) if over else None
         self.step_counts = {"anchor_groups_over_bound": len(due),
                             "anchor_groups_over_bound_total": self.n_over_bound_total,
@@ -214,7 +227,7 @@ class AnchorStream:
         killed, their slots freed). Without this a saturated executor's queue grows step after step and every
         group ends over the bound. Returns how many were cancelled."""
         n = 0
-        for i, (f, _) in r.futures.items():
+        for i, f in r.futures.items():
             if r.group_of[i] == g and not f.done() and (self.at_bound == "drop" or not f.running()):
                 n += bool(f.cancel())
         return n
@@ -243,8 +256,7 @@ class AnchorStream:
 
     @staticmethod
     def _result(runs: AnchorRuns, i: int) -> Any:
-        fut, req = runs.futures[i]
-        res = result_or_infra(fut, req)  # cancelled or failed executor: infrastructure error
+        res = result_of(runs.futures[i])  # cancelled or failed executor: infrastructure error
         runs.done_at.setdefault(i, time.perf_counter())
         return res
 
@@ -252,17 +264,12 @@ class AnchorStream:
         """k = 0: wait for every execution of the step (stage ``execute``, from submission to the last one done)."""
         c2 = time.process_time()
         results: dict[int, Any] = {i: self._result(runs, i) for i in list(runs.futures)}
-        if runs.futures:
+        if runs.futures and self.ledger is not None:
             self.ledger.add_stage("execute", max(runs.done_at.values(), default=runs.w0) - runs.w0,
                                   runs.submit_cpu + time.process_time() - c2)
             self.ledger.add_executions("anchor", results.values())
-        for i, r in results.items():
-            sb.status[i] = _status(r)
-            sb.error[i] = (r.error or "")[-500:] or None
-            if sb.status[i] == "infra_error" or r.reward is None:
-                sb.valid[i] = False
-            else:
-                sb.reward_true[i] = float(r.reward)
+        self.own_results = results
+        sb.apply_outcomes(Outcomes.from_results(list(results), list(results.values())))
 
 
 # ---------------------------------------------------------------------------------------------- the recipe's view

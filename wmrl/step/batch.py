@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from wmrl.core.recipe import StepOutputs
+from wmrl.step.environment import Outcomes, Predictions
 
 if TYPE_CHECKING:
     from wmrl.episodes.rollout import Episodes
@@ -105,6 +106,24 @@ class StepBatch:
         self.status = [None] * B
         self.error = [None] * B
         self.valid = np.ones(B, dtype=bool)
+
+    def apply_outcomes(self, res: Outcomes) -> None:
+        """Write real outcomes into the step batch, the one place that does: ``status``, ``error`` and ``reward_true``
+        at ``res.idx``; an outcome that is not valid (:meth:`Outcomes.from_results`' rule) leaves its reward NaN and
+        its trajectory out of the step (``valid`` False)."""
+        for j, i in enumerate(np.asarray(res.idx, dtype=np.int64)):
+            self.status[i], self.error[i] = res.status[j], res.error[j]
+            if res.valid[j] and np.isfinite(res.reward_true[j]):
+                self.reward_true[i] = float(res.reward_true[j])
+            else:
+                self.valid[i] = False
+
+    def apply_predictions(self, pred: Predictions) -> None:
+        """Write the world model's predictions of the step's B trajectories (``reward_wm``, ``outcome_wm``, the
+        environment's statistics), the one place that does; :meth:`wmrl.step.engine.StepEngine.predict` checked
+        them."""
+        self.reward_wm, self.outcome_wm = np.asarray(pred.reward_wm, dtype=np.float64), pred.outcome
+        self.env_stats.update(pred.stats)
 
     @property
     def B(self) -> int:

@@ -15,9 +15,17 @@ router) and runs the stages:
 
 - :meth:`StepEngine.step`: sample + :meth:`StepEngine.score` on any :class:`~wmrl.step.environment.Environment`
   (the embodied trainer, a new environment);
-- :meth:`StepEngine.route` and :meth:`StepEngine.run_recipe`: the stages one at a time, for trainers that do
-  more between them (the text trainer's asynchronous anchors and multi-turn episodes, the TRL and verl
-  integrations whose trainer generates).
+- :meth:`StepEngine.route`, :meth:`StepEngine.measure` (execute || wm_predict through the engine's anchor stream)
+  and :meth:`StepEngine.run_recipe`: the stages one at a time, for trainers that do more between them (the text
+  trainer's asynchronous anchors, recall and multi-turn episodes, the TRL and verl integrations whose trainer
+  generates).
+
+The engine is the one route of a step's real outcomes and predictions into its batch: the environment's futures go
+through the anchor stream (:class:`~wmrl.step.anchors.AnchorStream`, staleness bound k), which writes the outcomes
+with :meth:`StepBatch.apply_outcomes <wmrl.step.batch.StepBatch.apply_outcomes>`
+(:meth:`Outcomes.from_results <wmrl.step.environment.Outcomes.from_results>`' rule); predictions are checked by
+:meth:`StepEngine.predict` and written with :meth:`StepBatch.apply_predictions
+<wmrl.step.batch.StepBatch.apply_predictions>`.
 
 :func:`build_router` is the one place a router is made from a method and rho, :func:`recipe_settings` the one place
 a config section becomes :class:`~wmrl.core.recipe.RecipeSettings`.
@@ -29,12 +37,15 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any, Protocol
 
+import time
+
 import numpy as np
 
 from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepInputs, StepOutputs, get_recipe, recipe_names
 from wmrl.core.routing import Router, build_router
-from wmrl.step.batch import StepBatch
-from wmrl.step.environment import Environment, Outcomes, Rollouts
+from wmrl.step.anchors import AnchorRuns, AnchorStream
+from wmrl.step.batch import LatePairs, StepBatch
+from wmrl.step.environment import Environment, Predictions, Rollouts
 
 
 class StageTimer(Protocol):
@@ -50,6 +61,10 @@ class StageTimer(Protocol):
 
     def add_executions(self, kind: str, results: Sequence[Any]) -> Any:
         """Count real executions of ``kind`` (``anchor``) and their costs."""
+        ...
+
+    def add_stage(self, name: str, wall_s: float, cpu_s: float) -> None:
+        """Add ``wall_s`` seconds and ``cpu_s`` CPU-seconds to stage ``name`` of the current step."""
         ...
 
 
@@ -98,19 +113,23 @@ class StepEngine:
         seed: the router's seed.
         always_predict: score every step with the world model even when the recipe does not read it (``grpo``,
             ``anchor-only``): a diagnostic (r_hat against the anchors' true rewards), at the world model's cost.
+        anchor_staleness: the anchor stream's staleness bound k (steps; 0: synchronous).
+        over_bound_anchors: what a group still running at the bound does (``wait``, ``calibration``, ``drop``).
 
     Attributes:
         recipe: the :class:`~wmrl.core.recipe.Recipe`. state: its :class:`~wmrl.core.recipe.RecipeState`
-        (calibrator, anchor window). router: the :class:`~wmrl.core.routing.Router`.
+        (calibrator, anchor window). router: the :class:`~wmrl.core.routing.Router`. anchors: the
+        :class:`~wmrl.step.anchors.AnchorStream`.
 
     Raises:
-        ValueError: unknown method or router kind.
+        ValueError: unknown method or router kind, or a bad staleness setting.
     """
 
     def __init__(self, method: str, settings: RecipeSettings = RecipeSettings(), *, anchor_fraction: float = 0.25,
                  router: str = "fraction", min_anchor_every: int | None = None, seed: int = 0,
-                 always_predict: bool = False) -> None:
+                 always_predict: bool = False, anchor_staleness: int = 0, over_bound_anchors: str = "wait") -> None:
         self.method = method
+        self.anchors = AnchorStream(anchor_staleness, over_bound_anchors)
         self.always_predict = always_predict
         self.recipe: Recipe = lookup_recipe(method)
         self.router: Router = build_router(self.recipe, anchor_fraction, kind=router,
@@ -158,6 +177,44 @@ class StepEngine:
         returns their calibrated world-model rewards [n] float64."""
         return self.recipe.learn_late(self.state, step, origin_steps, group_ids, reward_true, reward_wm)
 
+    def predict(self, env: Environment, ro: Rollouts) -> Predictions:
+        """Stage wm_predict's one route: the environment's predictions of ``ro``'s B trajectories, checked.
+
+        Raises:
+            RuntimeError: the environment's world model returned a wrong shape or non-finite rewards.
+        """
+        pred = env.predict(ro)
+        r_hat = np.asarray(pred.reward_wm, dtype=np.float64)
+        if r_hat.shape != (ro.B,) or not np.all(np.isfinite(r_hat)):
+            raise RuntimeError(f"environment {env.name!r}: the world model returned shape {r_hat.shape} with "
+                               f"{int((~np.isfinite(r_hat)).sum())} non-finite rewards; expected ({ro.B},) finite")
+        return Predictions(reward_wm=r_hat, outcome=pred.outcome, stats=dict(pred.stats))
+
+    def submit(self, env: Environment, ro: Rollouts, sb: StepBatch) -> AnchorRuns:
+        """Start the real rewards of the step's anchor trajectories (``env.submit``) and track their futures in the
+        anchor stream."""
+        w0, c0 = time.perf_counter(), time.process_time()
+        idx = sb.anchor_idx
+        futures = env.submit(ro, idx) if idx.size else []
+        return self.anchors.track(sb, idx, list(futures), w0, time.process_time() - c0)
+
+    def collect(self, sb: StepBatch, runs: AnchorRuns, ledger: StageTimer | None = None) -> LatePairs | None:
+        """Consume what the staleness bound allows (:meth:`AnchorStream.collect`): the step's own outcomes are written
+        into ``sb``; returns the late pairs of earlier steps (None when k = 0)."""
+        self.anchors.ledger = ledger
+        return self.anchors.collect(sb, runs)
+
+    def measure(self, env: Environment, ro: Rollouts, sb: StepBatch, ledger: StageTimer | None = None,
+                predict: bool | None = None) -> LatePairs | None:
+        """Stages execute || wm_predict on a routed step: :meth:`submit`, the world model's :meth:`predict` while the
+        executions run (``predict`` None: when the recipe reads the world model or ``always_predict``), then
+        :meth:`collect`. Returns the late pairs (None when k = 0)."""
+        runs = self.submit(env, ro, sb)
+        if predict if predict is not None else (self.uses_world_model or self.always_predict):
+            with _stage(ledger, "wm_predict"):
+                sb.apply_predictions(self.predict(env, ro))
+        return self.collect(sb, runs, ledger)
+
     # ------------------------------------------------------------------ a whole step on an environment
     def step(self, env: Environment, policy: Any, step: int, ledger: StageTimer | None = None) -> StepBatch:
         """Stage generate (``env.sample``), then :meth:`score`."""
@@ -166,7 +223,8 @@ class StepEngine:
         return self.score(env, ro, ledger)
 
     def score(self, env: Environment, ro: Rollouts, ledger: StageTimer | None = None) -> StepBatch:
-        """Stages route, execute || wm_predict and recipe on the rollouts of one step.
+        """Stages route, execute || wm_predict and recipe on the rollouts of one step (synchronous anchors: the engine
+        must have k = 0).
 
         Returns:
             the step's :class:`~wmrl.step.batch.StepBatch` (``batch`` is ``ro.data``; ``out`` the recipe's outputs;
@@ -182,37 +240,13 @@ class StepEngine:
             sb.is_anchor = sb.anchor_groups[sb.gid]
             if ledger is not None:
                 ledger.add_groups(sb.M, int(sb.anchor_groups.sum()))
-        idx = sb.anchor_idx
-        pending = env.submit(ro, idx) if idx.size else None
-        if self.uses_world_model or self.always_predict:
-            with _stage(ledger, "wm_predict"):
-                pred = env.predict(ro)
-            r_hat = np.asarray(pred.reward_wm, dtype=np.float64)
-            if r_hat.shape != (sb.B,) or not np.all(np.isfinite(r_hat)):
-                raise RuntimeError(f"environment {env.name!r}: the world model returned shape {r_hat.shape} with "
-                                   f"{int((~np.isfinite(r_hat)).sum())} non-finite rewards; expected ({sb.B},) finite")
-            sb.reward_wm, sb.outcome_wm = r_hat, pred.outcome
-            sb.env_stats.update(pred.stats)
-        with _stage(ledger, "execute"):
-            res = env.collect(pending) if pending is not None else Outcomes.empty()
-        self.apply_outcomes(sb, res)
-        if ledger is not None:
-            ledger.add_executions("anchor", res.costs)
+        self.measure(env, ro, sb, ledger)
+        if ledger is not None and not sb.anchor_idx.size:  # a step without anchors still reports its execute stage
+            ledger.add_stage("execute", 0.0, 0.0)
         with _stage(ledger, "recipe"):
             sb.out = self.run_recipe(StepInputs(step=sb.step, group_ids=sb.gid, is_anchor=sb.is_anchor,
                                                 valid=sb.valid, reward_true=sb.reward_true, reward_wm=sb.reward_wm))
         return sb
-
-    @staticmethod
-    def apply_outcomes(sb: StepBatch, res: Outcomes) -> None:
-        """Write real outcomes into the step batch: ``reward_true``, ``status``, ``error`` and ``valid`` at
-        ``res.idx`` (an invalid outcome's reward stays NaN)."""
-        for j, i in enumerate(np.asarray(res.idx, dtype=np.int64)):
-            sb.status[i], sb.error[i] = res.status[j], res.error[j]
-            if res.valid[j] and np.isfinite(res.reward_true[j]):
-                sb.reward_true[i] = float(res.reward_true[j])
-            else:
-                sb.valid[i] = False
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

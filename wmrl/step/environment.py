@@ -4,16 +4,20 @@ An RL environment in WMRL has two ways to reward a trajectory: the expensive rea
 sandbox and grade it; read a robot simulator's success) and the world model's prediction of it. The
 :class:`Environment` protocol is those two plus sampling::
 
-    sample(policy, step)           -> Rollouts     B trajectories in M groups (G per group, one group key each)
-    submit(rollouts, idx)          -> pending      start the real reward of trajectories idx (anchors)
-    predict(rollouts)              -> Predictions  the world model's reward r_hat of every trajectory
-    collect(pending)               -> Outcomes     the real rewards of idx (waits for them)
+    sample(policy, step)           -> Rollouts        B trajectories in M groups (G per group, one group key each)
+    submit(rollouts, idx)          -> [Future] * n    start the real reward of trajectories idx (anchors), one
+                                                      future per trajectory, resolving to an outcome
+    predict(rollouts)              -> Predictions     the world model's reward r_hat of every trajectory
 
-The engine (:meth:`wmrl.step.engine.StepEngine.score`) calls ``submit`` before ``predict`` and ``collect`` after
-it, so an environment whose executions run elsewhere (a sandbox pool) overlaps them with the world model;
-one whose real reward is at hand (a simulator episode's success) returns it from ``submit``. What the world model
-reads (the prompt and the program, the visited states of an episode) is the environment's business: the world
-model's input comes from the environment.
+An outcome is an object with ``status``, ``reward`` (None: none), ``error``, ``cpu_s`` (CPU-seconds) and
+``wall_s`` (seconds): an :class:`wmrl.execution.types.ExecutionResult`, or an :class:`Outcome`. The step engine
+(:class:`wmrl.step.engine.StepEngine`) submits before it predicts and consumes the futures afterwards through its
+anchor stream (:class:`wmrl.step.anchors.AnchorStream`: the synchronous stream, or the asynchronous one with a
+staleness bound), so an environment whose executions run elsewhere (a sandbox pool) overlaps them with the world
+model, and one whose real reward is at hand (a simulator episode's success) returns done futures (:func:`done`).
+:meth:`Outcomes.from_results` turns outcomes into the step's real rewards with the one rule of what is usable
+(:func:`wmrl.core.infra.usable_outcome`). What the world model reads (the prompt and the program, the visited states
+of an episode) is the environment's business: the world model's input comes from the environment.
 
 Environments are registered by name (in the manner of Gymnasium's registry): :func:`register_environment`
 (a decorator on a factory), :func:`make_environment`, :func:`environment_names`. The built-in ones:
@@ -31,16 +35,19 @@ feedback), so the text trainer routes after the first turn and runs the turn loo
 (:mod:`wmrl.training.multiturn`, with the engine's requests and predictions); the Gymnasium env of
 :mod:`wmrl.episodes.env` predicts with the Kaggle environment's :func:`wmrl.world_model.outcome.predict_rewards`.
 
-Adding an environment is one module: a class with the four methods, and ``@register_environment("name")`` on its
+Adding an environment is one module: a class with the three methods, and ``@register_environment("name")`` on its
 factory (docs/architecture.md, "Adding an environment", works one example through).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from wmrl.core.infra import usable_outcome
 
 
 @dataclass
@@ -104,6 +111,60 @@ class Outcomes:
         """No outcome (a step without anchors)."""
         return cls(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, bool), [], [], [])
 
+    @classmethod
+    def from_results(cls, idx: Sequence[int], results: Sequence[Any]) -> Outcomes:
+        """The outcomes of trajectories ``idx`` ([n]) from their results ([n] objects with ``status``, ``reward``,
+        ``error``: :class:`~wmrl.execution.types.ExecutionResult`, :class:`Outcome`). A result that is not usable
+        (:func:`wmrl.core.infra.usable_outcome`: an infrastructure error or no finite reward) is invalid, its reward
+        NaN; errors keep their last 500 characters. The results are the ledger's ``costs``."""
+        status: list[str | None] = [str(getattr(r.status, "value", r.status)) for r in results]
+        valid = np.array([usable_outcome(r.status, r.reward) for r in results], dtype=bool)
+        reward = np.array([float(r.reward) if v else np.nan for v, r in zip(valid, results)], dtype=np.float64)
+        return cls(idx=np.asarray(idx, dtype=np.int64).reshape(-1), reward_true=reward, valid=valid, status=status,
+                   error=[(r.error or "")[-500:] or None for r in results], costs=list(results))
+
+
+@dataclass
+class Outcome:
+    """A real reward known at once (a simulator's success), in the shape of an execution result.
+
+    Attributes:
+        status: ``ok``, ``success``, ``failure``, ``infra_error``, ... reward: the real reward (None: none).
+        error: an error message, or None. cpu_s: CPU-seconds it cost outside the trainer. wall_s: seconds.
+    """
+
+    status: str = "ok"
+    reward: float | None = None
+    error: str | None = None
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+
+    @property
+    def usable(self) -> bool:
+        """Whether the outcome can train (:func:`wmrl.core.infra.usable_outcome`)."""
+        return usable_outcome(self.status, self.reward)
+
+
+def done(outcomes: Sequence[Any]) -> list[Future]:
+    """Done futures of ``outcomes`` (what :meth:`Environment.submit` returns when the real rewards are at hand)."""
+    out = []
+    for o in outcomes:
+        f: Future = Future()
+        f.set_result(o)
+        out.append(f)
+    return out
+
+
+def result_of(fut: Future) -> Any:
+    """The outcome of a finished future; an ``infra_error`` :class:`Outcome` when it was cancelled or raised (the
+    executor's fault, not the trajectory's)."""
+    try:
+        return fut.result()
+    except CancelledError:
+        return Outcome(status="infra_error", error="cancelled before it finished")
+    except Exception as exc:  # noqa: BLE001 - any failure of the environment's executor
+        return Outcome(status="infra_error", error=f"executor failed: {type(exc).__name__}: {exc}")
+
 
 @dataclass
 class Predictions:
@@ -132,8 +193,9 @@ class Environment(Protocol):
         so a resumed run draws the same ones."""
         ...
 
-    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> Any:
-        """Start the real reward of trajectories ``idx`` ([n] int64); returns what :meth:`collect` takes."""
+    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[Future]:
+        """Start the real reward of trajectories ``idx`` ([n] int64); returns one future per trajectory, in the order
+        of ``idx``, each resolving to an outcome (module docstring; :func:`done` when they are at hand)."""
         ...
 
     def predict(self, rollouts: Rollouts) -> Predictions:
@@ -142,10 +204,6 @@ class Environment(Protocol):
         Raises:
             RuntimeError: a prediction of the wrong shape or a non-finite one.
         """
-        ...
-
-    def collect(self, pending: Any) -> Outcomes:
-        """The real rewards started by :meth:`submit` (waits for them)."""
         ...
 
 

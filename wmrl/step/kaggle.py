@@ -7,25 +7,26 @@ submission, :mod:`wmrl.execution`); the world model reads the prompt and the com
 
 - ``sample``: the M tasks of the step (:func:`select_tasks`, a seeded cycle through the train tasks), G
   completions each, sampled with the seed :func:`sampling_seed` (run seed, step), so a resumed run draws the same.
-- ``submit``/``collect``: anchor programs go to the executor as futures (:func:`wmrl.step.anchors.anchor_request`)
-  and are collected after the world model has scored the step; an execution that failed for infrastructure
-  reasons (or has no reward) is an invalid outcome, dropped from the gradient, the baselines and the calibration.
+- ``submit``: anchor programs go to the executor (:func:`wmrl.step.anchors.anchor_request`); its futures, one per
+  trajectory, are consumed by the step engine's anchor stream after the world model has scored the step; an
+  execution that failed for infrastructure reasons (or has no reward) is an invalid outcome, dropped from the
+  gradient, the baselines and the calibration.
 - ``predict``: :func:`wmrl.world_model.outcome.predict_rewards`, which also checks the world model's output.
 
-The text trainer (:mod:`wmrl.training.trainer`) uses this environment for sampling, requests and predictions,
-with its own anchor stream for asynchronous anchors; the TRL and verl integrations (whose trainer samples) use
-``submit``, ``predict`` and ``collect`` on trajectories they wrap in :class:`TextTrajectories`.
+The text trainer (:mod:`wmrl.training.trainer`) runs its steps on this environment through the step engine; the TRL
+and verl integrations (whose trainer samples) hand the engine trajectories they wrap in :class:`TextTrajectories`.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from wmrl.step.anchors import anchor_request
-from wmrl.step.environment import Outcomes, Predictions, Rollouts, register_environment
+from wmrl.step.environment import Predictions, Rollouts, register_environment
 from wmrl.world_model.outcome import predict_rewards
 
 
@@ -66,16 +67,6 @@ class TextTrajectories:
     completions: list[str]
     programs: list[str] | None = None
     completion_tokens: list[int] | None = None
-
-
-def outcomes_from_results(idx: Sequence[int], results: Sequence[Any]) -> Outcomes:
-    """:class:`Outcomes` of executions ([n] trajectory indices, their ``ExecutionResult`` s): an ``infra_error`` or a
-    result without a reward is invalid (reward NaN); errors keep their last 500 characters."""
-    status = [getattr(r.status, "value", str(r.status)) for r in results]
-    valid = np.array([s != "infra_error" and r.reward is not None for s, r in zip(status, results)], dtype=bool)
-    reward = np.array([float(r.reward) if v else np.nan for v, r in zip(valid, results)], dtype=np.float64)
-    return Outcomes(idx=np.asarray(idx, dtype=np.int64), reward_true=reward, valid=valid, status=status,
-                    error=[(r.error or "")[-500:] or None for r in results], costs=list(results))
 
 
 @register_environment("kaggle")
@@ -130,19 +121,9 @@ class KaggleEnvironment:
         return Rollouts(step=step, group_keys=[t.id for t in tasks], group_ids=np.asarray(batch.group_ids), data=batch,
                         tasks=tasks)
 
-    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[tuple[int, Any, Any]]:
-        """Every trajectory of ``idx`` submitted to the executor: ``[(index, future, request)]``."""
-        out = []
-        for i, req in self.requests(rollouts, idx):
-            out.append((i, self.executor.submit(req), req))
-        return out
-
-    def collect(self, pending: list[tuple[int, Any, Any]]) -> Outcomes:
-        from wmrl.execution.pool import result_or_infra  # noqa: PLC0415 - the pool imports the sandbox
-
-        if not pending:
-            return Outcomes.empty()
-        return outcomes_from_results([i for i, _, _ in pending], [result_or_infra(f, r) for _, f, r in pending])
+    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[Future]:
+        """Every trajectory of ``idx`` submitted to the executor: its futures, in the order of ``idx``."""
+        return [self.executor.submit(req) for _, req in self.requests(rollouts, idx)]
 
     def predict(self, rollouts: Rollouts) -> Predictions:
         if self.world_model is None:
@@ -167,6 +148,8 @@ class KaggleEnvironment:
         tokens = completion_tokens
         if tokens is None and getattr(d, "completion_tokens", None) is not None:
             tokens = np.asarray(d.completion_tokens)
+        elif tokens is None and getattr(d, "completion_mask", None) is not None:  # a policy's RolloutBatch
+            tokens = d.completion_mask.sum(dim=1).cpu().numpy()
         gid = rollouts.group_ids
         return [(int(i), anchor_request(
             self.task(d.task_ids[i]), programs[i], step=rollouts.step, group=int(gid[i]), sample=int(i), run=self.run,

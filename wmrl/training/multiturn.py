@@ -35,6 +35,7 @@ from wmrl.episodes.observation import observation_from_prediction, observation_f
 from wmrl.episodes.rollout import Episodes, TurnFeedback
 from wmrl.step.anchors import anchor_request
 from wmrl.step.batch import StepBatch
+from wmrl.step.environment import Outcomes
 from wmrl.execution.log import ExecutionLog
 from pathlib import Path
 from wmrl.episodes.fidelity import feedback_fidelity
@@ -79,11 +80,12 @@ class StepFeedback:
                     scaffold=t.c.scaffold.name, completion_tokens=int(batch.completion_mask[r].sum()),
                     time_limit_s=cfg.executor.time_limit_s, turn=turn,
                     extra={"episode_prompt_chars": len(batch.prompts[r])})
-                futures[r] = (t.anchors.executor.submit(req), req)
+                futures[r] = (t.c.executor.submit(req), req)
         r_hat = np.full(len(eps), np.nan)
         if t._predicts:
             with L.stage("wm_predict"):
-                r_hat = t.predict_programs([self.base_prompts[x.id] for x in tasks], list(batch.completions))
+                r_hat = t.predict_programs([x.id for x in tasks], [self.base_prompts[x.id] for x in tasks],
+                                           list(batch.completions))
         with L.stage("execute"):
             results = {r: result_or_infra(f, req) for r, (f, req) in futures.items()}
         if results:
@@ -99,7 +101,7 @@ class StepFeedback:
             if r in results:
                 res = results[r]
                 st = _status(res)
-                ok = st != "infra_error" and res.reward is not None
+                ok = res.usable
                 if st != "infra_error":
                     t.wall_times.record(task.id, float(res.wall_s))
                 out.append(TurnFeedback(
@@ -156,16 +158,20 @@ def add_turns(sb: StepBatch, lines: list[dict[str, Any]]) -> None:
 
 
 def fill_step(sb: StepBatch, ep: Episodes) -> None:
-    """Set the step's per-episode arrays from the episodes: ``reward_true`` / ``reward_wm`` / ``status`` /
-    ``error`` of each final submission, ``valid`` (False after an infrastructure failure)."""
+    """Set the step's per-episode arrays from the episodes: the real outcome of each executed final submission
+    (:meth:`StepBatch.apply_outcomes`: ``reward_true``, ``status``, ``error``; not valid after an infrastructure
+    failure), ``reward_wm`` of each final submission, and ``valid`` (False after an infrastructure failure)."""
     sb.episodes = ep
+    finals = [ep.final(e) for e in range(ep.B)]
+    ex = [e for e in range(ep.B) if finals[e].executed]
+    sb.apply_outcomes(Outcomes(idx=np.asarray(ex, dtype=np.int64),
+                               reward_true=np.asarray([finals[e].reward_true for e in ex], dtype=np.float64),
+                               valid=np.asarray([bool(ep.valid[e]) for e in ex], dtype=bool),
+                               status=[finals[e].status for e in ex], error=[finals[e].error for e in ex]))
     for e in range(ep.B):
-        fb = ep.final(e)
-        sb.reward_true[e] = fb.reward_true
-        sb.reward_wm[e] = fb.reward_wm
-        sb.status[e] = fb.status if fb.executed else None
-        sb.error[e] = fb.error
-        sb.valid[e] = bool(ep.valid[e])
+        sb.reward_wm[e] = finals[e].reward_wm
+        if not finals[e].executed:
+            sb.error[e], sb.valid[e] = finals[e].error, bool(ep.valid[e])
 
 
 def earlier_anchor_pairs(sb: StepBatch, ep: Episodes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -5,9 +5,10 @@ One step ``t`` (M groups of G trajectories; docs/architecture.md, "One step", sa
     generate -> route -> execute || wm_predict -> recipe -> update -> wm_refresh -> log   (-> eval, checkpoint)
 
 Sampling, the anchors' execution requests and the world model's predictions are the Kaggle-task environment's
-(:class:`wmrl.step.kaggle.KaggleEnvironment`); routing and the recipe are the step engine's
-(:class:`wmrl.step.engine.StepEngine`); the anchor stream (synchronous, or asynchronous with a staleness bound) is
-:class:`wmrl.step.anchors.AnchorStream`.
+(:class:`wmrl.step.kaggle.KaggleEnvironment`); routing, execute || wm_predict (the engine's anchor stream,
+synchronous or asynchronous with a staleness bound: :class:`wmrl.step.anchors.AnchorStream`) and the recipe are the
+step engine's (:class:`wmrl.step.engine.StepEngine`), which writes the step's outcomes and predictions into its
+batch.
 
 With multi-turn episodes (``episode.max_turns`` K > 1, :mod:`wmrl.training.multiturn`) the groups are routed
 after turn 1 is generated, and turns 2..K follow: each turn's programs are executed (anchor episodes, on the
@@ -45,23 +46,22 @@ from wmrl.core.recipe import StepOutputs, calibration_record
 from wmrl.core.staleness import UnanchoredSteps, late_clip
 from wmrl.training.alarm import ExploitationWatch
 from wmrl.training.config import TrainConfig
-from wmrl.step.anchors import AnchorRuns, AnchorStream, late_sample_lines, late_update_parts, \
-    recipe_inputs
+from wmrl.step.anchors import AnchorStream, late_sample_lines, late_update_parts, recipe_inputs
+from wmrl.runs.checkpoint import engine_state
 from wmrl.runs.ledger import Ledger
 from wmrl.runs.rundir import RunDir, json_safe, rng_state, set_rng_state
 from wmrl.runs.tracking import TrackerSet
 from wmrl.step.batch import StepBatch
 from wmrl.step.engine import StepEngine
 from wmrl.step.environment import Rollouts
-from wmrl.step.kaggle import KaggleEnvironment
-from wmrl.world_model.outcome import predict_rewards
+from wmrl.step.kaggle import KaggleEnvironment, TextTrajectories
 from wmrl.training.components import Components, eval_sampling_seed, now_iso, recipe_settings, sampling_seed
 from wmrl.training.console import _fmt, _step_line
 from wmrl.training.multiturn import WallTimes, add_turns, earlier_anchor_pairs, episode_metrics, rollout_step, \
     update_parts
 from wmrl.training.update import grpo_update
 from wmrl.world_model.fidelity import FidelityRows
-from wmrl.world_model.outcome import OutcomePrediction, outcome_class, predicted_outcome_fields
+from wmrl.world_model.outcome import outcome_class, predicted_outcome_fields
 from wmrl.execution.log import ExecutionLog
 from wmrl.execution.types import program_hash, text_sha256
 from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy, infra_fields
@@ -99,7 +99,8 @@ class Trainer:
         self.method = cfg.method
         w, ro = cfg.wmrl, cfg.rollout
         self.engine = StepEngine(cfg.method, recipe_settings(cfg), anchor_fraction=w.anchor_fraction, router=w.router,
-                                 min_anchor_every=w.min_anchor_every, seed=cfg.seed)
+                                 min_anchor_every=w.min_anchor_every, seed=cfg.seed,
+                                 anchor_staleness=w.anchor_staleness, over_bound_anchors=w.over_bound_anchors)
         self.env = KaggleEnvironment(comps.train_tasks, comps.scaffold, comps.executor, comps.world_model,
                                      tasks_per_step=ro.tasks_per_step, group_size=ro.group_size,
                                      max_new_tokens=ro.max_new_tokens, temperature=ro.temperature, top_p=ro.top_p,
@@ -108,7 +109,7 @@ class Trainer:
         if not self.params:
             raise RuntimeError("the policy has no trainable parameters (LoRA adapter missing?)")
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-        self.anchors = AnchorStream(comps.executor, ledger, w.anchor_staleness, w.over_bound_anchors)
+        self.anchors: AnchorStream = self.engine.anchors
         self.wall_times = WallTimes()  # run time shown by world-model observations (multi-turn episodes)
         self.step = 0
         self.n_infra_total = 0
@@ -180,9 +181,7 @@ class Trainer:
         if wm_in_ckpt and self.c.world_model is not None:
             self.c.world_model.load(path / "world_model")
         self.optimizer.load_state_dict(opt_state)
-        # checkpoints written before the recipe object kept "calibrator" and "window" at the top level
-        self.engine.load_state_dict({"recipe": st["recipe"] if "recipe" in st else
-                                     {"calibrator": st["calibrator"], "window": st["window"]}, "router": st["router"]})
+        self.engine.load_state_dict(engine_state(st))  # every saved shape (wmrl.runs.checkpoint)
         self.ledger.load_state_dict(st["ledger"])
         self.n_infra_total = int(st["n_infra_total"])
         self.n_infra_alarms = int(st.get("n_infra_alarms", 0))  # absent from runs saved before the alarm
@@ -255,43 +254,28 @@ class Trainer:
         self.ledger.add_groups(sb.M, int(sb.anchor_groups.sum()))
 
     def _execute_and_predict(self, sb: StepBatch) -> None:
-        """Stages execute || wm_predict: the anchor programs run in the executor (futures) while the
-        world model scores every trajectory; then the anchors' results are collected."""
-        runs = self._submit_anchors(sb)
-        if self._predicts:
-            with self.ledger.stage("wm_predict"):
-                sb.reward_wm = self._predict(sb)
-        self._collect_anchors(sb, runs)
+        """Stages execute || wm_predict (:meth:`StepEngine.measure`: the anchor programs run in the executor while
+        the world model scores every trajectory; then the anchor stream consumes what the staleness bound allows)
+        and count the infrastructure failures."""
+        n_late_infra = self.anchors.n_late_infra
+        sb.late = self.engine.measure(self.env, self._rollouts(sb), sb, self.ledger, predict=self._predicts)
+        self.n_infra_total += sb.n_infra + self.anchors.n_late_infra - n_late_infra
         self._track_fidelity(sb)
-
-    def _submit_anchors(self, sb: StepBatch) -> AnchorRuns:
-        """Submit every anchor trajectory's program to the executor (:class:`AnchorStream`, requests by
-        :meth:`KaggleEnvironment.requests`); returns the runs."""
-        return self.anchors.submit(sb, self.env.requests(self._rollouts(sb), sb.anchor_idx, sb.completion_tokens))
 
     def _programs(self, sb: StepBatch) -> list[str]:
         """The step's B programs (the batch's, else the scaffold's rendering of each completion)."""
         return self.env.programs(self._rollouts(sb))
 
-    def _predict(self, sb: StepBatch) -> np.ndarray:
-        """The world model's raw predictions r_hat [B] of the step's trajectories (and ``sb.outcome_wm``)."""
-        r_hat, sb.outcome_wm = self.predict_outcomes(sb.batch.prompts, sb.batch.completions)
-        return r_hat
-
-    def predict_programs(self, prompts: list[str], completions: list[str]) -> np.ndarray:
-        """The world model's raw predictions r_hat [N] float64 of N (prompt, completion) pairs
-        (:meth:`predict_outcomes`' rewards)."""
-        return self.predict_outcomes(prompts, completions)[0]
-
-    def predict_outcomes(self, prompts: list[str], completions: list[str]
-                         ) -> tuple[np.ndarray, OutcomePrediction | None]:
-        """r_hat [N] float64 and the world model's :class:`OutcomePrediction` of N (prompt, completion) pairs
-        (:func:`wmrl.world_model.outcome.predict_rewards`).
+    def predict_programs(self, task_ids: list[str], prompts: list[str], completions: list[str]) -> np.ndarray:
+        """The world model's raw predictions r_hat [N] float64 of N (task, prompt, completion) triples, through the
+        engine's one prediction route (:meth:`StepEngine.predict` on the environment).
 
         Raises:
             RuntimeError: a prediction of the wrong shape, or a non-finite one.
         """
-        return predict_rewards(self.c.world_model, prompts, completions)
+        ro = Rollouts(step=self.step + 1, group_keys=["turn"], group_ids=np.zeros(len(task_ids), dtype=np.int64),
+                      data=TextTrajectories(list(task_ids), list(prompts), list(completions)))
+        return self.engine.predict(self.env, ro).reward_wm
 
     def _track_fidelity(self, sb: StepBatch) -> None:
         """The step's anchors consumed now join :attr:`fidelity`: the world model's prediction, the true reward, the
@@ -328,13 +312,6 @@ class Trainer:
         return grpo_update(self.c.policy, self.optimizer, self.params, sb.batch, out.advantages, out.weights, sb.valid,
                            o, late_update_parts(sb.late, lo.advantages, lo.weights),
                            late_clip(self.cfg.wmrl.late_ratio_max))
-
-    def _collect_anchors(self, sb: StepBatch, runs: AnchorRuns) -> None:
-        """Consume the anchor results the staleness bound allows (:meth:`AnchorStream.collect`: k = 0 waits for
-        the step's executions, stage execute) and count the infrastructure failures."""
-        n_late_infra = self.anchors.n_late_infra
-        sb.late = self.anchors.collect(sb, runs)
-        self.n_infra_total += sb.n_infra + self.anchors.n_late_infra - n_late_infra
 
     def _recipe(self, sb: StepBatch) -> None:
         """Stage recipe: the registered recipe maps the step's rewards to rewards used, advantages and
