@@ -5,7 +5,7 @@ its share of the training samples in the first and the last three steps (all met
 its mean true reward on the train tasks (GRPO's executed training trajectories) and its mean
 leaderboard percentile on the held-out tasks (every evaluation execution in the runs' execution logs).
 
-    python docs/benchmark/family_shares.py [BENCH_DIR]
+    python studies/benchmark/family_shares.py [BENCH_DIR]
 """
 from __future__ import annotations
 

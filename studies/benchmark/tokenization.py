@@ -7,7 +7,7 @@
    token by token with its log-probability and whether it was a real choice: a token the grammar
    fixes is forced (log-prob 0, out of the loss).
 
-    WMRL_HOME=... python docs/benchmark/tokenization.py [BENCH_DIR]
+    WMRL_HOME=... python studies/benchmark/tokenization.py [BENCH_DIR]
 """
 from __future__ import annotations
 

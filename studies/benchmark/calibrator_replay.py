@@ -8,7 +8,7 @@ learns from them. Prints, pooled over runs, the out-of-sample squared error of f
 the raw r_hat (< 1: debiasing helped) and the within-group pairwise accuracy of the calibrated scores
 (ties count 1/2, so a map that flattens a group loses ranking information).
 
-    WMRL_HOME=... python docs/benchmark/calibrator_replay.py BENCH_DIR
+    WMRL_HOME=... python studies/benchmark/calibrator_replay.py BENCH_DIR
 """
 from __future__ import annotations
 

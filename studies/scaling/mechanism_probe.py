@@ -1,6 +1,6 @@
 """Which part of a stale anchor stream costs reward against an exploitable world model? (docs/scaling.md)
 
-    PYTHONPATH=. python docs/scaling/mechanism_probe.py [--seeds 24] [--d 2 10 20]
+    PYTHONPATH=. python studies/scaling/mechanism_probe.py [--seeds 24] [--d 2 10 20]
 
 The contextual bandit of docs/simulation.md with the registered ``wmrl`` recipe and the exploitable world model
 (B = 0.5, sigma = 0.1), every anchor group consumed exactly d steps after it was routed (no latency noise, so
