@@ -16,6 +16,7 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -37,7 +38,8 @@ def anchor_steps(run_dir: Path) -> list[tuple[int, np.ndarray, np.ndarray, list]
              [(s, r["group"]) for r in rs]) for s, rs in sorted(by_step.items())]
 
 
-def replay(streams: list, min_anchors: int, fallback: str, window: int = 256) -> dict[str, float]:
+def replay(streams: list, min_anchors: int, fallback: Literal["identity", "affine"],
+           window: int = 256) -> dict[str, float]:
     raw = cal = 0.0
     pred, true, groups = [], [], []
     for stream in streams:

@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{exec_cpu:.0f} sandbox CPU-s in all); "
           f"statuses: {dict(sorted(_count(o['status'] for o in real).items()))}", flush=True)
 
-    wall: dict[str, float] = {}
+    wall: dict[str, float | None] = {}
     for tid in tasks:
         ws = sorted(float(r["wall_s"]) for r in fit_rows if r["task_id"] == tid)
         wall[tid] = ws[len(ws) // 2] if ws else None

@@ -311,7 +311,7 @@ class _RunState:
         return dict(task=task, arm=arm, adv=out.advantages, weights=out.weights, old_logp=old, skip=skip)
 
 
-def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -> tuple[object, object]:
+def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -> tuple[Any, Any]:
     """Simulate all runs together.
 
     Args:
