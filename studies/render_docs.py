@@ -17,6 +17,7 @@ Directives (``A`` and ``B`` are ``DIR:method``; ``digits=N`` sets the decimals, 
 
 - ``bench-table DIR [methods=m1,m2] [columns=c1;c2] [initial=yes|no]``: the bench table (the columns of
   :func:`wmrl.report.bench_page.bench_table`, optionally a subset, in that order), with the initial policy's row;
+- ``multiturn-table DIR [columns=c1;c2]``: the multi-turn table of :func:`wmrl.report.bench_page.multiturn_table`;
 - ``per-seed COLUMN A [A ...]``: one row per seed of ``COLUMN`` for each run set, and a ``mean ± SE`` row;
 - ``mean A COLUMN``, ``mean-se A COLUMN``: over seeds;
 - ``paired A B COLUMN``: mean ± SE over seeds of A - B on the seeds both have (signed);
@@ -48,9 +49,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from wmrl.report.bench_page import bench_table
+from wmrl.report.bench_page import bench_table, multiturn_table
 from wmrl.report.bench_stats import INITIAL, MethodRow, aggregate, initial_row
 from wmrl.report.stats import MeanSE, mean_se, paired_difference
+from wmrl.report.tables import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 #: One rendered region: the directive, then the rendered text (lazily, up to the first end marker).
@@ -114,6 +116,7 @@ class Renderer:
         digits = int(opts.pop("digits", 3))
         handlers: dict[str, Callable[[], str]] = {
             "bench-table": lambda: self._bench_table(args, opts),
+            "multiturn-table": lambda: self._multiturn_table(args, opts),
             "per-seed": lambda: self._per_seed(args, digits),
             "mean": lambda: _fmt(mean_se(list(self._by_seed(*args).values())).mean, digits),
             "mean-se": lambda: mean_se(list(self._by_seed(*args).values())).fmt(digits),
@@ -139,14 +142,13 @@ class Renderer:
             raise RenderError(f"{args[0]}/results.csv has no run of {', '.join(missing)}")
         if opts.get("initial", "yes") == "yes" and INITIAL in rows:
             methods = [*methods, INITIAL]
-        table = bench_table([rows[m] for m in methods])
-        if "columns" in opts:
-            keep = opts["columns"].split(";")
-            unknown = [c for c in keep if c not in table.columns]
-            if unknown:
-                raise RenderError(f"no column {unknown[0]!r} in the bench table (columns: {table.columns})")
-            table = table.drop([c for c in table.columns if c not in keep])
-        return "\n" + table.to_markdown() + "\n"
+        return _markdown(bench_table([rows[m] for m in methods]), opts)
+
+    def _multiturn_table(self, args: list[str], opts: dict[str, str]) -> str:
+        table = multiturn_table(self.results(args[0]))
+        if table.empty:
+            raise RenderError(f"{args[0]}/results.csv holds no multi-turn runs")
+        return _markdown(table, opts)
 
     def _per_seed(self, args: list[str], digits: int) -> str:
         column, specs = args[0], args[1:]
@@ -171,6 +173,17 @@ class Renderer:
         if r is None:
             raise RenderError(f"{folder}: no compute ratio for {method!r} (no GRPO run to compare with)")
         return f"{r:.2f}x"
+
+
+def _markdown(table: Table, opts: dict[str, str]) -> str:
+    """The table as Markdown on lines of its own, with only the ``columns=`` of ``opts`` when given."""
+    if "columns" in opts:
+        keep = opts["columns"].split(";")
+        unknown = [c for c in keep if c not in table.columns]
+        if unknown:
+            raise RenderError(f"no column {unknown[0]!r} in the table (columns: {table.columns})")
+        table = table.drop([c for c in table.columns if c not in keep])
+    return "\n" + table.to_markdown() + "\n"
 
 
 def _fmt(x: float, digits: int) -> str:
