@@ -153,6 +153,7 @@ def list_cmd(
             "split": t.split, "layout": t.layout, "time_limit_s": t.time_limit_s,
             "leaderboards": len(t.leaderboard_paths), "source": t.source, "license": t.license,
             "root": str(t.root)} for t in tasks], indent=1))
+        _warn_metric_disagreements(tasks, compute=False)
         if disc.refused or disc.skipped:
             typer.echo(disc.summary(), err=True)
         if disc.refused:
@@ -171,10 +172,26 @@ def list_cmd(
                       f"{t.time_limit_s:.0f}", str(len(t.leaderboard_paths)))
     console = make_console()
     console.print(table)
+    _warn_metric_disagreements(tasks, compute=False)
     typer.echo(disc.summary())
     if disc.refused:
         typer.secho(f"{len(disc.refused)} task(s) refused (see above)", fg="red", err=True)
         raise typer.Exit(1)
+
+
+def _warn_metric_disagreements(tasks: list, compute: bool) -> None:
+    """A warning line (stderr) for each task whose scores come from the benchmark's grading code because wmrl's
+    metric disagreed with it (:func:`wmrl.tasks.grading.metric_disagreement`; with ``compute=False`` only what is
+    already known); a task whose code cannot run here is left to the checks that report it."""
+    from wmrl.tasks.grading import MetricCodeUnavailable, metric_disagreement
+
+    for task in tasks:
+        try:
+            line = metric_disagreement(task, compute=compute)
+        except MetricCodeUnavailable:
+            continue  # reported by `wmrl tasks check` as a metric_code problem
+        if line:
+            typer.secho(f"{task.id}: warning: {line}", fg="yellow", err=True)
 
 
 @tasks_app.command("show")
@@ -352,6 +369,7 @@ def check_cmd(
         problems = check_task(task, views) + [TaskProblem(task.id, "answer_copy", c.message())
                                        for c in found.get(task.id, [])]
         bad += bool(problems)
+        _warn_metric_disagreements([task], compute=True)
         for p in problems:
             typer.echo(f"{task.id}: {p.kind}: {p.message}")
         if not problems:
