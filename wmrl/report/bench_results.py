@@ -138,7 +138,7 @@ def run_provenance(run_dir: Path) -> dict[str, Any]:
     except (ValueError, KeyError, TypeError, OSError):
         invocations = []  # unreadable: the run counts as not recorded
     versions = [inv.get("code_version") or {} for inv in invocations]
-    commits = list(dict.fromkeys(v.get("commit") for v in versions if v.get("commit")))
+    commits = list(dict.fromkeys(str(v["commit"]) for v in versions if v.get("commit")))
     dirty = [v.get("dirty") for v in versions if v.get("dirty") is not None]
     return {"commit": ";".join(commits) or None, "dirty": any(dirty) if dirty else None}
 
