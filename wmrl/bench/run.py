@@ -78,7 +78,8 @@ def run_bench(
     runs = plan(preset, out, seeds, steps, methods, overrides)
     for r in runs:
         check_existing(r)
-    meta = _bench_meta(preset, runs, command, out)
+    version = code_version()  # once per invocation: bench.json and every run it trains record the same
+    meta = _bench_meta(preset, runs, command, out, version)
     _write_meta(out, meta)
     train = train_fn or _default_train_fn
     log = log or (lambda msg: print(msg, flush=True))
@@ -87,7 +88,7 @@ def run_bench(
         _write_meta(out, meta)
     failures: list[str] = []
     t0 = time.time()
-    prov = _provenance(preset, command)
+    prov = _provenance(preset, command, version)
     for i, r in enumerate(runs, 1):
         _run_one(r, f"[{i}/{len(runs)}] {r.method} seed {r.seed}", train, failures, log, t0, prov)
         if i < len(runs) and runs[i].seed != r.seed:
@@ -106,13 +107,13 @@ def run_bench(
     return write_bench_outputs(out, log, mixed_commits)
 
 
-def _provenance(preset: Preset, command: str) -> dict[str, Any]:
+def _provenance(preset: Preset, command: str, version: dict[str, Any]) -> dict[str, Any]:
     """What this invocation records in each run it trains (``provenance.json``, :data:`PROVENANCE`): the code
     version (commit and whether the checkout had uncommitted changes), the command and the preset file's SHA-256."""
     digest = None
     if preset.path and Path(preset.path).is_file():
         digest = hashlib.sha256(Path(preset.path).read_bytes()).hexdigest()
-    return {"code_version": code_version(), "command": command, "preset": preset.name, "preset_sha256": digest}
+    return {"code_version": version, "command": command, "preset": preset.name, "preset_sha256": digest}
 
 
 #: A run's record of the invocations that trained it: ``{"invocations": [{code_version, command, preset,
@@ -171,7 +172,8 @@ def _train_claimed(r: PlannedRun, tag: str, train: TrainFn, failures: list[str],
         log(f"{tag}: FAILED: {type(exc).__name__}: {exc}")
 
 
-def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path) -> dict[str, Any]:
+def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path,
+                version: dict[str, Any]) -> dict[str, Any]:
     """This invocation's ``bench.json`` record (:func:`_write_meta` merges it with the folder's)."""
     cfg0 = runs[0].config
     # Paths relative to the bench folder (and the preset's to the repository when inside it), so a
@@ -191,7 +193,7 @@ def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path)
         "command": command,
         "commands": [command] if command else [],
         "machine": machine_info(),
-        "code_versions": [code_version()],
+        "code_versions": [version],
         "started_at": now(),
         "runs": [{"method": r.method, "seed": r.seed, "run_dir": str(Path(r.run_dir).relative_to(out))}
                  for r in runs],
