@@ -12,7 +12,8 @@ import pytest
 
 from wmrl.tasks.benchcode import recognise_metric, run_metric_code
 from wmrl.tasks.fixtures import build_benchmark_fixtures
-from wmrl.tasks.grading import grade_submission, read_answers, score_submission
+from wmrl.tasks.grading import (GRADED_BY_WMRL, grade_submission, graded_by, metric_disagreement, read_answers,
+                                score_submission)
 from wmrl.tasks.probes import probe_submissions
 from wmrl.tasks.leaderboard import read_leaderboard
 from wmrl.tasks.loader import TaskFormatError, TaskSuite, discover
@@ -97,6 +98,9 @@ def test_metric_code_runs_in_a_child_and_agrees_with_wmrl(bench, tmp_path):
         sub.to_csv(path, index=False)
         theirs = run_metric_code(t.layout, t.metric_code, t.answers_path, path)
         want = theirs.score if t.score_decimals is None else round(theirs.score, t.score_decimals)  # MLE-bench: 5
+        # wmrl's own metric graded (it agreed with the code on every probe), so the equality below compares
+        # wmrl's metric with the code, not the code with itself
+        assert graded_by(t) == GRADED_BY_WMRL, (tid, metric_disagreement(t))
         assert score_submission(t, sub) == pytest.approx(want, rel=1e-9)
     assert recognise_metric(suite.get("dsb-concrete").metric_code) == "rmse"
 

@@ -264,8 +264,10 @@ def _import(path: Path, name: str, checkout: Path):
 
 
 def _reference(task, sub: Path) -> float:
-    """The score the benchmark itself gives ``sub``: its code run directly, with its own rules (MLE-bench's
-    ``Grader`` rounds to 5 decimals); raises when the benchmark refuses the submission."""
+    """A hand-written reference grader: the score the benchmark itself gives ``sub``, its code called here the
+    way the benchmark calls it, with its own rules (MLE-bench's ``Grader`` rounds to 5 decimals); raises when the
+    benchmark refuses the submission. Where wmrl grades with the same code (:data:`GRADED_BY`), both sides of a
+    comparison run that file, so only the calling convention is tested there."""
     code = Path(task.metric_code)
     answers = pd.read_csv(task.answers_path)
     if task.layout == "mlebench":
@@ -285,6 +287,9 @@ def _reference(task, sub: Path) -> float:
 
 
 TASKS = ("wine-quality", "wine-cultivar", "diabetes-progression", "diabetes-rmsle")
+#: Which code grades each task: wmrl's metric where it agrees with the benchmark's code, else the code.
+GRADED_BY = {"wine-quality": "wmrl", "diabetes-rmsle": "wmrl", "wine-cultivar": "benchmark",
+             "diabetes-progression": "benchmark"}
 
 
 def test_each_task_loads_with_the_benchmarks_rules(suite):
@@ -308,8 +313,9 @@ def test_graded_equal_to_the_benchmarks_own_code(suite, tid, tmp_path):
         path = tmp_path / f"{kind}.csv"
         probes[kind].to_csv(path, index=False)
         want = _reference(task, path)
-        got = grade_submission(task, path, name="submission.csv").score
-        assert abs(got - want) <= 1e-9, (tid, kind, got, want)
+        grade = grade_submission(task, path, name="submission.csv")
+        assert grade.graded_by == GRADED_BY[tid], (tid, grade.graded_by)
+        assert abs(grade.score - want) <= 1e-9, (tid, kind, grade.score, want)
     path = tmp_path / "malformed.csv"
     probes["malformed"].to_csv(path, index=False)
     with pytest.raises(Exception):  # noqa: B017 - the benchmark's own code raises its own classes (or CalledProcessError)

@@ -25,6 +25,8 @@ def bench_cmd(
     set_: list[str] = typer.Option([], "--set", help="Config override for every run, key=value (repeatable)."),
     table_only: bool = typer.Option(False, "--table-only", help="Only (re)write the table from finished runs."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the planned runs and their state, run nothing."),
+    mixed_commits: bool = typer.Option(False, "--mixed-commits", help="Write the table although the runs come "
+                                       "from several code versions (it lists the runs of each)."),
 ) -> None:
     """Benchmark grpo, wm, wmrl and the wmrl ablations side by side (same tasks, seeds, steps).
 
@@ -42,7 +44,7 @@ def bench_cmd(
         target = out or Path("runs") / f"bench-{p.name}"
         ms = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
         if table_only:
-            paths = write_bench_outputs(target)
+            paths = write_bench_outputs(target, mixed_commits=mixed_commits)
         elif dry_run:
             for r in plan(p, target, seeds, steps, ms, set_):
                 typer.echo(f"{r.method:16s} seed {r.seed}  {run_state(r.run_dir):9s}  {r.run_dir}")
@@ -52,7 +54,7 @@ def bench_cmd(
                 typer.echo(f"preset {p.name}: about {p.expected_hours} h on the machine it was sized for")
             cmd = command_line(["bench"], {"--preset": preset, "--out": out, "--seeds": seeds, "--steps": steps,
                                        "--methods": methods}, [("--set", v) for v in set_])
-            paths = run_bench(p, target, seeds, steps, ms, set_, command=cmd)
+            paths = run_bench(p, target, seeds, steps, ms, set_, command=cmd, mixed_commits=mixed_commits)
     except (BenchError, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -295,16 +295,17 @@ def diagnose_bench(out: str | Path, log: Log | None = None, force: bool = False)
     return paths
 
 
-def write_bench_outputs(out: str | Path, log: Log | None = None) -> dict[str, Path]:
-    """:func:`diagnose_bench`, then :func:`wmrl.report.bench_page.write_outputs` (the table). A diagnosis
-    that fails is logged and the table written without it.
+def write_bench_outputs(out: str | Path, log: Log | None = None, mixed_commits: bool = False) -> dict[str, Path]:
+    """:func:`diagnose_bench`, then :func:`wmrl.report.bench_page.write_outputs` (the table; ``mixed_commits``:
+    write it although the runs come from several code versions). A diagnosis that fails is logged and the table
+    written without it.
 
     Raises:
-        BenchError: ``out`` holds no finished run.
+        BenchError: ``out`` holds no finished run, or runs of several code versions without ``mixed_commits``.
     """
     log = log or (lambda msg: print(msg, flush=True))
     try:
         diagnose_bench(out, log)
     except Exception as exc:  # noqa: BLE001 - the table matters more than its diagnosis
         log(f"convergence: not computed ({type(exc).__name__}: {exc})")
-    return write_outputs(out)
+    return write_outputs(out, mixed_commits=mixed_commits)

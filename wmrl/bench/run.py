@@ -19,6 +19,7 @@ per run ``convergence.json`` (:mod:`wmrl.bench.convergence`) and their rows in `
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import time
@@ -58,12 +59,16 @@ def run_bench(
     command: str = "",
     train_fn: TrainFn | None = None,
     log: Callable[[str], None] | None = None,
+    mixed_commits: bool = False,
 ) -> dict[str, Path]:
     """Run (or resume) the whole bench, then write the table and plot. Returns the output paths.
 
     ``train_fn(config, resume: bool)`` trains one run; default :func:`wmrl.training.run.run_training`.
     A run that raises is logged, left as it is (resumable if it checkpointed) and the bench goes on
-    with the next one; the table is written from the runs that finished and says which are missing.
+    with the next one; the table is written from the runs that finished and says which are missing. Each run
+    trained records this invocation's code version, command and preset hash (:data:`PROVENANCE`); a run that
+    did not do what its method's name says (``results.csv`` column ``ran_as``) gets a warning line when it ends.
+    ``mixed_commits``: write the table although the runs come from several code versions.
 
     Raises:
         BenchError: a run folder holds a run with other settings (see :func:`check_existing`).
@@ -73,7 +78,8 @@ def run_bench(
     runs = plan(preset, out, seeds, steps, methods, overrides)
     for r in runs:
         check_existing(r)
-    meta = _bench_meta(preset, runs, command, out)
+    version = code_version()  # once per invocation: bench.json and every run it trains record the same
+    meta = _bench_meta(preset, runs, command, out, version)
     _write_meta(out, meta)
     train = train_fn or _default_train_fn
     log = log or (lambda msg: print(msg, flush=True))
@@ -82,26 +88,52 @@ def run_bench(
         _write_meta(out, meta)
     failures: list[str] = []
     t0 = time.time()
+    prov = _provenance(preset, command, version)
     for i, r in enumerate(runs, 1):
-        _run_one(r, f"[{i}/{len(runs)}] {r.method} seed {r.seed}", train, failures, log, t0)
+        _run_one(r, f"[{i}/{len(runs)}] {r.method} seed {r.seed}", train, failures, log, t0, prov)
         if i < len(runs) and runs[i].seed != r.seed:
             # A table after every complete seed, so an interrupted bench still has one.
             try:
-                write_bench_outputs(out, log)
+                write_bench_outputs(out, log, mixed_commits)
                 log(f"seed {r.seed} done: table so far in {out / 'bench.md'}")
-            except BenchError:
-                pass
+            except BenchError as exc:
+                log(f"seed {r.seed} done; no table so far: {exc}")
     meta["finished_at"] = now()
     meta["failures"] = failures
     _write_meta(out, meta)
     if failures and all(run_state(r.run_dir) != "finished" for r in runs):
         raise BenchError(f"all {len(runs)} planned runs failed (the first: {failures[0]}); every failure is in "
                          f"{out / 'bench.json'}")
-    return write_bench_outputs(out, log)
+    return write_bench_outputs(out, log, mixed_commits)
+
+
+def _provenance(preset: Preset, command: str, version: dict[str, Any]) -> dict[str, Any]:
+    """What this invocation records in each run it trains (``provenance.json``, :data:`PROVENANCE`): the code
+    version (commit and whether the checkout had uncommitted changes), the command and the preset file's SHA-256."""
+    digest = None
+    if preset.path and Path(preset.path).is_file():
+        digest = hashlib.sha256(Path(preset.path).read_bytes()).hexdigest()
+    return {"code_version": version, "command": command, "preset": preset.name, "preset_sha256": digest}
+
+
+#: A run's record of the invocations that trained it: ``{"invocations": [{code_version, command, preset,
+#: preset_sha256, resumed, finished_at}, ...]}``, one entry per invocation that trained or resumed it.
+PROVENANCE = "provenance.json"
+
+
+def _record_provenance(run_dir: Path, prov: dict[str, Any], resumed: bool) -> None:
+    path = run_dir / PROVENANCE
+    old: list[dict[str, Any]] = []
+    if path.is_file():
+        try:
+            old = list(json.loads(path.read_text(encoding="utf-8"))["invocations"])
+        except (ValueError, KeyError, TypeError):
+            old = []  # an unreadable record is replaced by this invocation's
+    write_json_atomic(path, {"invocations": [*old, {**prov, "resumed": resumed, "finished_at": now()}]})
 
 
 def _run_one(r: PlannedRun, tag: str, train: TrainFn, failures: list[str], log: Callable[[str], None],
-             t0: float) -> None:
+             t0: float, prov: dict[str, Any] | None = None) -> None:
     """Train, resume or skip one planned run (see :func:`run_bench`); failures are appended, not raised."""
     claim = FileLock(r.run_dir.parent / f".{r.run_dir.name}.lock")
     r.run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -111,13 +143,13 @@ def _run_one(r: PlannedRun, tag: str, train: TrainFn, failures: list[str], log: 
         log(f"{tag}: being trained by another bench invocation on this folder, skipped")
         return
     try:
-        _train_claimed(r, tag, train, failures, log, t0)
+        _train_claimed(r, tag, train, failures, log, t0, prov)
     finally:
         claim.release()
 
 
 def _train_claimed(r: PlannedRun, tag: str, train: TrainFn, failures: list[str], log: Callable[[str], None],
-                   t0: float) -> None:
+                   t0: float, prov: dict[str, Any] | None = None) -> None:
     """:func:`_run_one` once this invocation holds the run's claim."""
     state = run_state(r.run_dir)
     if state == "finished":
@@ -130,6 +162,8 @@ def _train_claimed(r: PlannedRun, tag: str, train: TrainFn, failures: list[str],
     log(f"{tag}: {'resuming' if resume else 'training'} -> {r.run_dir} ({time.time() - t0:.0f} s into the bench)")
     try:
         train(r.config, resume)
+        if prov is not None and r.run_dir.is_dir():
+            _record_provenance(r.run_dir, prov, resume)
     except KeyboardInterrupt:
         log(f"{tag}: interrupted; rerun the same command to resume")
         raise
@@ -138,7 +172,8 @@ def _train_claimed(r: PlannedRun, tag: str, train: TrainFn, failures: list[str],
         log(f"{tag}: FAILED: {type(exc).__name__}: {exc}")
 
 
-def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path) -> dict[str, Any]:
+def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path,
+                version: dict[str, Any]) -> dict[str, Any]:
     """This invocation's ``bench.json`` record (:func:`_write_meta` merges it with the folder's)."""
     cfg0 = runs[0].config
     # Paths relative to the bench folder (and the preset's to the repository when inside it), so a
@@ -158,7 +193,7 @@ def _bench_meta(preset: Preset, runs: list[PlannedRun], command: str, out: Path)
         "command": command,
         "commands": [command] if command else [],
         "machine": machine_info(),
-        "code_versions": [code_version()],
+        "code_versions": [version],
         "started_at": now(),
         "runs": [{"method": r.method, "seed": r.seed, "run_dir": str(Path(r.run_dir).relative_to(out))}
                  for r in runs],

@@ -45,6 +45,7 @@ on and weights them with is the table in docs/training.md, "Methods".
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
@@ -391,6 +392,23 @@ def register_recipe(recipe: Recipe) -> Recipe:
         wmrl.core.registry.DuplicateName: the name is taken (a ValueError).
     """
     return RECIPES.register(recipe.name, recipe)
+
+
+def ran_as_note(recipe: Recipe, calibrator_modes: Sequence[str | None], anchor_pairs: int | None) -> str:
+    """What a finished run of ``recipe`` did not do of what its name says, from its per-step ``calibrator_mode``
+    (``None`` where a step logged none) and its count of executed anchor pairs; ``""`` when it ran as named or
+    when nothing was logged to tell.
+
+    - ``"no anchors executed"``: a recipe that executes anchors got none (``anchor_pairs`` is 0);
+    - ``"no debiasing: the calibrator stayed identity (raw world-model rewards)"``: a debiasing recipe whose map
+      was never fitted, at every step with a logged mode (fewer anchor pairs than ``calibrator_min_anchors``).
+    """
+    if recipe.anchors == "fraction" and anchor_pairs == 0:
+        return "no anchors executed"
+    modes = [m for m in calibrator_modes if m is not None]
+    if recipe.debias and modes and all(m == "identity" for m in modes):
+        return "no debiasing: the calibrator stayed identity (raw world-model rewards)"
+    return ""
 
 
 def get_recipe(name: str) -> Recipe:

@@ -14,7 +14,8 @@ from typing import NoReturn
 
 import typer
 
-from wmrl.tasks.cli import DIR_HELP, ROOT_HELP, fail, resolve_task, suite_dir, task_roots, tasks_app
+from wmrl.tasks.cli import (DIR_HELP, ROOT_HELP, fail, resolve_task, suite_dir, task_roots, tasks_app,
+                            warn_metric_disagreements)
 
 MiB = 1024**2
 
@@ -353,6 +354,7 @@ def tasks_check_cmd(
         problems = check_task(task, views) + [TaskProblem(task.id, "answer_copy", c.message())
                                        for c in found.get(task.id, [])]
         bad += bool(problems)
+        warn_metric_disagreements([task], compute=True)
         for p in problems:
             typer.echo(f"{task.id}: {p.kind}: {p.message}")
         if not problems:

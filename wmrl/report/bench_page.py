@@ -404,22 +404,42 @@ def bench_notes(results: pd.DataFrame, rows: Sequence[MethodRow]) -> list[str]:
     return notes + learning_notes(results)
 
 
-def write_outputs(out: str | Path) -> dict[str, Path]:
+def code_groups(results: pd.DataFrame) -> dict[str, list[str]]:
+    """The runs of a bench by the code that trained them (``results.csv``'s ``commit`` and ``dirty``):
+    ``{"<commit>[ with uncommitted changes]" or "not recorded": ["grpo seed 0", ...]}``."""
+    groups: dict[str, list[str]] = {}
+    for rec in results.to_dict("records"):
+        commit = rec.get("commit")
+        key = (str(commit) if isinstance(commit, str) and commit else "not recorded") + (
+            " with uncommitted changes" if rec.get("dirty") is True else "")
+        groups.setdefault(key, []).append(f"{rec['method']} seed {rec['seed']}")
+    return groups
+
+
+def write_outputs(out: str | Path, mixed_commits: bool = False) -> dict[str, Path]:
     """Write ``results.csv``, ``table.csv``, ``bench.md``, ``bench.html`` and
     ``reward_vs_compute.png`` for the bench in ``out`` from the runs finished so far, and
     ``convergence.csv`` from the runs' ``convergence.json`` when there are any (written by
-    :func:`wmrl.bench.convergence.diagnose_bench`; this function reads them only).
+    :func:`wmrl.bench.convergence.diagnose_bench`; this function reads them only). The runs must come from one
+    code version (:func:`code_groups`) unless ``mixed_commits``; the page says which runs came from which.
 
     Returns:
         ``{"markdown", "html", "results", "table"[, "plot"][, "convergence"]}`` -> the paths written.
 
     Raises:
-        BenchError: ``out`` holds no finished run.
+        BenchError: ``out`` holds no finished run, or its runs come from several code versions and
+            ``mixed_commits`` is False.
     """
     out = Path(out)
     results = collect(out)
     if results.empty:
         raise BenchError(f"{out}: no finished bench run (no <method>/seed<k>/summary.json); run `wmrl bench` first")
+    groups = code_groups(results)
+    code_note = "Code of the runs: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items()) + "."
+    if len(groups) > 1 and not mixed_commits:
+        raise BenchError(f"{out}: the runs come from {len(groups)} code versions, so one table would mix them. "
+                         f"{code_note} Rerun the runs of the other versions, or pass --mixed-commits to write the "
+                         "table anyway (it then lists the runs of each version)")
     meta = read_bench_meta(out)
     rows = aggregate(results)
     init = initial_row(results)
@@ -454,7 +474,7 @@ def write_outputs(out: str | Path) -> dict[str, Path]:
         convergence_summary=CV.summary_table(conv),
         convergence_table=CV.per_run_table(conv),
         convergence_notes=CV.notes(conv_docs) + [t for t in [CV.timing_text(conv_docs)] if t],
-        notes=bench_notes(results, rows),
+        notes=[*bench_notes(results, rows), code_note],
         missing=missing_runs(out),
         failures=list(meta.get("failures") or []),
         plot_file=png.name if fig is not None else None,

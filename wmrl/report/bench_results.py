@@ -16,7 +16,7 @@ from typing import Any, TypeGuard
 import numpy as np
 import pandas as pd
 
-from wmrl.core.recipe import BASELINE, get_recipe, recipe_names, recipes_with
+from wmrl.core.recipe import BASELINE, get_recipe, ran_as_note, recipe_names, recipes_with
 from wmrl.episodes.fidelity import feedback_fidelity
 from wmrl.world_model.metrics import world_model_metrics
 from wmrl.report.runs import load_run, read_jsonl, train_executions
@@ -85,6 +85,8 @@ def collect(out: str | Path) -> pd.DataFrame:
         eval_c = tot.get("eval_compute_cpu_s")
         n_steps = int(run.metrics["step"].max()) if not run.metrics.empty else 0
         init = _eval_at(run, "heldout", 0)
+        quality = world_model_quality(run)
+        modes = list(run.metrics["calibrator_mode"]) if "calibrator_mode" in run.metrics else []
         rows.append({
             "method": rd.parent.name,
             "seed": int(rd.name.removeprefix("seed")),
@@ -104,21 +106,42 @@ def collect(out: str | Path) -> pd.DataFrame:
             "anchor_fraction": ((run.ledger or {}).get("groups") or {}).get("anchor_fraction"),
             "corpus_cpu_s": corpus["compute_cpu_s"] if corpus and uses_world_model(rd.parent.name) else 0.0,
             **_unit_costs(run),
-            **world_model_quality(run),
+            **quality,
             **run_dynamics(run),
             **multiturn_columns(run, n_steps),
+            "ran_as": ran_as_note(get_recipe(rd.parent.name), [m if isinstance(m, str) else None for m in modes],
+                                  int(quality["wm_anchor_pairs"]) if get_recipe(rd.parent.name).uses_world_model
+                                  else None),
+            **run_provenance(rd),
         })
     cols = ["method", "seed", "heldout_percentile", "initial_percentile", "heldout_valid_rate", "heldout_samples",
             "train_percentile", "initial_train_percentile", "train_executions",
             "train_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s", "total_cpu_s", "wall_s",
             "steps", "anchor_fraction", "corpus_cpu_s", "train_samples", "gen_cpu_s_per_sample",
             "sandbox_cpu_s_per_execution",
-            "update_cpu_s_per_step", *WM_QUALITY_COLUMNS, *DYNAMICS_COLUMNS, *MULTITURN_COLUMNS]
+            "update_cpu_s_per_step", *WM_QUALITY_COLUMNS, *DYNAMICS_COLUMNS, *MULTITURN_COLUMNS,
+            "ran_as", "commit", "dirty"]
     df = pd.DataFrame(rows, columns=cols)
     order = {m: i for i, m in enumerate(METHODS)}
     if not df.empty:
         df = df.sort_values(["method", "seed"], key=lambda s: s.map(order) if s.name == "method" else s)
     return df.reset_index(drop=True)
+
+
+def run_provenance(run_dir: Path) -> dict[str, Any]:
+    """``commit`` and ``dirty`` of the code that trained the run, from its ``provenance.json`` (written by
+    ``wmrl bench``): the commits of every invocation that trained or resumed it, distinct, joined by ``;``
+    (``None`` when not recorded, e.g. a run from before the record or one trained outside a git checkout), and
+    whether any of them had uncommitted changes."""
+    path = run_dir / "provenance.json"
+    try:
+        invocations = json.loads(path.read_text(encoding="utf-8"))["invocations"] if path.is_file() else []
+    except (ValueError, KeyError, TypeError, OSError):
+        invocations = []  # unreadable: the run counts as not recorded
+    versions = [inv.get("code_version") or {} for inv in invocations]
+    commits = list(dict.fromkeys(str(v["commit"]) for v in versions if v.get("commit")))
+    dirty = [v.get("dirty") for v in versions if v.get("dirty") is not None]
+    return {"commit": ";".join(commits) or None, "dirty": any(dirty) if dirty else None}
 
 
 def _eval_at(run: Any, split: str, step: int) -> dict[str, Any]:

@@ -25,7 +25,7 @@ fall in one flat isotonic block get equal rewards and zero advantage between the
 study's ``tie_break=1e-3``.
 
 Earlier versions of the simulation had method names of their own; the committed study
-(docs/simulation/) uses them: ``anchor_only`` = ``anchor-only``, ``debias`` = ``wmrl-no-denoise``,
+(studies/simulation/) uses them: ``anchor_only`` = ``anchor-only``, ``debias`` = ``wmrl-no-denoise``,
 ``denoise`` = ``wmrl-no-debias``, ``wmrl_ba`` = ``wmrl-bias-aware``, ``ppi`` = ``wmrl-ppi``,
 ``wmrl_flat`` = ``wmrl-flat``.
 """
@@ -349,7 +349,7 @@ class _RunState:
         return dict(task=task, arm=arm, adv=out.advantages, weights=out.weights, old_logp=old, skip=skip)
 
 
-def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -> tuple[object, object]:
+def simulate(runs: list[RunSpec], cfg: SimConfig = SimConfig(), progress=None) -> tuple[Any, Any]:
     """Simulate all runs together.
 
     Args:

@@ -33,7 +33,7 @@ from wmrl.sim.engine import RunSpec, SimConfig, simulate
 
 #: The study's choice of world-model methods (sweep A), in the tables' column order: the pure world model, each
 #: correction alone, WMRL and its other two fusions. Not simulated here: ``wmrl-raw`` and ``wmrl-no-recall``
-#: (docs/simulation/recall_study.py; without recall, the study's setting, ``wmrl-no-recall`` is ``wmrl``).
+#: (studies/simulation/recall_study.py; without recall, the study's setting, ``wmrl-no-recall`` is ``wmrl``).
 #: Every other list of the study is derived from this one and the recipe registry.
 WM_METHODS = ("wm", "wmrl-no-denoise", "wmrl-no-debias", WMRL, "wmrl-bias-aware", "wmrl-ppi")
 #: The reference runs, without a world model (GRPO and anchor-only): run once per seed and rho, whatever the error.

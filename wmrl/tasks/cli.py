@@ -125,6 +125,7 @@ def list_cmd(
             "split": t.split, "layout": t.layout, "time_limit_s": t.time_limit_s,
             "leaderboards": len(t.leaderboard_paths), "source": t.source, "license": t.license,
             "root": str(t.root)} for t in tasks], indent=1))
+        warn_metric_disagreements(tasks, compute=False)
         if disc.refused or disc.skipped or any(t.warnings for t in tasks):
             typer.echo(disc.summary(), err=True)
         if disc.refused:
@@ -143,10 +144,26 @@ def list_cmd(
                       f"{t.time_limit_s:.0f}", str(len(t.leaderboard_paths)))
     console = make_console()
     console.print(table)
+    warn_metric_disagreements(tasks, compute=False)
     typer.echo(disc.summary())
     if disc.refused:
         typer.secho(f"{len(disc.refused)} task(s) refused (see above)", fg="red", err=True)
         raise typer.Exit(1)
+
+
+def warn_metric_disagreements(tasks: list, compute: bool) -> None:
+    """A warning line (stderr) for each task whose scores come from the benchmark's grading code because wmrl's
+    metric disagreed with it (:func:`wmrl.tasks.grading.metric_disagreement`; with ``compute=False`` only what is
+    already known); a task whose code cannot run here is left to the checks that report it."""
+    from wmrl.tasks.grading import MetricCodeUnavailable, metric_disagreement
+
+    for task in tasks:
+        try:
+            line = metric_disagreement(task, compute=compute)
+        except MetricCodeUnavailable:
+            continue  # reported by `wmrl tasks check` as a metric_code problem
+        if line:
+            typer.secho(f"{task.id}: warning: {line}", fg="yellow", err=True)
 
 
 @tasks_app.command("show")

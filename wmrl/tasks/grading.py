@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from wmrl.paths import wmrl_home
-from wmrl.tasks import leaderboard as lb
+from wmrl.tasks import leaderboard as lb, metrics as _metrics_module
 from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
 from wmrl.tasks.metrics import CODE_METRICS, prediction_kind, score as metric_score, submission_columns
 from wmrl.tasks.probes import VALID_PROBES, probe_submissions
@@ -129,6 +129,8 @@ class Grade:
         validation_score: on a validation view (``task.validation`` set), the task's metric on the held-out
             rows of train.csv (what a competitor sees); ``None`` otherwise, or when the metric is not
             finite on those rows alone.
+        graded_by: which code computed ``score``: ``"wmrl"`` (wmrl's metric) or ``"benchmark"`` (the
+            benchmark's own grading code; :func:`graded_by`); empty for a value placed by :func:`grade_score`.
     """
 
     score: float
@@ -142,6 +144,7 @@ class Grade:
     metric: str = ""
     n_rows: int = 0
     validation_score: float | None = None
+    graded_by: str = ""
 
     def as_dict(self) -> dict:
         """JSON-friendly dict of all fields; a NaN reward (no leaderboard) becomes ``None`` (JSON ``null``)."""
@@ -150,7 +153,7 @@ class Grade:
             "above_median": self.above_median, "rpg": self.rpg,
             "board_rewards": list(self.board_rewards), "positions": list(self.positions),
             "lower_is_better": self.lower_is_better, "metric": self.metric, "n_rows": self.n_rows,
-            "validation_score": self.validation_score,
+            "validation_score": self.validation_score, "graded_by": self.graded_by,
         }
 
 
@@ -619,8 +622,14 @@ def code_score(task: Task, submission: Path | str | pd.DataFrame, part: str = "t
 FAST_PATH_ATOL = 1e-9
 
 
+#: :attr:`Grade.graded_by` of a score computed by wmrl's own metric (:mod:`wmrl.tasks.metrics`).
+GRADED_BY_WMRL = "wmrl"
+#: :attr:`Grade.graded_by` of a score computed by the benchmark's own grading code, in a child process.
+GRADED_BY_CODE = "benchmark"
+
+
 @functools.lru_cache(maxsize=256)
-def _fast_path_cached(key: tuple) -> bool:
+def _fast_path_cached(key: tuple) -> tuple[bool, dict]:
     return _fast_path_decide(_FAST_PATH_TASKS[key])
 
 
@@ -653,10 +662,48 @@ def fast_path(task: Task) -> bool:
 
     if task.metric in CODE_METRICS:
         return False
+    return _fast_path_cached(_fast_path_key(task))[0]
+
+
+def _fast_path_key(task: Task) -> tuple:
     key = (task.id, task.metric, task.type, task.classes, task.target, task.id_column, task.score_decimals,
            task.row_match, _file_key(task.metric_code), _file_key(task.answers_path))
     _FAST_PATH_TASKS[key] = dataclasses.replace(task, validation=None)
-    return _fast_path_cached(key)
+    return key
+
+
+def graded_by(task: Task) -> str:
+    """Which code computes ``task``'s raw scores: :data:`GRADED_BY_WMRL` (wmrl's metric, in-process) or
+    :data:`GRADED_BY_CODE` (the benchmark's own grading code); see :func:`fast_path`.
+
+    Raises:
+        MetricCodeUnavailable: the code imports a module that is not installed.
+    """
+    return GRADED_BY_WMRL if fast_path(task) else GRADED_BY_CODE
+
+
+def metric_disagreement(task: Task, compute: bool = True) -> str | None:
+    """One line saying that wmrl's metric disagrees with the benchmark's grading code on ``task``'s probe
+    submissions (so the code grades it, a child process per grading), with the scores of the first probe that
+    differs; ``None`` when they agree, when the task has no code, or when only the code computes its metric.
+    With ``compute=False`` only a decision already kept under ``$WMRL_HOME`` is read (``None`` when there is none),
+    so that listing many tasks runs no grading code.
+
+    Raises:
+        MetricCodeUnavailable: the code imports a module that is not installed.
+    """
+    if task.metric_code is None or task.metric in CODE_METRICS:
+        return None
+    if not compute:
+        kept = _fast_path_cache_file(task)
+        if kept is None or not kept.is_file():
+            return None
+    agree, diffs = _fast_path_cached(_fast_path_key(task))
+    if agree:
+        return None
+    kind, (mine, theirs) = next(((k, v) for k, v in diffs.items() if v[0] != v[1]), ("?", (None, None)))
+    return (f"wmrl's {task.metric} disagrees with the benchmark's grading code {Path(task.metric_code).name} "
+            f"(probe '{kind}': wmrl {mine}, the code {theirs}); its scores come from the code")
 
 
 def _fast_path_cache_file(task: Task) -> Path | None:
@@ -666,8 +713,9 @@ def _fast_path_cache_file(task: Task) -> Path | None:
         h = hashlib.sha256()
         for p in (task.metric_code, task.answers_path):
             h.update(Path(p).read_bytes())
+        h.update(Path(_metrics_module.__file__).read_bytes())  # wmrl's metrics: a change decides again
         h.update(f"{task.metric}|{task.type}|{task.classes}|{task.target}|{task.id_column}|{task.score_decimals}|"
-                 f"{task.row_match}|fast-path-v1".encode())
+                 f"{task.row_match}|fast-path-v2".encode())
         d = wmrl_home() / "cache" / "metric-checks"
         d.mkdir(parents=True, exist_ok=True)
         return d / f"fast-path-{h.hexdigest()[:32]}.json"
@@ -675,13 +723,14 @@ def _fast_path_cache_file(task: Task) -> Path | None:
         return None
 
 
-def _fast_path_decide(task: Task) -> bool:
+def _fast_path_decide(task: Task) -> tuple[bool, dict]:
     cache = _fast_path_cache_file(task)
     if cache is not None and cache.is_file():
         try:
-            return bool(json.loads(cache.read_text())["fast_path"])
+            kept = json.loads(cache.read_text())
+            return bool(kept["fast_path"]), dict(kept["scores"])
         except (ValueError, KeyError, TypeError, OSError):
-            pass
+            pass  # an unreadable decision is made again below
     probes = probe_submissions(task, read_answers(task))
     agree, diffs = True, {}
     with tempfile.TemporaryDirectory(prefix="wmrl-probe-") as td:
@@ -706,8 +755,8 @@ def _fast_path_decide(task: Task) -> bool:
             tmp.write_text(json.dumps({"task": task.id, "fast_path": agree, "scores": diffs}))
             os.replace(tmp, cache)
         except OSError:
-            pass
-    return agree
+            pass  # not kept: the decision is made again in the next process
+    return agree, diffs
 
 
 def load_boards(task: Task) -> list[np.ndarray]:
@@ -805,14 +854,15 @@ def grade_submission(task: Task, submission: Path | pd.DataFrame, name: str | No
             val_score = float(_score_value(task, submission, v_true, v_pred, part="val"))
         except InvalidSubmission:  # the metric is undefined on the held-out rows alone: no validation score
             val_score = None
+    by = graded_by(task)
     if not task.has_reward:
         # Only while a leaderboard is being built (or for a foreign task shipped without one):
         # the raw score is known, the percentile is not.
         return Grade(score=float(value), reward=float("nan"), medal=None, above_median=False, rpg=None,
                      lower_is_better=task.lower_is_better, metric=task.metric, n_rows=int(len(y_true)),
-                     validation_score=val_score)
+                     validation_score=val_score, graded_by=by)
     g = grade_score(task, value)
-    return Grade(**{**g.__dict__, "n_rows": int(len(y_true)), "validation_score": val_score})
+    return Grade(**{**g.__dict__, "n_rows": int(len(y_true)), "validation_score": val_score, "graded_by": by})
 
 
 def score_at_percentile(task: Task, p: float, boards: list[np.ndarray] | None = None) -> float:

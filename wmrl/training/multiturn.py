@@ -11,7 +11,7 @@ One step with K > 1 replaces the single-turn stages generate / execute || wm_pre
 - world-model episodes: nothing is executed; the world model scores the program (r_hat) and the observation is
   the template of :func:`wmrl.episodes.observation.observation_from_prediction` (a predicted validation score, or
   a failed run). The feedback uses the raw r_hat, not the calibrated r_tilde: measured on held-out programs
-  (docs/multiturn/feedback_fidelity.py) the isotonic map left the validation score's error unchanged (0.111 raw,
+  (studies/multiturn/feedback_fidelity.py) the isotonic map left the validation score's error unchanged (0.111 raw,
   0.107-0.112 calibrated) but its flat steps tied programs, so revisions were ordered right less often (0.676
   raw, 0.53-0.56 calibrated). The episode's reward still goes through the recipe's calibration.
 - every scored anchor turn also gets the world model's would-be observation, kept in ``samples.jsonl`` for the

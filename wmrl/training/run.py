@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from wmrl.core.recipe import get_recipe, ran_as_note
 from wmrl.training.components import Components, RunDirError, RunSummary, anchor_fraction, now_iso
 from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config, validate
 from wmrl.training.console import _fmt, _step_line, _weight_text
@@ -362,6 +363,10 @@ def _finish(trainer: Trainer) -> RunSummary:
     rd, L = trainer.rd, trainer.ledger
     _count_lost_anchors(trainer, "end")
     metrics = read_jsonl(rd.metrics)
+    note = ran_as_note(get_recipe(trainer.cfg.method), [m.get("calibrator_mode") for m in metrics], None)
+    if note:  # the run is not the method its name says: one line now, and the bench's ran_as column
+        log.warning("%s: the %s run ended with %s", rd.root, trainer.cfg.method, note)
+        rd.log_line(f"{now_iso()} WARNING {trainer.cfg.method} ran with {note}")
     last_q = metrics[-max(1, len(metrics) // 4):] if metrics else []
     rt = [m["reward_true_mean"] for m in last_q if m.get("reward_true_mean") is not None]
     led = L.to_json()

@@ -1,6 +1,6 @@
 """Can the regression world model's features tell programs apart? Grouped cross-validation on an executed corpus.
 
-    python docs/benchmark/wm_features_probe.py BENCH_DIR/corpus/executions.sqlite [--seed 0]
+    python studies/benchmark/wm_features_probe.py BENCH_DIR/corpus/executions.sqlite [--seed 0]
 
 Ridge regression (penalty by internal CV among 0.1 ... 1000) of the executed reward on three feature sets, each
 program predicted by a fit that never saw its group (8 folds of whole groups):

@@ -1,7 +1,7 @@
 """The exploitation alarm on the simulated bandit: detection delay, false alarms, and what the
 ``raise_anchors`` response buys.
 
-    python docs/simulation/alarm_study.py [--seeds 8] [--steps 300] [--out docs/simulation/alarm]
+    python studies/simulation/alarm_study.py [--seeds 8] [--steps 300] [--out studies/simulation/alarm]
 
 Runs the ``wmrl`` recipe without recalled executions (the paper's recipe) at rho = 0.1 (20 tasks, 2 anchor groups a
 step) against world models that can be exploited (``exploit``: 10% of each task's arms over-rated by B) and world models
@@ -59,7 +59,7 @@ def main() -> None:
     df.to_csv(a.out / "alarm.csv", index=False)
     groups_per_run = 2 * a.steps  # 20 tasks x rho 0.1 anchor groups a step
     lines = ["# The exploitation alarm on the simulated bandit\n",
-             f"`python docs/simulation/alarm_study.py --seeds {a.seeds} --steps {a.steps}` "
+             f"`python studies/simulation/alarm_study.py --seeds {a.seeds} --steps {a.steps}` "
              f"({time.perf_counter() - t0:.0f} s). `wmrl` at rho 0.1, {a.seeds} seeds, {a.steps} steps, drift k = 0.5; "
              f"about {groups_per_run} anchor groups a run. Onset: the policy's mass on the over-rated arms reaches 0.2 "
              "(twice the uniform policy's). Delay: first alarm minus onset, in steps (median over runs with both; "

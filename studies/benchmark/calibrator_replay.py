@@ -8,7 +8,7 @@ learns from them. Prints, pooled over runs, the out-of-sample squared error of f
 the raw r_hat (< 1: debiasing helped) and the within-group pairwise accuracy of the calibrated scores
 (ties count 1/2, so a map that flattens a group loses ranking information).
 
-    WMRL_HOME=... python docs/benchmark/calibrator_replay.py BENCH_DIR
+    WMRL_HOME=... python studies/benchmark/calibrator_replay.py BENCH_DIR
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -37,7 +38,8 @@ def anchor_steps(run_dir: Path) -> list[tuple[int, np.ndarray, np.ndarray, list]
              [(s, r["group"]) for r in rs]) for s, rs in sorted(by_step.items())]
 
 
-def replay(streams: list, min_anchors: int, fallback: str, window: int = 256) -> dict[str, float]:
+def replay(streams: list, min_anchors: int, fallback: Literal["identity", "affine"],
+           window: int = 256) -> dict[str, float]:
     raw = cal = 0.0
     pred, true, groups = [], [], []
     for stream in streams:

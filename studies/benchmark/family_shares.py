@@ -5,7 +5,7 @@ its share of the training samples in the first and the last three steps (all met
 its mean true reward on the train tasks (GRPO's executed training trajectories) and its mean
 leaderboard percentile on the held-out tasks (every evaluation execution in the runs' execution logs).
 
-    python docs/benchmark/family_shares.py [BENCH_DIR]
+    python studies/benchmark/family_shares.py [BENCH_DIR]
 """
 from __future__ import annotations
 
@@ -29,8 +29,10 @@ def family(text: str) -> str:
 
 
 def main(out: str) -> None:
-    early, late = collections.Counter(), collections.Counter()
-    train_reward, heldout = collections.defaultdict(list), collections.defaultdict(list)
+    early: collections.Counter[str] = collections.Counter()
+    late: collections.Counter[str] = collections.Counter()
+    train_reward: collections.defaultdict[str, list[float]] = collections.defaultdict(list)
+    heldout: collections.defaultdict[str, list[float]] = collections.defaultdict(list)
     runs = [rd for rd in sorted(glob.glob(f"{out}/*/seed*")) if glob.glob(f"{rd}/summary.json")]
     for rd in runs:
         samples = [json.loads(line) for line in open(f"{rd}/samples.jsonl")]

@@ -23,8 +23,8 @@ on programs the world model never saw, for each world-model kind, raw and isoton
    of the task: no information about the program) and ``oracle percentile`` (the program's own real test-set
    reward through the same template: the template's floor, what a perfect percentile predictor would show).
 
-    PYTHONPATH=. WMRL_HOME=... python docs/multiturn/feedback_fidelity.py                      # bench corpus, tiny
-    PYTHONPATH=. WMRL_HOME=... python docs/multiturn/feedback_fidelity.py --setting multiturn-smollm2
+    PYTHONPATH=. WMRL_HOME=... python studies/multiturn/feedback_fidelity.py                      # bench corpus, tiny
+    PYTHONPATH=. WMRL_HOME=... python studies/multiturn/feedback_fidelity.py --setting multiturn-smollm2
 
 Prints a table and merges the setting's results into ``feedback_fidelity.json`` next to this file.
 """
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{exec_cpu:.0f} sandbox CPU-s in all); "
           f"statuses: {dict(sorted(_count(o['status'] for o in real).items()))}", flush=True)
 
-    wall: dict[str, float] = {}
+    wall: dict[str, float | None] = {}
     for tid in tasks:
         ws = sorted(float(r["wall_s"]) for r in fit_rows if r["task_id"] == tid)
         wall[tid] = ws[len(ws) // 2] if ws else None
@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> None:
                           "sandbox_cpu_s_per_program": exec_cpu / max(1, len(uniq)),
                           "statuses": _count(o["status"] for o in real)},
            "rows": rows_out, "total_wall_s": time.perf_counter() - t_start, "driver_cpu_s": cpu_s() - c_start,
-           "command": " ".join(["python", "docs/multiturn/feedback_fidelity.py"]
+           "command": " ".join(["python", "studies/multiturn/feedback_fidelity.py"]
                                + (argv if argv is not None else sys.argv[1:])),
            "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d"), "machine": machine_line(),
            "python": platform.python_version(), "torch": torch.__version__}

@@ -1,7 +1,7 @@
 """Recalled executions on the simulated bandit: does training world-model samples of already-measured arms on
 their measured reward keep WMRL on the true reward, and does it need a small program space?
 
-    python docs/simulation/recall_study.py [--seeds 3] [--arms 32,256,2048] [--out docs/simulation/recall]
+    python studies/simulation/recall_study.py [--seeds 3] [--arms 32,256,2048] [--out studies/simulation/recall]
 
 The bandit of docs/simulation.md (20 tasks, 8 samples a group, 200 steps, rho = 0.1) with K arms per task, for
 world models with a monotone distortion, a group offset and an exploitable error (10% of each task's arms
@@ -54,7 +54,7 @@ def main() -> None:
     grpo = f[f.method == "grpo"].set_index(["arms", "world_model", "seed"])["J_final"]
     f["vs_grpo"] = f["J_final"].to_numpy() - grpo.loc[list(zip(f.arms, f.world_model, f.seed))].to_numpy()
     lines = ["# Recalled executions on the bandit", "",
-             f"`python docs/simulation/recall_study.py --seeds {a.seeds} --arms {a.arms}`: 20 tasks x K arms, "
+             f"`python studies/simulation/recall_study.py --seeds {a.seeds} --arms {a.arms}`: 20 tasks x K arms, "
              "200 steps, rho = 0.1, noise sigma = 0.1. Final true reward J (mean ± SE over seeds) and, in "
              "brackets, its paired difference to GRPO (which executes every sample: 10x the executions).", ""]
     for K, sub in f.groupby("arms"):

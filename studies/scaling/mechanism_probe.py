@@ -1,6 +1,6 @@
 """Which part of a stale anchor stream costs reward against an exploitable world model? (docs/scaling.md)
 
-    PYTHONPATH=. python docs/scaling/mechanism_probe.py [--seeds 24] [--d 2 10 20]
+    PYTHONPATH=. python studies/scaling/mechanism_probe.py [--seeds 24] [--d 2 10 20]
 
 The contextual bandit of docs/simulation.md with the registered ``wmrl`` recipe and the exploitable world model
 (B = 0.5, sigma = 0.1), every anchor group consumed exactly d steps after it was routed (no latency noise, so
@@ -112,7 +112,7 @@ def main(argv=None) -> None:
     p.add_argument("--seeds", type=int, default=24)
     p.add_argument("--d", type=int, nargs="+", default=[2, 10, 20])
     a = p.parse_args(argv)
-    E._RunState = ProbeState  # the engine builds its runs' states from this name
+    E._RunState = ProbeState  # type: ignore[misc]  # the engine builds its runs' states from this name
     wm = WorldModelSpec("exploit", 0.5, 0.1)
     runs = []
     for s in range(a.seeds):
@@ -123,7 +123,7 @@ def main(argv=None) -> None:
                                       latency_sigma=0.0, at_bound="wait", steps_without_anchors=sw, probe="async", d=d))
             for pr in ("stale_grad", "stale_stats", "fill"):
                 runs.append(ProbeSpec("wmrl", wm, 0.1, s, probe=pr, d=d))
-    _, f = E.simulate(runs, E.SimConfig())
+    _, f = E.simulate(list[E.RunSpec](runs), E.SimConfig())
     f["probe"] = [r.probe for r in runs]
     f["d"] = [r.d for r in runs]
     f["variant"] = [(r.probe, r.steps_without_anchors if r.probe == "async" else "-") for r in runs]

@@ -1,7 +1,7 @@
 """Does an asynchronous anchor stream that drops or cancels slow executions bias the calibration and the gradient
 when run time correlates with quality?
 
-    python docs/scaling/latency_quality.py [--seeds 8] [--steps 200] [--out docs/scaling/latency_quality.md]
+    python studies/scaling/latency_quality.py [--seeds 8] [--steps 200] [--out studies/scaling/latency_quality.md]
 
 The bandit of docs/simulation.md with the ``wmrl`` recipe (without recalled executions: the paper's) and an asynchronous
 anchor stream (staleness bound k, late groups in the gradient, docs/scaling.md), each execution's latency multiplied by
@@ -48,9 +48,10 @@ def main() -> None:
     f["wm_name"], f["mode"], f["slope"] = zip(*keys)
     sync = f[f["mode"] == "synchronous"].set_index(["wm_name", "seed"])["J_final"]
     lines = ["# Latency that depends on quality: bias of the over-bound modes\n",
-             f"`python docs/scaling/latency_quality.py --seeds {a.seeds} --steps {a.steps} --k {a.k} --latency-steps "
-             f"{a.latency_steps:g}` ({time.perf_counter() - t0:.0f} s): `wmrl`, rho 0.1, bound k = {a.k}, median "
-             f"latency {a.latency_steps:g} steps (log-sd 0.6), late groups in the gradient; {a.seeds} seeds. dJ: "
+             f"`python studies/scaling/latency_quality.py --seeds {a.seeds} --steps {a.steps} --k {a.k} "
+             f"--latency-steps {a.latency_steps:g}` ({time.perf_counter() - t0:.0f} s): `wmrl`, rho 0.1, "
+             f"bound k = {a.k}, median latency {a.latency_steps:g} steps "
+             f"(log-sd 0.6), late groups in the gradient; {a.seeds} seeds. dJ: "
              "paired difference from the synchronous stream (mean ± SE). Bias: mean f_hat(r_hat) - r on the "
              "world-model samples, second half of the run. Over bound: fraction of anchor groups still running at "
              "the bound.\n",

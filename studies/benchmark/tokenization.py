@@ -7,7 +7,7 @@
    token by token with its log-probability and whether it was a real choice: a token the grammar
    fixes is forced (log-prob 0, out of the loss).
 
-    WMRL_HOME=... python docs/benchmark/tokenization.py [BENCH_DIR]
+    WMRL_HOME=... python studies/benchmark/tokenization.py [BENCH_DIR]
 """
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ def main(out: str) -> None:
     batch = policy.sample([task], get_scaffold("grammar"), 4, max_new_tokens=64, generator_seed=5)
     with torch.no_grad():
         lp = policy.logprobs(batch)
+    assert batch.choice_mask is not None, "the grammar scaffold marks its choices"
     P = batch.prompt_len
     print(f"completion: {batch.completions[0]!r}")
     for t in range(int(batch.completion_mask[0, P:].sum())):

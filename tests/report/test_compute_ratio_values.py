@@ -1,0 +1,33 @@
+"""The compute ratios of the bench table, checked against values computed by hand (not only their range)."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from wmrl.report.bench_page import bench_table
+from wmrl.report.bench_stats import aggregate
+
+
+def _row(method: str, seed: int, compute: float, corpus: float, train: float) -> dict:
+    return {"method": method, "seed": seed, "heldout_percentile": 0.5, "heldout_valid_rate": 1.0,
+            "train_percentile": train, "initial_train_percentile": 0.4, "train_executions": 10,
+            "train_sandbox_cpu_s": 1.0, "train_compute_cpu_s": compute, "total_cpu_s": compute + 1.0,
+            "wall_s": 10.0, "corpus_cpu_s": corpus}
+
+
+def test_compute_ratios_equal_the_hand_computed_values():
+    results = pd.DataFrame([_row("grpo", 0, 100.0, 0.0, 0.9), _row("grpo", 1, 300.0, 0.0, 0.7),
+                            _row("wmrl", 0, 20.0, 50.0, 0.8), _row("wmrl", 1, 30.0, 50.0, 0.8)])
+    rows = {r.method: r for r in aggregate(results)}
+    # grpo: mean 200 CPU-s; wmrl: mean 25 CPU-s, + the 50 CPU-s corpus charged in full
+    assert rows["wmrl"].compute_ratio == pytest.approx(25.0 / 200.0)  # 0.125
+    assert rows["wmrl"].compute_ratio_corpus == pytest.approx(75.0 / 200.0)  # 0.375
+    assert rows["grpo"].compute_ratio == pytest.approx(1.0)
+    # paired train difference: seed 0 0.8 - 0.9 = -0.1, seed 1 0.8 - 0.7 = +0.1: mean 0, SE 0.1
+    assert rows["wmrl"].train_paired.mean == pytest.approx(0.0, abs=1e-12)
+    assert rows["wmrl"].train_paired.se == pytest.approx(math.sqrt(0.02 / 2))
+    table = bench_table(list(rows.values())).to_frame().set_index("method")
+    assert table.loc["wmrl", "compute vs grpo"] == "0.12x (8.0x less)"  # 0.125 formats as 0.12 (half to even)
+    assert table.loc["wmrl", "compute vs grpo, corpus charged"] == "0.38x (2.7x less)"
