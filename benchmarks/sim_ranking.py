@@ -11,7 +11,7 @@ world model's favourites, 100 %: at the true optimum).
 
     python benchmarks/sim_ranking.py [--seeds 4] [--steps 300] [--out FILE.md]
 
-About 5 minutes on 2 CPU cores. The result is in docs/simulation.md, "Measured: a world model that misorders".
+About 5 minutes on 2 idle CPU cores. The result is in docs/simulation.md, "Measured: a world model that misorders".
 """
 from __future__ import annotations
 
@@ -26,8 +26,14 @@ import numpy as np
 from wmrl.sim.bandit import BanditProblem, WorldModelSpec
 from wmrl.sim.engine import RunSpec, SimConfig, simulate
 
-METHODS = ("grpo", "wm", "anchor-only", "wmrl-raw", "wmrl", "wmrl-ppi", "wmrl-cv")
+#: (recipe, favourite verification) arms, in the order of the table's columns.
+ARMS = (("grpo", False), ("wm", False), ("anchor-only", False), ("wmrl-raw", False), ("wmrl", False),
+        ("wmrl-ppi", False), ("wmrl-cv", False), ("wmrl", True), ("wmrl-cv", True))
 BIASES = (0.15, 0.3)
+
+
+def _label(method: str, verify: bool) -> str:
+    return f"`{method}`" + (" +verify" if verify else "")
 
 
 def main() -> None:
@@ -45,21 +51,23 @@ def main() -> None:
              "way from the world model's favourites to J* it covered.", ""]
     t0 = time.time()
     for recall in (False, True):
-        runs = [RunSpec(m, WorldModelSpec("rank", b, 0.0), rho=0.1, seed=s, recall=recall)
-                for m in METHODS for b in BIASES for s in seeds]
+        runs = [RunSpec(m, WorldModelSpec("rank", b, 0.0), rho=0.1, seed=s, recall=recall, verify=v)
+                for m, v in ARMS for b in BIASES for s in seeds]
         _, finals = simulate(runs, cfg)
         lines += [f"**{'with' if recall else 'without'} recalled executions**", "",
-                  "| B | J* | J of the world model's favourites | " + " | ".join(f"`{m}`" for m in METHODS) + " |",
-                  "|---" * (3 + len(METHODS)) + "|"]
+                  "| B | J* | J of the world model's favourites | " + " | ".join(_label(m, v) for m, v in ARMS) + " |",
+                  "|---" * (3 + len(ARMS)) + "|"]
         for b in BIASES:
             j_star = float(np.mean([BanditProblem.make(C, K, s).optimum for s in seeds]))
             j_fav = float(np.mean([BanditProblem.make(C, K, s).world_model_optimum(WorldModelSpec("rank", b, 0.0))
                                    for s in seeds]))
             cells = []
-            for m in METHODS:
-                j = finals[(finals.bias == b) & (finals.method == m)].J_final.to_numpy()
+            for m, v in ARMS:
+                sel = finals[(finals.bias == b) & (finals.method == m) & (finals.verify == v)]
+                j = sel.J_final.to_numpy()
                 se = j.std(ddof=1) / np.sqrt(j.size) if j.size > 1 else float("nan")
-                cells.append(f"{j.mean():.3f} ± {se:.3f} ({100 * (j.mean() - j_fav) / (j_star - j_fav):.0f} %)")
+                cells.append(f"{j.mean():.3f} ± {se:.3f} ({100 * (j.mean() - j_fav) / (j_star - j_fav):.0f} %; "
+                             f"{sel.executions.mean():.0f} ex.)")
             lines.append(f"| {b} | {j_star:.3f} | {j_fav:.3f} | " + " | ".join(cells) + " |")
         lines.append("")
     lines.append(f"{time.time() - t0:.0f} s wall.")
