@@ -1,8 +1,10 @@
 """WMRL in TRL's ``GRPOTrainer`` (tested with trl 1.16.0; docs/integrations.md).
 
-Two TRL extension points, nothing patched:
+Three TRL extension points, nothing patched:
 
-* a **reward function** (:class:`WMRLRewardFunction`, passed as ``reward_funcs``): TRL calls it once per
+* for grammar scaffolds, TRL's ``rollout_func``: wmrl's constrained decoder samples the completions
+  (:mod:`wmrl.integrations.trl_rollout`), since TRL's free-text sampling almost never writes a grammar sentence;
+* a **reward function** (:class:`WMRLRewardFunction`, TRL's first reward function): TRL calls it once per
   generation batch with every completion and the dataset's columns (``task_id``). It runs one
   :class:`wmrl.integrations.driver.WMRLDriver` step: routes the groups, executes the anchor groups for
   real through the wmrl executor (sandboxed), scores every completion with the world model, and calls
