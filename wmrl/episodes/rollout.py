@@ -143,6 +143,16 @@ class Episodes:
         row = int(np.flatnonzero(self.rows[j] == e)[0])
         return self.turns[j].completions[row]
 
+    def prompt(self, e: int, turn: int) -> str:
+        """Episode ``e``'s prompt at 1-based ``turn`` (the task and the history so far)."""
+        j = turn - 1
+        return self.turns[j].prompts[int(np.flatnonzero(self.rows[j] == e)[0])]
+
+    def logprobs(self, e: int, turn: int) -> list[float]:
+        """Episode ``e``'s sampling log-probabilities of its completion tokens at 1-based ``turn``."""
+        j = turn - 1
+        return self.turns[j].token_logprobs(int(np.flatnonzero(self.rows[j] == e)[0]))
+
     def program(self, e: int, turn: int) -> str:
         """Episode ``e``'s program at 1-based ``turn`` (the turn batch's rendering of its completion)."""
         j = turn - 1

@@ -16,14 +16,12 @@ needs no more memory than its largest line and the execution log's anchor keys. 
 target under a temporary name and renamed into place, so a reader never sees half a file and a failed export
 leaves none.
 
-Over 500 lines: reading a run (its records, their checks, the join with the execution log) and writing its rows
-are one pipeline whose pieces share the row helpers; split, each half would import the other's privates.
+The rows themselves (a record joined with its execution, every field made writable) are :mod:`wmrl.export.rows`.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import sqlite3
@@ -35,8 +33,8 @@ from typing import Any
 
 import yaml
 
+from wmrl.export.rows import COMPLETION_CAP, INT64_RANGE, RunRows, key_field, text_field
 from wmrl.export.schema import METADATA_KEY, RUNS_METADATA_KEY, SCHEMA_VERSION, arrow_schema
-from wmrl.program_text import clean
 
 #: The largest ``config.yaml`` read, bytes (a run's is a few KiB).
 CONFIG_MAX_BYTES = 4 * 1024**2
@@ -74,8 +72,6 @@ def _read_config(path: Path, raw: bytes) -> Any:
 
 #: Rows converted to Arrow and written at a time (bounds the memory of a long run's export).
 CHUNK_ROWS = 4096
-#: The cap of ``samples.jsonl``'s completion text, characters.
-COMPLETION_CAP = 2000
 #: The default file name of an export (inside the exported folder, or inside ``--out`` when it is a folder).
 DEFAULT_NAME = "samples.parquet"
 _SEED_DIR = re.compile(r"seed\d+")
@@ -235,10 +231,10 @@ def _run_info(run: Path) -> dict[str, Any]:
             method = None
     seed = cfg.get("seed")
     name = cfg.get("name")
-    return {"run_name": _str(name) if isinstance(name, str) and name else run.resolve().name,
-            "method": _str(method) if isinstance(method, str) else None,
-            "seed": seed if isinstance(seed, int) and not isinstance(seed, bool) and _INT64[0] <= seed <= _INT64[1]
-            else None, "config_sha256": digest}
+    return {"run_name": text_field(name) if isinstance(name, str) and name else run.resolve().name,
+            "method": text_field(method) if isinstance(method, str) else None,
+            "seed": seed if isinstance(seed, int) and not isinstance(seed, bool)
+            and INT64_RANGE[0] <= seed <= INT64_RANGE[1] else None, "config_sha256": digest}
 
 
 class Executions:
@@ -280,10 +276,10 @@ class Executions:
                 continue
             extra = meta.get("extra")
             turn = extra.get("turn") if isinstance(extra, dict) else None
-            d.update(prompt=_str(meta.get("prompt")), completion=_str(meta.get("completion")))
+            d.update(prompt=text_field(meta.get("prompt")), completion=text_field(meta.get("completion")))
             try:
-                key = (_key(meta["step"], "step"), _key(meta.get("group_id", -1), "group_id"),
-                       _key(meta.get("sample", -1), "sample"), None if turn is None else _key(turn, "turn"))
+                key = (key_field(meta["step"], "step"), key_field(meta.get("group_id", -1), "group_id"),
+                       key_field(meta.get("sample", -1), "sample"), None if turn is None else key_field(turn, "turn"))
             except ValueError as exc:
                 self.bad_rows += 1
                 self.first_bad = self.first_bad or f"{path.name} row id {d['id']}: {exc}"
@@ -325,204 +321,13 @@ class Executions:
         if self._conn is None:
             return None
         row = self._conn.execute("SELECT program FROM executions WHERE id = ?", (rec["id"],)).fetchone()
-        return None if row is None else _str(row[0])
+        return None if row is None else text_field(row[0])
 
     def close(self) -> None:
         """Close the database (idempotent)."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-
-
-def _num(v: Any) -> float | None:
-    """A float, or None for null / NaN / infinity / a non-number."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
-
-
-#: The integers a Parquet int64 column holds.
-_INT64 = (-(2**63), 2**63 - 1)
-
-
-def _int(v: Any) -> int | None:
-    """An integer field: None for null or a non-number.
-
-    Raises:
-        ValueError: an integer beyond 64 bits (the record cannot be written; it is skipped).
-    """
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
-        return None
-    out = int(v)
-    if not _INT64[0] <= out <= _INT64[1]:
-        raise ValueError(f"an integer beyond 64 bits ({str(out)[:12]}..., {len(str(out))} digits)")
-    return out
-
-
-def _key(v: Any, name: str) -> int:
-    """An execution's key field as an integer.
-
-    Raises:
-        ValueError: not an integer of at most 64 bits (the message names the field and shows the value).
-    """
-    if isinstance(v, bool) or not isinstance(v, int) or not _INT64[0] <= v <= _INT64[1]:
-        raise ValueError(f"{name} {str(v)[:40]!r} is not an integer of at most 64 bits")
-    return v
-
-
-def _text_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _str(v: Any) -> str | None:
-    """Text (a non-text value as its ``str``), lone surrogates (not valid Unicode, not writable) as U+FFFD."""
-    if v is None:
-        return None
-    text = v if isinstance(v, str) else str(v)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
-    return text
-
-
-#: The most characters of a program's error text (``error``, ``error_tail``) an exported row holds (the tail).
-ERROR_CHARS = 2000
-
-
-def _program_text(v: Any) -> str | None:
-    """Text the program controls (an error message, an error tail), cleaned and capped: no escape sequence,
-    control character or lone surrogate reaches the dataset (:func:`wmrl.program_text.clean`)."""
-    return None if v is None else clean(v, ERROR_CHARS)
-
-
-def _bool(v: Any) -> bool | None:
-    return None if v is None else bool(v)
-
-
-def _observation(d: Any) -> dict[str, Any] | None:
-    if not isinstance(d, dict):
-        return None
-    return {"turn": _int(d.get("turn")), "source": _str(d.get("source")), "status": _str(d.get("status")),
-            "validation_score": _num(d.get("validation_score")), "metric": _str(d.get("metric")),
-            "lower_is_better": _bool(d.get("lower_is_better")), "wall_s": _num(d.get("wall_s")),
-            "error_tail": _program_text(d.get("error_tail")), "validation_fraction": _num(d.get("validation_fraction"))}
-
-
-def _costs(rec: dict[str, Any] | None) -> dict[str, Any]:
-    if rec is None:
-        return {"request_id": None, "wall_s": None, "cpu_s": None, "peak_rss_bytes": None}
-    return {"request_id": rec.get("request_id"), "wall_s": _num(rec.get("wall_s")), "cpu_s": _num(rec.get("cpu_s")),
-            "peak_rss_bytes": _int(rec.get("peak_rss_bytes"))}
-
-
-class _RunRows:
-    """Turns the records of one run into rows of the schema (:data:`wmrl.export.schema.COLUMNS`)."""
-
-    def __init__(self, source: RunSource, info: dict[str, Any], executions: Executions) -> None:
-        self.source, self.info, self.ex = source, info, executions
-        self.joined = 0
-        self._position: dict[int, int] = {}  # step -> own (not late) lines seen: the sample of an older run's line
-        self._prompts: dict[str, str] = {}  # prompt_sha256 -> text, of the lines read so far
-
-    def row(self, rec: dict[str, Any]) -> dict[str, Any]:
-        step = _int(rec.get("step"))
-        if step is None:
-            raise ValueError("no integer 'step'")
-        group = _int(rec.get("group"))
-        late = rec.get("stream") == "anchor_late"
-        origin = _int(rec.get("origin_step")) if late else step
-        if origin is None:
-            raise ValueError("an anchor_late line without 'origin_step'")
-        sample = _int(rec.get("sample"))
-        if sample is None and not late:  # written before `sample` was logged: the line's place in its step
-            sample = self._position.get(step, 0)
-        if not late:
-            self._position[step] = self._position.get(step, 0) + 1
-        stream = _str(rec.get("stream"))
-        if stream is None:
-            raise ValueError("no 'stream'")
-        executed = stream in ("anchor", "anchor_late")
-        if stream == "wm" and rec.get("recalled"):
-            stream = "recalled"
-        turns_in = rec.get("turns")
-        multi = isinstance(turns_in, list)
-        turn_recs: list[dict[str, Any]] = [t for t in turns_in or [] if isinstance(t, dict)] if multi else []
-        completion = _str(rec.get("completion"))
-        final = _int(rec.get("final_turn")) if multi else None
-        turns, ex_final = None, None
-        if multi:
-            turns = [self._turn(origin, group, sample, t) for t in turn_recs]
-            ex_final = next((t["_ex"] for t in turns if t.get("final") and t["_ex"] is not None), None)
-            for t in turns:
-                t.pop("_ex")
-        elif executed and group is not None:
-            ex_final = self.ex.find(origin, group, sample, None, completion, _str(rec.get("program_sha256")))
-            self.joined += ex_final is not None
-        full = ex_final.get("completion") if ex_final else None
-        if not multi and full and completion is not None and not full.startswith(completion[:COMPLETION_CAP]):
-            full = None  # not the same text: keep the line's own
-        row = {
-            "schema_version": SCHEMA_VERSION, "run_id": self.source.run_id, **self.info,
-            "step": step, "origin_step": origin, "staleness": _int(rec.get("staleness")) or 0,
-            "task_id": _str(rec.get("task_id")), "group": group, "sample": sample, "stream": stream,
-            "executed": executed,
-            "prompt": self._prompt(rec, ex_final), "prompt_sha256": _str(rec.get("prompt_sha256")),
-            "completion": full if full is not None else completion,
-            "completion_truncated": full is None and completion is not None and len(completion) >= COMPLETION_CAP,
-            "completion_tokens": _int(rec.get("completion_tokens")),
-            "program": self.ex.program(ex_final) if ex_final else None,
-            "program_sha256": _str(rec.get("program_sha256")) or (ex_final or {}).get("program_sha256"),
-            "reward_true": _num(rec.get("reward_true")), "reward_wm": _num(rec.get("reward_wm")),
-            "reward_wm_calibrated": _num(rec.get("reward_wm_calibrated")), "reward_used": _num(rec.get("reward_used")),
-            "advantage": _num(rec.get("advantage")), "weight": _num(rec.get("weight")),
-            "dropped": _bool(rec.get("dropped")), "status": _str(rec.get("status")),
-            "status_wm": _str(rec.get("status_wm")), "failure_prob_wm": _num(rec.get("failure_prob_wm")),
-            "reward_wm_std": _num(rec.get("reward_wm_std")), "error": _program_text(rec.get("error")),
-            "score": _num(ex_final.get("score")) if ex_final else None,
-            **{k: v for k, v in _costs(ex_final).items() if k != "request_id"},
-            "request_id": (ex_final or {}).get("request_id"),
-            "n_turns": _int(rec.get("n_turns")) if multi else None, "final_turn": final,
-            "submitted": _bool(rec.get("submitted")) if multi else None, "turns": turns,
-        }
-        if row["prompt_sha256"] is None and row["prompt"] is not None:
-            row["prompt_sha256"] = _text_sha256(row["prompt"])
-        if multi and turns:  # the episode's cost: every executed turn
-            done = [t for t in turns if t["request_id"] is not None]
-            row["wall_s"] = sum(t["wall_s"] or 0.0 for t in done) if done else None
-            row["cpu_s"] = sum(t["cpu_s"] or 0.0 for t in done) if done else None
-            row["peak_rss_bytes"] = max((t["peak_rss_bytes"] or 0 for t in done), default=None) if done else None
-        return row
-
-    def _prompt(self, rec: dict[str, Any], ex: dict[str, Any] | None) -> str | None:
-        """The line's prompt: its own text, else the text of the earlier line with the same ``prompt_sha256`` (the
-        trainer writes a group's prompt on its first line only), else the execution log's."""
-        text, digest = _str(rec.get("prompt")), _str(rec.get("prompt_sha256"))
-        if text is not None:
-            if digest:
-                self._prompts[digest] = text
-            return text
-        if digest and digest in self._prompts:
-            return self._prompts[digest]
-        return _str(ex.get("prompt")) if ex else None
-
-    def _turn(self, step: int, group: int | None, sample: int | None, t: dict[str, Any]) -> dict[str, Any]:
-        turn = _int(t.get("turn"))
-        rec = None
-        if t.get("executed") and group is not None and sample is not None and turn is not None:
-            rec = self.ex.find(step, group, sample, turn, None, _str(t.get("program_sha256")))
-            self.joined += rec is not None
-        return {"turn": turn, "stream": _str(t.get("stream")), "executed": _bool(t.get("executed")),
-                "status": _str(t.get("status")), "reward_true": _num(t.get("reward_true")),
-                "reward_wm": _num(t.get("reward_wm")), "final": _bool(t.get("final")),
-                "completion": _str(t.get("completion")),
-                "program_sha256": _str(t.get("program_sha256")) or (rec or {}).get("program_sha256"),
-                **_costs(rec), "observation": _observation(t.get("observation")),
-                "observation_wm": _observation(t.get("observation_wm")), "_ex": rec}
 
 
 def _with_bad_lines_noted(lines: Iterator[tuple[int, dict[str, Any]]],
@@ -552,7 +357,7 @@ def run_rows(source: RunSource, report: RunReport) -> Iterator[list[dict[str, An
                   "a training step); export it after its first step")
     ex = Executions(source.path / "executions.sqlite")
     try:
-        make = _RunRows(source, _run_info(source.path), ex)
+        make = RunRows(source, _run_info(source.path), ex)
         chunk: list[dict[str, Any]] = []
         if ex.bad_rows:
             report.bad_rows = ex.bad_rows

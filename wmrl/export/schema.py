@@ -49,6 +49,15 @@ TURN_FIELDS: list[tuple[str, str, str]] = [
     ("peak_rss_bytes", "int64", "execution peak resident memory, bytes (executed turns)"),
     ("observation", "observation", "what the next turn was shown (struct below)"),
     ("observation_wm", "observation", "executed turns of a run with a world model: what it would have shown"),
+    ("prompt", "string", "the prompt this turn was sampled from (the task and the episode's history so far)"),
+    ("logprobs", "list<float64>", "the sampling log-probability of each completion token of this turn (0 for a "
+                                  "token a grammar forces; null where not logged)"),
+]
+
+#: ``(name, Arrow type, meaning)`` of one chat message (column ``messages``).
+MESSAGE_FIELDS: list[tuple[str, str, str]] = [
+    ("role", "string", "`user` or `assistant`"),
+    ("content", "string", "the message's text"),
 ]
 
 #: ``(name, Arrow type, meaning)`` of every column, in file order. The types are names of
@@ -104,12 +113,17 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("final_turn", "int32", "multi-turn runs: the 1-based turn whose program is the submission"),
     ("submitted", "bool", "multi-turn runs: the episode ended by the submit action before the last turn"),
     ("turns", "list<turn>", "multi-turn runs: one struct per turn with a program (below); null for one turn"),
+    ("messages", "list<message>", "the sample in the chat format of TRL and HF datasets: the `user` prompt and the "
+                                  "`assistant` completion (multi-turn: the final turn's prompt, which holds the "
+                                  "history, and its completion); null without a prompt"),
+    ("logprobs", "list<float64>", "the sampling log-probability of each completion token (0 for a token a grammar "
+                                  "forces; multi-turn: the final turn's); null where not logged"),
 ]
 
 
 def arrow_type(name: str) -> Any:
     """The :mod:`pyarrow` type of a type name of :data:`COLUMNS` (``int32``, ``int64``, ``float64``, ``bool``,
-    ``string``, ``observation``, ``turn``, ``list<turn>``).
+    ``string``, ``observation``, ``turn``, ``list<turn>``, ``list<message>``, ``list<float64>``).
 
     Raises:
         KeyError: an unknown type name.
@@ -129,6 +143,10 @@ def arrow_type(name: str) -> Any:
         return struct(TURN_FIELDS)
     if name == "list<turn>":
         return pa.list_(struct(TURN_FIELDS))
+    if name == "list<message>":
+        return pa.list_(struct(MESSAGE_FIELDS))
+    if name == "list<float64>":
+        return pa.list_(pa.float64())
     raise KeyError(f"unknown column type {name!r}")
 
 
@@ -145,10 +163,11 @@ def column_names() -> list[str]:
 
 
 def schema_markdown() -> str:
-    """The schema as the three Markdown tables of docs/export.md (columns, a turn, an observation)."""
+    """The schema as the four Markdown tables of docs/export.md (columns, a turn, an observation, a message)."""
     parts = []
     for title, fields in (("Columns", COLUMNS), ("`turns`: one struct per turn", TURN_FIELDS),
-                          ("`observation`, `observation_wm`", OBSERVATION_FIELDS)):
+                          ("`observation`, `observation_wm`", OBSERVATION_FIELDS),
+                          ("`messages`: one struct per message", MESSAGE_FIELDS)):
         parts.append(f"#### {title}\n\n| column | type | meaning |\n|---|---|---|\n"
                      + "".join(f"| `{n}` | {t} | {d} |\n" for n, t, d in fields))
     return "\n".join(parts)

@@ -1,8 +1,10 @@
 """WMRL in TRL's ``GRPOTrainer`` (tested with trl 1.16.0; docs/integrations.md).
 
-Two TRL extension points, nothing patched:
+Three TRL extension points, nothing patched:
 
-* a **reward function** (:class:`WMRLRewardFunction`, passed as ``reward_funcs``): TRL calls it once per
+* for grammar scaffolds, TRL's ``rollout_func``: wmrl's constrained decoder samples the completions
+  (:mod:`wmrl.integrations.trl_rollout`), since TRL's free-text sampling almost never writes a grammar sentence;
+* a **reward function** (:class:`WMRLRewardFunction`, TRL's first reward function): TRL calls it once per
   generation batch with every completion and the dataset's columns (``task_id``). It runs one
   :class:`wmrl.integrations.driver.WMRLDriver` step: routes the groups, executes the anchor groups for
   real through the wmrl executor (sandboxed), scores every completion with the world model, and calls
@@ -94,6 +96,9 @@ class WMRLRewardFunction:
         self.__name__ = f"wmrl_{driver.recipe.name}"  # TRL names the reward's metrics after it
         self.last: StepRecord | None = None
         self.local_slice = slice(0, 0)
+        #: False during TRL's evaluation passes (set by ``WMRLGRPOTrainer``): every completion is executed for
+        #: real and scored by its true reward; no routing, no recipe step, no calibrator update
+        self.training = True
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], task_id: Sequence[str] | None = None,
                  trainer_state: Any = None, **kwargs: Any) -> list[float | None]:
@@ -108,6 +113,8 @@ class WMRLRewardFunction:
         comp = [_text(c) for c in completions]
         # The world model reads the task's scaffold prompt (as in wmrl's trainer), not a chat rendering.
         wm_prompts = [self.driver.scaffold.prompt(self.driver.task(t)) for t in task_id]
+        if not self.training:
+            return self._evaluate(step, list(task_id), wm_prompts, comp)
         all_tasks = list(gather_object(list(task_id)))
         B, G = len(all_tasks), self.num_generations
         if B % G:
@@ -121,6 +128,14 @@ class WMRLRewardFunction:
             self.last = self._step_gathered(step, all_tasks, wm_prompts, comp, gid, lo, gather_object)
         used = self.last.outputs.reward_used[self.local_slice]
         return [None if not np.isfinite(u) else float(u) for u in used]
+
+    def _evaluate(self, step: int, task_ids: list[str], wm_prompts: list[str], comp: list[str]) -> list[float | None]:
+        """An evaluation batch: every completion executed for real (this process's slice), its true reward
+        returned (None for an infrastructure failure); the recipe's state is left alone."""
+        n = len(comp)
+        rt, _, valid, _, _, _ = self.driver.measure(step, task_ids, wm_prompts, comp, np.arange(n, dtype=np.int64),
+                                                    np.ones(n, dtype=bool))
+        return [float(r) if v and np.isfinite(r) else None for r, v in zip(rt, valid)]
 
     def _step_gathered(self, step: int, all_tasks: list[str], wm_prompts: list[str], comp: list[str], gid: np.ndarray,
                        lo: int, gather_object: Any) -> StepRecord:
@@ -144,6 +159,39 @@ class WMRLRewardFunction:
         return rec
 
 
+def extra_advantages(rewards: np.ndarray, weights: np.ndarray, num_generations: int, scale: bool) -> np.ndarray:
+    """The advantage the extra reward functions add beside the recipe's: each one's group-relative advantage,
+    weighted and summed.
+
+    Args:
+        rewards: [B, K] float rewards of the K extra functions (NaN where a function returned None).
+        weights: [K] their ``reward_weights``.
+        num_generations: G; rows ``g*G .. g*G+G-1`` are one group.
+        scale: divide by each group's standard deviation (+1e-4), as TRL does unless ``scale_rewards="none"``.
+
+    Returns:
+        [B] float64 ``sum_k weights[k] * (r_k - mean_group(r_k)) [/ (std_group(r_k) + 1e-4)]``, a missing
+        reward counting 0.
+
+    Raises:
+        ValueError: B not a multiple of G, or ``weights`` not of length K.
+    """
+    r = np.asarray(rewards, dtype=np.float64)
+    B, K = r.shape
+    if B % int(num_generations) or np.asarray(weights).shape != (K,):
+        raise ValueError(f"rewards of shape {r.shape} do not split into groups of {num_generations} with {K} weights")
+    if K == 0:
+        return np.zeros(B)
+    g = r.reshape(-1, int(num_generations), K)
+    with np.errstate(all="ignore"):
+        mean = np.nanmean(g, axis=1, keepdims=True)
+        adv = g - mean
+        if scale:
+            adv = adv / (np.nanstd(g, axis=1, ddof=1, keepdims=True) + 1e-4)
+    adv = np.nan_to_num(adv.reshape(B, K), nan=0.0)
+    return adv @ np.asarray(weights, dtype=np.float64)
+
+
 _CLASS: type | None = None
 
 
@@ -151,10 +199,22 @@ def wmrl_grpo_trainer_class() -> type:
     """``WMRLGRPOTrainer``, a ``trl.GRPOTrainer`` subclass built on first use (TRL imported here).
 
     ``WMRLGRPOTrainer(model=..., args=GRPOConfig(...), train_dataset=trl_dataset(...),
-    processing_class=tokenizer, wmrl_reward=WMRLRewardFunction(driver, num_generations))``: the reward
-    function is the only reward function; after TRL's ``_generate_and_score_completions`` the batch's
-    ``advantages`` are replaced by ``loss_advantages(recipe outputs)`` (this process's slice, float32),
-    and ``wmrl/alpha``, ``wmrl/ppi_lambda``, ``wmrl/n_anchor_samples`` go into TRL's metrics.
+    processing_class=tokenizer, wmrl_reward=WMRLRewardFunction(driver, num_generations), reward_funcs=[...])``:
+
+    * **Sampling.** With a grammar scaffold the trainer samples with wmrl's constrained decoder
+      (:class:`wmrl.integrations.trl_rollout.GrammarRollout` as TRL's ``rollout_func``), so every completion is
+      a program of the grammar; pass ``rollout_func`` to replace it. A free-text scaffold uses TRL's sampling.
+    * **Rewards.** ``wmrl_reward`` is TRL's first reward function; ``reward_funcs`` (optional, TRL's
+      callables) follow it, weighted by ``GRPOConfig.reward_weights`` (one weight per function, the wmrl
+      reward's first; default all 1). After TRL's ``_generate_and_score_completions`` the batch's
+      ``advantages`` are ``w_0 * loss_advantages(recipe outputs) + sum_k w_k * A_k``, ``A_k`` the
+      group-relative advantage of extra function k alone (:func:`extra_advantages`; scaled by the group's
+      standard deviation unless ``scale_rewards="none"``). The recipe's advantage is of its own calibrated
+      reward, so the rewards are not pooled before it. ``wmrl/alpha``, ``wmrl/ppi_lambda``,
+      ``wmrl/n_anchor_samples`` go into TRL's metrics.
+    * **Evaluation.** Any ``eval_strategy``: during TRL's evaluation passes the wmrl reward executes every
+      completion for real and returns its true reward (no routing, no recipe step), and TRL's own advantages
+      are kept.
 
     Raises:
         ImportError: TRL is not installed (``pip install 'wmrl[trl]'``).
@@ -168,14 +228,23 @@ def wmrl_grpo_trainer_class() -> type:
     except ImportError as exc:
         raise ImportError(f"the TRL integration needs trl (tested {TESTED_TRL_VERSION}): "
                           "pip install 'wmrl[trl]'") from exc
+    from wmrl.integrations.trl_rollout import GrammarRollout, is_constrained  # noqa: PLC0415 - imports torch
 
     class WMRLGRPOTrainer(GRPOTrainer):
         """``GRPOTrainer`` training on the advantages and weights of a registered wmrl recipe."""
 
-        def __init__(self, *args: Any, wmrl_reward: WMRLRewardFunction, **kwargs: Any) -> None:
-            if kwargs.get("reward_funcs") is not None:
-                raise ValueError("WMRLGRPOTrainer takes its reward from wmrl_reward; do not pass reward_funcs")
-            kwargs["reward_funcs"] = [wmrl_reward]
+        def __init__(self, *args: Any, wmrl_reward: WMRLRewardFunction, reward_funcs: Any = None,
+                     **kwargs: Any) -> None:
+            extra = [] if reward_funcs is None else list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) \
+                else [reward_funcs]
+            if any(f is wmrl_reward for f in extra):
+                raise ValueError("reward_funcs holds wmrl_reward: pass it once, as wmrl_reward")
+            driver = wmrl_reward.driver
+            rollout = None
+            if kwargs.get("rollout_func") is None and is_constrained(driver.scaffold, list(driver.tasks.values())):
+                rollout = GrammarRollout(list(driver.tasks.values()), driver.scaffold)
+                kwargs["rollout_func"] = rollout
+            kwargs["reward_funcs"] = [wmrl_reward, *extra]
             super().__init__(*args, **kwargs)
             a: Any = self.args  # trl's GRPOConfig (typed as transformers' TrainingArguments)
             if a.loss_type not in SUPPORTED_LOSS_TYPES:
@@ -184,22 +253,41 @@ def wmrl_grpo_trainer_class() -> type:
             if a.num_generations != wmrl_reward.num_generations:
                 raise ValueError(f"GRPOConfig.num_generations={a.num_generations} but the reward function groups "
                                  f"by {wmrl_reward.num_generations}")
-            if str(getattr(a, "eval_strategy", "no")) not in ("no", "IntervalStrategy.NO"):
-                raise ValueError("set eval_strategy='no': an evaluation pass would call the reward function and "
-                                 "step the recipe's calibrator on evaluation completions")
+            if rollout is not None:
+                rollout.check(self)
             self.wmrl_reward = wmrl_reward
+            self._wmrl_rewards: Any = None  # [B, K] rewards of every function, this generation batch
+
+        def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+            out = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            self._wmrl_rewards = out
+            return out
 
         def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-            out = super()._generate_and_score_completions(inputs)
+            training = bool(getattr(self.model, "training", False))
+            self.wmrl_reward.training = training
+            try:
+                out = super()._generate_and_score_completions(inputs)
+            finally:
+                self.wmrl_reward.training = True
+            if not training:
+                return out  # evaluation: TRL's advantages of the true rewards (and the extra functions')
             rec = self.wmrl_reward.last
             adv_trl = out["advantages"]
             if rec is None:
                 raise RuntimeError("the wmrl reward function did not run for this generation batch")
-            local = loss_advantages(rec.outputs)[self.wmrl_reward.local_slice]
+            sl = self.wmrl_reward.local_slice
+            w = self.reward_weights.detach().cpu().double().numpy()
+            adv = float(w[0]) * loss_advantages(rec.outputs)
+            if len(w) > 1:
+                rewards = self._wmrl_rewards.detach().cpu().double().numpy()[:, 1:]
+                adv = adv + extra_advantages(rewards, w[1:], self.num_generations,
+                                             scale=self.scale_rewards != "none")
+            local = adv[sl]
             if local.shape != tuple(adv_trl.shape[:1]):
                 raise RuntimeError(f"recipe gave {local.shape[0]} advantages for {adv_trl.shape[0]} completions")
             out["advantages"] = torch.as_tensor(local, dtype=adv_trl.dtype, device=adv_trl.device)
-            st, m = rec.outputs.stats, self._metrics["train" if getattr(self.model, "training", False) else "eval"]
+            st, m = rec.outputs.stats, self._metrics["train"]
             for key in ("alpha", "ppi_lambda", "n_anchor_samples", "weight_anchor", "weight_wm"):
                 if st.get(key) is not None:
                     m[f"wmrl/{key}"].append(float(st[key]))

@@ -14,10 +14,12 @@ Three sources, all offline by default:
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,21 @@ def _set_pad_token(tokenizer: Any) -> Any:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return tokenizer
+
+
+@contextlib.contextmanager
+def hf_progress_bars(show: bool) -> Iterator[None]:
+    """Inside the block transformers' progress bars (loading and writing weights) are on when ``show``, off
+    otherwise; they are set back as they were when it ends. ``show=True`` leaves them as they are."""
+    from transformers.utils import logging as hf_logging  # noqa: PLC0415 - heavy (transformers)
+
+    was = hf_logging.is_progress_bar_enabled()
+    if not show:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
 
 
 def _atomic_save(save_fn, target: Path) -> None:

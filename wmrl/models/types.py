@@ -132,6 +132,11 @@ class RolloutBatch:
         ``completion_mask`` when the batch has no choice mask)."""
         return self.completion_mask if self.choice_mask is None else self.choice_mask
 
+    def token_logprobs(self, i: int, digits: int = 6) -> list[float]:
+        """Row ``i``'s sampling log-probabilities of its completion tokens, in order (``old_logprobs`` where
+        ``completion_mask``; 0 for a token a grammar forces), rounded to ``digits`` decimals."""
+        return [round(float(x), digits) for x in self.old_logprobs[i][self.completion_mask[i].bool()].tolist()]
+
     def completion_lengths(self) -> torch.Tensor:
         """[B] int64: number of completion tokens of each row (``completion_mask.sum(1)``)."""
         return self.completion_mask.sum(dim=1)

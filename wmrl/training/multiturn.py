@@ -249,7 +249,8 @@ def turn_records(sb: StepBatch, ep: Episodes, observations_wm: dict[tuple[int, i
                         "completion": ep.completion(e, j + 1)[:2000],
                         "program_sha256": program_hash(ep.program(e, j + 1)),
                         "observation": None if fb.observation is None else fb.observation.to_dict(),
-                        "observation_wm": None if wm is None or not fb.executed else wm.to_dict()})
+                        "observation_wm": None if wm is None or not fb.executed else wm.to_dict(),
+                        "prompt": ep.prompt(e, j + 1), "logprobs": ep.logprobs(e, j + 1)})
     return out
 
 

@@ -30,6 +30,7 @@ from wmrl.console import make_console
 import shutil
 from wmrl.execution.log import ExecutionLog
 from wmrl.training.parts import build_components
+from wmrl.models.backbone import hf_progress_bars
 
 log = logging.getLogger(__name__)
 #: Bootstrap resamples of the fidelity card written when a run ends (``fidelity.json``; the steps log point values).
@@ -88,8 +89,9 @@ def run_training(config: TrainConfig, *, resume: bool = False,
     elif rd.root.is_dir():
         owner.acquire()
     try:
-        return _run_owned(cfg, rd, owner, resume=resume, components=components, stop_after_step=stop_after_step,
-                          progress=progress, accept_edited_config=accept_edited_config)
+        with hf_progress_bars(cfg.progress if progress is None else progress):
+            return _run_owned(cfg, rd, owner, resume=resume, components=components, stop_after_step=stop_after_step,
+                              progress=progress, accept_edited_config=accept_edited_config)
     finally:
         owner.release()
 

@@ -500,7 +500,8 @@ class Trainer:
              "completion_tokens": int(tokens[i]), "program_sha256": program_hash(programs[i]),
              "prompt_sha256": text_sha256(batch.prompts[i]),
              "prompt": batch.prompts[i] if first[int(sb.gid[i])] == i else None,
-             "completion": batch.completions[i][:2000]}
+             "completion": batch.completions[i][:2000],
+             "logprobs": batch.token_logprobs(i) if sb.episodes is None else None}
             for i in range(sb.B)
         ]
         lo = sb.late_out
