@@ -1,8 +1,8 @@
 """The text trainer's runs on the fake parts, line for line: metrics.jsonl, samples.jsonl and calibration.jsonl of
 fixed-seed runs equal the lines recorded in ``tests/training/golden/step_parity.json`` (written by
 ``PYTHONPATH=. python tests/training/test_step_parity.py capture``, before the trainer's step moved onto the step
-engine, and recaptured when the fidelity card gained its ranking figures with every other value equal), so a
-reorganisation of the step changes no number.
+engine, and recaptured with every earlier value equal when the fidelity card gained its ranking figures and the
+samples their prompts and log-probabilities), so a reorganisation of the step changes no number.
 
 The runs: ``k0`` (the synchronous anchor stream, infrastructure failures included, evaluations every 2 steps),
 ``k0-grpo``, ``k4`` and ``k4-calibration`` (the asynchronous stream with staleness bound 4, the ``gradient`` and
