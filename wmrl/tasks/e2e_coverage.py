@@ -46,9 +46,10 @@ ATOL = 1e-9
 #: The synthetic answer kinds tried, in order: one target (binary labels with probabilities, values, class
 #: labels, text labels); one 0/1 column per class of a list the code holds (multi-label probabilities); several
 #: value columns (the code's other column names: several targets); one target as free text, as label lists,
-#: as run-length-encoded masks; values under ids repeated (several rows per id).
+#: as run-length-encoded masks, as an ordering of the row's own tokens (the sample: the tokens reversed); values
+#: under ids repeated (several rows per id).
 KINDS = ("binary", "continuous", "labels", "text", "multilabel", "multitarget", "sentences", "labelsets", "rle",
-         "rows")
+         "order", "rows")
 #: Most columns a synthetic several-target answer has.
 MAX_COLUMNS = 8
 
@@ -158,7 +159,8 @@ def _frames(kind: str, id_col: str, target: str, names: list[str], longest: list
     if kind == "rows":
         ids = pd.Series([f"t{i // 3}" for i in range(N_TEST)])
     y, sample, pert = _values(kind, rng)
-    frame = [pd.DataFrame({id_col: ids, target: v}) for v in (y, pd.Series([sample] * N_TEST), pert)]
+    s = y.map(lambda t: " ".join(reversed(t.split()))) if sample is None else pd.Series([sample] * N_TEST)
+    frame = [pd.DataFrame({id_col: ids, target: v}) for v in (y, s, pert)]
     return frame[0], frame[1], frame[2]
 
 
@@ -170,7 +172,7 @@ def _values(kind: str, rng: np.random.Generator) -> tuple[pd.Series, object, pd.
     if kind in ("continuous", "rows"):
         y = pd.Series(rng.uniform(1.0, 100.0, N_TEST).round(3))
         return y, float(y.median()), (y * rng.uniform(0.8, 1.2, N_TEST)).round(3)
-    if kind in ("sentences", "labelsets", "rle"):
+    if kind in ("sentences", "labelsets", "rle", "order"):
         words = np.array(["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"])
         if kind == "sentences":
             y = pd.Series([" ".join(rng.choice(words, rng.integers(2, 6))) + f" w{i}" for i in range(N_TEST)])
@@ -179,11 +181,16 @@ def _values(kind: str, rng: np.random.Generator) -> tuple[pd.Series, object, pd.
             y = pd.Series([" ".join(map(str, sorted(rng.choice(40, rng.integers(1, 4), replace=False))))
                            for _ in range(N_TEST)])
             sample = "0 1 2"
+        elif kind == "order":
+            y = pd.Series([" ".join(f"c{i}x{j}" for j in range(int(rng.integers(3, 7)))) for i in range(N_TEST)])
+            sample = None
         else:
             y = pd.Series([f"{s} {rng.integers(1, 20)} {s + 40} {rng.integers(1, 20)}"
                            for s in rng.integers(1, 30, N_TEST)])
             sample = "1 1"
         p = y.copy()
+        if kind == "order":
+            return y, None, y.map(lambda t: " ".join(rng.permutation(t.split())))
         flip = rng.random(N_TEST) < 0.3
         p[flip] = y.sample(frac=1.0, random_state=int(rng.integers(1 << 31))).to_numpy()[flip]
         return y, sample, p
@@ -261,8 +268,8 @@ def build(bench: str, cid: str, code: Path, out: Path, answers: pd.DataFrame, sa
 def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path, seed: int = 0) -> Row:
     """Build, load and grade one competition (module docstring); never raises for the competition's fault.
 
-    A kind of :data:`KINDS` is tried by grading its answers against themselves with the benchmark's code (one
-    run each); the first the code scores is built."""
+    A kind of :data:`KINDS` is tried by grading its answers, then its sample submission, against the answers with
+    the benchmark's code; the first whose both the code scores is built."""
     row = Row(bench, cid)
     rng = np.random.default_rng(seed)
     id_col, target = target_column(bench, code)
@@ -274,9 +281,13 @@ def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path,
         frames = _frames(kind, id_col, target, names, longest, rng)
         if frames is None:
             continue
-        a = trial / "answers.csv"
+        a, sp = trial / "answers.csv", trial / "sample.csv"
         frames[0].to_csv(a, index=False)
+        frames[1].to_csv(sp, index=False)
         got = _code_scores(bench, code, a, [a])
+        if not isinstance(got, str) and all(np.isfinite(got)):
+            sample_score = _code_scores(bench, code, a, [sp])
+            got = sample_score if isinstance(sample_score, str) else got + sample_score
         if isinstance(got, str):
             why = f"its grading code scores none of the synthetic formats (last: {kind}: {got})"
             if "needs a module" in got:
@@ -284,21 +295,13 @@ def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path,
                 break
             continue
         if all(np.isfinite(got)):
-            chosen = (kind, frames, got[0])
+            chosen = (kind, frames, (got[0], got[1]))
             break
     if chosen is None:
         row.reason = why
         return row
-    kind, (answers, sample, pert), gt = chosen
+    kind, (answers, sample, pert), (gt, base) = chosen
     row.kind = kind
-    base = gt
-    if bench == "dsbench":
-        sample.to_csv(trial / "sample.csv", index=False)
-        got = _code_scores(bench, code, trial / "answers.csv", [trial / "sample.csv"])
-        if isinstance(got, str):
-            row.reason = f"its grading code refuses the sample submission ({got})"
-            return row
-        base = got[0]
     folder = build(bench, cid, code, out, answers, sample, rng, (base, gt))
     try:
         task = load_task(folder, search=[checkout])
