@@ -3,13 +3,15 @@ competition built in its benchmark's real layout with synthetic answers, loaded 
 wmrl and by the benchmark's own code (:func:`wmrl.tasks.e2e_coverage.run_competition`).
 
     PYTHONPATH=. nice -n 10 python benchmarks/e2e_coverage.py CHECKOUT [CHECKOUT ...] --out DIR
-        [--bench dsbench mlebench mledojo] [--limit N] [--ids ID ...] [--redo-refused] [--summary]
+        [--bench dsbench mlebench mledojo] [--limit N] [--ids ID ...] [--redo-refused] [--shard K/N] [--summary]
 
 CHECKOUT: a checkout of MLE-bench (``mlebench/competitions``), MLE-Dojo (``mledojo/competitions``) or DSBench
 (``data_modeling/evaluation``). Each competition's row is appended to ``DIR/rows.jsonl`` as soon as it is known,
 so the run may be stopped and started again: competitions with a row are skipped (with ``--redo-refused``, the
 refused ones are run again and their new row replaces the old). ``--limit N`` runs at most N competitions of
-each benchmark (in id order, the done ones counted). ``--summary`` only prints the table of the rows there:
+each benchmark (in id order, the done ones counted). ``--shard K/N`` runs only every N-th competition from the
+K-th (K = 0 .. N-1), writing ``DIR/rows-K.jsonl``: N processes started with K = 0 .. N-1 share the run (the
+rows of every ``DIR/rows*.jsonl`` are read). ``--summary`` only prints the table of the rows there:
 per benchmark the competitions in the registry, those run, loaded, graded exactly and refused, then every
 refusal in one line.
 """
@@ -24,15 +26,18 @@ from pathlib import Path
 from wmrl.tasks.e2e_coverage import Row, competitions, run_competition, summary
 
 
-def read_rows(path: Path) -> dict[tuple[str, str], Row]:
-    """The rows of ``rows.jsonl`` by ``(benchmark, id)``, the last row of a competition winning; a line cut
-    short by a stopped run is skipped."""
+def read_rows(out: Path) -> dict[tuple[str, str], Row]:
+    """The rows of every ``out/rows*.jsonl`` by ``(benchmark, id)``, a later row of a competition winning (a
+    graded one over a refused one); a line cut short by a stopped run is skipped."""
     rows: dict[tuple[str, str], Row] = {}
-    if path.is_file():
+    for path in sorted(out.glob("rows*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 d = json.loads(line)
-                rows[(d["benchmark"], d["id"])] = Row(**{k: d[k] for k in Row.__dataclass_fields__ if k in d})
+                row = Row(**{k: d[k] for k in Row.__dataclass_fields__ if k in d})
+                old = rows.get((row.benchmark, row.id))
+                if old is None or row.graded_exactly or not old.graded_exactly:
+                    rows[(row.benchmark, row.id)] = row
             except (ValueError, KeyError, TypeError):
                 continue
     return rows
@@ -62,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--redo-refused", action="store_true")
     ap.add_argument("--summary", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shard", default="0/1")
     a = ap.parse_args(argv)
     for c in a.checkouts:
         if not c.is_dir():
@@ -72,13 +78,19 @@ def main(argv: list[str] | None = None) -> int:
     registry: dict[str, int] = {}
     for b, *_ in todo:
         registry[b] = registry.get(b, 0) + 1
+    try:
+        k, n = (int(x) for x in a.shard.split("/"))
+        assert 0 <= k < n
+    except (ValueError, AssertionError):
+        print(f"error: --shard {a.shard!r} is not K/N with 0 <= K < N (e.g. 0/4)", file=sys.stderr)
+        return 2
     a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / "rows.jsonl"
-    rows = read_rows(path)
+    path = a.out / ("rows.jsonl" if n == 1 else f"rows-{k}.jsonl")
+    rows = read_rows(a.out)
     if not a.summary:
         count: dict[str, int] = {}
-        for b, cid, code, c in todo:
-            if a.ids is not None and cid not in a.ids:
+        for i, (b, cid, code, c) in enumerate(todo):
+            if i % n != k or (a.ids is not None and cid not in a.ids):
                 continue
             done = rows.get((b, cid))
             if a.limit is not None and count.get(b, 0) >= a.limit:
