@@ -90,8 +90,9 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_ .-]{0,60}$")
 
 def code_columns(code: Path) -> tuple[list[str], list[str]]:
     """``(names, longest list)`` read off the competition's code and its sibling modules (``classes.py``):
-    the string subscripts, ``*_col`` keyword values and ``in df.columns`` tests in order of appearance, and the
-    longest list or tuple of names (a class list)."""
+    the string subscripts, ``*_col``, ``by``, ``on`` and ``subset`` keyword values, the keys given to
+    ``sort_values``, ``set_index``, ``groupby``, ``drop_duplicates`` and ``pivot``, and ``in df.columns`` tests, in
+    order of appearance; and the longest list, tuple or set of names (a class list)."""
     names: list[str] = []
     longest: list[str] = []
     files = [code, *sorted(p for p in code.parent.glob("*.py") if p != code)]
@@ -106,13 +107,17 @@ def code_columns(code: Path) -> tuple[list[str], list[str]]:
                 sl = node.slice
                 found = [e.value for e in (sl.elts if isinstance(sl, (ast.List, ast.Tuple)) else [sl])
                          if isinstance(e, ast.Constant)]
-            elif isinstance(node, ast.keyword) and node.arg and node.arg.endswith(("col", "column")) \
+            elif isinstance(node, ast.keyword) and node.arg and (node.arg.endswith(("col", "column"))
+                                                                  or node.arg in ("by", "on", "subset")) \
                     and isinstance(node.value, ast.Constant):
                 found = [node.value.value]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                    "sort_values", "set_index", "groupby", "drop_duplicates", "pivot"):
+                found = [a.value for a in node.args if isinstance(a, ast.Constant)]
             elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) \
                     and "columns" in ast.unparse(node.comparators[0]):
                 found = [node.left.value]
-            elif isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) >= 2 and all(
+            elif isinstance(node, (ast.List, ast.Tuple, ast.Set)) and len(node.elts) >= 2 and all(
                     isinstance(e, ast.Constant) and isinstance(e.value, str) and _NAME.match(e.value)
                     for e in node.elts):
                 vals = [e.value for e in node.elts]  # type: ignore[attr-defined]
@@ -123,18 +128,22 @@ def code_columns(code: Path) -> tuple[list[str], list[str]]:
 
 
 def target_column(bench: str, code: Path) -> tuple[str, str]:
-    """``(id column, target column)`` the competition's code reads (``("id", "target")`` where it says none)."""
+    """``(id column, target column)`` the competition's code reads (``("id", "target")`` where it says none): the
+    id is a string assigned to ``id_col`` or the first id-like column name; the target DSBench's ``--value``
+    default, MLE-Dojo's ``value`` default, else the first other column name."""
     src = code.read_text(encoding="utf-8", errors="replace")
+    names = code_columns(code)[0]
+    said = re.search(r"\bid_col(?:umn)?\s*(?::\s*str\s*)?=\s*['\"]([^'\"]+)", src)
+    ids = [said.group(1)] if said else [n for n in names if re.search(r"id$|^id|_id|Id|ID$", n)]
+    id_col = ids[0] if ids else "id"
     if bench == "dsbench":
         m = re.search(r"--value['\"]\s*,[^)]*default\s*=\s*['\"]([^'\"]+)", src)
-        return "id", m.group(1) if m else "target"
+        return id_col, m.group(1) if m else "target"
     if bench == "mledojo":
         m = re.search(r"value\s*:\s*str\s*=\s*['\"]([^'\"]+)|value\s*=\s*['\"]([^'\"]+)", src)
-        return "id", (m.group(1) or m.group(2)) if m else "target"
-    names = code_columns(code)[0]
-    ids = [n for n in names if re.search(r"id$|^id|_id|Id", n)]
+        return id_col, (m.group(1) or m.group(2)) if m else "target"
     rest = [n for n in names if n not in ids]
-    return (ids[0] if ids else "id"), (rest[0] if rest else "target")
+    return id_col, (rest[0] if rest else "target")
 
 
 def _frames(kind: str, id_col: str, target: str, names: list[str], longest: list[str],
@@ -143,7 +152,7 @@ def _frames(kind: str, id_col: str, target: str, names: list[str], longest: list
     where the code names no columns for it."""
     ids = pd.Series([f"t{i}" for i in range(N_TEST)])
     if kind in ("multilabel", "multitarget"):
-        cols = longest if kind == "multilabel" else [n for n in names if n != id_col]
+        cols = [n for n in (longest if kind == "multilabel" else names) if n != id_col]
         cols = cols[:MAX_COLUMNS] if kind == "multitarget" else cols
         if len(cols) < 2:
             return None
