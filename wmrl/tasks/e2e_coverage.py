@@ -47,9 +47,10 @@ ATOL = 1e-9
 #: labels, text labels); one 0/1 column per class of a list the code holds (multi-label probabilities); several
 #: value columns (the code's other column names: several targets); one target as free text, as label lists,
 #: as run-length-encoded masks, as an ordering of the row's own tokens (the sample: the tokens reversed); values
-#: under ids repeated (several rows per id).
+#: under ids repeated (several rows per id); class labels under ids ``t_<row>_<name>``, one row per name of the
+#: code's class list (a row per image and component).
 KINDS = ("binary", "continuous", "labels", "text", "multilabel", "multitarget", "sentences", "labelsets", "rle",
-         "order", "rows")
+         "order", "rows", "rowclass")
 #: Most columns a synthetic several-target answer has.
 MAX_COLUMNS = 8
 
@@ -167,6 +168,11 @@ def _frames(kind: str, id_col: str, target: str, names: list[str], longest: list
         return tuple(pd.concat([ids.rename(id_col), d], axis=1) for d in (y, s, p))
     if kind == "rows":
         ids = pd.Series([f"t{i // 3}" for i in range(N_TEST)])
+    if kind == "rowclass":
+        if len(longest) < 2:
+            return None
+        ids = pd.Series([f"t_{i // len(longest)}_{longest[i % len(longest)]}" for i in range(N_TEST)])
+        kind = "labels"
     y, sample, pert = _values(kind, rng)
     s = y.map(lambda t: " ".join(reversed(t.split()))) if sample is None else pd.Series([sample] * N_TEST)
     frame = [pd.DataFrame({id_col: ids, target: v}) for v in (y, s, pert)]
