@@ -90,13 +90,15 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_ .-]{0,60}$")
 
 
 def code_columns(code: Path) -> tuple[list[str], list[str]]:
-    """``(names, longest list)`` read off the competition's code and its sibling modules (``classes.py``):
+    """``(names, longest list)`` read off the competition's code and, beside MLE-bench's ``grade.py`` and
+    MLE-Dojo's ``metric.py``, its sibling modules (``classes.py``):
     the string subscripts, ``*_col``, ``by``, ``on`` and ``subset`` keyword values, the keys given to
     ``sort_values``, ``set_index``, ``groupby``, ``drop_duplicates`` and ``pivot``, and ``in df.columns`` tests, in
     order of appearance; and the longest list, tuple or set of names (a class list)."""
     names: list[str] = []
     longest: list[str] = []
-    files = [code, *sorted(p for p in code.parent.glob("*.py") if p != code)]
+    siblings = [] if code.name.endswith("_eval.py") else sorted(p for p in code.parent.glob("*.py") if p != code)
+    files = [code, *siblings]  # a DSBench script's folder holds every other competition's script
     for f in files:
         try:
             tree = ast.parse(f.read_text(encoding="utf-8", errors="replace"))
@@ -109,9 +111,10 @@ def code_columns(code: Path) -> tuple[list[str], list[str]]:
                 found = [e.value for e in (sl.elts if isinstance(sl, (ast.List, ast.Tuple)) else [sl])
                          if isinstance(e, ast.Constant)]
             elif isinstance(node, ast.keyword) and node.arg and (node.arg.endswith(("col", "column"))
-                                                                  or node.arg in ("by", "on", "subset")) \
-                    and isinstance(node.value, ast.Constant):
-                found = [node.value.value]
+                                                                  or node.arg in ("by", "on", "subset")):
+                v = node.value
+                found = [e.value for e in (v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v])
+                         if isinstance(e, ast.Constant)]
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
                     "sort_values", "set_index", "groupby", "drop_duplicates", "pivot"):
                 found = [a.value for a in node.args if isinstance(a, ast.Constant)]
