@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,7 +174,10 @@ def code_problems(task: Task) -> list[TaskProblem]:
     name = Path(task.metric_code).name
     with tempfile.TemporaryDirectory(prefix="wmrl-probe-") as td:
         path = Path(td) / "submission.csv"
-        probe_submissions(task, read_answers(task))["good"].to_csv(path, index=False)
+        if task.outputs:  # the sample submission's table: no probe of wmrl's makes one
+            shutil.copyfile(task.sample_submission_path, path)
+        else:
+            probe_submissions(task, read_answers(task))["good"].to_csv(path, index=False)
         try:
             theirs = run_metric_code(task.layout, task.metric_code, task.answers_path, path)
         except MetricCodeError as e:

@@ -7,9 +7,10 @@ MLE-bench's ``mlebench/competitions/``, MLE-Dojo's ``mledojo/competitions/``, DS
 
 1. reads the submission's target column from the competition's own code (DSBench's ``--value`` default,
    MLE-Dojo's ``value`` default of its ``CompetitionMetrics``, MLE-bench's column subscripts in ``grade.py``);
-2. tries synthetic answer kinds (binary labels with probability predictions, continuous values, class labels,
-   text labels) until the benchmark's own code scores the answers themselves and a perturbed submission: the
-   code is the judge of the format, as the real data is not at hand;
+2. tries synthetic answer kinds (:data:`KINDS`: one target of binary labels, values, class labels or text;
+   several target or class columns named in the code; free text, label lists, run-length-encoded masks;
+   several rows per id) until the benchmark's own code scores the answers as a submission: the code is the
+   judge of the format, as the real data is not at hand;
 3. writes the folder where the benchmark's prepare step leaves it (public ``train.csv``, ``test.csv`` and a
    constant ``sample_submission.csv``; the answers in the private place; DSBench's baseline and GT results as the
    code scores the sample and the answers), the metadata staying in the checkout;
@@ -42,8 +43,16 @@ from wmrl.tasks.loader import load_error, load_task
 N_TEST = 60
 #: Largest difference between wmrl's grade and the benchmark's code for "graded exactly".
 ATOL = 1e-9
-#: The synthetic answer kinds tried, in order.
-KINDS = ("binary", "continuous", "labels", "text")
+#: The synthetic answer kinds tried, in order: one target (binary labels with probabilities, values, class
+#: labels, text labels); one 0/1 column per class of a list the code holds (multi-label probabilities); several
+#: value columns (the code's other column names: several targets); one target as free text, as label lists,
+#: as run-length-encoded masks, as an ordering of the row's own tokens (the sample: the tokens reversed); values
+#: under ids repeated (several rows per id); class labels under ids ``t_<row>_<name>``, one row per name of the
+#: code's class list (a row per image and component).
+KINDS = ("binary", "continuous", "labels", "text", "multilabel", "multitarget", "sentences", "labelsets", "rle",
+         "order", "rows", "rowclass")
+#: Most columns a synthetic several-target answer has.
+MAX_COLUMNS = 8
 
 
 @dataclass
@@ -77,36 +86,132 @@ def competitions(checkout: Path) -> list[tuple[str, str, Path]]:
     return out
 
 
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_ .-]{0,60}$")
+
+
+def code_columns(code: Path) -> tuple[list[str], list[str]]:
+    """``(names, longest list)`` read off the competition's code and, beside MLE-bench's ``grade.py`` and
+    MLE-Dojo's ``metric.py``, its sibling modules (``classes.py``):
+    the string subscripts, ``*_col``, ``by``, ``on`` and ``subset`` keyword values, the keys given to
+    ``sort_values``, ``set_index``, ``groupby``, ``drop_duplicates`` and ``pivot``, and ``in df.columns`` tests, in
+    order of appearance; and the longest list, tuple or set of names (a class list)."""
+    names: list[str] = []
+    longest: list[str] = []
+    siblings = [] if code.name.endswith("_eval.py") else sorted(p for p in code.parent.glob("*.py") if p != code)
+    files = [code, *siblings]  # a DSBench script's folder holds every other competition's script
+    for f in files:
+        try:
+            tree = ast.parse(f.read_text(encoding="utf-8", errors="replace"))
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            found: list[object] = []
+            if isinstance(node, ast.Subscript):
+                sl = node.slice
+                found = [e.value for e in (sl.elts if isinstance(sl, (ast.List, ast.Tuple)) else [sl])
+                         if isinstance(e, ast.Constant)]
+            elif isinstance(node, ast.keyword) and node.arg and (node.arg.endswith(("col", "column"))
+                                                                  or node.arg in ("by", "on", "subset")):
+                v = node.value
+                found = [e.value for e in (v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v])
+                         if isinstance(e, ast.Constant)]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                    "sort_values", "set_index", "groupby", "drop_duplicates", "pivot"):
+                found = [a.value for a in node.args if isinstance(a, ast.Constant)]
+            elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) \
+                    and "columns" in ast.unparse(node.comparators[0]):
+                found = [node.left.value]
+            elif isinstance(node, (ast.List, ast.Tuple, ast.Set)) and len(node.elts) >= 2 and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) and _NAME.match(e.value)
+                    for e in node.elts):
+                vals = [e.value for e in node.elts]  # type: ignore[attr-defined]
+                if len(vals) > len(longest):
+                    longest = vals
+            names += [v for v in found if isinstance(v, str) and _NAME.match(v) and v not in names]
+    return names, longest
+
+
 def target_column(bench: str, code: Path) -> tuple[str, str]:
-    """``(id column, target column)`` the competition's code reads (``("id", "target")`` where it says none)."""
+    """``(id column, target column)`` the competition's code reads (``("id", "target")`` where it says none): the
+    id is a string assigned to ``id_col`` or the first id-like column name; the target DSBench's ``--value``
+    default, MLE-Dojo's ``value`` default, else the first other column name."""
     src = code.read_text(encoding="utf-8", errors="replace")
+    names = code_columns(code)[0]
+    said = re.search(r"\bid_col(?:umn)?\s*(?::\s*str\s*)?=\s*['\"]([^'\"]+)", src)
+    ids = [said.group(1)] if said else [n for n in names if re.search(r"id$|^id|_id|Id|ID$", n)]
+    id_col = ids[0] if ids else "id"
     if bench == "dsbench":
         m = re.search(r"--value['\"]\s*,[^)]*default\s*=\s*['\"]([^'\"]+)", src)
-        return "id", m.group(1) if m else "target"
+        return id_col, m.group(1) if m else "target"
     if bench == "mledojo":
         m = re.search(r"value\s*:\s*str\s*=\s*['\"]([^'\"]+)|value\s*=\s*['\"]([^'\"]+)", src)
-        return "id", (m.group(1) or m.group(2)) if m else "target"
-    names: list[str] = []
-    try:
-        for node in ast.walk(ast.parse(src)):
-            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
-                    and isinstance(node.slice.value, str):
-                names.append(node.slice.value)
-    except SyntaxError:
-        pass
-    ids = [n for n in names if re.search(r"id$|^id|_id|Id", n)]
+        return id_col, (m.group(1) or m.group(2)) if m else "target"
     rest = [n for n in names if n not in ids]
-    return (ids[0] if ids else "id"), (rest[0] if rest else "target")
+    return id_col, (rest[0] if rest else "target")
+
+
+def _frames(kind: str, id_col: str, target: str, names: list[str], longest: list[str],
+            rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
+    """``(answers, sample submission, perturbed submission)`` of one synthetic kind (:data:`KINDS`), or None
+    where the code names no columns for it."""
+    ids = pd.Series([f"t{i}" for i in range(N_TEST)])
+    if kind in ("multilabel", "multitarget"):
+        cols = [n for n in (longest if kind == "multilabel" else names) if n != id_col]
+        cols = cols[:MAX_COLUMNS] if kind == "multitarget" else cols
+        if len(cols) < 2:
+            return None
+        if kind == "multilabel":
+            y = pd.DataFrame({c: rng.integers(0, 2, N_TEST) for c in cols})
+            p = (y * 0.6 + 0.2 + rng.uniform(-0.15, 0.15, y.shape)).clip(0.01, 0.99).round(4)
+            s = pd.DataFrame({c: 0.5 for c in cols}, index=y.index)
+        else:
+            y = pd.DataFrame({c: rng.uniform(1.0, 100.0, N_TEST).round(3) for c in cols})
+            p = (y * rng.uniform(0.8, 1.2, y.shape)).round(3)
+            s = pd.DataFrame({c: float(y[c].median()) for c in cols}, index=y.index)
+        return tuple(pd.concat([ids.rename(id_col), d], axis=1) for d in (y, s, p))
+    if kind == "rows":
+        ids = pd.Series([f"t{i // 3}" for i in range(N_TEST)])
+    if kind == "rowclass":
+        if len(longest) < 2:
+            return None
+        ids = pd.Series([f"t_{i // len(longest)}_{longest[i % len(longest)]}" for i in range(N_TEST)])
+        kind = "labels"
+    y, sample, pert = _values(kind, rng)
+    s = y.map(lambda t: " ".join(reversed(t.split()))) if sample is None else pd.Series([sample] * N_TEST)
+    frame = [pd.DataFrame({id_col: ids, target: v}) for v in (y, s, pert)]
+    return frame[0], frame[1], frame[2]
 
 
 def _values(kind: str, rng: np.random.Generator) -> tuple[pd.Series, object, pd.Series]:
-    """``(answers, sample value, perturbed submission)`` of one synthetic kind."""
+    """``(answers, sample value, perturbed submission)`` of one single-target synthetic kind."""
     if kind == "binary":
         y = pd.Series(np.r_[np.zeros(N_TEST // 2, int), np.ones(N_TEST - N_TEST // 2, int)][rng.permutation(N_TEST)])
         return y, 0.5, (y * 0.6 + 0.2 + rng.uniform(-0.15, 0.15, N_TEST)).clip(0.01, 0.99).round(4)
-    if kind == "continuous":
+    if kind in ("continuous", "rows"):
         y = pd.Series(rng.uniform(1.0, 100.0, N_TEST).round(3))
         return y, float(y.median()), (y * rng.uniform(0.8, 1.2, N_TEST)).round(3)
+    if kind in ("sentences", "labelsets", "rle", "order"):
+        words = np.array(["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"])
+        if kind == "sentences":
+            y = pd.Series([" ".join(rng.choice(words, rng.integers(2, 6))) + f" w{i}" for i in range(N_TEST)])
+            sample: object = "alpha beta"
+        elif kind == "labelsets":
+            y = pd.Series([" ".join(map(str, sorted(rng.choice(40, rng.integers(1, 4), replace=False))))
+                           for _ in range(N_TEST)])
+            sample = "0 1 2"
+        elif kind == "order":
+            y = pd.Series([" ".join(f"c{i}x{j}" for j in range(int(rng.integers(3, 7)))) for i in range(N_TEST)])
+            sample = None
+        else:
+            y = pd.Series([f"{s} {rng.integers(1, 20)} {s + 40} {rng.integers(1, 20)}"
+                           for s in rng.integers(1, 30, N_TEST)])
+            sample = "1 1"
+        p = y.copy()
+        if kind == "order":
+            return y, None, y.map(lambda t: " ".join(rng.permutation(t.split())))
+        flip = rng.random(N_TEST) < 0.3
+        p[flip] = y.sample(frac=1.0, random_state=int(rng.integers(1 << 31))).to_numpy()[flip]
+        return y, sample, p
     labels = np.array([0, 1, 2, 3]) if kind == "labels" else np.array(["alpha", "beta", "gamma", "delta"])
     y = pd.Series(labels[rng.integers(0, 4, N_TEST)])
     flip = rng.random(N_TEST) < 0.25
@@ -126,14 +231,18 @@ def _code_scores(bench: str, code: Path, answers: Path, subs: list[Path]) -> lis
     return out
 
 
-def _write_public(public: Path, id_col: str, target: str, ids: pd.Series, y: pd.Series, sample, rng) -> None:
+def _write_public(public: Path, answers: pd.DataFrame, sample: pd.DataFrame, rng: np.random.Generator) -> None:
+    """train.csv (a feature and the answers' value columns, resampled), test.csv (each id once, a feature) and
+    sample_submission.csv in ``public``."""
     public.mkdir(parents=True, exist_ok=True)
-    n_train = 2 * N_TEST
-    train_y = pd.Series(rng.choice(y.to_numpy(), n_train))
-    pd.DataFrame({id_col: [f"tr{i}" for i in range(n_train)], "feature": rng.normal(size=n_train),
-                  target: train_y}).to_csv(public / "train.csv", index=False)
+    id_col = answers.columns[0]
+    train = answers.iloc[rng.integers(0, len(answers), 2 * N_TEST)].reset_index(drop=True)
+    train[id_col] = [f"tr{i}" for i in range(len(train))]
+    train.insert(1, "feature", rng.normal(size=len(train)))
+    train.to_csv(public / "train.csv", index=False)
+    ids = answers[id_col].drop_duplicates()
     pd.DataFrame({id_col: ids, "feature": rng.normal(size=len(ids))}).to_csv(public / "test.csv", index=False)
-    pd.DataFrame({id_col: ids, target: sample}).to_csv(public / "sample_submission.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
 
 
 def _mlebench_answers_name(meta: Path) -> str:
@@ -144,24 +253,24 @@ def _mlebench_answers_name(meta: Path) -> str:
         return "test.csv"
 
 
-def build(bench: str, cid: str, code: Path, out: Path, id_col: str, target: str, answers: pd.DataFrame,
-          sample, rng: np.random.Generator, scores: tuple[float, float] | None = None) -> Path:
+def build(bench: str, cid: str, code: Path, out: Path, answers: pd.DataFrame, sample: pd.DataFrame,
+          rng: np.random.Generator, scores: tuple[float, float] | None = None) -> Path:
     """Write competition ``cid`` under ``out`` in ``bench``'s layout; returns the folder the loader reads."""
     if bench == "mlebench":
         root = out / "mle-bench-data" / cid
-        _write_public(root / "prepared" / "public", id_col, target, answers[id_col], answers[target], sample, rng)
+        _write_public(root / "prepared" / "public", answers, sample, rng)
         (root / "prepared" / "private").mkdir(parents=True, exist_ok=True)
         answers.to_csv(root / "prepared" / "private" / _mlebench_answers_name(code.parent), index=False)
         return root
     if bench == "mledojo":
         root = out / "mle-dojo-data" / cid
-        _write_public(root / "data" / "public", id_col, target, answers[id_col], answers[target], sample, rng)
+        _write_public(root / "data" / "public", answers, sample, rng)
         (root / "data" / "private").mkdir(parents=True, exist_ok=True)
         answers.to_csv(root / "data" / "private" / "test_answer.csv", index=False)
         return root
     home = out / "dsbench" / "data_modeling"
     resplit = home / "data" / "data_resplit" / cid
-    _write_public(resplit, id_col, target, answers[id_col], answers[target], sample, rng)
+    _write_public(resplit, answers, sample, rng)
     (home / "data" / "answers" / cid).mkdir(parents=True, exist_ok=True)
     answers.to_csv(home / "data" / "answers" / cid / "test_answer.csv", index=False)
     (home / "evaluation").mkdir(parents=True, exist_ok=True)
@@ -175,36 +284,43 @@ def build(bench: str, cid: str, code: Path, out: Path, id_col: str, target: str,
 
 
 def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path, seed: int = 0) -> Row:
-    """Build, load and grade one competition (module docstring); never raises for the competition's fault."""
+    """Build, load and grade one competition (module docstring); never raises for the competition's fault.
+
+    A kind of :data:`KINDS` is tried by grading its answers, then its sample submission, against the answers with
+    the benchmark's code; the first whose both the code scores is built."""
     row = Row(bench, cid)
     rng = np.random.default_rng(seed)
     id_col, target = target_column(bench, code)
-    ids = pd.Series([f"t{i}" for i in range(N_TEST)])
+    names, longest = code_columns(code)
     trial = out / ".trial" / f"{bench}-{cid}"
     trial.mkdir(parents=True, exist_ok=True)
     chosen, why = None, "no synthetic answer kind was scored by the benchmark's code"
     for kind in KINDS:
-        y, sample, pert = _values(kind, rng)
-        answers = pd.DataFrame({id_col: ids, target: y})
-        a, s, p = trial / "answers.csv", trial / "sample.csv", trial / "perturbed.csv"
-        answers.to_csv(a, index=False)
-        pd.DataFrame({id_col: ids, target: sample}).to_csv(s, index=False)
-        pd.DataFrame({id_col: ids, target: pert}).to_csv(p, index=False)
-        got = _code_scores(bench, code, a, [a, s, p])
+        frames = _frames(kind, id_col, target, names, longest, rng)
+        if frames is None:
+            continue
+        a, sp = trial / "answers.csv", trial / "sample.csv"
+        frames[0].to_csv(a, index=False)
+        frames[1].to_csv(sp, index=False)
+        got = _code_scores(bench, code, a, [a])
+        if not isinstance(got, str) and all(np.isfinite(got)):
+            sample_score = _code_scores(bench, code, a, [sp])
+            got = sample_score if isinstance(sample_score, str) else got + sample_score
         if isinstance(got, str):
-            why = f"its grading code scores none of the synthetic formats ({got})"
+            why = f"its grading code scores none of the synthetic formats (last: {kind}: {got})"
             if "needs a module" in got:
+                why = got
                 break
             continue
         if all(np.isfinite(got)):
-            chosen = (kind, answers, sample, pert, got)
+            chosen = (kind, frames, (got[0], got[1]))
             break
     if chosen is None:
         row.reason = why
         return row
-    kind, answers, sample, pert, (gt, base, _) = chosen
+    kind, (answers, sample, pert), (gt, base) = chosen
     row.kind = kind
-    folder = build(bench, cid, code, out, id_col, target, answers, sample, rng, (base, gt))
+    folder = build(bench, cid, code, out, answers, sample, rng, (base, gt))
     try:
         task = load_task(folder, search=[checkout])
     except Exception as e:  # noqa: BLE001 - the loader's refusal is the row's reason
@@ -212,7 +328,7 @@ def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path,
         return row
     row.loaded = True
     sub = trial / "perturbed_loaded.csv"
-    pd.DataFrame({task.id_column: answers[id_col], target: pert}).to_csv(sub, index=False)
+    pert.rename(columns={id_col: task.id_column}).to_csv(sub, index=False)
     for path in (Path(task.sample_submission_path), sub):
         try:
             mine = grade_submission(task, path).score

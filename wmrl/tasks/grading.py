@@ -345,14 +345,19 @@ def _validated(task: Task, submission: Path | str | pd.DataFrame,
                name: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``(y_true, y_pred, is_val)``: on a validation view the rows of every view id (``is_val`` marks the
     held-out ones), else the test rows and ``None``."""
-    if task.validation is None:
+    if task.outputs:
+        if task.validation is not None:
+            raise ValueError(f"task {task.id!r}: a task whose submission is the sample submission's table has no "
+                             "validation view")
+        answers, is_val = sample_rows(task), None
+    elif task.validation is None:
         answers, is_val = read_answers(task), None
     else:
         answers, is_val = view_answers(task)
-    expected = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes)
+    expected = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes, task.outputs)
     try:
-        y_true, y_pred = _validate(task, answers, load_submission(submission, task.id_column, len(answers), name,
-                                                                  expected))
+        df = load_submission(submission, task.id_column, len(answers), name, expected)
+        y_true, y_pred = _validate_table(task, answers, df) if task.outputs else _validate(task, answers, df)
     except InvalidSubmission as exc:
         raise InvalidSubmission(cap_message(str(exc))) from None
     except (ArithmeticError, RecursionError, MemoryError, TypeError, ValueError, UnicodeError, KeyError,
@@ -417,6 +422,48 @@ def view_answers(task: Task) -> tuple[pd.DataFrame, np.ndarray]:
     is_val = np.zeros(len(out), dtype=bool)
     is_val[: len(val)] = True
     return out, is_val
+
+
+def sample_rows(task: Task) -> pd.DataFrame:
+    """The rows a submission of a task with :attr:`~wmrl.tasks.spec.Task.outputs` must have: the sample
+    submission's id column (ids as normalised strings, each as often as there), one row per submission row.
+
+    Raises:
+        FileNotFoundError: the task has no sample submission. ValueError: it lacks the id column.
+    """
+    path = Path(task.sample_submission_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"task {task.id!r}: no sample submission at {path}, which fixes its rows")
+    return _read_answers_cached(str(path), path.stat().st_mtime_ns, task.id_column)[[task.id_column]]
+
+
+def _validate_table(task: Task, rows: pd.DataFrame, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Check a submission of a task with outputs (the sample submission's columns, and its ids as often as
+    there); returns the submission's ids twice (the benchmark's code scores the file itself)."""
+    expected = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes, task.outputs)
+    problem = _column_problem([str(c) for c in df.columns], expected)
+    if problem:
+        raise InvalidSubmission(f"wrong columns: {problem}; a submission for task {task.id!r} must have "
+                                f"exactly the columns {expected} (see sample_submission.csv)")
+    if df[task.id_column].isna().any():
+        raise InvalidSubmission(f"{int(df[task.id_column].isna().sum())} row(s) have an empty id column "
+                                f"{task.id_column!r}")
+    ids = normalise_ids(df[task.id_column])
+    want, got = rows[task.id_column].value_counts(), ids.value_counts()
+    diff = want.sub(got, fill_value=0)
+    if len(df) != len(rows) or (diff != 0).any():
+        missing = [i for i in diff.index if diff[i] > 0]
+        extra = [i for i in diff.index if diff[i] < 0]
+        parts = [f"the submission has {len(df)} rows, sample_submission.csv has {len(rows)}"]
+        if missing:
+            parts.append(f"too few rows for {len(missing)} {task.id_column}(s) ({_examples(missing)})")
+        if extra:
+            parts.append(f"too many rows for {len(extra)} {task.id_column}(s), or ids not in sample_submission.csv "
+                         f"({_examples(extra)})")
+        raise InvalidSubmission(f"rows do not match sample_submission.csv: {'; '.join(parts)}; write its "
+                                f"{task.id_column} values, each as often as there")
+    out = ids.to_numpy()
+    return out, out
 
 
 def _validate(task: Task, answers: pd.DataFrame, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -314,11 +314,16 @@ def render_solution(task: Task, model_source: str, *, output: str = "guarded") -
         :func:`wmrl.tasks.metrics.submission_columns`.
 
     Raises:
-        ValueError: the task's metric does not apply to its type (a broken task, not a broken model),
+        ValueError: the task's metric does not apply to its type (a broken task, not a broken model), the
+            task's submission is the sample submission's table (:attr:`~wmrl.tasks.spec.Task.outputs`),
             or ``output`` is not one of :data:`OUTPUT_MODES`.
     """
     if output not in OUTPUT_MODES:
         raise ValueError(f"output={output!r} is not an output mode; choose one of {', '.join(OUTPUT_MODES)}")
+    if task.outputs:
+        raise ValueError(f"task {task.id!r}: its submission is the sample submission's table ({task.id_column}, "
+                         f"{', '.join(task.outputs)}), graded by the benchmark's code; the program template writes "
+                         "one id column and one target")
     kind = prediction_kind(task.type, task.metric)
     columns = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes)
     classes = [str(c) for c in task.classes]

@@ -5,8 +5,9 @@ its defaults (log loss clips probabilities at the float64 machine epsilon as sci
 probabilities unclipped). A metric name maps to
 
 * a direction (``lower_is_better``),
-* a prediction kind: ``"proba"`` (probabilities), ``"label"`` (class labels) or ``"value"``
-  (regression values), which fixes the submission format (see :func:`submission_columns`).
+* a prediction kind: ``"proba"`` (probabilities), ``"label"`` (class labels), ``"value"``
+  (regression values) or ``"table"`` (the sample submission's columns and rows, graded only by the benchmark's
+  code), which fixes the submission format (see :func:`submission_columns`).
 
 Submission formats (one row per test id, ``id_column`` first):
 
@@ -24,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-PredictionKind = Literal["proba", "label", "value"]
+PredictionKind = Literal["proba", "label", "value", "table"]
 
 #: Each prediction kind and what a submission of that kind holds.
 _KIND_WORDS: tuple[tuple[PredictionKind, str], ...] = (("proba", "probabilities"), ("label", "labels"),
@@ -83,11 +84,15 @@ METRICS: dict[str, MetricInfo] = {
                      f"Computed only by the benchmark's own grading code (the submission holds {what}); its direction "
                      "comes from the benchmark.")
           for k, what in _KIND_WORDS),
+        MetricInfo("code_table", False, "table", ("binary", "multiclass", "regression"),
+                   "Computed only by the benchmark's own grading code; the submission holds the sample submission's "
+                   "columns and rows (several targets, several rows per id, text or encoded outputs); its direction "
+                   "comes from the benchmark."),
     )
 }
 
 #: The metrics no wmrl code computes: a task with one of them is scored by its benchmark's own grading code.
-CODE_METRICS = ("code_proba", "code_label", "code_value")
+CODE_METRICS = ("code_proba", "code_label", "code_value", "code_table")
 
 
 def metric_info(name: str) -> MetricInfo:
@@ -111,9 +116,12 @@ def prediction_kind(task_type: str, metric: str) -> PredictionKind:
 
 
 def submission_columns(task_type: str, metric: str, id_column: str, target: str,
-                       classes: Sequence[str]) -> list[str]:
-    """The exact column list of a valid submission (see the module docstring)."""
+                       classes: Sequence[str], outputs: Sequence[str] = ()) -> list[str]:
+    """The exact column list of a valid submission (see the module docstring); for a ``table`` metric the id
+    column and ``outputs`` (the sample submission's value columns: :attr:`wmrl.tasks.spec.Task.outputs`)."""
     kind = prediction_kind(task_type, metric)
+    if kind == "table":
+        return [id_column, *[str(c) for c in (outputs or (target,))]]
     if kind == "proba" and task_type == "multiclass":
         return [id_column, *[str(c) for c in classes]]
     return [id_column, target]

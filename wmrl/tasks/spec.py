@@ -130,6 +130,10 @@ class Task:
         warnings: what the loader inferred that the benchmark's files do not state and that may be wrong
             (one line each, naming the hints-file key that settles it); ``wmrl tasks list`` and the trainer
             print them.
+        outputs: the submission's value columns when it is not one id column and one target, and only the
+            benchmark's own code grades it (metric ``code_table``): several target columns, columns named unlike
+            the answers', several rows per id, text or encoded outputs; the submission then holds exactly the
+            sample submission's columns and rows (its ids, each as often as there). Empty for every other task.
         adapter: the adapter that read the task (``wmrl``, ``mlebench``, ``mledojo``, ``dsbench``).
         validation: set on a *validation view* of a task (:func:`wmrl.tasks.validation.validation_view`):
             ``public_dir`` then points at the view (train.csv minus a held-out split; test.csv = held-out
@@ -171,6 +175,7 @@ class Task:
     metric_source: str = ""
     validation: ValidationSplit | None = None
     warnings: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
 
     @property
     def adapter(self) -> str:

@@ -107,13 +107,18 @@ def validation_view(task: Task, fraction: float = DEFAULT_FRACTION, seed: int = 
         n_train=<rows of train'>, n_test=<held-out + test rows>)``.
 
     Raises:
-        ValueError: ``task`` is already a view, ``fraction`` is outside (0, 1), train.csv has fewer than 2
+        ValueError: ``task`` is already a view or its submission is the sample submission's table
+            (:attr:`~wmrl.tasks.spec.Task.outputs`), ``fraction`` is outside (0, 1), train.csv has fewer than 2
             rows, lacks the target or id column, test.csv has a feature column train.csv lacks, or a file of the
             view's ``public/`` holds answers (one line naming the file).
         FileNotFoundError: a public file is missing.
     """
     if task.validation is not None:
         raise ValueError(f"task {task.id!r} is already a validation view; build the view from the original task")
+    if task.outputs:
+        raise ValueError(f"task {task.id!r} has no validation view: its submission is the sample submission's table "
+                         f"({', '.join(task.outputs)}), graded only by the benchmark's code on the test rows; run it "
+                         "with one turn per episode (episode.max_turns: 1)")
     fraction = float(fraction)
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"fraction must lie in (0, 1), got {fraction!r} (e.g. 0.2 holds out 20% of train.csv)")

@@ -16,8 +16,8 @@ from wmrl.training.config import ConfigError, load_config
 from wmrl.runs.rundir import RunDir
 from wmrl.runs.rundir import to_json_line
 from wmrl.training.protocol import aggregate, get_protocol
-from wmrl.training.parts import (load_policy_backbone, make_executor, policy_lora, require_leaderboards,
-                                 require_sound, resolve_tasks)
+from wmrl.training.parts import (check_outputs_fit, load_policy_backbone, make_executor, policy_lora,
+                                 require_leaderboards, require_sound, resolve_tasks)
 from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy
 
 
@@ -187,6 +187,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
         top_p = proto.top_p if proto.top_p is not None else top_p
         max_new = proto.max_new_tokens if proto.max_new_tokens is not None else max_new
         time_limit = proto.time_limit_s
+    check_outputs_fit(get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD), [t for _, ts in splits for t in ts])
     if cfg.threads:
         import torch  # noqa: PLC0415 - heavy
 

@@ -206,6 +206,25 @@ def check_isolation(scaffold_name: str, sandbox: Any, tasks: list[Any]) -> None:
                       f"executor.sandbox=true (bubblewrap), use the 'grammar' scaffold, or leave these tasks out")
 
 
+def check_outputs_fit(scaffold: Any, tasks: list[Any]) -> None:
+    """Refuse tasks whose submission is the sample submission's table (:attr:`wmrl.tasks.spec.Task.outputs`:
+    several targets, several rows per id, text or encoded outputs) under a scaffold that fills wmrl's program
+    template (one with ``function_source``: ``function``, ``grammar``), which writes one id and one target.
+
+    Raises:
+        ConfigError: naming the scaffold, the tasks and the fix.
+    """
+    if not hasattr(scaffold, "function_source"):
+        return
+    bad = [t.id for t in tasks if getattr(t, "outputs", ())]
+    if bad:
+        names = ", ".join(bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+        raise ConfigError(f"scaffold {getattr(scaffold, 'name', scaffold)!r} fills a program template that writes one "
+                          f"id and one target, but the submission of task(s) {names} is the sample submission's table "
+                          "(several targets, several rows per id, or text outputs); use the 'script' scaffold, or "
+                          "leave these tasks out")
+
+
 def policy_lora(cfg: TrainConfig) -> Any:
     """The policy's LoRA settings, or None for full fine-tuning (``model.finetune``; ``auto`` trains
     every weight of a randomly initialised backbone, ``tiny``, and a LoRA adapter otherwise)."""
@@ -270,6 +289,7 @@ def build_components(cfg: TrainConfig, rd: RunDir, ledger: Ledger, *, resume: bo
     record_tasks(rd, cfg, train, heldout)
     scaffold = get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD)
     check_isolation(getattr(scaffold, "name", str(cfg.scaffold.name)), sandbox_config(cfg), train + heldout)
+    check_outputs_fit(scaffold, train + heldout)
     model, tok = load_policy_backbone(cfg)
     lora = policy_lora(cfg)
     uses_wm = get_recipe(cfg.method).uses_world_model

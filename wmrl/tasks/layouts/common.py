@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -118,6 +119,14 @@ def make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_pat
     hints = hints_file(layout, root)
     metric = metric_name(meta["metric"], f"the hints file {hints}")
     info = metric_info(metric)
+    outputs = tuple(str(c) for c in meta.get("outputs") or ())
+    if outputs and metric_code is None:
+        raise TaskFormatError(f"task folder {root}: its submission is not one id column and one target "
+                              f"({meta.get('frame') or 'outputs ' + ', '.join(outputs)}), which only the benchmark's "
+                              "own grading code can grade, and the task has none")
+    if outputs:
+        metric = "code_table"
+        info = metric_info(metric)
     if metric in CODE_METRICS and metric_code is None:
         raise TaskFormatError(f"task folder {root}: metric {metric!r} is computed by a benchmark's own grading code, "
                               f"but the task has none; name a metric wmrl computes in the hints file {hints}")
@@ -130,7 +139,7 @@ def make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_pat
     classes = tuple(str(c) for c in (meta.get("classes") or ()))
     if task_type == "binary" and len(classes) != 2:
         raise TaskFormatError(f"task folder {root}: a binary task needs exactly 2 classes, got {list(classes)}")
-    if task_type == "multiclass" and len(classes) < 3:
+    if task_type == "multiclass" and len(classes) < 3 and not outputs:
         raise TaskFormatError(f"task folder {root}: a multiclass task needs at least 3 classes, got {list(classes)}")
     split: Split = meta.get("split", "train")
     if split not in ("train", "heldout"):
@@ -180,6 +189,7 @@ def make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_pat
         metric_code=metric_code,
         metric_source=str(meta.get("metric_source", "task.yaml metric" if layout == "wmrl" else "")),
         warnings=tuple(str(w) for w in meta.get("warnings") or ()),
+        outputs=outputs,
     )
 
 
@@ -205,9 +215,10 @@ BY_CODE = "by-code"
 def code_metric(meta: dict[str, Any], public_dir: Path, code: Path, layout: str,
                 leaderboards: Sequence[Path] = ()) -> dict[str, Any]:
     """For a task whose metric only its benchmark's code computes: the ``code_*`` metric of the submission's
-    prediction kind (one column per class: probabilities; a regression: values; otherwise the sample
-    submission's values: fractions in [0, 1] are probabilities, anything else labels), and the metric's
-    direction: the hints, else what the code declares (MLE-Dojo's ``higher_is_better``), else the
+    prediction kind (the sample submission's table where ``meta`` has ``outputs``; one column per class:
+    probabilities; a regression: values; otherwise the sample submission's values: fractions in [0, 1] are
+    probabilities, anything else labels), and the metric's direction: the hints, else the direction of a metric
+    wmrl recognised in the code, else what the code declares (MLE-Dojo's ``higher_is_better``), else the
     leaderboard's order (MLE-bench's rule: first < last means lower is better), else gold against baseline
     (DSBench's rule)."""
 
@@ -215,7 +226,9 @@ def code_metric(meta: dict[str, Any], public_dir: Path, code: Path, layout: str,
     sample = sample_submission(public_dir)
     if sample is not None:
         cols = csv_header(sample)
-    if meta["type"] == "regression":
+    if meta.get("outputs"):
+        kind = "table"
+    elif meta["type"] == "regression":
         kind = "value"
     elif len(cols) > 2:
         kind = "proba"
@@ -225,7 +238,10 @@ def code_metric(meta: dict[str, Any], public_dir: Path, code: Path, layout: str,
             v = pd.read_csv(sample, usecols=[cols[1]], nrows=1000)[cols[1]]
             if pd.api.types.is_float_dtype(v) and v.between(0, 1).all() and not (v == v.round()).all():
                 kind = "proba"
+    named = str(meta.get("metric"))
     meta["metric"] = f"code_{kind}"
+    if "lower_is_better" not in meta and named in METRICS and named not in CODE_METRICS:
+        meta["lower_is_better"] = metric_info(named).lower_is_better  # the metric wmrl recognised in the code
     if "lower_is_better" not in meta:
         hib = declared_higher_is_better(code) if layout == "mledojo" else None
         if hib is not None:
@@ -272,6 +288,11 @@ def infer_meta(meta: dict[str, Any], public_dir: Path, answers_path: Path, hints
     answers_cols = csv_header(answers_path)
     if not answers_cols:
         raise TaskFormatError(f"answers file {answers_path} is missing or empty")
+    if "outputs" in meta or ("target" not in meta and sample is not None):
+        why = "the hints file names its outputs" if meta.get("outputs") else \
+            table_frame(cols, answers_cols, sample, answers_path) if sample is not None else ""
+        if why:
+            return _table_meta(meta, cols, why, sample, answers_path)
     if len(cols) > 2 and "target" not in meta:  # one probability column per class
         meta.setdefault("type", "multiclass" if len(cols) > 3 else "binary")
         meta.setdefault("classes", cols[1:])
@@ -303,6 +324,59 @@ def infer_meta(meta: dict[str, Any], public_dir: Path, answers_path: Path, hints
                         f"'type' in {'the hints file ' + str(hints) if hints else 'its hints file'}")
         if meta["type"] != "regression":
             meta.setdefault("classes", list(sort_classes(values.unique())))
+    return meta
+
+
+#: Most distinct values a text target may have, as a share of its rows, to be read as class labels.
+TEXT_UNIQUE_SHARE = 0.5
+
+
+def table_frame(cols: list[str], answers_cols: list[str], sample: Path, answers_path: Path) -> str:
+    """Why a submission with the columns ``cols`` (the sample submission's header) is not one id column and one
+    target that wmrl's metrics can read, or ``""`` when it is: several rows per id in the sample submission;
+    several value columns that are neither one probability column per class nor one-hot answers (several
+    targets); a column the answers do not hold (named unlike the answers'); a text target with more distinct
+    values than :data:`TEXT_UNIQUE_SHARE` of its rows, at least 20 (free text, encoded masks, label lists)."""
+    ids = pd.read_csv(sample, usecols=[cols[0]], dtype=str)[cols[0]]
+    if ids.duplicated().any():
+        return f"its sample submission holds several rows per {cols[0]!r}"
+    values = cols[1:]
+    if not values:
+        return ""
+    if cols[0] not in answers_cols:
+        return f"the answers have no column {cols[0]!r} (the sample submission's first column)"
+    if len(values) > 1:
+        if not all(c in answers_cols for c in values):
+            rest = [c for c in answers_cols if c != cols[0] and c not in values]
+            return "" if len(rest) == 1 else f"its {len(values)} value columns are not in the answers"
+        block = pd.read_csv(answers_path, usecols=values)
+        numeric = block.apply(pd.to_numeric, errors="coerce")
+        one_hot = not numeric.isna().any().any() and bool(((numeric >= 0) & (numeric <= 1)).all().all()) and \
+            bool(np.allclose(numeric.sum(axis=1), 1.0))
+        shown = ", ".join(values[:4]) + (", ..." if len(values) > 4 else "")
+        return "" if one_hot else f"it holds {len(values)} target columns ({shown})"
+    if values[0] not in answers_cols:
+        return (f"its column {values[0]!r} is not in the answers (columns {answers_cols[:4]}): the benchmark's code "
+                "reads it under its own name")
+    y = pd.read_csv(answers_path, usecols=[values[0]])[values[0]].dropna()
+    if not pd.api.types.is_numeric_dtype(y) and y.nunique() >= 20 and y.nunique() > TEXT_UNIQUE_SHARE * len(y):
+        return f"its target {values[0]!r} is text ({y.nunique()} distinct values in {len(y)} rows), not class labels"
+    return ""
+
+
+def _table_meta(meta: dict[str, Any], cols: list[str], why: str, sample: Path | None,
+                answers_path: Path) -> dict[str, Any]:
+    """``meta`` of a task whose submission is the sample submission's table (:func:`table_frame` says ``why``):
+    outputs, the first output as the target, regression when every output is numeric in the sample submission
+    and the answers, else multiclass without classes; the metric becomes ``code_table`` (:func:`code_metric`)."""
+    outputs = [str(c) for c in (meta.get("outputs") or cols[1:])]
+    meta["outputs"] = outputs
+    meta.setdefault("target", outputs[0])
+    meta["frame"] = why
+    if "type" not in meta:
+        frames = [pd.read_csv(p, usecols=lambda c: c in outputs, nrows=1000) for p in (sample, answers_path) if p]
+        numeric = all(pd.api.types.is_numeric_dtype(f[c]) for f in frames for c in f.columns)
+        meta["type"] = "regression" if numeric else "multiclass"
     return meta
 
 

@@ -98,7 +98,7 @@ def load(resplit_dir: Path, search: Sequence[Path] = ()) -> Task:
         meta["gold_score"] = gold
     meta.update(hints)
     meta = infer_meta(meta, resplit_dir, answers, hints_path)
-    if by_code and code is not None:
+    if (by_code or meta.get("outputs")) and code is not None:
         meta = code_metric(meta, resplit_dir, code, "dsbench")
     description = foreign_description(home / "data" / "task" / f"{task_id}.txt")
     task = make_task(meta, root=resplit_dir, public_dir=resplit_dir, answers_path=answers, leaderboards=(),

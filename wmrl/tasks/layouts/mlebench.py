@@ -104,7 +104,7 @@ def load(root: Path, search: Sequence[Path] = ()) -> Task:
     meta.setdefault("score_decimals", 5)  # MLE-bench's Grader.__call__ rounds every score to 5 decimals
     meta = infer_meta(meta, public_dir, answers, hints_path)
     leaderboards = tuple(p for p in (meta_dir / "leaderboard.csv",) if p.is_file())
-    if by_code and code is not None:
+    if (by_code or meta.get("outputs")) and code is not None:
         meta = code_metric(meta, public_dir, code, "mlebench", leaderboards)
     description = foreign_description(meta_dir / Path(str(config.get("description", "description.md"))).name,
                                       meta_dir / "description.md", public_dir / "description.md")

@@ -62,7 +62,7 @@ def load(root: Path, search: Sequence[Path] = ()) -> Task:
                            *((pkg / "info" / name,) if pkg is not None else ()))
         if p:
             leaderboards.append(p)
-    if by_code and code is not None:
+    if (by_code or meta.get("outputs")) and code is not None:
         meta = code_metric(meta, public_dir, code, "mledojo", leaderboards)
     description = foreign_description(public_dir / "description.txt", public_dir / "description.md",
                                       root / "description.md", root / "description.txt",

@@ -1,0 +1,114 @@
+"""The end-to-end coverage run over the benchmarks' registries (docs/tasks.md, "Measured: end to end"): every
+competition built in its benchmark's real layout with synthetic answers, loaded by wmrl's loader and graded by
+wmrl and by the benchmark's own code (:func:`wmrl.tasks.e2e_coverage.run_competition`).
+
+    PYTHONPATH=. nice -n 10 python benchmarks/e2e_coverage.py CHECKOUT [CHECKOUT ...] --out DIR
+        [--bench dsbench mlebench mledojo] [--limit N] [--ids ID ...] [--redo-refused] [--shard K/N] [--summary]
+
+CHECKOUT: a checkout of MLE-bench (``mlebench/competitions``), MLE-Dojo (``mledojo/competitions``) or DSBench
+(``data_modeling/evaluation``). Each competition's row is appended to ``DIR/rows.jsonl`` as soon as it is known,
+so the run may be stopped and started again: competitions with a row are skipped (with ``--redo-refused``, the
+refused ones are run again and their new row replaces the old). ``--limit N`` runs at most N competitions of
+each benchmark (in id order, the done ones counted). ``--shard K/N`` runs only every N-th competition from the
+K-th (K = 0 .. N-1), writing ``DIR/rows-K.jsonl``: N processes started with K = 0 .. N-1 share the run (the
+rows of every ``DIR/rows*.jsonl`` are read). ``--summary`` only prints the table of the rows there:
+per benchmark the competitions in the registry, those run, loaded, graded exactly and refused, then every
+refusal in one line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from wmrl.tasks.e2e_coverage import Row, competitions, run_competition, summary
+
+
+def read_rows(out: Path) -> dict[tuple[str, str], Row]:
+    """The rows of every ``out/rows*.jsonl`` by ``(benchmark, id)``, a later row of a competition winning (a
+    graded one over a refused one); a line cut short by a stopped run is skipped."""
+    rows: dict[tuple[str, str], Row] = {}
+    for path in sorted(out.glob("rows*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                d = json.loads(line)
+                row = Row(**{k: d[k] for k in Row.__dataclass_fields__ if k in d})
+                old = rows.get((row.benchmark, row.id))
+                if old is None or row.graded_exactly or not old.graded_exactly:
+                    rows[(row.benchmark, row.id)] = row
+            except (ValueError, KeyError, TypeError):
+                continue
+    return rows
+
+
+def table(rows: dict[tuple[str, str], Row], registry: dict[str, int]) -> str:
+    """The Markdown table of the rows and the refusals, one line each."""
+    s = summary(list(rows.values()))
+    lines = ["| benchmark | competitions | run | loaded | graded exactly | refused |", "|---|---:|---:|---:|---:|---:|"]
+    for bench in sorted(set(s) | set(registry)):
+        r = s.get(bench, {"competitions": 0, "loaded": 0, "graded_exactly": 0, "refused": 0})
+        lines.append(f"| {bench} | {registry.get(bench, '?')} | {r['competitions']} | {r['loaded']} | "
+                     f"{r['graded_exactly']} | {r['refused']} |")
+    lines.append("")
+    lines += [f"- {r.benchmark} `{r.id}`: {r.reason}" for r in sorted(rows.values(), key=lambda r: (r.benchmark, r.id))
+              if not r.graded_exactly]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("checkouts", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--bench", nargs="*", default=["dsbench", "mlebench", "mledojo"])
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--ids", nargs="*", default=None)
+    ap.add_argument("--redo-refused", action="store_true")
+    ap.add_argument("--summary", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shard", default="0/1")
+    a = ap.parse_args(argv)
+    for c in a.checkouts:
+        if not c.is_dir():
+            print(f"error: checkout {c} is not a folder; give a checkout of MLE-bench, MLE-Dojo or DSBench",
+                  file=sys.stderr)
+            return 2
+    todo = [(b, cid, code, c) for c in a.checkouts for b, cid, code in competitions(c) if b in a.bench]
+    registry: dict[str, int] = {}
+    for b, *_ in todo:
+        registry[b] = registry.get(b, 0) + 1
+    try:
+        k, n = (int(x) for x in a.shard.split("/"))
+        assert 0 <= k < n
+    except (ValueError, AssertionError):
+        print(f"error: --shard {a.shard!r} is not K/N with 0 <= K < N (e.g. 0/4)", file=sys.stderr)
+        return 2
+    a.out.mkdir(parents=True, exist_ok=True)
+    path = a.out / ("rows.jsonl" if n == 1 else f"rows-{k}.jsonl")
+    rows = read_rows(a.out)
+    if not a.summary:
+        count: dict[str, int] = {}
+        for i, (b, cid, code, c) in enumerate(todo):
+            if i % n != k or (a.ids is not None and cid not in a.ids):
+                continue
+            done = rows.get((b, cid))
+            if a.limit is not None and count.get(b, 0) >= a.limit:
+                continue
+            count[b] = count.get(b, 0) + 1
+            if done is not None and (done.graded_exactly or not a.redo_refused):
+                continue
+            t = time.perf_counter()
+            row = run_competition(b, cid, code, c, a.out / "data", a.seed)
+            rec = {**row.as_dict(), "seconds": round(time.perf_counter() - t, 1)}
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(rec) + "\n")
+            rows[(b, cid)] = row
+            print(f"{b} {cid}: {'graded exactly' if row.graded_exactly else row.reason} ({rec['seconds']} s)",
+                  flush=True)
+    print(table(rows, registry))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
