@@ -281,7 +281,7 @@ def wmrl_grpo_trainer_class() -> type:
             adv = float(w[0]) * loss_advantages(rec.outputs)
             if len(w) > 1:
                 rewards = self._wmrl_rewards.detach().cpu().double().numpy()[:, 1:]
-                adv = adv + extra_advantages(rewards, w[1:], self.num_generations,
+                adv = adv + extra_advantages(rewards, w[1:], int(self.num_generations or 1),
                                              scale=self.scale_rewards != "none")
             local = adv[sl]
             if local.shape != tuple(adv_trl.shape[:1]):

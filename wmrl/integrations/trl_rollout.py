@@ -111,7 +111,7 @@ class GrammarRollout:
                              "wmrl.integrations.trl.trl_dataset(tasks, scaffold)")
         tok = trainer.processing_class
         eos = list(getattr(trainer, "eos_token_ids", None) or [tok.eos_token_id])
-        rows = [self.by_prompt[t] for t in texts]  # type: ignore[index]
+        rows = [self.by_prompt[t] for t in texts]
         tables, roots = self._grammars(tok, int(eos[0])).tables(self.scaffold,
                                                                 [self.scaffold.grammar_key(t) for t in rows])
         prompt_ids, _, _ = trainer._tokenize_prompts(list(prompts))  # TRL's own tokenization of these prompts

@@ -169,7 +169,7 @@ def make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_pat
         time_limit_s=float(meta.get("time_limit_s", DEFAULT_TIME_LIMIT_S)),
         split=split,
         description=description,
-        layout=layout,  # type: ignore[arg-type]
+        layout=layout,
         failure_reward=float(meta.get("failure_reward", 0.0)),
         n_rows=n_train + n_test,
         n_features=int(n_features),
