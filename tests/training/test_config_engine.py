@@ -31,8 +31,18 @@ ROOT = Path(__file__).resolve().parents[2]
 #: once when the services added ``SERVE_LINES`` (without them: ``SAVED_BEFORE_SERVE``), and once when the experiment
 #: trackers added ``TRACKERS_BLOCK`` (without it: ``SAVED_BEFORE_TRACKERS``). A
 #: resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by
-#: accident (the newest changes first: ``CACHE_LINE``, then ``TRACKERS_BLOCK``, then ``SERVE_LINES``).
+#: accident (the newest changes first: ``VERIFY_LINE``, then ``CACHE_LINE``, then ``TRACKERS_BLOCK``, then
+#: ``SERVE_LINES``).
 SAVED = {
+    "defaults": "8f73d21621cf95e795cb0cb302801869b3dee1a06d80b55e4432c3e1024e4f2a",
+    "quickstart": "df0ad2bd5e21f098300d0538089ed0b1e111bbd0f926ea4d6a58dec534a79931",
+    "tiny": "f3e9b79f866c3640791473f8a24afcddc4c94c83880d89232756afab433535b1",
+    "cpu-small/wmrl/0": "fdf883698b4fc7515f4d25d0afef8e54d6f6620b03e0f3a74f7176e74843adfe",
+    "gpu-paper/grpo/1": "8f34d7895d3688988418e1e4f78b6272e6acbb83949006d88579a81d6786bd09",
+}
+#: before favourite verification added ``wmrl.verify_favourites`` (``VERIFY_LINE``; without it: ``SAVED_BEFORE_VERIFY``)
+VERIFY_LINE = "  verify_favourites: false\n"
+SAVED_BEFORE_VERIFY = {
     "defaults": "b7ad7c9256df4d2dcf38805146a8b828c04178376ab9cef25c64c5464a2410b2",
     "quickstart": "eea57573025c86f17e13852ab464e072bba68111a4b123b5110f614999db1575",
     "tiny": "0210d96ce1d67bdc13013565e31de566382aaad11bba5f14304cfc2c428ed456",
@@ -150,6 +160,9 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
                                                      overrides=over))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED
     for k, v in dumps.items():
+        assert v.count(VERIFY_LINE) == 1, k
+        v = v.replace(VERIFY_LINE, "")
+        assert _sha(v) == SAVED_BEFORE_VERIFY[k], k
         assert v.count(CACHE_LINE) == 1, k
         v = v.replace(CACHE_LINE, "")
         assert _sha(v) == SAVED_BEFORE_CACHE[k], k
@@ -198,8 +211,8 @@ def test_every_bad_value_is_named_at_once():
         load_config(None, ["optim.lr=-1", "wmrl.router=fractoin", "model.name=null", "tasks.train=[a, [b]]"])
     lines = str(e.value).splitlines()
     assert "optim.lr: -1.0 is not above the minimum 0.0; expected a finite number > 0.0" in lines
-    assert ("wmrl.router: 'fractoin' is not allowed; choose one of 'fraction', 'stratified' "
-            "(did you mean 'fraction'?)") in lines
+    assert ("wmrl.router: unknown router 'fractoin' (did you mean 'fraction'?); registered: fraction, stratified, "
+            "hash") in lines
     assert "model.name: expected a string, got None" in lines
     assert "tasks.train[1]: expected a string, got ['b']" in lines
 
