@@ -31,7 +31,7 @@ def test_config_show_prints_every_field_with_help():
 def test_bad_config_exits_with_a_message(tmp_path):
     r = runner.invoke(app, ["train", "--config", str(ROOT / "configs" / "tiny.yaml"), "--set", "wmrl.router=avg"])
     assert r.exit_code == 2
-    assert "wmrl.router" in r.output and "'fraction'" in r.output
+    assert "wmrl.router" in r.output and "registered: fraction, stratified" in r.output
     r = runner.invoke(app, ["train", "--resume", str(tmp_path)])
     out = " ".join(r.output.split())  # rich wraps long lines
     assert r.exit_code == 2 and "nothing to resume" in out and "has no config.yaml" in out
