@@ -155,8 +155,17 @@ def _interp_at_executions(curve, executions: float) -> float:
     return float(np.interp(executions, x, y))
 
 
-def _executions_to_reach(curve, target: float) -> float:
-    """Executions after which GRPO's curve first reaches ``target`` (interpolated; inf if never)."""
+def executions_to_reach(curve, target: float) -> float:
+    """Executions after which a run's curve first reaches ``target``: its time-to-target in executions.
+
+    Args:
+        curve: pandas DataFrame of one run with columns ``executions`` and ``J``, sorted by ``executions``.
+        target: the level of J to reach (for example GRPO's final J on the same seed).
+
+    Returns:
+        Executions (float), linearly interpolated between the two logged points around the first crossing; the
+        first point's executions if the curve starts at or above ``target``; ``inf`` if it never reaches it.
+    """
     x = curve["executions"].to_numpy(dtype=float)
     y = curve["J"].to_numpy(dtype=float)
     hit = np.flatnonzero(y >= target)
@@ -195,7 +204,7 @@ def summarise(curves, finals):
     match = []
     for _, row in f.iterrows():
         gc = curves[curves.run == ref.loc[(row.seed, row.std_norm), "run"]].sort_values("executions")
-        match.append(_executions_to_reach(gc, row.J_final))
+        match.append(executions_to_reach(gc, row.J_final))
     f["grpo_exec_to_match"] = match
     f["vs_grpo_steps"] = f["J_final"] - f["grpo_J"]
     f["vs_grpo_exec"] = f["J_final"] - f["grpo_J_eq_exec"]
