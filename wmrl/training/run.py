@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from wmrl.core.recipe import get_recipe, ran_as_note
-from wmrl.training.components import Components, RunDirError, RunSummary, anchor_fraction, now_iso
+from wmrl.training.components import Components, RunDirError, RunSummary, anchor_fraction, environment_factory, \
+    now_iso
 from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config, validate
 from wmrl.training.console import _fmt, _step_line, _weight_text
 from wmrl.runs.ledger import Ledger
@@ -78,6 +79,7 @@ def run_training(config: TrainConfig, *, resume: bool = False,
             step-0 checkpoint: the run folder stays resumable with ``--resume`` once the option is fixed).
     """
     cfg = validate(config)  # also a config built in Python: finite numbers within their ranges
+    environment_factory(cfg.environment)  # an environment the text trainer cannot build is refused before the folder
     # a tracker's missing package, or an MLflow server out of reach, is refused before the run directory is touched
     probe_trackers(cfg.trackers, cfg.tracking)
     if cfg.run_dir is None:
