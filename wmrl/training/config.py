@@ -30,6 +30,7 @@ from wmrl.models.scaffolds import SCAFFOLDS
 from wmrl.step.environment import ENVIRONMENTS
 from wmrl.world_model.factory import WORLD_MODELS
 from wmrl.runs import config as _kit
+from wmrl.runs.plugins import import_plugins
 from wmrl.runs.tracking import TRACKERS_HELP, Trackers, TrackingConfig, default_trackers
 from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for the text track's callers)
     ConfigError, ConfigSection, Float, Int, OptFloat, OptIds, OptStr, Plugins, _errors_text, _is_section,
@@ -435,7 +436,7 @@ class TrainConfig(_Section):
     @classmethod
     def _plugins_first(cls, data: Any) -> Any:
         """The modules of ``plugins`` are imported before any other key is checked (they register names)."""
-        return _kit.import_plugins(data)
+        return import_plugins(data)
 
     @model_validator(mode="before")
     @classmethod
