@@ -46,7 +46,7 @@ class RunDirOwner:
             refused start (``wmrl train --resume``, ``wmrl embodied train --resume``).
     """
 
-    def __init__(self, root: str | os.PathLike, resume: str = TEXT_RESUME):
+    def __init__(self, root: str | os.PathLike[str], resume: str = TEXT_RESUME):
         self.root = Path(root)
         self.resume = resume
         #: The names the folder held before a start added to it (:meth:`note_entries`); None: nothing noted.
@@ -207,7 +207,7 @@ class RunDirOwner:
         self.acquire()
         return self
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.release()
 
 

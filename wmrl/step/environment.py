@@ -147,17 +147,17 @@ class Outcome:
         return usable_outcome(self.status, self.reward)
 
 
-def done(outcomes: Sequence[Any]) -> list[Future]:
+def done(outcomes: Sequence[Any]) -> list[Future[Any]]:
     """Done futures of ``outcomes`` (what :meth:`Environment.submit` returns when the real rewards are at hand)."""
-    out = []
+    out: list[Future[Any]] = []
     for o in outcomes:
-        f: Future = Future()
+        f: Future[Any] = Future()
         f.set_result(o)
         out.append(f)
     return out
 
 
-def result_of(fut: Future) -> Any:
+def result_of(fut: Future[Any]) -> Any:
     """The outcome of a finished future; an ``infra_error`` :class:`Outcome` when it was cancelled or raised (the
     executor's fault, not the trajectory's)."""
     try:
@@ -195,7 +195,7 @@ class Environment(Protocol):
         so a resumed run draws the same ones."""
         ...
 
-    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[Future]:
+    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[Future[Any]]:
         """Start the real reward of trajectories ``idx`` ([n] int64); returns one future per trajectory, in the order
         of ``idx``, each resolving to an outcome (module docstring; :func:`done` when they are at hand)."""
         ...

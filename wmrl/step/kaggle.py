@@ -143,7 +143,7 @@ class KaggleEnvironment:
         return Rollouts(step=step, group_keys=[t.id for t in tasks], group_ids=np.asarray(batch.group_ids), data=batch,
                         tasks=tasks)
 
-    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[Future]:
+    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[Future[Any]]:
         """Every trajectory of ``idx`` submitted to the executor: its futures, in the order of ``idx``."""
         return [self.executor.submit(req) for _, req in self.requests(rollouts, idx)]
 
