@@ -187,7 +187,7 @@ PHASES = [
     ("wmrl.training.run:Trainer", "after", "ok", 1),
     ("wmrl.runs.rundir:RunDir.truncate_logs", "after", "ok", 1),
     ("tests.support.fakes:FakePolicy.save", "after", "ok", 1),  # inside the step-0 checkpoint
-    ("wmrl.training.run:_remove_fresh", "before", "fail", 1),  # the failed start about to remove what it made
+    ("wmrl.runs.owner:RunDirOwner.undo_start", "before", "fail", 1),  # the failed start about to remove what it made
     *[("os:unlink", "after", "fail", n) for n in (1, 2, 3, 4)],  # ... having removed its first files
     *[("os:rmdir", "after", "fail", n) for n in (2, 3)],  # ... and folders
 ]

@@ -1,6 +1,7 @@
 """Both tracks take the run directory's owner lock: a second embodied run started (fresh or as a resume) on the folder
-of a live one is refused in one line, and the live run finishes unharmed. Old checkpoints of both tracks load their
-engine state through the one migration (:func:`wmrl.runs.checkpoint.engine_state`)."""
+of a live one is refused in one line naming the embodied resume command, and the live run finishes unharmed. Old
+checkpoints of both tracks load their engine state through the one migration
+(:func:`wmrl.runs.checkpoint.engine_state`)."""
 from __future__ import annotations
 
 import json
@@ -34,10 +35,10 @@ def test_a_second_embodied_run_on_a_live_runs_folder_is_refused(tmp_path, monkey
     first.start()
     try:
         assert inside.wait(600), "the first run never reached its first step"
-        with pytest.raises(RunDirError, match="in use by another trainer"):
-            T.run_embodied(cfg)
-        with pytest.raises(RunDirError, match="in use by another trainer"):
-            T.run_embodied(resume_dir=run)
+        for second in (lambda: T.run_embodied(cfg), lambda: T.run_embodied(resume_dir=run)):
+            with pytest.raises(RunDirError, match="in use by another trainer") as e:
+                second()
+            assert "\n" not in str(e.value) and f"`wmrl embodied train --resume {run}`" in str(e.value)
     finally:
         go_on.set()
         first.join(600)

@@ -31,9 +31,19 @@ ROOT = Path(__file__).resolve().parents[2]
 #: once when the services added ``SERVE_LINES`` (without them: ``SAVED_BEFORE_SERVE``), and once when the experiment
 #: trackers added ``TRACKERS_BLOCK`` (without it: ``SAVED_BEFORE_TRACKERS``). A
 #: resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by
-#: accident (the newest changes first: ``VERIFY_LINE``, then ``CACHE_LINE``, then ``TRACKERS_BLOCK``, then
-#: ``SERVE_LINES``).
+#: accident (the newest changes first: ``ENVIRONMENT_LINES``, then ``VERIFY_LINE``, then ``CACHE_LINE``, then
+#: ``TRACKERS_BLOCK``, then ``SERVE_LINES``).
 SAVED = {
+    "defaults": "eeebc969bc88023309aa17db65799b7ec1fe748de760ab07f2417f5a7b6f95d5",
+    "quickstart": "9ecf9f28355674113af4e5b23803f765da2798a856ee5c16f98b94352c11ff18",
+    "tiny": "3aa26958899b6dccff2788ea0aa089df5beb8f55b8c48ab2dda26c0396a5283d",
+    "cpu-small/wmrl/0": "b1f46ef62d4c46094c9937089392e085f052ae89532ff1a43b6c0c3c43189d41",
+    "gpu-paper/grpo/1": "55853b03f699a29d284cbf0c9b071f4a28eef22e1368506649489d573bbed86d",
+}
+#: before the config chose the environment: ``environment`` and ``plugins`` (after ``method``), ``ENVIRONMENT_LINES``;
+#: without them: ``SAVED_BEFORE_ENVIRONMENT``
+ENVIRONMENT_LINES = ("environment: kaggle\n", "plugins: []\n")
+SAVED_BEFORE_ENVIRONMENT = {
     "defaults": "8f73d21621cf95e795cb0cb302801869b3dee1a06d80b55e4432c3e1024e4f2a",
     "quickstart": "df0ad2bd5e21f098300d0538089ed0b1e111bbd0f926ea4d6a58dec534a79931",
     "tiny": "f3e9b79f866c3640791473f8a24afcddc4c94c83880d89232756afab433535b1",
@@ -160,6 +170,10 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
                                                      overrides=over))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED
     for k, v in dumps.items():
+        assert all(v.count(line) == 1 for line in ENVIRONMENT_LINES), k
+        for line in ENVIRONMENT_LINES:
+            v = v.replace(line, "")
+        assert _sha(v) == SAVED_BEFORE_ENVIRONMENT[k], k
         assert v.count(VERIFY_LINE) == 1, k
         v = v.replace(VERIFY_LINE, "")
         assert _sha(v) == SAVED_BEFORE_VERIFY[k], k
@@ -224,7 +238,7 @@ def test_every_bad_value_is_named_at_once():
     ({"world_model": {"fit_time_budget_s": "abc"}},
      "world_model.fit_time_budget_s: expected a number or null, got 'abc'"),
     ({"tasks": {"train": {"a": 1}}}, "tasks.train: expected a list (list[str]) or null, got {'a': 1}"),
-    ({1: 2}, "unknown config key 1. Allowed keys: method, name, run_dir,"),
+    ({1: 2}, "unknown config key 1. Allowed keys: method, environment, plugins, name, run_dir,"),
 ])
 def test_messages_name_the_key_the_value_and_what_is_allowed(data, message):
     with pytest.raises(ConfigError) as e:

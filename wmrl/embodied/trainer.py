@@ -47,8 +47,11 @@ from wmrl.step.engine import StepEngine, recipe_settings
 from wmrl.core.losses import grpo_loss
 from wmrl.paths import wmrl_home
 
-__all__ = ["EmbodiedTrainer", "RunDirError", "build_artefacts", "make_suite", "run_embodied"]
+__all__ = ["EMBODIED_RESUME", "EmbodiedTrainer", "RunDirError", "build_artefacts", "make_suite", "run_embodied"]
 _now = now_iso
+
+#: The embodied track's command that continues a run (followed by the run directory; ``wmrl embodied train``).
+EMBODIED_RESUME = "wmrl embodied train --resume"
 
 
 def make_suite(cfg: EmbodiedConfig) -> Suite:
@@ -335,7 +338,7 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
         rd = RunDir(resume_dir)
         if not rd.config.is_file():
             raise RunDirError(f"{resume_dir} is not an embodied run directory (no config.yaml)")
-        owner = RunDirOwner(rd.root)  # held for the whole run: one trainer per run directory
+        owner = RunDirOwner(rd.root, resume=EMBODIED_RESUME)  # held for the whole run: one trainer per run directory
         owner.acquire()
     else:
         if cfg is None:
@@ -344,7 +347,7 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
         rd = RunDir(cfg.run_dir or Path("runs") / f"embodied-{cfg.name or cfg.method}-{stamp}")
         make_suite(cfg)  # a bad task list or split is refused before the run folder exists
         probe_trackers(cfg.trackers, cfg.tracking)  # so is a tracker whose package is missing
-        owner = RunDirOwner(rd.root)
+        owner = RunDirOwner(rd.root, resume=EMBODIED_RESUME)
         owner.claim()  # a new folder appears with its lock held: no other trainer ever sees it unlocked
     try:
         return _run_owned(cfg, rd, owner, resume=resume_dir is not None, stop_after_step=stop_after_step,
@@ -357,7 +360,7 @@ def _run_owned(cfg: EmbodiedConfig | None, rd: RunDir, owner: RunDirOwner, *, re
                stop_after_step: int | None, progress: bool, artefacts_root: Path | None,
                accept_edited_config: bool) -> dict[str, Any]:
     """:func:`run_embodied` with ``owner`` held; a fresh start that fails before its first step removes the
-    folder it made (:meth:`RunDirOwner.discard`), and only that."""
+    folder it made, or what it added to a folder that existed (:meth:`RunDirOwner.undo_start`), and only that."""
     if resume:
         why = rd.config_edited()
         if why and not accept_edited_config:
@@ -367,9 +370,10 @@ def _run_owned(cfg: EmbodiedConfig | None, rd: RunDir, owner: RunDirOwner, *, re
     else:
         assert cfg is not None
         if rd.metrics.is_file() or rd.summary.is_file() or rd.checkpoints.is_dir() and any(rd.checkpoints.iterdir()):
-            raise RunDirError(f"{rd.root} already holds a run: resume it with `wmrl embodied train --resume "
-                              f"{rd.root}` or choose another run_dir")
+            raise RunDirError(f"{rd.root} already holds a run: resume it with `{EMBODIED_RESUME} {rd.root}` or "
+                              f"choose another run_dir")
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
+    owner.note_entries()  # what a failed start must not remove: nothing of a folder it did not make
     try:
         if not resume:
             rd.create()
@@ -378,7 +382,8 @@ def _run_owned(cfg: EmbodiedConfig | None, rd: RunDir, owner: RunDirOwner, *, re
         art = build_artefacts(cfg, artefacts_root, log=say)
         tr = EmbodiedTrainer(cfg, rd, art)
     except BaseException:
-        owner.discard()  # only a folder this call made
+        if not resume:
+            owner.undo_start()  # the folder this call made, or what it added to one that existed
         raise
     if resume:
         good, notes = rd.resume_candidates()

@@ -143,7 +143,7 @@ def _nullable(v: Any) -> Any:
     return None if isinstance(v, str) and v.strip().lower() in ("null", "none", "~") else v
 
 
-def _id_list(v: Any) -> Any:
+def id_list(v: Any) -> Any:
     """A list of ids may also be given as text: ``'[a, b]'`` (YAML) or ``'a, b'`` (comma-separated)."""
     v = _nullable(v)
     if isinstance(v, str) and not v.strip().startswith("["):
@@ -158,7 +158,11 @@ Int = Annotated[int, BeforeValidator(_integer)]
 Float = Annotated[float, BeforeValidator(_not_bool)]
 OptStr = Annotated[Optional[str], BeforeValidator(_nullable)]
 OptFloat = Annotated[Optional[Float], BeforeValidator(_nullable)]
-OptIds = Annotated[Optional[list[str]], BeforeValidator(_id_list)]
+OptIds = Annotated[Optional[list[str]], BeforeValidator(id_list)]
+
+
+#: A list of plugin modules (:func:`wmrl.runs.plugins.import_plugins` imports them).
+Plugins = Annotated[list[str], BeforeValidator(id_list)]
 
 
 class ConfigSection(BaseModel):

@@ -12,6 +12,10 @@ step, so no other trainer ever sees it unlocked. Only the process that made a fo
 path is either whole or absent, never half-deleted. Temporary folders left by a process killed meanwhile
 (``.<name>.start-*``, ``.<name>.discard-*`` beside the run directory) are removed by the next claim once
 their lock is free.
+
+A start that fails before its first checkpoint is undone by :meth:`RunDirOwner.undo_start`: the folder the start
+made is discarded, and in a folder that existed only what the start added is removed (what was there is noted by
+:meth:`RunDirOwner.note_entries`), so both tracks leave a folder as they found it.
 """
 from __future__ import annotations
 
@@ -29,12 +33,24 @@ from wmrl.runs.rundir import RunDirError, fsync_dir, now_iso
 #: The lock file in a run directory; its trainer holds an exclusive ``flock`` on it while it runs.
 OWNER_LOCK = ".owner.lock"
 
+#: The text track's command that continues a run (followed by the run directory).
+TEXT_RESUME = "wmrl train --resume"
+
 
 class RunDirOwner:
-    """The lock of one run directory (:meth:`acquire`, :meth:`release`; also a context manager)."""
+    """The lock of one run directory (:meth:`acquire`, :meth:`release`; also a context manager).
 
-    def __init__(self, root: str | os.PathLike):
+    Args:
+        root: the run directory.
+        resume: the track's command that continues a run, named with the run directory in the message of a
+            refused start (``wmrl train --resume``, ``wmrl embodied train --resume``).
+    """
+
+    def __init__(self, root: str | os.PathLike[str], resume: str = TEXT_RESUME):
         self.root = Path(root)
+        self.resume = resume
+        #: The names the folder held before a start added to it (:meth:`note_entries`); None: nothing noted.
+        self.before: set[str] | None = None
         self.fd: int | None = None
         #: Whether :meth:`acquire` made the lock file (it was not in the folder before).
         self.created = False
@@ -68,7 +84,7 @@ class RunDirOwner:
             raise RunDirError(
                 f"{self.root} is in use by another trainer ({holder}); two trainers on one run directory "
                 f"would corrupt its records. Wait for that trainer to end, or stop it and resume then "
-                f"(`wmrl train --resume {self.root}`)") from None
+                f"(`{self.resume} {self.root}`)") from None
         except BaseException:
             os.close(fd)
             raise
@@ -148,6 +164,39 @@ class RunDirOwner:
             self.made_root = False
             self.release()
 
+    def note_entries(self) -> None:
+        """Note what the run directory holds before a start adds to it (:attr:`before`; nothing to note of a folder
+        :meth:`claim` made, or of the lock file :meth:`acquire` made)."""
+        if self.made_root:
+            self.before = None
+            return
+        self.before = set(os.listdir(self.root)) if self.root.is_dir() else set()
+        if self.created:
+            self.before.discard(OWNER_LOCK)
+
+    def undo_start(self) -> None:
+        """Undo a start that failed before its first checkpoint: the folder :meth:`claim` made is discarded
+        (:meth:`discard`); in a folder that existed, only the entries added since :meth:`note_entries` are removed,
+        ``config.yaml`` and its hash last, so a kill midway leaves a folder that resumes or starts again. Nothing
+        is removed when nothing was noted.
+
+        Raises:
+            OSError: as :meth:`discard`.
+        """
+        if self.made_root:
+            self.discard()
+            return
+        if self.before is None or not self.root.is_dir():
+            return
+        before, last = self.before, ("config.yaml.sha256", "config.yaml")
+        added = sorted((p for p in self.root.iterdir() if p.name not in before),
+                       key=lambda p: last.index(p.name) + 1 if p.name in last else 0)
+        for p in added:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+
     def release(self) -> None:
         """Give the lock up (no-op when not held). The file stays: the next owner overwrites it."""
         if self.fd is not None:
@@ -158,7 +207,7 @@ class RunDirOwner:
         self.acquire()
         return self
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.release()
 
 

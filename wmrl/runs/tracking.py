@@ -54,7 +54,7 @@ from typing import Annotated, Any, Literal, Protocol, get_args
 import yaml
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from wmrl.runs.config import ConfigError, ConfigSection, OptStr, _id_list
+from wmrl.runs.config import ConfigError, ConfigSection, OptStr, id_list
 from wmrl.runs.rundir import json_safe, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def _tracker_name(v: Any) -> Any:
 
 
 #: The config's ``trackers`` list: YAML ``[tensorboard, wandb]`` or ``--set trackers=tensorboard,wandb``.
-Trackers = Annotated[list[Annotated[TrackerName, BeforeValidator(_tracker_name)]], BeforeValidator(_id_list),
+Trackers = Annotated[list[Annotated[TrackerName, BeforeValidator(_tracker_name)]], BeforeValidator(id_list),
                      AfterValidator(_known_trackers)]
 
 #: Characters W&B refuses in a project name (``wandb.init`` raises a UsageError for them).
@@ -150,7 +150,7 @@ class WandbOptions(ConfigSection):
     entity: OptStr = Field(None, description="W&B entity (user or team); null = the default of `wandb sync`.")
     run_name: OptStr = Field(None, description="Display name; null = the run directory's folder name.")
     group: OptStr = Field(None, description="W&B group (e.g. one per bench); null = none.")
-    tags: Annotated[list[str], BeforeValidator(_id_list)] = Field(default_factory=list, description=(
+    tags: Annotated[list[str], BeforeValidator(id_list)] = Field(default_factory=list, description=(
         "W&B tags of the run (YAML list, or comma-separated with --set)."))
 
 

@@ -10,8 +10,9 @@ one router builder; :func:`recipe_settings`, the one place a config becomes reci
 """
 from wmrl.step.batch import StepBatch
 from wmrl.step.engine import StepEngine, build_router, lookup_recipe, recipe_settings
-from wmrl.step.environment import (Environment, Outcome, Outcomes, Predictions, Rollouts, done, environment_names,
-                                   make_environment, register_environment)
+from wmrl.step.environment import (ENVIRONMENTS, Environment, Outcome, Outcomes, Predictions, Rollouts, done,
+                                   environment_names, make_environment, register_environment)
 
-__all__ = ["Environment", "Outcome", "Outcomes", "Predictions", "Rollouts", "StepBatch", "StepEngine", "build_router",
-           "done", "environment_names", "lookup_recipe", "make_environment", "recipe_settings", "register_environment"]
+__all__ = ["ENVIRONMENTS", "Environment", "Outcome", "Outcomes", "Predictions", "Rollouts", "StepBatch", "StepEngine",
+           "build_router", "done", "environment_names", "lookup_recipe", "make_environment", "recipe_settings",
+           "register_environment"]

@@ -72,7 +72,7 @@ class AnchorRuns:
 
     step: int
     w0: float
-    futures: dict[int, Future] = field(default_factory=dict)
+    futures: dict[int, Future[Any]] = field(default_factory=dict)
     done_at: dict[int, float] = field(default_factory=dict)
     submit_cpu: float = 0.0
     group_of: dict[int, int] = field(default_factory=dict)
@@ -85,7 +85,7 @@ class AnchorRuns:
         return all(f.done() for i, f in self.futures.items() if self.group_of[i] == g)
 
 
-def _pairs(rows: list[tuple[int, int, float, float]], step: int, parts: list | None = None) -> LatePairs:
+def _pairs(rows: list[tuple[int, int, float, float]], step: int, parts: list[Any] | None = None) -> LatePairs:
     """:class:`LatePairs` from ``(origin step, group, reward_true, reward_wm)`` rows consumed at ``step``."""
     a = np.asarray(rows, dtype=np.float64).reshape(-1, 4)
     og = a[:, 0].astype(np.int64)
@@ -117,7 +117,7 @@ class AnchorStream:
         self.step_counts: dict[str, int] = {}  # the last collect's over-bound counts (metrics.jsonl)
         self.own_results: dict[int, Any] = {}  # the last collect's results of its own step, by trajectory index
 
-    def track(self, sb: StepBatch, idx: np.ndarray, futures: list[Future], w0: float | None = None,
+    def track(self, sb: StepBatch, idx: np.ndarray, futures: list[Future[Any]], w0: float | None = None,
               submit_cpu: float = 0.0) -> AnchorRuns:
         """Track ``futures`` (one per trajectory of ``idx``, [n]) of step ``sb.step``, submitted from ``w0``
         (``perf_counter`` seconds; default now) at ``submit_cpu`` CPU-seconds; returns the runs.
@@ -131,7 +131,7 @@ class AnchorStream:
                              "returns one future per trajectory")
         runs = AnchorRuns(step=sb.step, w0=time.perf_counter() if w0 is None else w0,
                           batch=sb.batch if self.k else None, submit_cpu=submit_cpu)
-        def finished_at(i: int) -> Callable[[Future], None]:
+        def finished_at(i: int) -> Callable[[Future[Any]], None]:
             return lambda _f: runs.done_at.__setitem__(i, time.perf_counter())
 
         for i, fut in zip(idx.tolist(), futures):
@@ -232,7 +232,7 @@ class AnchorStream:
                 n += bool(f.cancel())
         return n
 
-    def learn_over_bound(self, recipe: Any, state: Any, step: int) -> dict[str, list]:
+    def learn_over_bound(self, recipe: Any, state: Any, step: int) -> dict[str, list[Any]]:
         """``calibration`` mode: feed the over-bound pairs consumed at ``step``'s collection to the calibrator and
         the window (:meth:`~wmrl.core.recipe.Recipe.learn_late`; call it after the step's recipe, as the late
         pairs of the ``calibration`` late mode). Returns the calibration.jsonl keys ``over_bound_wm``,

@@ -143,7 +143,7 @@ class StepBatch:
     @property
     def a_ok(self) -> np.ndarray:
         """Anchor trajectories with a true reward (calibration pairs)."""
-        return self.is_anchor & self.valid
+        return np.asarray(self.is_anchor & self.valid, dtype=bool)
 
     @property
     def n_infra(self) -> int:
@@ -154,8 +154,8 @@ class StepBatch:
     def completion_tokens(self) -> np.ndarray:
         """Completion length (tokens) per trajectory (multi-turn: the policy tokens of all its turns)."""
         if self.episodes is not None:
-            return self.episodes.tokens()
+            return np.asarray(self.episodes.tokens())
         mask = getattr(self.batch, "completion_mask", None)
         if mask is None:  # an environment whose trajectories are not token sequences (Meta-World episodes)
             return np.zeros(self.B, dtype=np.int64)
-        return mask.sum(dim=1).cpu().numpy()
+        return np.asarray(mask.sum(dim=1).cpu().numpy())

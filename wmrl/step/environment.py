@@ -19,7 +19,8 @@ model, and one whose real reward is at hand (a simulator episode's success) retu
 (:func:`wmrl.core.infra.usable_outcome`). What the world model reads (the prompt and the program, the visited states
 of an episode) is the environment's business: the world model's input comes from the environment.
 
-Environments are registered by name (in the manner of Gymnasium's registry): :func:`register_environment`
+Environments are registered by name in :data:`ENVIRONMENTS`, a :class:`wmrl.core.registry.Registry` like every other
+name-to-thing map of wmrl (entry-point group ``wmrl.environments``, docs/plugins.md): :func:`register_environment`
 (a decorator on a factory), :func:`make_environment`, :func:`environment_names`. The built-in ones:
 
 ==============  ===========================================================  =================================
@@ -48,6 +49,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from wmrl.core.infra import usable_outcome
+from wmrl.core.registry import Registry
 
 
 @dataclass
@@ -145,17 +147,17 @@ class Outcome:
         return usable_outcome(self.status, self.reward)
 
 
-def done(outcomes: Sequence[Any]) -> list[Future]:
+def done(outcomes: Sequence[Any]) -> list[Future[Any]]:
     """Done futures of ``outcomes`` (what :meth:`Environment.submit` returns when the real rewards are at hand)."""
-    out = []
+    out: list[Future[Any]] = []
     for o in outcomes:
-        f: Future = Future()
+        f: Future[Any] = Future()
         f.set_result(o)
         out.append(f)
     return out
 
 
-def result_of(fut: Future) -> Any:
+def result_of(fut: Future[Any]) -> Any:
     """The outcome of a finished future; an ``infra_error`` :class:`Outcome` when it was cancelled or raised (the
     executor's fault, not the trajectory's)."""
     try:
@@ -193,7 +195,7 @@ class Environment(Protocol):
         so a resumed run draws the same ones."""
         ...
 
-    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[Future]:
+    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[Future[Any]]:
         """Start the real reward of trajectories ``idx`` ([n] int64); returns one future per trajectory, in the order
         of ``idx``, each resolving to an outcome (module docstring; :func:`done` when they are at hand)."""
         ...
@@ -207,45 +209,35 @@ class Environment(Protocol):
         ...
 
 
-#: name -> factory(**kwargs) -> Environment
-_ENVIRONMENTS: dict[str, Callable[..., Environment]] = {}
+#: The environments: name -> factory (a class or a function) returning an :class:`Environment`, called with the
+#: trainer's keyword arguments. The built-in ones are imported on first use (their modules are heavy: torch, mujoco);
+#: an installed package offers its own through the ``wmrl.environments`` entry-point group (docs/plugins.md).
+ENVIRONMENTS: Registry[Callable[..., Environment]] = Registry("environment", group="wmrl.environments", lazy={
+    "kaggle": "wmrl.step.kaggle", "metaworld": "wmrl.embodied.environment"})
 
 
 def register_environment(name: str) -> Callable[[Callable[..., Environment]], Callable[..., Environment]]:
-    """Decorator: register ``factory`` (a class or a function returning an :class:`Environment`) as ``name``.
+    """Decorator: register ``factory`` (a class or a function returning an :class:`Environment`) in
+    :data:`ENVIRONMENTS` as ``name``.
 
     Raises:
-        ValueError: ``name`` is registered already (by another factory).
+        wmrl.core.registry.DuplicateName: ``name`` is registered already, by another factory (a ValueError).
     """
-    def deco(factory: Callable[..., Environment]) -> Callable[..., Environment]:
-        old = _ENVIRONMENTS.get(name)
-        if old is not None and old is not factory and getattr(old, "__qualname__", None) != factory.__qualname__:
-            raise ValueError(f"environment {name!r} is registered already ({old!r}); choose another name")
-        _ENVIRONMENTS[name] = factory
-        return factory
-    return deco
-
-
-#: The modules whose import registers the built-in environments (imported on first lookup, so that importing
-#: the engine stays light).
-BUILTIN_ENVIRONMENTS = {"kaggle": "wmrl.step.kaggle", "metaworld": "wmrl.embodied.environment"}
+    return ENVIRONMENTS.decorator(name)
 
 
 def environment_names() -> list[str]:
-    """The registered environment names (the built-in ones included), sorted."""
-    return sorted(set(_ENVIRONMENTS) | set(BUILTIN_ENVIRONMENTS))
+    """The environment names, in registration order (the built-in ones and entry points not yet imported last)."""
+    return ENVIRONMENTS.names()
 
 
 def make_environment(name: str, **kwargs: Any) -> Environment:
     """Build the environment registered as ``name`` with ``kwargs``.
 
     Raises:
-        KeyError: no such environment (the message lists the registered ones).
+        wmrl.core.registry.UnknownName: no such environment (a KeyError and a ValueError; the one-line message lists
+            the registered ones and the closest).
+        ImportError: the module of a built-in environment or of an entry point failed to import (the message says
+            which).
     """
-    if name not in _ENVIRONMENTS and name in BUILTIN_ENVIRONMENTS:
-        import importlib  # noqa: PLC0415 - a built-in environment's module is heavy (torch, mujoco)
-
-        importlib.import_module(BUILTIN_ENVIRONMENTS[name])
-    if name not in _ENVIRONMENTS:
-        raise KeyError(f"unknown environment {name!r}; registered: {', '.join(environment_names())}")
-    return _ENVIRONMENTS[name](**kwargs)
+    return ENVIRONMENTS.get(name)(**kwargs)

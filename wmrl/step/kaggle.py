@@ -15,18 +15,23 @@ submission, :mod:`wmrl.execution`); the world model reads the prompt and the com
 
 The text trainer (:mod:`wmrl.training.trainer`) runs its steps on this environment through the step engine; the TRL
 and verl integrations (whose trainer samples) hand the engine trajectories they wrap in :class:`TextTrajectories`.
+
+The text trainer trains any registered environment that is a :class:`TextEnvironment` (``environment:`` in its
+config): its factory is called with the keyword arguments of :data:`TEXT_ENVIRONMENT_ARGS` (those of
+:class:`KaggleEnvironment`), so the shortest new text environment is a subclass of :class:`KaggleEnvironment` that
+replaces ``submit`` (another real reward) or ``predict`` (examples/lint_env.py).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from wmrl.step.anchors import anchor_request
-from wmrl.step.environment import Predictions, Rollouts, register_environment
+from wmrl.step.environment import Environment, Predictions, Rollouts, register_environment
 from wmrl.world_model.outcome import predict_rewards
 
 
@@ -67,6 +72,23 @@ class TextTrajectories:
     completions: list[str]
     programs: list[str] | None = None
     completion_tokens: list[int] | None = None
+
+
+#: The keyword arguments the text trainer calls an environment's factory with (:class:`KaggleEnvironment`'s).
+TEXT_ENVIRONMENT_ARGS = ("tasks", "scaffold", "executor", "world_model", "tasks_per_step", "group_size",
+                         "max_new_tokens", "temperature", "top_p", "seed", "run", "time_limit_s")
+
+
+@runtime_checkable
+class TextEnvironment(Environment, Protocol):
+    """An environment the text trainer trains: the :class:`~wmrl.step.environment.Environment` protocol, whose
+    ``sample`` returns the policy's ``RolloutBatch`` (``task_ids``, ``prompts``, ``completions`` [B]) as
+    ``Rollouts.data``, plus the programs of the trajectories (hashed into samples.jsonl, classified for the
+    world model's fidelity card)."""
+
+    def programs(self, rollouts: Rollouts) -> list[str]:
+        """The B programs of ``rollouts``, in order."""
+        ...
 
 
 @register_environment("kaggle")
@@ -121,7 +143,7 @@ class KaggleEnvironment:
         return Rollouts(step=step, group_keys=[t.id for t in tasks], group_ids=np.asarray(batch.group_ids), data=batch,
                         tasks=tasks)
 
-    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[Future]:
+    def submit(self, rollouts: Rollouts, idx: np.ndarray) -> list[Future[Any]]:
         """Every trajectory of ``idx`` submitted to the executor: its futures, in the order of ``idx``."""
         return [self.executor.submit(req) for _, req in self.requests(rollouts, idx)]
 

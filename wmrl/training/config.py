@@ -27,12 +27,14 @@ from wmrl.core.recipe import BASELINE, RECIPES, WMRL, get_recipe, recipe_names
 from wmrl.core.routing import ROUTERS
 from wmrl.models.backbone import CONTEXT_TOKENS
 from wmrl.models.scaffolds import SCAFFOLDS
+from wmrl.step.environment import ENVIRONMENTS
 from wmrl.world_model.factory import WORLD_MODELS
 from wmrl.runs import config as _kit
+from wmrl.runs.plugins import import_plugins
 from wmrl.runs.tracking import TRACKERS_HELP, Trackers, TrackingConfig, default_trackers
 from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for the text track's callers)
-    ConfigError, ConfigSection, Float, Int, OptFloat, OptIds, OptStr, _errors_text, _is_section, _require_finite,
-    _Section,
+    ConfigError, ConfigSection, Float, Int, OptFloat, OptIds, OptStr, Plugins, _errors_text, _is_section,
+    _require_finite, _Section,
     dump_config, load_yaml, save_config)
 
 
@@ -44,10 +46,16 @@ from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for t
 Method = Annotated[str, AfterValidator(partial(RECIPES.check, key="method"))]
 
 #: A name checked against a registry when the config is validated (a name registered after this module was
-#: imported, or offered by an entry point, is accepted): the router, the world-model kind, the scaffold.
+#: imported, by a module of ``plugins``, or offered by an entry point, is accepted): the environment, the router, the
+#: world-model kind, the scaffold.
+EnvironmentName = Annotated[str, AfterValidator(partial(ENVIRONMENTS.check, key="environment"))]
 RouterName = Annotated[str, AfterValidator(partial(ROUTERS.check, key="wmrl.router"))]
 WorldModelKind = Annotated[str, AfterValidator(partial(WORLD_MODELS.check, key="world_model.kind"))]
 ScaffoldName = Annotated[OptStr, AfterValidator(lambda v: v if v is None else SCAFFOLDS.check(v, key="scaffold.name"))]
+
+#: The environment whose real rewards are the sandbox's executions (the execution log, multi-turn feedback and
+#: favourite verification are that environment's).
+SANDBOX_ENVIRONMENT = "kaggle"
 
 #: The method's help: the headline recipes described, the ablations listed from the registry.
 _METHOD_HELP = (
@@ -393,6 +401,15 @@ class TrainConfig(_Section):
     removed_keys: ClassVar[dict[str, str]] = REMOVED_KEYS
 
     method: Method = Field(WMRL, description=_METHOD_HELP)
+    environment: EnvironmentName = Field("kaggle", description=(
+        "The registered environment the text trainer samples and rewards (wmrl.step.environment): 'kaggle' (the "
+        "tasks' programs run in the sandbox and graded), or one of a plugin or an entry point (docs/plugins.md). "
+        "Multi-turn episodes, recall from the execution log and wmrl.verify_favourites read the sandbox's "
+        "executions, so they need 'kaggle'."))
+    plugins: Plugins = Field(default_factory=list, description=(
+        "Python modules imported before the other keys are checked, each registering its own recipes, environments, "
+        "routers, ... (docs/plugins.md): a module name on the Python path, or a .py file (relative to the current "
+        "directory), e.g. [examples/lint_env.py]."))
     name: str = Field("", description="Free-form run name (shown in reports); empty = the method.")
     run_dir: OptStr = Field(None, description="Run directory; null = runs/<name or method>-<UTC timestamp>.")
     seed: Int = Field(0, ge=0, le=_kit.MAX_SEED, description=(
@@ -414,6 +431,12 @@ class TrainConfig(_Section):
     episode: EpisodeConfig = Field(default_factory=EpisodeConfig)
     trackers: Trackers = Field(default_factory=default_trackers, description=TRACKERS_HELP)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plugins_first(cls, data: Any) -> Any:
+        """The modules of ``plugins`` are imported before any other key is checked (they register names)."""
+        return import_plugins(data)
 
     @model_validator(mode="before")
     @classmethod
@@ -450,6 +473,10 @@ class TrainConfig(_Section):
                              f"{', '.join(n for n in recipe_names() if get_recipe(n).recall)}) and "
                              f"episode.max_turns=1; method {self.method!r}, episode.max_turns="
                              f"{self.episode.max_turns}")
+        if self.environment != SANDBOX_ENVIRONMENT and (self.episode.max_turns > 1 or self.wmrl.verify_favourites):
+            raise ValueError(f"environment {self.environment!r}: episode.max_turns > 1 and wmrl.verify_favourites run "
+                             f"programs in the sandbox, so they need environment {SANDBOX_ENVIRONMENT!r}; set "
+                             f"episode.max_turns=1 and wmrl.verify_favourites=false")
         if self.wmrl.anchor_staleness and self.episode.max_turns > 1:
             raise ValueError(f"episode.max_turns={self.episode.max_turns} needs synchronous anchors: an anchor "
                              f"episode's next turn shows the feedback of its previous one, so it cannot run "

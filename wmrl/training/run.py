@@ -6,18 +6,18 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from wmrl.core.recipe import get_recipe, ran_as_note
-from wmrl.training.components import Components, RunDirError, RunSummary, anchor_fraction, now_iso
+from wmrl.training.components import Components, RunDirError, RunSummary, anchor_fraction, environment_factory, \
+    now_iso
 from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_config, save_config, validate
 from wmrl.training.console import _fmt, _step_line, _weight_text
 from wmrl.runs.ledger import Ledger
-from wmrl.runs.owner import OWNER_LOCK, RunDirOwner
+from wmrl.runs.owner import RunDirOwner
 from wmrl.runs.loop import Schedule, evaluated_at, run_steps
 from wmrl.runs.rundir import RunDir, read_jsonl, seed_everything, write_json_atomic
 from wmrl.runs.tracking import open_trackers, probe_trackers
@@ -27,7 +27,6 @@ from wmrl.training.alarm import ExploitationStop
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
     TimeRemainingColumn
 from wmrl.console import make_console
-import shutil
 from wmrl.execution.log import ExecutionLog
 from wmrl.training.parts import build_components
 from wmrl.models.backbone import hf_progress_bars
@@ -78,6 +77,7 @@ def run_training(config: TrainConfig, *, resume: bool = False,
             step-0 checkpoint: the run folder stays resumable with ``--resume`` once the option is fixed).
     """
     cfg = validate(config)  # also a config built in Python: finite numbers within their ranges
+    environment_factory(cfg.environment)  # an environment the text trainer cannot build is refused before the folder
     # a tracker's missing package, or an MLflow server out of reach, is refused before the run directory is touched
     probe_trackers(cfg.trackers, cfg.tracking)
     if cfg.run_dir is None:
@@ -146,10 +146,7 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
         if rd.root.exists() and (candidates or passed_over or rd.metrics.is_file() or rd.config.is_file()):
             raise RunDirError(f"{rd.root} already holds a run; continue it with `wmrl train --resume {rd.root}` "
                               f"or choose another run_dir")
-    # what a failed start must not remove: nothing of a folder it did not make, only what it added to one
-    existed = None if owner.made_root else set(os.listdir(rd.root)) if rd.root.is_dir() else set()
-    if existed is not None and owner.created:
-        existed.discard(OWNER_LOCK)
+    owner.note_entries()  # what a failed start must not remove: nothing of a folder it did not make
     fresh_start = latest is None
     try:
         rd.create()
@@ -184,7 +181,7 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
             rd.save_config_hash()
     except BaseException:
         if fresh_start and not resume:
-            _remove_fresh(rd, owner, existed)
+            owner.undo_start()
         raise
     status = "failed"  # the trackers' closing status, unless the run gets further
     try:
@@ -198,7 +195,7 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
                 trainer.save_checkpoint()
             except BaseException:
                 if not resume:  # a start that never reached its first checkpoint leaves nothing behind
-                    _remove_fresh(rd, owner, existed)
+                    owner.undo_start()
                 raise
         write_json_atomic(rd.ledger, ledger.to_json())
         trainer.trackers = open_trackers(cfg.trackers, cfg.tracking, rd.root, config=config_to_dict(cfg),
@@ -254,26 +251,6 @@ def frozen_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
     return [k for k in sorted(set(a) | set(b))
             if k != "run_dir" and a.get(k) != b.get(k)
             and not any(k == m or (m.endswith(".") and k.startswith(m)) for m in RESUME_MUTABLE)]
-
-
-def _remove_fresh(rd: RunDir, owner: RunDirOwner, before: set[str] | None) -> None:
-    """Undo a start that failed before its step-0 checkpoint: remove the folder this process made
-    (``owner.made_root``: renamed away, then deleted, so it is never seen half-deleted), or, in a folder
-    that existed already, only the entries this start added (``before``: the names that were there),
-    ``config.yaml`` and its hash last so that a kill midway leaves a folder that resumes or starts again."""
-    if owner.made_root:
-        owner.discard()
-        return
-    if before is None or not rd.root.is_dir():
-        return
-    last = ("config.yaml.sha256", "config.yaml")
-    added = sorted((p for p in rd.root.iterdir() if p.name not in before),
-                   key=lambda p: last.index(p.name) + 1 if p.name in last else 0)
-    for p in added:
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
 
 
 def _load_newest(trainer: Trainer, candidates: list[Path], notes: list[str]) -> Path:

@@ -45,7 +45,7 @@ from wmrl.core.ranking import policy_concentration
 from wmrl.core.recipe import StepOutputs, calibration_record
 from wmrl.core.staleness import UnanchoredSteps, late_clip
 from wmrl.training.alarm import ExploitationWatch
-from wmrl.training.config import TrainConfig
+from wmrl.training.config import SANDBOX_ENVIRONMENT, TrainConfig
 from wmrl.step.anchors import AnchorStream, late_sample_lines, late_update_parts, recipe_inputs
 from wmrl.runs.checkpoint import engine_state
 from wmrl.runs.ledger import Ledger
@@ -55,7 +55,8 @@ from wmrl.step.batch import StepBatch
 from wmrl.step.engine import StepEngine
 from wmrl.step.environment import Rollouts
 from wmrl.step.kaggle import KaggleEnvironment, TextTrajectories
-from wmrl.training.components import Components, eval_sampling_seed, now_iso, recipe_settings, sampling_seed
+from wmrl.training.components import Components, build_environment, eval_sampling_seed, now_iso, recipe_settings, \
+    sampling_seed
 from wmrl.training.console import _fmt, _step_line
 from wmrl.training.multiturn import WallTimes, add_turns, earlier_anchor_pairs, episode_metrics, rollout_step, \
     update_parts
@@ -97,14 +98,11 @@ class Trainer:
 
         self.cfg, self.rd, self.c, self.ledger = cfg, rd, comps, ledger
         self.method = cfg.method
-        w, ro = cfg.wmrl, cfg.rollout
+        w = cfg.wmrl
         self.engine = StepEngine(cfg.method, recipe_settings(cfg), anchor_fraction=w.anchor_fraction, router=w.router,
                                  min_anchor_every=w.min_anchor_every, seed=cfg.seed,
                                  anchor_staleness=w.anchor_staleness, over_bound_anchors=w.over_bound_anchors)
-        self.env = KaggleEnvironment(comps.train_tasks, comps.scaffold, comps.executor, comps.world_model,
-                                     tasks_per_step=ro.tasks_per_step, group_size=ro.group_size,
-                                     max_new_tokens=ro.max_new_tokens, temperature=ro.temperature, top_p=ro.top_p,
-                                     seed=cfg.seed, run=cfg.name or cfg.method, time_limit_s=cfg.executor.time_limit_s)
+        self.env = build_environment(cfg, comps)  # ``environment`` of the config, from the registry
         self.params = list(comps.policy.trainable_parameters())
         if not self.params:
             raise RuntimeError("the policy has no trainable parameters (LoRA adapter missing?)")
@@ -360,10 +358,11 @@ class Trainer:
     def _recalled(self, sb: StepBatch) -> np.ndarray | None:
         """[B] the measured rewards of the step's programs executed before step t (a recipe with ``recall``,
         :mod:`wmrl.core.recall`: the warm-up corpus and the anchors of earlier steps in the execution log), NaN
-        elsewhere. None for a recipe without recall or without a world model, and for multi-turn episodes (whose
-        final program depends on the feedback of earlier turns)."""
+        elsewhere. None for a recipe without recall or without a world model, for multi-turn episodes (whose
+        final program depends on the feedback of earlier turns), and for an environment other than the sandbox's
+        (the execution log holds the sandbox's rewards, not that environment's)."""
         if not (self.engine.recipe.recall and self._predicts and self.cfg.episode.max_turns == 1
-                and self.c.executed_records is not None):
+                and self.c.executed_records is not None and self.cfg.environment == SANDBOX_ENVIRONMENT):
             return None
 
         measured = MeasuredRewards()
@@ -375,9 +374,11 @@ class Trainer:
         group is executed unless the run executed it before; ``sb.verified`` becomes the recalled rewards with
         the verified ones filled in, and the metrics record the count."""
         recalled = self._recalled(sb)
+        env = self.env
+        assert isinstance(env, KaggleEnvironment), "the config allows wmrl.verify_favourites with 'kaggle' only"
         v = verify_favourites(sb.gid, sb.reward_wm, np.flatnonzero(~sb.anchor_groups), sb.batch.task_ids,
                               sb.batch.completions, recalled,
-                              lambda idx: self.env.requests(self._rollouts(sb), idx, sb.completion_tokens),
+                              lambda idx: env.requests(self._rollouts(sb), idx, sb.completion_tokens),
                               self.c.executor)
         self.ledger.add_executions("verify", v.results)
         base = np.full(sb.B, np.nan) if recalled is None else recalled
