@@ -113,7 +113,7 @@ def test_bench_records_the_code_of_each_invocation(preset, tmp_path, monkeypatch
 
 
 def test_code_version_reads_the_checkout_holding_the_package():
-    from wmrl.report.machine import code_version
+    from wmrl.runs.provenance import code_version
 
     v = code_version()
     root = Path(__file__).resolve().parents[2]

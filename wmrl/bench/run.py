@@ -34,7 +34,8 @@ from wmrl.bench.corpus import ensure_corpus
 from wmrl.bench.plan import PlannedRun, check_existing, plan, run_state
 from wmrl.bench.presets import METHODS, BenchError, Preset, preset_dir
 from wmrl.report.bench_results import now, uses_world_model
-from wmrl.report.machine import code_version, machine_info
+from wmrl.report.machine import machine_info
+from wmrl.runs.provenance import code_version, record_invocation
 from wmrl.runs.rundir import write_json_atomic
 from wmrl.training import run as trainer
 from wmrl.training.config import TrainConfig
@@ -66,7 +67,7 @@ def run_bench(
     ``train_fn(config, resume: bool)`` trains one run; default :func:`wmrl.training.run.run_training`.
     A run that raises is logged, left as it is (resumable if it checkpointed) and the bench goes on
     with the next one; the table is written from the runs that finished and says which are missing. Each run
-    trained records this invocation's code version, command and preset hash (:data:`PROVENANCE`); a run that
+    trained records this invocation's code version, command and preset hash (:data:`wmrl.runs.provenance.PROVENANCE`); a run that
     did not do what its method's name says (``results.csv`` column ``ran_as``) gets a warning line when it ends.
     ``mixed_commits``: write the table although the runs come from several code versions.
 
@@ -108,28 +109,13 @@ def run_bench(
 
 
 def _provenance(preset: Preset, command: str, version: dict[str, Any]) -> dict[str, Any]:
-    """What this invocation records in each run it trains (``provenance.json``, :data:`PROVENANCE`): the code
-    version (commit and whether the checkout had uncommitted changes), the command and the preset file's SHA-256."""
+    """What this invocation records in each run it trains (:data:`~wmrl.runs.provenance.PROVENANCE`, beside the
+    trainer's own entry): the code version (commit and whether the checkout had uncommitted changes), the command
+    and the preset file's SHA-256."""
     digest = None
     if preset.path and Path(preset.path).is_file():
         digest = hashlib.sha256(Path(preset.path).read_bytes()).hexdigest()
     return {"code_version": version, "command": command, "preset": preset.name, "preset_sha256": digest}
-
-
-#: A run's record of the invocations that trained it: ``{"invocations": [{code_version, command, preset,
-#: preset_sha256, resumed, finished_at}, ...]}``, one entry per invocation that trained or resumed it.
-PROVENANCE = "provenance.json"
-
-
-def _record_provenance(run_dir: Path, prov: dict[str, Any], resumed: bool) -> None:
-    path = run_dir / PROVENANCE
-    old: list[dict[str, Any]] = []
-    if path.is_file():
-        try:
-            old = list(json.loads(path.read_text(encoding="utf-8"))["invocations"])
-        except (ValueError, KeyError, TypeError):
-            old = []  # an unreadable record is replaced by this invocation's
-    write_json_atomic(path, {"invocations": [*old, {**prov, "resumed": resumed, "finished_at": now()}]})
 
 
 def _run_one(r: PlannedRun, tag: str, train: TrainFn, failures: list[str], log: Callable[[str], None],
@@ -163,7 +149,7 @@ def _train_claimed(r: PlannedRun, tag: str, train: TrainFn, failures: list[str],
     try:
         train(r.config, resume)
         if prov is not None and r.run_dir.is_dir():
-            _record_provenance(r.run_dir, prov, resume)
+            record_invocation(r.run_dir, {**prov, "resumed": resume, "finished_at": now()})
     except KeyboardInterrupt:
         log(f"{tag}: interrupted; rerun the same command to resume")
         raise

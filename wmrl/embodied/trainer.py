@@ -40,6 +40,7 @@ from wmrl.runs.ledger import Ledger
 from wmrl.runs.loop import Schedule, evaluated_at, run_steps
 from wmrl.runs.checkpoint import engine_state
 from wmrl.runs.owner import RunDirOwner
+from wmrl.runs.provenance import record_training_start
 from wmrl.runs.rundir import RunDir, RunDirError, json_safe, now_iso, read_jsonl, rng_state, set_rng_state, \
     write_json_atomic, write_text_atomic
 from wmrl.runs.tracking import TrackerSet, open_trackers, probe_trackers
@@ -385,6 +386,7 @@ def _run_owned(cfg: EmbodiedConfig | None, rd: RunDir, owner: RunDirOwner, *, re
         if not resume:
             owner.undo_start()  # the folder this call made, or what it added to one that existed
         raise
+    record_training_start(rd.root, resume)
     if resume:
         good, notes = rd.resume_candidates()
         for n in notes:

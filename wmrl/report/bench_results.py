@@ -16,6 +16,7 @@ from typing import Any, TypeGuard
 import numpy as np
 import pandas as pd
 
+from wmrl.runs.provenance import read_invocations
 from wmrl.core.recipe import BASELINE, get_recipe, ran_as_note, recipe_names, recipes_with
 from wmrl.episodes.fidelity import feedback_fidelity
 from wmrl.world_model.metrics import world_model_metrics
@@ -129,15 +130,11 @@ def collect(out: str | Path) -> pd.DataFrame:
 
 
 def run_provenance(run_dir: Path) -> dict[str, Any]:
-    """``commit`` and ``dirty`` of the code that trained the run, from its ``provenance.json`` (written by
-    ``wmrl bench``): the commits of every invocation that trained or resumed it, distinct, joined by ``;``
-    (``None`` when not recorded, e.g. a run from before the record or one trained outside a git checkout), and
-    whether any of them had uncommitted changes."""
-    path = run_dir / "provenance.json"
-    try:
-        invocations = json.loads(path.read_text(encoding="utf-8"))["invocations"] if path.is_file() else []
-    except (ValueError, KeyError, TypeError, OSError):
-        invocations = []  # unreadable: the run counts as not recorded
+    """``commit`` and ``dirty`` of the code that trained the run, from its ``provenance.json``
+    (:mod:`wmrl.runs.provenance`, written by the trainer and by ``wmrl bench``): the commits of every invocation
+    that trained or resumed it, distinct, joined by ``;`` (``None`` when not recorded, e.g. a run from before the
+    record or one trained outside a git checkout), and whether any of them had uncommitted changes."""
+    invocations = read_invocations(run_dir)  # unreadable: the run counts as not recorded
     versions = [inv.get("code_version") or {} for inv in invocations]
     commits = list(dict.fromkeys(str(v["commit"]) for v in versions if v.get("commit")))
     dirty = [v.get("dirty") for v in versions if v.get("dirty") is not None]

@@ -3,12 +3,9 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
-from wmrl import __version__
 
 
 def total_memory_bytes() -> int | None:
@@ -58,31 +55,6 @@ def machine_info() -> dict[str, Any]:
             info["accelerator"] = f"cuda: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
     except Exception:  # noqa: BLE001 - torch missing or broken (a CUDA driver error) leaves the fields unknown  # pragma: no cover
         pass
-    return info
-
-
-def code_version() -> dict[str, Any]:
-    """The code a bench or report ran: ``{"wmrl": package version, "commit": full git commit hash or None,
-    "dirty": bool or None}``. The commit is read from the git checkout that holds the imported ``wmrl`` package
-    (None for an installed wheel, or where git is missing); ``dirty`` says whether tracked files under its ``wmrl/``
-    differ from the commit, in which case the commit alone does not reproduce the results. Never raises."""
-    root = Path(__file__).resolve().parents[2]
-    info: dict[str, Any] = {"wmrl": __version__, "commit": None, "dirty": None}
-
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20,
-                                  check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    top = git("rev-parse", "--show-toplevel")
-    if top is None or Path(top).resolve() != root:
-        return info  # not a checkout of wmrl (e.g. site-packages inside some other repository)
-    info["commit"] = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no", "--", "wmrl")
-    info["dirty"] = None if status is None else bool(status)
     return info
 
 

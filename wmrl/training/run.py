@@ -18,6 +18,7 @@ from wmrl.training.config import ConfigError, TrainConfig, config_to_dict, load_
 from wmrl.training.console import _fmt, _step_line, _weight_text
 from wmrl.runs.ledger import Ledger
 from wmrl.runs.owner import RunDirOwner
+from wmrl.runs.provenance import record_training_start
 from wmrl.runs.loop import Schedule, evaluated_at, run_steps
 from wmrl.runs.rundir import RunDir, read_jsonl, seed_everything, write_json_atomic
 from wmrl.runs.tracking import open_trackers, probe_trackers
@@ -159,6 +160,7 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
         seed_everything(cfg.seed)
         ledger = Ledger(method=cfg.method, anchor_fraction_configured=anchor_fraction(cfg))
         rd.log_line(f"{now_iso()} {'resume' if resume else 'start'} method={cfg.method} run_dir={rd.root}")
+        record_training_start(rd.root, resume)
         if resume and passed_over:
             msg = (f"resuming from {latest.name}, the newest complete checkpoint, because "
                    f"{'; '.join(passed_over)}") if latest is not None else (
