@@ -69,6 +69,10 @@ ROOT = Path(__file__).resolve().parents[1]
 REGION = re.compile(r"<!-- rendered: (?P<directive>[^\n]*?) -->(?P<body>.*?)<!-- end rendered -->", re.S)
 
 
+#: The option names of the directives (``name=value``); any other word is an argument (a JSON path may hold ``=``).
+OPTIONS = frozenset({"digits", "methods", "columns", "initial", "corpus", "n", "where", "scale", "ci"})
+
+
 class RenderError(ValueError):
     """A directive that cannot be rendered; the message names what is wrong."""
 
@@ -121,8 +125,9 @@ class Renderer:
         words = shlex.split(directive)
         if not words:
             raise RenderError("an empty directive")
-        args = [w for w in words[1:] if "=" not in w]
-        opts = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        is_opt = [w.partition("=")[0] in OPTIONS and "=" in w for w in words[1:]]
+        args = [w for w, o in zip(words[1:], is_opt) if not o]
+        opts = dict(w.split("=", 1) for w, o in zip(words[1:], is_opt) if o)
         digits = int(opts.pop("digits", 3))
         handlers: dict[str, Callable[[], str]] = {
             "bench-table": lambda: self._bench_table(args, opts),
