@@ -25,7 +25,16 @@ Directives (``A`` and ``B`` are ``DIR:method``; ``digits=N`` sets the decimals, 
 - ``ratio DIR method [corpus=yes]``: training compute relative to the bench's GRPO (``0.13x``), with the shared
   corpus charged in full when ``corpus=yes``;
 - ``corpus DIR``: the shared warm-up corpus's compute, CPU-seconds (``corpus_cpu_s``), no decimals;
-- ``seeds A``: the number of finished seeds.
+- ``seeds A``: the number of finished seeds;
+- ``table FILE [n=N] [columns=c1;c2] [where=COL:v1|v2;COL2:v3]``: the N-th Markdown table (default 1) of a
+  committed file (a study's ``summary.md``, a bench's table), its columns optionally a subset in the order given,
+  its rows optionally only those whose cell in COL (bold and code marks ignored) is one of the values;
+- ``cell FILE [n=N] where=... columns=COL``: the one cell of such a table that ``where`` and ``columns`` leave
+  (bold and code marks dropped);
+- ``json FILE PATH [digits=N] [scale=X] [ci=yes]``: one value of a committed JSON file. PATH is keys and list
+  positions joined by ``/``; a part ``k=v,k2=v2`` picks the first object of a list with those fields (values
+  compared as text). ``scale`` multiplies the value (``scale=100`` for a percentage); ``ci=yes`` reads an object
+  ``{"value", "lo", "hi"}`` and writes ``value [lo, hi]``.
 
 Usage (from the repository root)::
 
@@ -39,6 +48,7 @@ run with one line naming the page and the directive.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import shlex
@@ -57,6 +67,10 @@ from wmrl.report.tables import Table
 ROOT = Path(__file__).resolve().parents[1]
 #: One rendered region: the directive, then the rendered text (lazily, up to the first end marker).
 REGION = re.compile(r"<!-- rendered: (?P<directive>[^\n]*?) -->(?P<body>.*?)<!-- end rendered -->", re.S)
+
+
+#: The option names of the directives (``name=value``); any other word is an argument (a JSON path may hold ``=``).
+OPTIONS = frozenset({"digits", "methods", "columns", "initial", "corpus", "n", "where", "scale", "ci"})
 
 
 class RenderError(ValueError):
@@ -111,8 +125,9 @@ class Renderer:
         words = shlex.split(directive)
         if not words:
             raise RenderError("an empty directive")
-        args = [w for w in words[1:] if "=" not in w]
-        opts = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        is_opt = [w.partition("=")[0] in OPTIONS and "=" in w for w in words[1:]]
+        args = [w for w, o in zip(words[1:], is_opt) if not o]
+        opts = dict(w.split("=", 1) for w, o in zip(words[1:], is_opt) if o)
         digits = int(opts.pop("digits", 3))
         handlers: dict[str, Callable[[], str]] = {
             "bench-table": lambda: self._bench_table(args, opts),
@@ -126,12 +141,17 @@ class Renderer:
             "ratio": lambda: self._ratio(args, opts),
             "corpus": lambda: f"{float(self.results(args[0])['corpus_cpu_s'].max()):.0f}",
             "seeds": lambda: str(len(self._by_seed(args[0], "seed"))),
+            "table": lambda: self._table(args, opts),
+            "cell": lambda: self._cell(args, opts),
+            "json": lambda: self._json(args, opts, digits),
         }
         if words[0] not in handlers:
             raise RenderError(f"unknown directive {words[0]!r} (one of {', '.join(handlers)})")
         try:
             return handlers[words[0]]()
-        except (TypeError, IndexError) as e:
+        except RenderError:
+            raise
+        except (TypeError, IndexError, ValueError) as e:
             raise RenderError(f"{words[0]!r} got the wrong arguments ({e}); see studies/render_docs.py") from e
 
     def _bench_table(self, args: list[str], opts: dict[str, str]) -> str:
@@ -173,6 +193,103 @@ class Renderer:
         if r is None:
             raise RenderError(f"{folder}: no compute ratio for {method!r} (no GRPO run to compare with)")
         return f"{r:.2f}x"
+
+
+    def _file(self, name: str) -> Path:
+        path = (self.root / name).resolve()
+        if not path.is_file():
+            raise RenderError(f"{name} does not exist (a committed results file)")
+        return path
+
+    def _select(self, args: list[str], opts: dict[str, str]) -> tuple[list[str], list[list[str]]]:
+        """The header and rows of a ``table``/``cell`` directive, after ``where=`` and ``columns=``."""
+        (name,) = args
+        tables = markdown_tables(self._file(name).read_text(encoding="utf-8"))
+        n = int(opts.get("n", 1))
+        if not 1 <= n <= len(tables):
+            raise RenderError(f"{name} has {len(tables)} Markdown tables, not a table number {n}")
+        header, rows = tables[n - 1]
+        for cond in filter(None, opts.get("where", "").split(";")):
+            col, sep, values = cond.partition(":")
+            if not sep or col not in header:
+                raise RenderError(f"where={cond!r}: should be COLUMN:v1|v2 with a column of {name} table {n}")
+            i, keep = header.index(col), set(values.split("|"))
+            rows = [r for r in rows if _plain(r[i]) in keep]
+        if not rows:
+            raise RenderError(f"no row of {name} table {n} is left by where={opts.get('where')!r}")
+        keep_cols = opts["columns"].split(";") if "columns" in opts else header
+        unknown = [c for c in keep_cols if c not in header]
+        if unknown:
+            raise RenderError(f"no column {unknown[0]!r} in {name} table {n} (columns: {header})")
+        idx = [header.index(c) for c in keep_cols]
+        return keep_cols, [[r[i] for i in idx] for r in rows]
+
+    def _table(self, args: list[str], opts: dict[str, str]) -> str:
+        header, rows = self._select(args, opts)
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n" + "\n".join(lines) + "\n"
+
+    def _cell(self, args: list[str], opts: dict[str, str]) -> str:
+        header, rows = self._select(args, opts)
+        if len(header) != 1 or len(rows) != 1:
+            raise RenderError(f"cell {args[0]}: where= and columns= leave {len(rows)} rows x {len(header)} "
+                              "columns, not one cell")
+        return _plain(rows[0][0])
+
+    def _json(self, args: list[str], opts: dict[str, str], digits: int) -> str:
+        name, path = args
+        node: object = json.loads(self._file(name).read_text(encoding="utf-8"))
+        for part in path.split("/"):
+            node = _step(node, part, f"{name}: {path!r}")
+        scale = float(opts.get("scale", 1))
+        if opts.get("ci") == "yes":
+            if not isinstance(node, dict) or not {"value", "lo", "hi"} <= node.keys():
+                raise RenderError(f"{name}: {path!r} is not an object with value, lo and hi")
+            v, lo, hi = (_number(node[k], name, path) * scale for k in ("value", "lo", "hi"))
+            return f"{_fmt(v, digits)} [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
+        return _fmt(_number(node, name, path) * scale, digits)
+
+
+def markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Every Markdown table of ``text`` as (header cells, rows of cells), cells stripped; a cell may hold an
+    escaped ``\\|``."""
+    tables: list[tuple[list[str], list[list[str]]]] = []
+    block: list[list[str]] = []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            block.append([c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
+            continue
+        if len(block) >= 2 and all(set(c) <= set("-: ") for c in block[1]):
+            tables.append((block[0], block[2:]))
+        block = []
+    return tables
+
+
+def _plain(cell: str) -> str:
+    return cell.replace("**", "").replace("`", "").strip()
+
+
+def _step(node: object, part: str, where: str) -> object:
+    """One part of a JSON path: a key, a list position, or ``k=v,...`` (the first object of a list with those
+    fields)."""
+    if isinstance(node, dict) and part in node:
+        return node[part]
+    if isinstance(node, list):
+        if part.isdigit() and int(part) < len(node):
+            return node[int(part)]
+        if "=" in part:
+            want = dict(kv.split("=", 1) for kv in part.split(","))
+            for item in node:
+                if isinstance(item, dict) and all(str(item.get(k)) == v for k, v in want.items()):
+                    return item
+    raise RenderError(f"{where}: nothing at {part!r}")
+
+
+def _number(x: object, name: str, path: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise RenderError(f"{name}: {path!r} is {x!r}, not a number")
+    return float(x)
 
 
 def _markdown(table: Table, opts: dict[str, str]) -> str:

@@ -127,11 +127,17 @@ def group_advantages(
     if normalize_std and not eps > 0:
         raise ValueError(f"eps must be > 0 when normalize_std=True, got {eps}")
     mean, sd, count = group_stats(rewards, group_ids, valid=valid, std=std)
-    r, _, v = _check_inputs(rewards, group_ids, valid)
+    r, g, v = _check_inputs(rewards, group_ids, valid)
     adv = np.where(v, r, 0.0) - mean
     if normalize_std:
         adv = adv / (sd + eps)
-    # All-equal groups: the deviation is exactly 0 in exact arithmetic; float rounding of the mean
-    # can leave ~1e-17, which /eps would amplify. Zero them explicitly.
-    keep = (count >= 2) & (sd > 0) & v
+    # All-equal groups: the deviation is exactly 0 in exact arithmetic, but float rounding of the mean leaves
+    # about 1e-17 (and a std of that size), which /eps would amplify. They are found exactly, by their valid
+    # rewards' range, and zeroed.
+    _, inverse = np.unique(g, return_inverse=True)
+    n_groups = int(inverse.max()) + 1 if inverse.size else 0
+    lo, hi = np.full(n_groups, np.inf), np.full(n_groups, -np.inf)
+    np.minimum.at(lo, inverse[v], r[v])
+    np.maximum.at(hi, inverse[v], r[v])
+    keep = (count >= 2) & (hi > lo)[inverse] & v
     return np.where(keep, adv, 0.0)
