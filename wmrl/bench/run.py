@@ -67,8 +67,9 @@ def run_bench(
     ``train_fn(config, resume: bool)`` trains one run; default :func:`wmrl.training.run.run_training`.
     A run that raises is logged, left as it is (resumable if it checkpointed) and the bench goes on
     with the next one; the table is written from the runs that finished and says which are missing. Each run
-    trained records this invocation's code version, command and preset hash (:data:`wmrl.runs.provenance.PROVENANCE`); a run that
-    did not do what its method's name says (``results.csv`` column ``ran_as``) gets a warning line when it ends.
+    trained records this invocation's code version, command and preset hash
+    (:data:`wmrl.runs.provenance.PROVENANCE`); a run that did not do what its method's name says
+    (``results.csv`` column ``ran_as``) gets a warning line when it ends.
     ``mixed_commits``: write the table although the runs come from several code versions.
 
     Raises:
