@@ -57,7 +57,7 @@ def summary(v: dict[str, str], command: str, date: str, hardware: str, wall_min:
         return f"| {label} | {n} | " + " | ".join(str(c[s]) for s in STATUSES) + f" | {rate} |"
 
     lines = [f"`{command}` (mutmut 3.8.1, configured in `pyproject.toml`, `[tool.mutmut]`), {date}, {hardware}, "
-             f"beside two benchmark runs: {checked} mutants checked in {wall_min:.0f} min of wall time"
+             f"{checked} mutants checked in {wall_min:.0f} min of wall time"
              + (f"; {total['not checked']} not checked" if total["not checked"] else "") + ".", "",
              "| file | mutants | killed | survived | no tests | timeout | kill rate |",
              "|---|---|---|---|---|---|---|"]
