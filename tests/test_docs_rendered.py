@@ -2,27 +2,18 @@
 the pages in the repository equal a fresh rendering, and a changed results file makes them differ."""
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import pandas as pd
 
+from tests.support.render_docs import load_render_docs
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _render_docs():
-    spec = importlib.util.spec_from_file_location("render_docs", ROOT / "studies" / "render_docs.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["render_docs"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_every_page_equals_its_rendering_from_the_committed_results():
-    rd = _render_docs()
+    rd = load_render_docs()
     regions = sum(len(rd.REGION.findall(p.read_text(encoding="utf-8"))) for p in rd.pages())
     stale = rd.stale_pages()
     assert regions > 20 and not stale, (
@@ -31,7 +22,7 @@ def test_every_page_equals_its_rendering_from_the_committed_results():
 
 
 def test_one_changed_value_in_a_results_file_makes_the_check_fail(tmp_path):
-    rd = _render_docs()
+    rd = load_render_docs()
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
     (tmp_path / "docs").mkdir()
     shutil.copytree(ROOT / "studies" / "benchmark", tmp_path / "studies" / "benchmark",

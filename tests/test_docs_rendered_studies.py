@@ -3,26 +3,17 @@
 from a committed file."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.render_docs import load_render_docs
+
 ROOT = Path(__file__).resolve().parents[1]
 NOT_RENDERED = "Not rendered from a committed file"
-
-
-def _render_docs():
-    spec = importlib.util.spec_from_file_location("render_docs", ROOT / "studies" / "render_docs.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["render_docs"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _measured_sections(text: str) -> list[tuple[str, str]]:
@@ -38,7 +29,7 @@ def _measured_sections(text: str) -> list[tuple[str, str]]:
 
 
 def test_every_measured_section_is_rendered_or_says_it_is_not():
-    rd = _render_docs()
+    rd = load_render_docs()
     bare = [f"{p.relative_to(ROOT)}: {head}" for p in rd.pages()
             for head, body in _measured_sections(p.read_text(encoding="utf-8"))
             if "<!-- rendered:" not in body and NOT_RENDERED not in body]
@@ -56,7 +47,7 @@ def _copy(tmp_path: Path, page: str, *files: str) -> Path:
 
 
 def test_a_changed_cell_of_a_study_table_makes_the_page_stale(tmp_path):
-    rd = _render_docs()
+    rd = load_render_docs()
     page = _copy(tmp_path, "docs/scaling.md", *sorted(
         str(p.relative_to(ROOT)) for d in ("studies/scaling", "studies/simulation/staleness",
                                            "studies/simulation/async", "studies/simulation/async-other")
@@ -70,7 +61,7 @@ def test_a_changed_cell_of_a_study_table_makes_the_page_stale(tmp_path):
 
 
 def test_a_changed_value_of_a_study_json_makes_the_page_stale(tmp_path):
-    rd = _render_docs()
+    rd = load_render_docs()
     files = ["studies/models/fidelity-regression.json", "studies/models/fidelity-generative.json"]
     page = _copy(tmp_path, "docs/models.md", *files)
     assert rd.stale_pages(tmp_path) == []
@@ -92,13 +83,13 @@ def test_a_changed_value_of_a_study_json_makes_the_page_stale(tmp_path):
     ("table studies/no-such-file.md", "does not exist"),
 ])
 def test_a_directive_that_cannot_be_read_is_one_clear_error(directive, says):
-    rd = _render_docs()
+    rd = load_render_docs()
     with pytest.raises(rd.RenderError, match=re.escape(says)):
         rd.Renderer().render(directive)
 
 
 def test_table_and_cell_read_what_the_file_holds(tmp_path):
-    rd = _render_docs()
+    rd = load_render_docs()
     (tmp_path / "t.md").write_text("text\n\n| a | b \\| c | d |\n|---|---|---|\n| x | **1** | `p` |\n"
                                    "| y | 2 | q |\n\nmore\n\n| e |\n|---|\n| 3 |\n", encoding="utf-8")
     (tmp_path / "v.json").write_text(json.dumps({"rows": [{"k": 1, "v": 0.25}, {"k": 2, "v": {
