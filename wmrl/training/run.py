@@ -160,7 +160,6 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
         seed_everything(cfg.seed)
         ledger = Ledger(method=cfg.method, anchor_fraction_configured=anchor_fraction(cfg))
         rd.log_line(f"{now_iso()} {'resume' if resume else 'start'} method={cfg.method} run_dir={rd.root}")
-        record_training_start(rd.root, resume)
         if resume and passed_over:
             msg = (f"resuming from {latest.name}, the newest complete checkpoint, because "
                    f"{'; '.join(passed_over)}") if latest is not None else (
@@ -181,6 +180,7 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
                     done_file.unlink()
             save_config(cfg, rd.config)
             rd.save_config_hash()
+        record_training_start(rd.root, resume)  # the code that trains it from here (after the parts, as above)
     except BaseException:
         if fresh_start and not resume:
             owner.undo_start()
