@@ -135,6 +135,11 @@ class FakeExecutor:
     def close(self):
         pass
 
+    def executed_records(self) -> list[dict]:
+        """The execution log as the trainer's recall reads it (``Components.executed_records``): every request's
+        trajectory with its true reward, infrastructure failures included as executed."""
+        return [{"trajectory": q.trajectory, "reward": true_reward(q.program)} for q in self.requests]
+
 
 class FakeWorldModel:
     """r_hat = 0.5 * r + 0.3 + hash noise (a biased, compressed, noisy predictor)."""

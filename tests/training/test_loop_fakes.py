@@ -213,15 +213,11 @@ def test_refit_uses_an_external_warmup_corpus_plus_the_runs_anchors(tmp_path):
 def test_wmrl_trains_world_model_samples_of_executed_programs_on_their_measured_reward(tmp_path):
     """Recall (wmrl.core.recall): a world-model sample whose program an earlier anchor executed trains on
     the anchor's measured reward; the step's own anchors and wmrl-no-recall recall nothing."""
-    from tests.support.fakes import true_reward
-
     for method in ("wmrl", "wmrl-no-recall"):
         cfg = cfg_for(tmp_path, method, 8, "eval.every_k=0", "eval.at_end=false", "optim.lr=0.3",
                       "wmrl.anchor_fraction=0.5")
         c = comps(method)
-        ex = c.executor
-        c.executed_records = lambda ex=ex: [{"trajectory": q.trajectory, "reward": true_reward(q.program)}
-                                            for q in ex.requests]
+        c.executed_records = c.executor.executed_records
         run_training(cfg, components=c)
         rd = RunDir(cfg.run_dir)
         m, samples = read_jsonl(rd.metrics), read_jsonl(rd.samples)

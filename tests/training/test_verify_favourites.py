@@ -81,8 +81,7 @@ def test_verified_favourites_train_on_their_true_reward_and_cost_training_comput
     cfg = cfg_for(tmp_path, "wmrl-cv", 6, "eval.every_k=0", "eval.at_end=false", "wmrl.verify_favourites=true")
     c = comps("wmrl-cv")
     ex = c.executor
-    c.executed_records = lambda ex=ex: [{"trajectory": q.trajectory, "reward": true_reward(q.program)}
-                                        for q in ex.requests]
+    c.executed_records = ex.executed_records
     run_training(cfg, components=c)
     rd = RunDir(cfg.run_dir)
     m, samples = read_jsonl(rd.metrics), read_jsonl(rd.samples)
