@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.support.fakes import FakeExecutor, FakePolicy, FakeScaffold, FakeWorldModel, fake_task
 
@@ -32,7 +33,7 @@ def test_a_start_and_a_resume_each_record_the_code_and_command(tmp_path):
     both = read_invocations(tmp_path / "run")
     assert [e["resumed"] for e in both] == [False, True]
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False,
-                          cwd=str(__import__("pathlib").Path(__file__).parent)).stdout.strip()
+                          cwd=str(Path(__file__).parent)).stdout.strip()
     if head and code_version()["commit"]:  # a git checkout of wmrl: the table names its commit
         assert run_provenance(tmp_path / "run")["commit"] == head
 

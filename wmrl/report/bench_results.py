@@ -16,9 +16,9 @@ from typing import Any, TypeGuard
 import numpy as np
 import pandas as pd
 
-from wmrl.runs.provenance import read_invocations
 from wmrl.core.recipe import BASELINE, get_recipe, ran_as_note, recipe_names, recipes_with
 from wmrl.episodes.fidelity import feedback_fidelity
+from wmrl.runs.provenance import read_invocations
 from wmrl.world_model.metrics import world_model_metrics
 from wmrl.report.runs import load_run, read_jsonl, train_executions
 from wmrl.runs.ledger import TRAIN_EXEC_KINDS

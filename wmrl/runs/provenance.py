@@ -1,10 +1,10 @@
 """What code and command trained a run: ``provenance.json`` in the run directory.
 
-One entry per invocation that trained or resumed the run, appended atomically at its start, so a run stopped
-half-way still says which code trained it. The trainers of both tracks write ``code_version``, ``command`` (the
-process's command line), ``resumed`` and ``started_at``; ``wmrl bench`` adds its own entry per run it trains with
-the preset's name and SHA-256. The bench tables read the commits of every entry (``wmrl.report.bench_results``)
-and refuse to mix code versions unless told.
+One entry per invocation that trained or resumed the run, appended atomically once its parts are built (before
+its first step), so a run stopped half-way still says which code trained it. The trainers of both tracks write
+``code_version``, ``command`` (the process's command line), ``resumed`` and ``started_at``; ``wmrl bench`` adds its
+own entry per run it trains with the preset's name and SHA-256. The bench tables read the commits of every entry
+(``wmrl.report.bench_results``) and refuse to mix code versions unless told.
 """
 from __future__ import annotations
 
