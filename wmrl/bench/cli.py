@@ -12,10 +12,13 @@ from wmrl.models.cli import (ModelOpt, SeedOpt, TasksDirOpt, ThreadsOpt, load_ba
                              train_tasks)
 from wmrl.report.cli import command_line
 
+#: The shipped presets' names, for the help text (the YAML files beside this module; no heavy import).
+_PRESETS = ", ".join(sorted(p.stem for p in (Path(__file__).parent / "configs").glob("*.yaml")))
+
 
 def bench_cmd(
-    preset: str = typer.Option(..., "--preset", "-p", help="Preset name (a shipped preset: cpu-small, "
-                               "cpu-lm, gpu-paper) or a preset YAML path."),
+    preset: str = typer.Option(..., "--preset", "-p", help=f"Preset name (a shipped preset: {_PRESETS}) "
+                               "or a preset YAML path."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Bench folder; default runs/bench-<preset>. "
                                        "Rerun the same command to resume; finished runs are skipped."),
     seeds: int | None = typer.Option(None, "--seeds", help="Number of seeds (0..N-1); default the preset's."),

@@ -1,6 +1,6 @@
 """Scaffolds: how a policy completion becomes a runnable solution program for a task.
 
-Four scaffolds (the :class:`wmrl.interfaces.Scaffold` protocol, plus a few optional attributes the
+Five scaffolds (the :class:`wmrl.interfaces.Scaffold` protocol, plus a few optional attributes the
 policy reads):
 
 * ``script``: the model writes a whole Python program (data loading, features, model, submission).
@@ -18,6 +18,9 @@ policy reads):
   for the reasons agents' programs fail (a solver that refuses a penalty, ``PCA`` wider than the table,
   ``log1p`` of negative features, polynomial features too big for memory or time, decision scores
   written as probabilities), mostly only on some tasks: the programs have statuses to predict.
+* ``grammar-fine``: the same decoding over :mod:`wmrl.models.fine_grammar`, the ``grammar`` scaffold's
+  pipelines with every numeric hyperparameter on a fine grid (about 46,000 sentences per task kind), so
+  that a policy settled on a model family still writes new programs and exact repeats stay rare.
 
 Optional scaffold attributes used by :class:`wmrl.models.policy.Policy`:
 ``response_prefix`` (text forced at the start of the assistant turn, part of the prompt tokens),
@@ -37,6 +40,7 @@ from pathlib import Path
 from wmrl.core.registry import Registry
 from wmrl.interfaces import Scaffold
 from wmrl.models.fail_grammar import EXTRA_IMPORTS, fail_grammar_sentences
+from wmrl.models.fine_grammar import fine_grammar_sentences
 from wmrl.models.grammar_lang import call, expand, hp
 from wmrl.tasks.harness import render_solution
 from wmrl.tasks.metrics import prediction_kind
@@ -457,17 +461,43 @@ def _fail_sentence_set(kind: str) -> frozenset[str]:
     return frozenset(fail_grammar_sentences(kind))
 
 
+class FineGrammarScaffold(GrammarScaffold):
+    """Constrained decoding like :class:`GrammarScaffold`, over :func:`wmrl.models.fine_grammar.fine_grammar`:
+    the same pipelines with fine-grained numeric hyperparameters, decoded digit by digit, so that exact
+    repeats of a program are rare even once the policy has settled on a model family (every sentence is a
+    valid program, rendered like the ``grammar`` scaffold's).
+    """
+
+    name = "grammar-fine"
+    # The longest sentence is 63 (classifier) or 64 (regressor) SmolLM2 tokens with EOS; the choice trie of one kind has about
+    # 175,000 nodes and takes 5-20 s to build (once per process and kind).
+    default_max_new_tokens = 96
+
+    def grammar_sentences(self, key: str) -> tuple[str, ...]:
+        """The sentences of :func:`wmrl.models.fine_grammar.fine_grammar_sentences` for ``key``."""
+        return fine_grammar_sentences(key)
+
+    def is_valid(self, task: Task, completion: str) -> bool:
+        """True when ``completion`` is a complete sentence of this task's grammar."""
+        return completion.strip() in _fine_sentence_set(self.grammar_key(task))
+
+
+@functools.lru_cache(maxsize=8)
+def _fine_sentence_set(kind: str) -> frozenset[str]:
+    return frozenset(fine_grammar_sentences(kind))
+
+
 #: The scaffold registry: name -> a factory of a fresh :class:`~wmrl.interfaces.Scaffold` (entry-point group
 #: ``wmrl.scaffolds``; an entry point names a scaffold class or another factory without arguments).
 SCAFFOLDS: Registry[Callable[[], Scaffold]] = Registry("scaffold", group="wmrl.scaffolds")
 for _name, _cls in (("script", ScriptScaffold), ("function", FunctionScaffold), ("grammar", GrammarScaffold),
-                    ("grammar-fail", FailGrammarScaffold)):
+                    ("grammar-fail", FailGrammarScaffold), ("grammar-fine", FineGrammarScaffold)):
     SCAFFOLDS.register(_name, _cls)
 
 
 def get_scaffold(name: str) -> Scaffold:
-    """A fresh scaffold by name: ``"script"``, ``"function"``, ``"grammar"``, ``"grammar-fail"`` or a registered
-    one (:data:`SCAFFOLDS`).
+    """A fresh scaffold by name: ``"script"``, ``"function"``, ``"grammar"``, ``"grammar-fail"``, ``"grammar-fine"``
+    or a registered one (:data:`SCAFFOLDS`).
 
     Raises:
         wmrl.core.registry.UnknownName: an unknown name (a ValueError; the message lists the registered ones).
