@@ -33,7 +33,8 @@ _FOREST = (hp("n_estimators", _steps(25, 250, 25)), hp("max_depth", ("4", "6", "
            hp("min_samples_leaf", _LEAF))
 _HGB = (hp("max_iter", _steps(25, 300, 25)), hp("learning_rate", _LEARNING_RATE),
         hp("max_leaf_nodes", ("7", "11", "15", "23", "31", "47", "63")))
-_GB = (hp("n_estimators", _steps(25, 250, 25)), hp("learning_rate", _LEARNING_RATE[:8]), hp("max_depth", _steps(1, 6, 1)))
+_GB = (hp("n_estimators", _steps(25, 250, 25)), hp("learning_rate", _LEARNING_RATE[:8]),
+       hp("max_depth", _steps(1, 6, 1)))
 _KNN = (hp("n_neighbors", _steps(1, 20, 1) + _steps(25, 50, 5)), hp("weights", ("'uniform'", "'distance'")))
 _TREE = (hp("max_depth", _steps(2, 20, 1) + ("None",)), hp("min_samples_leaf", _LEAF))
 

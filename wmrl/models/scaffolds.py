@@ -469,8 +469,8 @@ class FineGrammarScaffold(GrammarScaffold):
     """
 
     name = "grammar-fine"
-    # The longest sentence is 63 (classifier) or 64 (regressor) SmolLM2 tokens with EOS; the choice trie of one kind has about
-    # 175,000 nodes and takes 5-20 s to build (once per process and kind).
+    # The longest sentence is 63 (classifier) or 64 (regressor) SmolLM2 tokens with EOS; the choice trie of one
+    # kind has about 175,000 nodes and takes 5-20 s to build (once per process and kind).
     default_max_new_tokens = 96
 
     def grammar_sentences(self, key: str) -> tuple[str, ...]:
