@@ -4,7 +4,8 @@ each), the reward-against-compute plot, and one :class:`BenchPage` rendered to `
 
 The numbers come from :mod:`wmrl.report.bench_results` (reading the folder),
 :mod:`wmrl.report.bench_stats` (aggregates and notes) and :mod:`wmrl.report.convergence_page` (where
-each run converged); nothing here runs a bench.
+each run converged) and :mod:`wmrl.report.time_to_target`; nothing here runs a bench. About 500 lines: one page laid
+out in two formats (Markdown and HTML) side by side, so that the two stay the same.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ from wmrl.report.machine import code_line, machine_line
 from wmrl.report.plots import pyplot, color_for, finish_axes
 from wmrl.report.stats import MeanSE, mean_se
 from wmrl.report.tables import Cell, Table
+from wmrl.report import time_to_target as TT
 
 #: The paragraph under the bench table that says what each column is.
 COLUMNS_HELP = (
@@ -285,6 +287,8 @@ class BenchPage:
     failures: list[str] = field(default_factory=list)
     plot_file: str | None = None
     plot_uri: str | None = None
+    ttt_table: Table = field(default_factory=lambda: Table([]))
+    ttt_plot_file: str | None = None
     generated: str = ""
     code: str = ""
 
@@ -316,6 +320,9 @@ class BenchPage:
             if not self.convergence_table.empty:
                 md += [self.convergence_table.to_markdown(), ""]
             md += [CV.HELP, "", *[f"- {n}" for n in self.convergence_notes], ""]
+        if not self.ttt_table.empty:
+            md += ["**Time to target.**", "", self.ttt_table.to_markdown(), "", TT.HELP, ""]
+            md += [f"![time to target]({self.ttt_plot_file})", ""] if self.ttt_plot_file else []
         md += ["**Standard errors.**", "", *[f"- {n}" for n in self.notes], ""]
         if self.missing:
             md += [f"**Not finished** (left out of the table): {', '.join(self.missing)}.", ""]
@@ -355,6 +362,8 @@ class BenchPage:
             parts.append("<p><b>Where each run converged.</b></p>" + self.convergence_summary.to_html()
                          + self.convergence_table.to_html() + H.paragraph(CV.HELP, "note")
                          + "".join(H.paragraph(n, "note") for n in self.convergence_notes))
+        if not self.ttt_table.empty:
+            parts.append("<p><b>Time to target.</b></p>" + self.ttt_table.to_html() + H.paragraph(TT.HELP, "note"))
         parts.append("<p><b>Standard errors.</b></p><ul>" + "".join(f"<li>{H.esc(n)}</li>" for n in self.notes)
                      + "</ul>")
         if self.missing:
@@ -424,7 +433,9 @@ def write_outputs(out: str | Path, mixed_commits: bool = False) -> dict[str, Pat
     code version (:func:`code_groups`) unless ``mixed_commits``; the page says which runs came from which.
 
     Returns:
-        ``{"markdown", "html", "results", "table"[, "plot"][, "convergence"]}`` -> the paths written.
+        ``{"markdown", "html", "results", "table"[, "plot"][, "convergence"][, "time_to_target_csv",
+        "time_to_target_plot"]}`` -> the paths written (time to target: :mod:`wmrl.report.time_to_target`, when
+        the runs evaluated the train tasks along the way).
 
     Raises:
         BenchError: ``out`` holds no finished run, or its runs come from several code versions and
@@ -456,6 +467,7 @@ def write_outputs(out: str | Path, mixed_commits: bool = False) -> dict[str, Pat
     conv = CV.convergence_frame(conv_docs)
     if conv_docs:
         conv.to_csv(out / CV.CSV, index=False)
+    ttt, ttt_paths = TT.write_time_to_target(out)
     machine = meta.get("machine")
     page = BenchPage(
         title=f"wmrl bench: {meta.get('preset', out.name)}",
@@ -479,6 +491,8 @@ def write_outputs(out: str | Path, mixed_commits: bool = False) -> dict[str, Pat
         failures=list(meta.get("failures") or []),
         plot_file=png.name if fig is not None else None,
         plot_uri=uri,
+        ttt_table=TT.time_to_target_table(ttt) if not ttt.empty else Table([]),
+        ttt_plot_file=ttt_paths["plot"].name if "plot" in ttt_paths else None,
         results=Table.from_frame(results),
         generated=now(),
     )
@@ -490,4 +504,5 @@ def write_outputs(out: str | Path, mixed_commits: bool = False) -> dict[str, Pat
         paths["plot"] = png
     if conv_docs:
         paths["convergence"] = out / CV.CSV
+    paths.update({f"time_to_target_{k}": v for k, v in ttt_paths.items()})
     return paths
