@@ -200,7 +200,7 @@ def time_to_target_frame(curves: list[TrainCurve], reference: str = REFERENCE) -
                 diffs.append(float(c.percentile[-1]) - lvl)
         d_mean, d_se = _mean_se(diffs)
         for name, level in tg.items():
-            hits = [h for h in (first_reach(c, level) for c in mc) if h]
+            hits = [h for h in (first_reach(c, level) for c in mc) if h is not None]
             cm, cse = _mean_se([h[1] / 3600 for h in hits])
             rc = ref_compute[name]
             rows.append({
