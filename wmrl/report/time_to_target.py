@@ -187,8 +187,8 @@ def time_to_target_frame(curves: list[TrainCurve], reference: str = REFERENCE) -
     methods = sorted({c.method for c in curves}, key=lambda m: order.get(m, 99))
     ref_compute: dict[str, float | None] = {}
     for name, level in tg.items():
-        hits = [first_reach(c, level) for c in curves if c.method == reference]
-        ref_compute[name] = _mean_se([h[1] / 3600 for h in hits if h])[0]
+        ref_hits = [first_reach(c, level) for c in curves if c.method == reference]
+        ref_compute[name] = _mean_se([h[1] / 3600 for h in ref_hits if h is not None])[0]
     for method in methods:
         mc = [c for c in curves if c.method == method]
         diffs, at_ref = [], []
