@@ -23,7 +23,7 @@ EXAMPLE = ROOT / "examples" / "lint_env.py"
 def test_the_example_config_names_the_environment_and_its_file(monkeypatch) -> None:
     monkeypatch.chdir(ROOT)  # plugins are read from the current directory, as `wmrl train` there reads them
     cfg = load_config(ROOT / "examples" / "lint_env.yaml")
-    assert cfg.environment == "lint" and cfg.plugins == ["examples/lint_env.py"]
+    assert cfg.environment == "lint" and cfg.plugins == [str(EXAMPLE.resolve())]
 
 
 @pytest.mark.parametrize("method", recipe_names())

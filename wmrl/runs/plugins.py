@@ -14,15 +14,15 @@ from wmrl.runs.config import id_list
 def import_plugin(spec: str, key: str = "plugins") -> str:
     """Import the plugin module ``spec`` for its side effect (it registers recipes, environments, routers, ... in
     their registries, docs/plugins.md) and return ``spec``. ``spec`` is a dotted module name (``my_package.envs``)
-    or the path of a ``.py`` file (absolute, or relative to the current directory), imported under its file name's
-    stem; a file imported already is not imported again, so a config read twice registers nothing twice.
+    or the path of a ``.py`` file (absolute, or relative to the current directory; a config file's own relative paths
+    are made absolute from its folder first, :func:`plugin_files_from`), imported under its file name's stem; a file imported already is not imported again, so a config read twice registers nothing twice.
 
     Raises:
         ValueError: the module or file is not found, its import failed, or another module of the file's stem is
             imported already (one line starting ``<key>: ``).
     """
     spec = str(spec).strip()
-    if not spec.endswith(".py") and "/" not in spec and "\\" not in spec:
+    if not _is_file_spec(spec):
         try:
             importlib.import_module(spec)
         except Exception as e:  # noqa: BLE001 - any failure of the plugin's own code is reported in one line
@@ -52,6 +52,24 @@ def import_plugin(spec: str, key: str = "plugins") -> str:
         sys.modules.pop(name, None)
         raise ValueError(f"{key}: importing plugin file {spec!r} failed: {type(e).__name__}: {e}") from None
     return spec
+
+
+def _is_file_spec(spec: str) -> bool:
+    return spec.endswith(".py") or "/" in spec or "\\" in spec
+
+
+def plugin_files_from(data: dict[str, Any], folder: str | Path, key: str = "plugins") -> dict[str, Any]:
+    """Make the relative ``.py`` paths of ``data[key]`` (a config file's raw mapping) absolute from ``folder``, the
+    config file's own folder, so that a config names its plugin files as it names them beside itself, whatever the
+    current directory (module names and absolute paths are left as they are; a value that is not a list of text is
+    left for the field's own check). Returns ``data``, changed in place."""
+    if key in data:
+        value = id_list(data[key])
+        if isinstance(value, list) and all(isinstance(x, str) for x in value):
+            data[key] = [str((Path(folder) / Path(x.strip()).expanduser()).resolve())
+                         if _is_file_spec(x.strip()) and not Path(x.strip()).expanduser().is_absolute() else x
+                         for x in value]
+    return data
 
 
 def import_plugins(data: Any, key: str = "plugins") -> Any:

@@ -30,7 +30,7 @@ from wmrl.models.scaffolds import SCAFFOLDS
 from wmrl.step.environment import ENVIRONMENTS
 from wmrl.world_model.factory import WORLD_MODELS
 from wmrl.runs import config as _kit
-from wmrl.runs.plugins import import_plugins
+from wmrl.runs.plugins import import_plugins, plugin_files_from
 from wmrl.runs.tracking import TRACKERS_HELP, Trackers, TrackingConfig, default_trackers
 from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for the text track's callers)
     ConfigError, ConfigSection, Float, Int, OptFloat, OptIds, OptStr, Plugins, _errors_text, _is_section,
@@ -408,8 +408,8 @@ class TrainConfig(_Section):
         "executions, so they need 'kaggle'."))
     plugins: Plugins = Field(default_factory=list, description=(
         "Python modules imported before the other keys are checked, each registering its own recipes, environments, "
-        "routers, ... (docs/plugins.md): a module name on the Python path, or a .py file (relative to the current "
-        "directory), e.g. [examples/lint_env.py]."))
+        "routers, ... (docs/plugins.md): a module name on the Python path, or a .py file (in a config file relative "
+        "to the file's folder, in --set relative to the current directory), e.g. [lint_env.py]."))
     name: str = Field("", description="Free-form run name (shown in reports); empty = the method.")
     run_dir: OptStr = Field(None, description="Run directory; null = runs/<name or method>-<UTC timestamp>.")
     seed: Int = Field(0, ge=0, le=_kit.MAX_SEED, description=(
@@ -525,6 +525,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             keys or bad values (message names them).
     """
     data = _kit.read_config_file(path)
+    if path is not None:
+        plugin_files_from(data, Path(path).parent)  # the file's plugin paths are read from its folder
     apply_overrides(data, overrides)  # ``data`` is this call's own parse: changing it in place is safe
     return config_from_dict(data)
 
