@@ -49,13 +49,16 @@ factory (docs/architecture.md, "Adding an environment", works one example throug
 """
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from functools import partial
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 import numpy as np
+from pydantic import AfterValidator
 
 from wmrl.core.infra import usable_outcome
 from wmrl.core.registry import Registry
@@ -303,6 +306,12 @@ ENVIRONMENTS: Registry[Callable[..., Environment]] = Registry("environment", gro
     "kaggle": "wmrl.step.kaggle", "metaworld": "wmrl.embodied.environment"})
 
 
+#: A config key naming an environment, checked against :data:`ENVIRONMENTS` when the config is validated (a name
+#: registered after this module was imported, by a module of ``plugins``, or offered by an entry point, is accepted):
+#: the text track's and the embodied track's ``environment``.
+EnvironmentName = Annotated[str, AfterValidator(partial(ENVIRONMENTS.check, key="environment"))]
+
+
 def register_environment(name: str) -> Callable[[Callable[..., Environment]], Callable[..., Environment]]:
     """Decorator: register ``factory`` (a class or a function returning an :class:`Environment`) in
     :data:`ENVIRONMENTS` as ``name``.
@@ -316,6 +325,29 @@ def register_environment(name: str) -> Callable[[Callable[..., Environment]], Ca
 def environment_names() -> list[str]:
     """The environment names, in registration order (the built-in ones and entry points not yet imported last)."""
     return ENVIRONMENTS.names()
+
+
+def environment_factory(name: str, args: Sequence[str], trainer: str, advice: str) -> Callable[..., Environment]:
+    """The factory of the registered environment ``name``, checked to take the keyword arguments ``args`` that
+    ``trainer`` (``text trainer``, ``embodied trainer``) builds its environment with; ``advice`` ends the refusal
+    (which environments that trainer takes). Called before a run touches its folder.
+
+    Raises:
+        ValueError: one line: no such environment (naming the registered ones), its module fails to import, or its
+            factory does not take ``args`` (an environment of another track).
+    """
+    try:
+        factory = ENVIRONMENTS.get(name)
+    except (KeyError, ImportError, LookupError) as e:
+        raise ValueError(f"environment: {e}") from None
+    try:
+        inspect.signature(factory).bind(**dict.fromkeys(args))
+    except TypeError as e:
+        raise ValueError(f"environment {name!r} is not one the {trainer} builds: its factory does not take the "
+                         f"{trainer}'s arguments ({e}); {advice}") from None
+    except ValueError:  # no signature to read (a callable implemented in C): the call says
+        pass
+    return factory
 
 
 def make_environment(name: str, **kwargs: Any) -> Environment:

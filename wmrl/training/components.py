@@ -4,7 +4,6 @@ trainer, the evaluation and the bench share, so that a resumed run draws exactly
 would."""
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,7 +14,8 @@ from wmrl.core.recipe import RecipeSettings
 from wmrl.runs.rundir import RunDirError, now_iso  # noqa: F401 (re-exported)
 from wmrl.step.engine import lookup_recipe
 from wmrl.step.engine import recipe_settings as engine_recipe_settings
-from wmrl.step.environment import ENVIRONMENTS, Environment
+from wmrl.step.environment import Environment
+from wmrl.step.environment import environment_factory as checked_factory
 from wmrl.step.kaggle import TEXT_ENVIRONMENT_ARGS, TextEnvironment
 from wmrl.step.multiturn import MultiTurnKaggleEnvironment
 from wmrl.step.kaggle import sampling_seed, select_tasks  # noqa: F401 (re-exported: the schedules)
@@ -111,26 +111,20 @@ def recipe_settings(cfg: TrainConfig) -> RecipeSettings:
 
 def environment_factory(name: str) -> Callable[..., Environment]:
     """The factory of the registered environment ``name``, checked to take the text trainer's keyword arguments
-    (:data:`wmrl.step.kaggle.TEXT_ENVIRONMENT_ARGS`); called before a run touches its folder.
+    (:data:`wmrl.step.kaggle.TEXT_ENVIRONMENT_ARGS`; :func:`wmrl.step.environment.environment_factory`); called
+    before a run touches its folder.
 
     Raises:
         ConfigError: no such environment, its module fails to import, or its factory does not take the text
             trainer's arguments (an environment of another track, e.g. ``metaworld``).
     """
     try:
-        factory = ENVIRONMENTS.get(name)
-    except (KeyError, ImportError, LookupError) as e:
-        raise ConfigError(f"environment: {e}") from None
-    try:
-        inspect.signature(factory).bind(**dict.fromkeys(TEXT_ENVIRONMENT_ARGS))
-    except TypeError as e:
-        raise ConfigError(f"environment {name!r} is not one the text trainer builds: its factory does not take the "
-                          f"text trainer's arguments ({e}); a text environment takes those of the 'kaggle' one "
-                          f"(wmrl.step.kaggle.TEXT_ENVIRONMENT_ARGS); an embodied environment trains with "
-                          f"`wmrl embodied train`") from None
-    except ValueError:  # no signature to read (a callable implemented in C): the call says
-        pass
-    return factory
+        return checked_factory(name, TEXT_ENVIRONMENT_ARGS, "text trainer",
+                               "a text environment takes those of the 'kaggle' one "
+                               "(wmrl.step.kaggle.TEXT_ENVIRONMENT_ARGS); an embodied environment trains with "
+                               "`wmrl embodied train`")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def build_environment(cfg: TrainConfig, comps: Components, execution_logs: Sequence[str | Path] = ()
