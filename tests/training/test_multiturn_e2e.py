@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import wmrl.training.trainer as trainer_mod
+from wmrl.step.multiturn import MultiTurnKaggleEnvironment
 from wmrl.training.config import ConfigError, load_config
 from wmrl.runs.rundir import RunDir, read_jsonl
 from wmrl.training.run import run_training
@@ -31,15 +31,15 @@ def _run(small_suite, tmp_path_factory, method: str, captured: list) -> Path:
     cfg = load_config(TINY, [f"tasks.root={small_suite}", f"run_dir={run}", f"method={method}", "optim.steps=2",
                              "episode.max_turns=2", "episode.validation_fraction=0.25",
                              f"eval.at_end={method == 'grpo'}"])
-    real = trainer_mod.rollout_step
+    real = MultiTurnKaggleEnvironment.extend
 
-    def spy(trainer, sb, seed):
-        ep = real(trainer, sb, seed)
-        captured.append((trainer.c.policy.tokenizer, ep))
-        return ep
+    def spy(env, policy, rollouts, is_anchor, predict, ledger=None):
+        ext = real(env, policy, rollouts, is_anchor, predict, ledger)
+        captured.append((policy.tokenizer, ext.episodes))
+        return ext
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(trainer_mod, "rollout_step", spy)
+    mp.setattr(MultiTurnKaggleEnvironment, "extend", spy)
     try:
         run_training(cfg)
     finally:

@@ -11,6 +11,7 @@ import copy
 import hashlib
 import json
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -18,6 +19,8 @@ from pydantic import Field
 from wmrl.core.recipe import recipe_names
 from wmrl.runs.config import ConfigError, Float, Int, OptStr, _Section, apply_overrides, model_from_dict, \
     read_config_file
+from wmrl.step.environment import EnvironmentName
+from wmrl.step.environment import environment_factory as checked_factory
 from wmrl.runs.tracking import TRACKERS_HELP, Trackers, TrackingConfig, default_trackers
 
 
@@ -107,6 +110,29 @@ class EvalConfig(_Section):
                       "seed: paired comparison).")
 
 
+#: The keyword arguments the embodied trainer builds its environment with
+#: (:class:`wmrl.embodied.environment.MetaWorldEnvironment`'s).
+EMBODIED_ENVIRONMENT_ARGS = ("pool", "train_states", "instruction_index", "world_model", "wm_instruction_index",
+                             "groups_per_step", "group_size", "seed", "collapse", "k")
+
+
+def environment_factory(name: str) -> Callable[..., Any]:
+    """The factory of the registered environment ``name``, checked to take :data:`EMBODIED_ENVIRONMENT_ARGS`
+    (:func:`wmrl.step.environment.environment_factory`); called before a run touches its folder.
+
+    Raises:
+        ConfigError: no such environment, its module fails to import, or its factory does not take the embodied
+            trainer's arguments (an environment of the text track, e.g. ``kaggle``).
+    """
+    try:
+        return checked_factory(name, EMBODIED_ENVIRONMENT_ARGS, "embodied trainer",
+                               "an embodied environment takes those of the 'metaworld' one "
+                               "(wmrl.embodied.config.EMBODIED_ENVIRONMENT_ARGS); a text environment trains with "
+                               "`wmrl train`")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 class EmbodiedConfig(_Section):
     """One embodied training run."""
 
@@ -115,6 +141,10 @@ class EmbodiedConfig(_Section):
     name: OptStr = Field(None, description="Run name (default: the method).")
     method: str = Field("wmrl", description="The method: a registered recipe (grpo, wm, wmrl, wmrl-no-debias, "
                         "wmrl-no-denoise, wmrl-ppi, anchor-only, ...) or sft (no RL: evaluate the SFT checkpoint).")
+    environment: EnvironmentName = Field("metaworld", description=(
+        "The registered environment the embodied trainer samples and rewards (wmrl.step.environment): 'metaworld', "
+        "or one registered by a module or an entry point (docs/plugins.md) whose factory takes the embodied "
+        "trainer's arguments (wmrl.embodied.config.EMBODIED_ENVIRONMENT_ARGS)."))
     seed: Int = Field(0, description="Seed of RL sampling (the SFT checkpoint is shared).")
     run_dir: OptStr = Field(None, description="Run directory (default runs/embodied-<name>-<time>).")
     checkpoint_every: Int = Field(5, ge=1, description="Checkpoint every N steps (and at the end).")

@@ -31,13 +31,12 @@ import yaml
 
 from wmrl.console import fmt as _fmt
 from wmrl.core.recipe import calibration_record
-from wmrl.embodied.config import EmbodiedConfig, artefact_key, config_from_dict, config_to_dict
+from wmrl.embodied.config import EmbodiedConfig, artefact_key, config_from_dict, config_to_dict, environment_factory
 from wmrl.embodied.env import Suite, expert_rollout, rollout, shared_pool
-from wmrl.embodied.environment import MetaWorldEnvironment
 from wmrl.embodied.policy import Demos, GaussianPolicy, PolicyConfig, behaviour_clone
 from wmrl.embodied.progress import ProgressPredictor, fit_progress
 from wmrl.runs.ledger import Ledger
-from wmrl.runs.loop import Schedule, evaluated_at, run_steps
+from wmrl.runs.loop import Schedule, evaluated_at, load_newest, run_steps
 from wmrl.runs.checkpoint import engine_state
 from wmrl.runs.owner import RunDirOwner
 from wmrl.runs.provenance import record_training_start
@@ -153,9 +152,9 @@ class EmbodiedTrainer:
         self.last_eval: dict[str, Any] = {}
         self.trackers = TrackerSet()  # the experiment trackers (wmrl.runs.tracking), opened by run_embodied
         self.train_states = self.suite.states("train")
-        self.env = MetaWorldEnvironment(
-            self.pool, self.train_states, self._instr, self.wm,
-            lambda task: self.wm.instructions.index(self.suite.instruction(task)),
+        self.env = environment_factory(cfg.environment)(  # ``environment`` of the config, from the registry
+            pool=self.pool, train_states=self.train_states, instruction_index=self._instr, world_model=self.wm,
+            wm_instruction_index=lambda task: self.wm.instructions.index(self.suite.instruction(task)),
             groups_per_step=cfg.rollout.groups_per_step, group_size=cfg.rollout.group_size, seed=cfg.seed,
             collapse=cfg.world_model.collapse, k=cfg.world_model.k)
 
@@ -347,6 +346,7 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
         rd = RunDir(cfg.run_dir or Path("runs") / f"embodied-{cfg.name or cfg.method}-{stamp}")
         make_suite(cfg)  # a bad task list or split is refused before the run folder exists
+        environment_factory(cfg.environment)  # so is an environment of the text track
         probe_trackers(cfg.trackers, cfg.tracking)  # so is a tracker whose package is missing
         owner = RunDirOwner(rd.root, resume=EMBODIED_RESUME)
         owner.claim()  # a new folder appears with its lock held: no other trainer ever sees it unlocked
@@ -392,7 +392,7 @@ def _run_owned(cfg: EmbodiedConfig | None, rd: RunDir, owner: RunDirOwner, *, re
         for n in notes:
             rd.log_line(f"{_now()} resume: passed over {n}")
         if good:
-            tr.load_checkpoint(good[0])
+            load_newest(tr, good, notes)  # one that fails to load is passed over for the one before
         else:
             rd.truncate_logs(0, {w: 0 for w in rd.JSONL})
     tr.trackers = open_trackers(cfg.trackers, cfg.tracking, rd.root, config=config_to_dict(cfg), start_step=tr.step,

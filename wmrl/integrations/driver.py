@@ -2,8 +2,8 @@
 call the same registered recipe as wmrl's trainer (:meth:`wmrl.core.recipe.Recipe.step`).
 
 The foreign trainer (TRL, verl) owns generation and the policy update; this module owns what happens
-between them, on the step engine (:mod:`wmrl.step.engine`) and the Kaggle-task environment
-(:class:`wmrl.step.kaggle.KaggleEnvironment`) that wmrl's own trainer uses::
+between them, on the step engine (:mod:`wmrl.step.engine`) and the environment of the registry that wmrl's own
+trainer uses (``kaggle`` by default: :class:`wmrl.step.kaggle.KaggleEnvironment`)::
 
     route       the engine's router marks the anchor groups of the step (seeded; all for ``grpo``, none for ``wm``)
     execute     every anchor sample's program (the scaffold renders the completion) runs in the executor
@@ -38,8 +38,8 @@ from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepInputs, St
 from wmrl.core.routing import Router
 from wmrl.step.batch import StepBatch
 from wmrl.step.engine import StepEngine
-from wmrl.step.environment import Rollouts
-from wmrl.step.kaggle import KaggleEnvironment, TextTrajectories
+from wmrl.step.environment import Rollouts, make_environment
+from wmrl.step.kaggle import TextTrajectories
 
 
 def loss_advantages(out: StepOutputs) -> np.ndarray:
@@ -106,23 +106,27 @@ class WMRLDriver:
         seed: the router's seed.
         time_limit_s: per-execution wall limit in seconds (None: the task's own).
         run: the run name written into each anchor's trajectory record (the execution log).
+        environment: the registered text environment the steps run on (:data:`wmrl.step.environment.ENVIRONMENTS`;
+            default ``kaggle``), built with ``tasks``, ``scaffold``, ``executor``, ``world_model``, ``run`` and
+            ``time_limit_s``, like the text trainer's.
 
     Raises:
-        ValueError: unknown method, or a recipe that needs a world model without one.
+        ValueError: unknown method or environment (one line naming the registered ones), or a recipe that needs a
+            world model without one.
     """
 
     def __init__(self, tasks: Sequence[Any] | Mapping[str, Any], scaffold: Any, world_model: Any, executor: Any, *,
                  method: str = "wmrl", anchor_fraction: float = 0.25, min_anchor_every: int | None = 1,
                  settings: RecipeSettings = RecipeSettings(), seed: int = 0, time_limit_s: float | None = None,
-                 run: str = "integration") -> None:
+                 run: str = "integration", environment: str = "kaggle") -> None:
         self.tasks = dict(tasks) if isinstance(tasks, Mapping) else {t.id: t for t in tasks}
         self.engine = StepEngine(method, settings, anchor_fraction=anchor_fraction, min_anchor_every=min_anchor_every,
                                  seed=seed)
         if self.recipe.uses_world_model and world_model is None:
             raise ValueError(f"recipe {method!r} scores completions with a world model: pass world_model")
         self.scaffold, self.world_model, self.executor = scaffold, world_model, executor
-        self.env = KaggleEnvironment(list(self.tasks.values()), scaffold, executor, world_model, run=run,
-                                     time_limit_s=time_limit_s)
+        self.env = make_environment(environment, tasks=list(self.tasks.values()), scaffold=scaffold, executor=executor,
+                                    world_model=world_model, run=run, time_limit_s=time_limit_s)
         self.time_limit_s, self.run = time_limit_s, run
         self.history: list[StepRecord] = []
         #: measured rewards of the anchors so far, recalled for world-model samples by recipes with ``recall``
@@ -160,7 +164,10 @@ class WMRLDriver:
         Raises:
             KeyError: a completion of a task the driver was not given (the message lists the known ones).
         """
-        return self.env.task(task_id)
+        try:
+            return self.tasks[str(task_id)]
+        except KeyError:
+            raise KeyError(f"unknown task {task_id!r}; the driver knows {sorted(self.tasks)}") from None
 
     def measure(self, step: int, task_ids: Sequence[str], prompts: Sequence[str], completions: Sequence[str],
                 group_ids: np.ndarray, is_anchor: np.ndarray

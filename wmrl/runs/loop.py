@@ -10,17 +10,65 @@ evaluate its policy and write an atomic checkpoint; :func:`run_steps` decides wh
                                       when the trainer asks to stop; ledger.json rewritten with it
     on_step(record)                   the caller's progress display
 
-A run killed between two checkpoints resumes from the newest one, and its logs are cut back to it, so the same
-schedule replays the steps in between (:meth:`wmrl.runs.rundir.RunDir.resume_candidates`).
+A run killed between two checkpoints resumes from the newest one that loads (:func:`load_newest` over
+:meth:`wmrl.runs.rundir.RunDir.resume_candidates`), and its logs are cut back to it, so the same schedule replays the
+steps in between.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from wmrl.runs.ledger import Ledger
-from wmrl.runs.rundir import RunDir, read_jsonl, write_json_atomic
+from wmrl.runs.rundir import RunDir, RunDirError, now_iso, read_jsonl, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+
+class Resumable(Protocol):
+    """What :func:`load_newest` restores: a trainer of either track."""
+
+    rd: RunDir
+
+    def load_checkpoint(self, path: Path) -> None:
+        """Restore everything the checkpoint folder ``path`` holds.
+
+        Raises:
+            Exception: whatever reading a damaged file raises (the caller falls back to an earlier checkpoint).
+        """
+        ...
+
+
+def load_newest(trainer: Resumable, candidates: Sequence[Path], notes: Sequence[str] = ()) -> Path:
+    """Load the first of ``candidates`` (complete checkpoints, newest first:
+    :meth:`wmrl.runs.rundir.RunDir.resume_candidates`) that loads; a damaged one is passed over and the resume says
+    why in ``train.log``. ``notes``: why checkpoints were passed over before loading (named in the refusal).
+
+    Returns:
+        the checkpoint folder loaded.
+
+    Raises:
+        RunDirError: none loads (one line naming each and why).
+    """
+    tried = list(notes)
+    for i, ck in enumerate(candidates):
+        try:
+            trainer.load_checkpoint(ck)
+        except Exception as e:  # noqa: BLE001 - a damaged file in a checkpoint: try the one before
+            why = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+            tried.append(f"{ck.name} does not load ({why})")
+            log.warning("%s: checkpoint %s does not load (%s)", trainer.rd.root, ck.name, why)
+            continue
+        if i > 0:
+            msg = f"resumed from {ck.name} because {'; '.join(tried[len(notes):])}"
+            log.warning("%s: %s", trainer.rd.root, msg)
+            trainer.rd.log_line(f"{now_iso()} {msg}")
+        return ck
+    raise RunDirError(f"{trainer.rd.root} has no checkpoint that loads ({'; '.join(tried)}); continuing would "
+                      "repeat its steps: start a new run in another run_dir")
 
 
 class SteppedTrainer(Protocol):

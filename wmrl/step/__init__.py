@@ -2,17 +2,20 @@
 
 :mod:`~wmrl.step.engine` (:class:`StepEngine`: route -> execute or predict -> recipe; :func:`build_router`, the
 one router builder; :func:`recipe_settings`, the one place a config becomes recipe settings),
-:mod:`~wmrl.step.environment` (the :class:`Environment` protocol, its dataclasses and registry),
+:mod:`~wmrl.step.environment` (the :class:`Environment` protocol, its optional ``extend`` hook
+(:class:`ExtendingEnvironment`), its dataclasses and registry),
 :mod:`~wmrl.step.batch` (:class:`StepBatch`, what a step carries from stage to stage), :mod:`~wmrl.step.anchors`
 (the anchor stream: synchronous and asynchronous executions of anchor programs),
-:mod:`~wmrl.step.kaggle` (the Kaggle-task environment). The engine imports the recipe and the router from
-:mod:`wmrl.core`; the trainers (:mod:`wmrl.training`, :mod:`wmrl.embodied`) and the integrations import it.
+:mod:`~wmrl.step.kaggle` (the Kaggle-task environment), :mod:`~wmrl.step.multiturn` (its multi-turn episodes).
+The engine imports the recipe and the router from :mod:`wmrl.core`; the trainers (:mod:`wmrl.training`,
+:mod:`wmrl.embodied`) and the integrations import it.
 """
 from wmrl.step.batch import StepBatch
 from wmrl.step.engine import StepEngine, build_router, lookup_recipe, recipe_settings
-from wmrl.step.environment import (ENVIRONMENTS, Environment, Outcome, Outcomes, Predictions, Rollouts, done,
-                                   environment_names, make_environment, register_environment)
+from wmrl.step.environment import (ENVIRONMENTS, Environment, ExtendingEnvironment, Extension, Outcome, Outcomes,
+                                   Predictions, Rollouts, done, environment_names, make_environment,
+                                   register_environment)
 
-__all__ = ["ENVIRONMENTS", "Environment", "Outcome", "Outcomes", "Predictions", "Rollouts", "StepBatch", "StepEngine",
-           "build_router", "done", "environment_names", "lookup_recipe", "make_environment", "recipe_settings",
-           "register_environment"]
+__all__ = ["ENVIRONMENTS", "Environment", "ExtendingEnvironment", "Extension", "Outcome", "Outcomes", "Predictions",
+           "Rollouts", "StepBatch", "StepEngine", "build_router", "done", "environment_names", "lookup_recipe",
+           "make_environment", "recipe_settings", "register_environment"]

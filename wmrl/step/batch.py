@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 class TurnObservations(Protocol):
     """The multi-turn feedback of a step, as the step batch keeps it: the world model's observation of each
-    (episode, turn) it scored (:class:`wmrl.training.multiturn.StepFeedback`)."""
+    (episode, turn) it scored (:class:`wmrl.step.multiturn.TurnFeedbackFn`)."""
 
     observations_wm: dict[tuple[int, int], Any]
 
@@ -90,7 +90,7 @@ class StepBatch:
     late_out: StepOutputs | None = None  # the late anchor rows' outputs (asynchronous anchors, gradient mode)
     cal_rec: dict[str, Any] | None = None
     episodes: Episodes | None = None  # multi-turn: the step's B episodes
-    feedback: TurnObservations | None = None  # multi-turn: the step's feedback (wmrl.training.multiturn.StepFeedback)
+    feedback: TurnObservations | None = None  # multi-turn: the step's feedback (wmrl.step.multiturn.TurnFeedbackFn)
     update: dict[str, Any] = field(default_factory=dict)
     refresh: dict[str, Any] | None = None
     skip_update: bool = False

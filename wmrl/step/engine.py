@@ -15,9 +15,10 @@ router) and runs the stages:
 
 - :meth:`StepEngine.step`: sample + :meth:`StepEngine.score` on any :class:`~wmrl.step.environment.Environment`
   (the embodied trainer, a new environment);
-- :meth:`StepEngine.route`, :meth:`StepEngine.measure` (execute || wm_predict through the engine's anchor stream)
-  and :meth:`StepEngine.run_recipe`: the stages one at a time, for trainers that do more between them (the text
-  trainer's asynchronous anchors, recall and multi-turn episodes, the TRL and verl integrations whose trainer
+- :meth:`StepEngine.route`, :meth:`StepEngine.measure` (execute || wm_predict through the engine's anchor stream,
+  or the later turns of an environment with the ``extend`` hook, :meth:`StepEngine.extend`) and
+  :meth:`StepEngine.run_recipe`: the stages one at a time, for trainers that do more between them (the text
+  trainer's asynchronous anchors, recall and favourite verification, the TRL and verl integrations whose trainer
   generates).
 
 The engine is the one route of a step's real outcomes and predictions into its batch: the environment's futures go
@@ -25,7 +26,8 @@ through the anchor stream (:class:`~wmrl.step.anchors.AnchorStream`, staleness b
 with :meth:`StepBatch.apply_outcomes <wmrl.step.batch.StepBatch.apply_outcomes>`
 (:meth:`Outcomes.from_results <wmrl.step.environment.Outcomes.from_results>`' rule); predictions are checked by
 :meth:`StepEngine.predict` and written with :meth:`StepBatch.apply_predictions
-<wmrl.step.batch.StepBatch.apply_predictions>`.
+<wmrl.step.batch.StepBatch.apply_predictions>`; an extending environment's final submissions go through the same two
+(:meth:`StepEngine.extend`).
 
 :func:`build_router` is the one place a router is made from a method and rho, :func:`recipe_settings` the one place
 a config section becomes :class:`~wmrl.core.recipe.RecipeSettings`.
@@ -33,9 +35,8 @@ a config section becomes :class:`~wmrl.core.recipe.RecipeSettings`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import time
 
@@ -45,27 +46,8 @@ from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepInputs, St
 from wmrl.core.routing import Router, build_router
 from wmrl.step.anchors import AnchorRuns, AnchorStream
 from wmrl.step.batch import LatePairs, StepBatch
-from wmrl.step.environment import Environment, Predictions, Rollouts
-
-
-class StageTimer(Protocol):
-    """What the engine reports its stages to (:class:`wmrl.runs.ledger.Ledger`)."""
-
-    def stage(self, name: str) -> AbstractContextManager[Any]:
-        """Time the enclosed code as stage ``name`` of the current step."""
-        ...
-
-    def add_groups(self, n: int, n_anchor: int) -> None:
-        """Count the step's groups and anchor groups."""
-        ...
-
-    def add_executions(self, kind: str, results: Sequence[Any]) -> Any:
-        """Count real executions of ``kind`` (``anchor``) and their costs."""
-        ...
-
-    def add_stage(self, name: str, wall_s: float, cpu_s: float) -> None:
-        """Add ``wall_s`` seconds and ``cpu_s`` CPU-seconds to stage ``name`` of the current step."""
-        ...
+from wmrl.step.environment import Environment, ExtendingEnvironment, Predictions, Rollouts, StageTimer
+from wmrl.step.environment import stage as _stage
 
 
 def lookup_recipe(method: str) -> Recipe:
@@ -205,26 +187,57 @@ class StepEngine:
         return self.anchors.collect(sb, runs)
 
     def measure(self, env: Environment, ro: Rollouts, sb: StepBatch, ledger: StageTimer | None = None,
-                predict: bool | None = None) -> LatePairs | None:
+                predict: bool | None = None, policy: Any = None) -> LatePairs | None:
         """Stages execute || wm_predict on a routed step: :meth:`submit`, the world model's :meth:`predict` while the
         executions run (``predict`` None: when the recipe reads the world model or ``always_predict``), then
-        :meth:`collect`. Returns the late pairs (None when k = 0)."""
+        :meth:`collect`. Returns the late pairs (None when k = 0). An environment with the ``extend`` hook
+        (:class:`~wmrl.step.environment.ExtendingEnvironment`) runs its later turns with ``policy`` instead
+        (:meth:`extend`).
+
+        Raises:
+            ValueError: an extending environment on an engine with asynchronous anchors (k > 0).
+        """
+        scored = predict if predict is not None else (self.uses_world_model or self.always_predict)
+        if isinstance(env, ExtendingEnvironment):
+            self.extend(env, policy, ro, sb, ledger, scored)
+            return None
         runs = self.submit(env, ro, sb)
-        if predict if predict is not None else (self.uses_world_model or self.always_predict):
+        if scored:
             with _stage(ledger, "wm_predict"):
                 sb.apply_predictions(self.predict(env, ro))
         return self.collect(sb, runs, ledger)
+
+    def extend(self, env: ExtendingEnvironment, policy: Any, ro: Rollouts, sb: StepBatch,
+               ledger: StageTimer | None = None, predict: bool = True) -> None:
+        """The later turns of a routed step on an environment with the ``extend`` hook: its
+        :class:`~wmrl.step.environment.Extension` is written into ``sb`` (``episodes``, ``feedback``, the final
+        submissions' outcomes and predictions) by the batch's one write-back of each. ``predict``: whether the world
+        model scores the turns (through :meth:`predict`, checked).
+
+        Raises:
+            ValueError: the engine has asynchronous anchors (k > 0): an anchor's feedback is needed for its next turn.
+            RuntimeError: the world model returned a wrong shape or non-finite rewards.
+        """
+        if self.anchors.k:
+            raise ValueError(f"environment {env.name!r} runs later turns on the feedback of the earlier ones, so it "
+                             f"needs synchronous anchors; set the anchor staleness to 0 (it is {self.anchors.k})")
+        ext = env.extend(policy, ro, sb.is_anchor, (lambda r: self.predict(env, r).reward_wm) if predict else None,
+                         ledger)
+        sb.episodes, sb.feedback = ext.episodes, ext.feedback
+        sb.apply_outcomes(ext.outcomes)
+        sb.apply_predictions(ext.predictions)
 
     # ------------------------------------------------------------------ a whole step on an environment
     def step(self, env: Environment, policy: Any, step: int, ledger: StageTimer | None = None) -> StepBatch:
         """Stage generate (``env.sample``), then :meth:`score`."""
         with _stage(ledger, "generate"):
             ro = env.sample(policy, step)
-        return self.score(env, ro, ledger)
+        return self.score(env, ro, ledger, policy)
 
-    def score(self, env: Environment, ro: Rollouts, ledger: StageTimer | None = None) -> StepBatch:
+    def score(self, env: Environment, ro: Rollouts, ledger: StageTimer | None = None, policy: Any = None
+              ) -> StepBatch:
         """Stages route, execute || wm_predict and recipe on the rollouts of one step (synchronous anchors: the engine
-        must have k = 0).
+        must have k = 0); an extending environment's later turns are sampled with ``policy``.
 
         Returns:
             the step's :class:`~wmrl.step.batch.StepBatch` (``batch`` is ``ro.data``; ``out`` the recipe's outputs;
@@ -240,7 +253,7 @@ class StepEngine:
             sb.is_anchor = sb.anchor_groups[sb.gid]
             if ledger is not None:
                 ledger.add_groups(sb.M, int(sb.anchor_groups.sum()))
-        self.measure(env, ro, sb, ledger)
+        self.measure(env, ro, sb, ledger, policy=policy)
         if ledger is not None and not sb.anchor_idx.size:  # a step without anchors still reports its execute stage
             ledger.add_stage("execute", 0.0, 0.0)
         with _stage(ledger, "recipe"):
@@ -257,7 +270,3 @@ class StepEngine:
         """Restore :meth:`state_dict`."""
         self.state.load_state_dict(d["recipe"])
         self.router.load_state_dict(d["router"])
-
-
-def _stage(ledger: StageTimer | None, name: str) -> AbstractContextManager[Any]:
-    return ledger.stage(name) if ledger is not None else nullcontext()

@@ -30,23 +30,35 @@ name-to-thing map of wmrl (entry-point group ``wmrl.environments``, docs/plugins
                 success is the real reward, a progress predictor the model
 ==============  ===========================================================  =================================
 
-Multi-turn research episodes (a program per turn with validation feedback) are not an environment of this
-protocol: their later turns depend on the route (anchor episodes see real feedback, world-model episodes predicted
-feedback), so the text trainer routes after the first turn and runs the turn loop itself
-(:mod:`wmrl.training.multiturn`, with the engine's requests and predictions); the Gymnasium env of
+One optional hook serves environments whose later turns depend on the route (:class:`ExtendingEnvironment`)::
+
+    extend(policy, rollouts, is_anchor, predict, ledger) -> Extension
+                                                      turns 2..K of routed trajectories: anchor trajectories see
+                                                      real feedback, world-model ones predicted feedback
+
+The engine samples turn 1, routes its groups, then calls ``extend`` instead of submit || predict
+(:meth:`wmrl.step.engine.StepEngine.measure`) and writes the :class:`Extension`'s outcomes and predictions into the
+step batch. Multi-turn research episodes on Kaggle-style tasks (a program per turn with validation feedback) are
+such an environment (:class:`wmrl.step.multiturn.MultiTurnKaggleEnvironment`); the Gymnasium env of
 :mod:`wmrl.episodes.env` predicts with the Kaggle environment's :func:`wmrl.world_model.outcome.predict_rewards`.
+An environment with state of its own (the multi-turn environment's run times) is a :class:`StatefulEnvironment`,
+and a checkpoint keeps it.
 
 Adding an environment is one module: a class with the three methods, and ``@register_environment("name")`` on its
 factory (docs/architecture.md, "Adding an environment", works one example through).
 """
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from functools import partial
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 import numpy as np
+from pydantic import AfterValidator
 
 from wmrl.core.infra import usable_outcome
 from wmrl.core.registry import Registry
@@ -184,6 +196,33 @@ class Predictions:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+class StageTimer(Protocol):
+    """What the engine and an environment report their stages and real executions to
+    (:class:`wmrl.runs.ledger.Ledger`)."""
+
+    def stage(self, name: str) -> AbstractContextManager[Any]:
+        """Time the enclosed code as stage ``name`` of the current step."""
+        ...
+
+    def add_groups(self, n: int, n_anchor: int) -> None:
+        """Count the step's groups and anchor groups."""
+        ...
+
+    def add_executions(self, kind: str, results: Sequence[Any], turn: int | None = None) -> Any:
+        """Count real executions of ``kind`` (``anchor``) and their costs; ``turn``: the 1-based episode turn of a
+        multi-turn episode's executions."""
+        ...
+
+    def add_stage(self, name: str, wall_s: float, cpu_s: float) -> None:
+        """Add ``wall_s`` seconds and ``cpu_s`` CPU-seconds to stage ``name`` of the current step."""
+        ...
+
+
+def stage(ledger: StageTimer | None, name: str) -> AbstractContextManager[Any]:
+    """``ledger.stage(name)``, or a context that times nothing when there is no ledger."""
+    return ledger.stage(name) if ledger is not None else nullcontext()
+
+
 @runtime_checkable
 class Environment(Protocol):
     """A kind of task the step engine trains on (module docstring)."""
@@ -209,11 +248,68 @@ class Environment(Protocol):
         ...
 
 
+@dataclass
+class Extension:
+    """What an :class:`ExtendingEnvironment`'s later turns give the step: per trajectory, its final submission.
+
+    Attributes:
+        outcomes: the real outcomes of the trajectories whose final submission was executed (anchors).
+        predictions: ``reward_wm`` [B] float64 the world model's raw r_hat of each final submission (NaN: not
+            scored, e.g. a recipe without a world model).
+        episodes: the environment's episodes (every turn's rows for the update, the turns for the samples), e.g.
+            :class:`wmrl.episodes.rollout.Episodes`.
+        feedback: the step's turn observations (the world model's observation of each (episode, turn) it scored:
+            ``observations_wm``), kept for the samples and the feedback's fidelity.
+    """
+
+    outcomes: Outcomes
+    predictions: Predictions
+    episodes: Any
+    feedback: Any
+
+
+@runtime_checkable
+class ExtendingEnvironment(Environment, Protocol):
+    """An environment whose later turns depend on the route: the optional hook of the protocol (module docstring)."""
+
+    def extend(self, policy: Any, rollouts: Rollouts, is_anchor: np.ndarray,
+               predict: Callable[[Rollouts], np.ndarray] | None, ledger: StageTimer | None = None) -> Extension:
+        """Turns 2..K of the routed ``rollouts`` (turn 1): ``is_anchor`` [B] bool marks the trajectories whose
+        feedback is real; ``predict`` gives the world model's raw rewards [N] float64 of N trajectories (the engine's
+        checked prediction route), None when the step does not score with the world model; stages and executions
+        are reported to ``ledger``.
+
+        Raises:
+            RuntimeError: the world model returned a wrong shape or non-finite rewards.
+        """
+        ...
+
+
+@runtime_checkable
+class StatefulEnvironment(Protocol):
+    """An environment with state of its own that a checkpoint keeps (under ``environment`` in ``trainer_state.json``,
+    :func:`wmrl.runs.checkpoint.environment_state`), e.g. the run times a multi-turn environment shows."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """The environment's state (JSON-safe)."""
+        ...
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        ...
+
+
 #: The environments: name -> factory (a class or a function) returning an :class:`Environment`, called with the
 #: trainer's keyword arguments. The built-in ones are imported on first use (their modules are heavy: torch, mujoco);
 #: an installed package offers its own through the ``wmrl.environments`` entry-point group (docs/plugins.md).
 ENVIRONMENTS: Registry[Callable[..., Environment]] = Registry("environment", group="wmrl.environments", lazy={
     "kaggle": "wmrl.step.kaggle", "metaworld": "wmrl.embodied.environment"})
+
+
+#: A config key naming an environment, checked against :data:`ENVIRONMENTS` when the config is validated (a name
+#: registered after this module was imported, by a module of ``plugins``, or offered by an entry point, is accepted):
+#: the text track's and the embodied track's ``environment``.
+EnvironmentName = Annotated[str, AfterValidator(partial(ENVIRONMENTS.check, key="environment"))]
 
 
 def register_environment(name: str) -> Callable[[Callable[..., Environment]], Callable[..., Environment]]:
@@ -229,6 +325,29 @@ def register_environment(name: str) -> Callable[[Callable[..., Environment]], Ca
 def environment_names() -> list[str]:
     """The environment names, in registration order (the built-in ones and entry points not yet imported last)."""
     return ENVIRONMENTS.names()
+
+
+def environment_factory(name: str, args: Sequence[str], trainer: str, advice: str) -> Callable[..., Environment]:
+    """The factory of the registered environment ``name``, checked to take the keyword arguments ``args`` that
+    ``trainer`` (``text trainer``, ``embodied trainer``) builds its environment with; ``advice`` ends the refusal
+    (which environments that trainer takes). Called before a run touches its folder.
+
+    Raises:
+        ValueError: one line: no such environment (naming the registered ones), its module fails to import, or its
+            factory does not take ``args`` (an environment of another track).
+    """
+    try:
+        factory = ENVIRONMENTS.get(name)
+    except (KeyError, ImportError, LookupError) as e:
+        raise ValueError(f"environment: {e}") from None
+    try:
+        inspect.signature(factory).bind(**dict.fromkeys(args))
+    except TypeError as e:
+        raise ValueError(f"environment {name!r} is not one the {trainer} builds: its factory does not take the "
+                         f"{trainer}'s arguments ({e}); {advice}") from None
+    except ValueError:  # no signature to read (a callable implemented in C): the call says
+        pass
+    return factory
 
 
 def make_environment(name: str, **kwargs: Any) -> Environment:

@@ -4,8 +4,7 @@ trainer, the evaluation and the bench share, so that a resumed run draws exactly
 would."""
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,10 @@ from wmrl.core.recipe import RecipeSettings
 from wmrl.runs.rundir import RunDirError, now_iso  # noqa: F401 (re-exported)
 from wmrl.step.engine import lookup_recipe
 from wmrl.step.engine import recipe_settings as engine_recipe_settings
-from wmrl.step.environment import ENVIRONMENTS, Environment
+from wmrl.step.environment import Environment
+from wmrl.step.environment import environment_factory as checked_factory
 from wmrl.step.kaggle import TEXT_ENVIRONMENT_ARGS, TextEnvironment
+from wmrl.step.multiturn import MultiTurnKaggleEnvironment
 from wmrl.step.kaggle import sampling_seed, select_tasks  # noqa: F401 (re-exported: the schedules)
 from wmrl.interfaces import Executor, Policy, Scaffold, WorldModel
 from wmrl.tasks.spec import Task
@@ -110,42 +111,46 @@ def recipe_settings(cfg: TrainConfig) -> RecipeSettings:
 
 def environment_factory(name: str) -> Callable[..., Environment]:
     """The factory of the registered environment ``name``, checked to take the text trainer's keyword arguments
-    (:data:`wmrl.step.kaggle.TEXT_ENVIRONMENT_ARGS`); called before a run touches its folder.
+    (:data:`wmrl.step.kaggle.TEXT_ENVIRONMENT_ARGS`; :func:`wmrl.step.environment.environment_factory`); called
+    before a run touches its folder.
 
     Raises:
         ConfigError: no such environment, its module fails to import, or its factory does not take the text
             trainer's arguments (an environment of another track, e.g. ``metaworld``).
     """
     try:
-        factory = ENVIRONMENTS.get(name)
-    except (KeyError, ImportError, LookupError) as e:
-        raise ConfigError(f"environment: {e}") from None
-    try:
-        inspect.signature(factory).bind(**dict.fromkeys(TEXT_ENVIRONMENT_ARGS))
-    except TypeError as e:
-        raise ConfigError(f"environment {name!r} is not one the text trainer builds: its factory does not take the "
-                          f"text trainer's arguments ({e}); a text environment takes those of the 'kaggle' one "
-                          f"(wmrl.step.kaggle.TEXT_ENVIRONMENT_ARGS); an embodied environment trains with "
-                          f"`wmrl embodied train`") from None
-    except ValueError:  # no signature to read (a callable implemented in C): the call says
-        pass
-    return factory
+        return checked_factory(name, TEXT_ENVIRONMENT_ARGS, "text trainer",
+                               "a text environment takes those of the 'kaggle' one "
+                               "(wmrl.step.kaggle.TEXT_ENVIRONMENT_ARGS); an embodied environment trains with "
+                               "`wmrl embodied train`")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
-def build_environment(cfg: TrainConfig, comps: Components) -> TextEnvironment:
+def build_environment(cfg: TrainConfig, comps: Components, execution_logs: Sequence[str | Path] = ()
+                      ) -> TextEnvironment:
     """The text trainer's environment: ``cfg.environment`` from the registry, built with the text trainer's
-    arguments from ``cfg`` and ``comps``.
+    arguments from ``cfg`` and ``comps``; with ``episode.max_turns`` K > 1 (which the config allows with ``kaggle``
+    only) the Kaggle tasks in episodes of K turns (:class:`wmrl.step.multiturn.MultiTurnKaggleEnvironment`), whose
+    world-model observations show the run times of the ``ok`` executions in ``execution_logs``.
 
     Raises:
         ConfigError: as :func:`environment_factory`; the environment built is not a
             :class:`~wmrl.step.kaggle.TextEnvironment` (it lacks ``programs``, ``sample``, ...).
     """
-    ro = cfg.rollout
-    env = environment_factory(cfg.environment)(
+    ro, ec = cfg.rollout, cfg.episode
+    factory = environment_factory(cfg.environment)
+    episode_args: dict[str, Any] = {}
+    if ec.max_turns > 1:
+        factory = MultiTurnKaggleEnvironment
+        episode_args = dict(max_turns=ec.max_turns, validation_fraction=ec.validation_fraction,
+                            error_chars=ec.error_chars, wm_error_threshold=ec.wm_error_threshold,
+                            execution_logs=list(execution_logs))
+    env = factory(
         tasks=comps.train_tasks, scaffold=comps.scaffold, executor=comps.executor, world_model=comps.world_model,
         tasks_per_step=ro.tasks_per_step, group_size=ro.group_size, max_new_tokens=ro.max_new_tokens,
         temperature=ro.temperature, top_p=ro.top_p, seed=cfg.seed, run=cfg.name or cfg.method,
-        time_limit_s=cfg.executor.time_limit_s)
+        time_limit_s=cfg.executor.time_limit_s, **episode_args)
     if not isinstance(env, TextEnvironment):
         missing = [m for m in ("name", "sample", "submit", "predict", "programs") if not hasattr(env, m)]
         raise ConfigError(f"environment {cfg.environment!r} built a {type(env).__name__} without "

@@ -28,7 +28,7 @@ from wmrl.core.recipe import BASELINE, RECIPES, WMRL, get_recipe, recipe_names
 from wmrl.core.routing import ROUTERS
 from wmrl.models.backbone import CONTEXT_TOKENS
 from wmrl.models.scaffolds import SCAFFOLDS
-from wmrl.step.environment import ENVIRONMENTS
+from wmrl.step.environment import EnvironmentName
 from wmrl.world_model.factory import WORLD_MODELS
 from wmrl.runs import config as _kit
 from wmrl.runs.plugins import import_plugins, plugin_files_from
@@ -47,9 +47,9 @@ from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for t
 Method = Annotated[str, AfterValidator(partial(RECIPES.check, key="method"))]
 
 #: A name checked against a registry when the config is validated (a name registered after this module was
-#: imported, by a module of ``plugins``, or offered by an entry point, is accepted): the environment, the router, the
-#: world-model kind, the scaffold.
-EnvironmentName = Annotated[str, AfterValidator(partial(ENVIRONMENTS.check, key="environment"))]
+#: imported, by a module of ``plugins``, or offered by an entry point, is accepted): the router, the world-model
+#: kind, the scaffold (the environment: :data:`wmrl.step.environment.EnvironmentName`, shared with the embodied
+#: track).
 RouterName = Annotated[str, AfterValidator(partial(ROUTERS.check, key="wmrl.router"))]
 WorldModelKind = Annotated[str, AfterValidator(partial(WORLD_MODELS.check, key="world_model.kind"))]
 ScaffoldName = Annotated[OptStr, AfterValidator(lambda v: v if v is None else SCAFFOLDS.check(v, key="scaffold.name"))]

@@ -19,7 +19,7 @@ from wmrl.training.console import _fmt, _step_line, _weight_text
 from wmrl.runs.ledger import Ledger
 from wmrl.runs.owner import RunDirOwner
 from wmrl.runs.provenance import record_training_start
-from wmrl.runs.loop import Schedule, evaluated_at, run_steps
+from wmrl.runs.loop import Schedule, evaluated_at, load_newest, run_steps
 from wmrl.runs.rundir import RunDir, read_jsonl, seed_everything, write_json_atomic
 from wmrl.runs.tracking import open_trackers, probe_trackers
 from wmrl.training.trainer import Trainer
@@ -188,7 +188,7 @@ def _run_owned(cfg: TrainConfig, rd: RunDir, owner: RunDirOwner, *, resume: bool
     status = "failed"  # the trackers' closing status, unless the run gets further
     try:
         if latest is not None:
-            _load_newest(trainer, candidates, passed_over)
+            load_newest(trainer, candidates, passed_over)
             _count_lost_anchors(trainer, "resume")
         else:
             try:
@@ -253,30 +253,6 @@ def frozen_changes(saved: TrainConfig, new: TrainConfig) -> list[str]:
     return [k for k in sorted(set(a) | set(b))
             if k != "run_dir" and a.get(k) != b.get(k)
             and not any(k == m or (m.endswith(".") and k.startswith(m)) for m in RESUME_MUTABLE)]
-
-
-def _load_newest(trainer: Trainer, candidates: list[Path], notes: list[str]) -> Path:
-    """Load the first of ``candidates`` that loads; a damaged one is passed over (said in the log).
-
-    Raises:
-        RunDirError: none loads (one line naming each and why).
-    """
-    tried = list(notes)
-    for i, ck in enumerate(candidates):
-        try:
-            trainer.load_checkpoint(ck)
-        except Exception as e:  # noqa: BLE001 - a damaged file in a checkpoint: try the one before
-            why = " ".join(f"{type(e).__name__}: {e}".split())[:200]
-            tried.append(f"{ck.name} does not load ({why})")
-            log.warning("%s: checkpoint %s does not load (%s)", trainer.rd.root, ck.name, why)
-            continue
-        if i > 0:
-            msg = f"resumed from {ck.name} because {'; '.join(tried[len(notes):])}"
-            log.warning("%s: %s", trainer.rd.root, msg)
-            trainer.rd.log_line(f"{now_iso()} {msg}")
-        return ck
-    raise RunDirError(f"{trainer.rd.root} has no checkpoint that loads ({'; '.join(tried)}); continuing would "
-                      "repeat its steps: start a new run in another run_dir")
 
 
 def _loop(trainer: Trainer, show: bool, stop_after_step: int | None) -> None:

@@ -10,11 +10,12 @@ synchronous or asynchronous with a staleness bound: :class:`wmrl.step.anchors.An
 step engine's (:class:`wmrl.step.engine.StepEngine`), which writes the step's outcomes and predictions into its
 batch.
 
-With multi-turn episodes (``episode.max_turns`` K > 1, :mod:`wmrl.training.multiturn`) the groups are routed
-after turn 1 is generated, and turns 2..K follow: each turn's programs are executed (anchor episodes, on the
-task's validation view) || scored by the world model, the feedback goes into the next turn's prompt, and
-generate runs again; the recipe then sees one trajectory per episode (its final submission) and the update
-trains every turn's tokens with the episode's advantage.
+With multi-turn episodes (``episode.max_turns`` K > 1) the environment is the multi-turn one
+(:class:`wmrl.step.multiturn.MultiTurnKaggleEnvironment`): the groups are routed after turn 1 is generated, and the
+engine lets the environment run turns 2..K (each turn's programs executed on the task's validation view for anchor
+episodes || scored by the world model, the feedback in the next turn's prompt); the recipe then sees one trajectory
+per episode (its final submission) and the update trains every turn's tokens with the episode's advantage
+(:mod:`wmrl.training.multiturn`).
 
 Infrastructure failures (:attr:`ExecutionStatus.INFRA_ERROR`, or an executor future that raised) are
 dropped from the gradient, the baselines and the calibration, and counted.
@@ -47,19 +48,17 @@ from wmrl.core.staleness import UnanchoredSteps, late_clip
 from wmrl.training.alarm import ExploitationWatch
 from wmrl.training.config import SANDBOX_ENVIRONMENT, TrainConfig
 from wmrl.step.anchors import AnchorStream, late_sample_lines, late_update_parts, recipe_inputs
-from wmrl.runs.checkpoint import engine_state
+from wmrl.runs.checkpoint import engine_state, environment_state
 from wmrl.runs.ledger import Ledger
 from wmrl.runs.rundir import RunDir, json_safe, rng_state, set_rng_state
 from wmrl.runs.tracking import TrackerSet
 from wmrl.step.batch import StepBatch
 from wmrl.step.engine import StepEngine
-from wmrl.step.environment import Rollouts
-from wmrl.step.kaggle import KaggleEnvironment, TextTrajectories
-from wmrl.training.components import Components, build_environment, eval_sampling_seed, now_iso, recipe_settings, \
-    sampling_seed
+from wmrl.step.environment import Rollouts, StatefulEnvironment
+from wmrl.step.kaggle import KaggleEnvironment
+from wmrl.training.components import Components, build_environment, eval_sampling_seed, now_iso, recipe_settings
 from wmrl.training.console import _fmt, _step_line
-from wmrl.training.multiturn import WallTimes, add_turns, earlier_anchor_pairs, episode_metrics, rollout_step, \
-    update_parts
+from wmrl.training.multiturn import add_turns, earlier_anchor_pairs, episode_metrics, update_parts
 from wmrl.training.update import grpo_update
 from wmrl.world_model.fidelity import FidelityRows
 from wmrl.world_model.outcome import outcome_class, predicted_outcome_fields
@@ -102,13 +101,15 @@ class Trainer:
         self.engine = StepEngine(cfg.method, recipe_settings(cfg), anchor_fraction=w.anchor_fraction, router=w.router,
                                  min_anchor_every=w.min_anchor_every, seed=cfg.seed,
                                  anchor_staleness=w.anchor_staleness, over_bound_anchors=w.over_bound_anchors)
-        self.env = build_environment(cfg, comps)  # ``environment`` of the config, from the registry
+        # ``environment`` of the config, from the registry (multi-turn: run times of the run's and the warm-up
+        # corpus's executions for the world model's observations)
+        self.env = build_environment(cfg, comps, [rd.executions] + ([cfg.world_model.warmup_corpus]
+                                                                   if cfg.world_model.warmup_corpus else []))
         self.params = list(comps.policy.trainable_parameters())
         if not self.params:
             raise RuntimeError("the policy has no trainable parameters (LoRA adapter missing?)")
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
         self.anchors: AnchorStream = self.engine.anchors
-        self.wall_times = WallTimes()  # run time shown by world-model observations (multi-turn episodes)
         self.step = 0
         self.n_infra_total = 0
         self.n_infra_alarms = 0  # steps whose infra errors raised the alarm
@@ -138,7 +139,7 @@ class Trainer:
             "line_counts": dict(self.rd.line_counts()),
             "started_at": self.started_at,
             "last_eval": self._last_eval,
-            "wall_times": self.wall_times.state_dict(),
+            "environment": self.env.state_dict() if isinstance(self.env, StatefulEnvironment) else {},
             "world_model_in_checkpoint": self.wm_refreshed,
             "fidelity": self.fidelity.state_dict(),
             "time": time.time(),
@@ -189,7 +190,9 @@ class Trainer:
         self.step = int(st["step"])
         self.started_at = st.get("started_at", self.started_at)
         self._last_eval = st.get("last_eval", {})
-        self.wall_times.load_state_dict(st.get("wall_times", {}))
+        env_state = environment_state(st)
+        if env_state and isinstance(self.env, StatefulEnvironment):
+            self.env.load_state_dict(env_state)
         self.wm_refreshed = wm_in_ckpt
         self.fidelity.load_state_dict(st.get("fidelity"))  # absent from runs saved before the fidelity card
         dropped = self.rd.truncate_logs(self.step, st.get("line_counts"))
@@ -208,10 +211,7 @@ class Trainer:
             sb = self._generate(self.step + 1)
         with L.stage("route"):
             self._route(sb)
-        if self.cfg.episode.max_turns > 1:
-            self._episodes(sb)  # later turns: generate, execute || wm_predict per turn (wmrl.training.multiturn)
-        else:
-            self._execute_and_predict(sb)  # stages execute || wm_predict (they overlap in time)
+        self._execute_and_predict(sb)  # stages execute || wm_predict (they overlap in time); multi-turn: turns 2..K
         if self.cfg.wmrl.verify_favourites and self._predicts:
             with L.stage("verify"):
                 self._verify(sb)
@@ -253,27 +253,19 @@ class Trainer:
 
     def _execute_and_predict(self, sb: StepBatch) -> None:
         """Stages execute || wm_predict (:meth:`StepEngine.measure`: the anchor programs run in the executor while
-        the world model scores every trajectory; then the anchor stream consumes what the staleness bound allows)
-        and count the infrastructure failures."""
+        the world model scores every trajectory; then the anchor stream consumes what the staleness bound allows;
+        an environment with later turns runs them, :meth:`StepEngine.extend`) and count the infrastructure
+        failures."""
         n_late_infra = self.anchors.n_late_infra
-        sb.late = self.engine.measure(self.env, self._rollouts(sb), sb, self.ledger, predict=self._predicts)
+        sb.late = self.engine.measure(self.env, self._rollouts(sb), sb, self.ledger, predict=self._predicts,
+                                      policy=self.c.policy)
         self.n_infra_total += sb.n_infra + self.anchors.n_late_infra - n_late_infra
-        self._track_fidelity(sb)
+        if sb.episodes is None:  # multi-turn steps measure their feedback's fidelity instead (episode_metrics)
+            self._track_fidelity(sb)
 
     def _programs(self, sb: StepBatch) -> list[str]:
         """The step's B programs (the batch's, else the scaffold's rendering of each completion)."""
         return self.env.programs(self._rollouts(sb))
-
-    def predict_programs(self, task_ids: list[str], prompts: list[str], completions: list[str]) -> np.ndarray:
-        """The world model's raw predictions r_hat [N] float64 of N (task, prompt, completion) triples, through the
-        engine's one prediction route (:meth:`StepEngine.predict` on the environment).
-
-        Raises:
-            RuntimeError: a prediction of the wrong shape, or a non-finite one.
-        """
-        ro = Rollouts(step=self.step + 1, group_keys=["turn"], group_ids=np.zeros(len(task_ids), dtype=np.int64),
-                      data=TextTrajectories(list(task_ids), list(prompts), list(completions)))
-        return self.engine.predict(self.env, ro).reward_wm
 
     def _track_fidelity(self, sb: StepBatch) -> None:
         """The step's anchors consumed now join :attr:`fidelity`: the world model's prediction, the true reward, the
@@ -287,12 +279,6 @@ class Trainer:
         cls = [outcome_class(programs[i], sb.status[i]) if sb.valid[i] else None for i in idx]
         pred = sb.outcome_wm.take(idx) if sb.outcome_wm is not None else sb.reward_wm[idx]
         self.fidelity.add(pred, sb.reward_true[idx], cls, [(sb.step, int(sb.gid[i])) for i in idx])
-
-    def _episodes(self, sb: StepBatch) -> None:
-        """Stages generate / execute || wm_predict of turns 2..K of multi-turn episodes (turn 1 was sampled in
-        stage generate): :func:`wmrl.training.multiturn.rollout_step`."""
-        rollout_step(self, sb, sampling_seed(self.cfg.seed, sb.step))
-        self.n_infra_total += sb.n_infra
 
     def _update(self, sb: StepBatch) -> dict[str, Any]:
         """Stage update: :func:`grpo_update` on the step's rows (multi-turn: every turn's rows with their episode's

@@ -1,0 +1,32 @@
+"""Both tracks resume through the run kit's one loader (:func:`wmrl.runs.loop.load_newest`): an embodied run whose
+newest checkpoint does not load (a damaged file its manifest cannot catch: a checkpoint written without one) resumes
+from the one before, says so in ``train.log``, and replays the lost step, so ``metrics.jsonl`` holds each step
+once."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from wmrl.runs.rundir import MANIFEST
+
+
+def test_an_embodied_resume_passes_over_a_checkpoint_that_does_not_load(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("metaworld")
+    from wmrl.embodied import trainer as T
+    from wmrl.embodied.config import load_config
+
+    monkeypatch.setenv("WMRL_HOME", str(tmp_path / "home"))
+    run = tmp_path / "run"
+    cfg = load_config(preset="tiny", overrides=[f"run_dir={run}", "eval.at_start=false", "optim.steps=2",
+                                                "checkpoint_every=1", "keep_checkpoints=2"])
+    T.run_embodied(cfg, stop_after_step=2, progress=False)
+    newest = run / "checkpoints" / "step_000002"
+    (newest / MANIFEST).unlink()
+    rng = newest / "rng.pt"
+    rng.write_bytes(rng.read_bytes()[:100])
+    T.run_embodied(resume_dir=run, progress=False)
+    steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2]
+    log = (run / "train.log").read_text()
+    assert "resumed from step_000001 because step_000002 does not load" in log
