@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from wmrl.core.routing import FractionRouter, StratifiedRouter
+from wmrl.core.recipe import get_recipe
+from wmrl.core.routing import FractionRouter, StratifiedRouter, build_router
 
 
 def test_state_saved_before_the_first_anchor_keeps_the_min_every_count():
@@ -29,3 +30,7 @@ def test_stratified_forces_its_anchor_on_the_task_with_the_largest_carry():
     # the forced anchor's debt is paid off: a's carry -0.6 + 0.2 leaves no anchor for a (not a negative count)
     assert np.array_equal(r.route(ids, step=2), np.zeros(3, dtype=bool))
     assert r.task_carry == pytest.approx({"a": 0.4 - 1.0 + 0.2, "b": 0.3})
+
+
+def test_a_fraction_recipe_gets_the_configured_min_every():
+    assert build_router(get_recipe("wmrl"), 0.25, min_anchor_every=7).min_every == 7
