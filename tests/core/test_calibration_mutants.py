@@ -36,3 +36,19 @@ def test_a_restored_calibrator_has_every_setting_and_goes_on_as_the_saved_one():
     np.testing.assert_array_equal(restored.transform(x), saved.transform(x))
     with pytest.raises(ValueError, match="earlier"):
         restored.update([0.5], [0.4], step=7)
+
+
+def test_two_anchor_pairs_are_enough_for_the_affine_fallback():
+    cal = IsotonicCalibrator(min_anchors=10, fallback="affine", tie_break=0.0)
+    cal.update([0.2, 0.6], [0.3, 0.5], step=4)  # r = 0.2 + 0.5 r_hat through both pairs
+    assert cal.mode == "affine"
+    np.testing.assert_allclose(cal.transform([0.0, 1.0]), [0.2, 0.7])
+
+
+def test_diagnostics_report_the_step_and_the_bias_by_hand():
+    cal = IsotonicCalibrator(min_anchors=10, tie_break=0.0)  # identity below 10 anchors
+    cal.update([0.2, 0.6], [0.3, 0.5], step=4)
+    d = cal.diagnostics(np.array([0.4, 0.8]), np.array([0.1, 0.3]))
+    assert d["fitted_through_step"] == 4.0
+    assert d["bias_before"] == pytest.approx(((0.4 - 0.1) + (0.8 - 0.3)) / 2)
+    assert d["mae_after"] == pytest.approx(0.4)  # the identity map: the same errors
