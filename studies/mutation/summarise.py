@@ -44,7 +44,7 @@ def _function_of(name: str) -> str:
 
 
 def summary(v: dict[str, str], command: str, date: str, hardware: str, wall_min: float,
-            rechecked: set[str] | None = None) -> str:
+            rechecked: set[str] | None = None, note: str = "") -> str:
     """The Markdown of ``summary.md``."""
     by_file: dict[str, Counter[str]] = defaultdict(Counter)
     for name, status in v.items():
@@ -59,7 +59,8 @@ def summary(v: dict[str, str], command: str, date: str, hardware: str, wall_min:
 
     lines = [f"`{command}` (mutmut 3.8.1, configured in `pyproject.toml`, `[tool.mutmut]`), {date}, {hardware}, "
              f"{checked} mutants checked in {wall_min:.0f} min of wall time"
-             + (f"; {total['not checked']} not checked" if total["not checked"] else "") + ".", "",
+             + (f"; {total['not checked']} not checked" if total["not checked"] else "") + "."
+             + (f" {note}" if note else ""), "",
              "| file | generated | checked | killed | survived | no tests | timeout | kill rate |",
              "|---|---|---|---|---|---|---|---|"]
     lines += [row(f"`{f}`", c) for f, c in sorted(by_file.items())]
@@ -90,6 +91,7 @@ def main() -> None:
                     help="the mutmut command(s) that made the verdicts, as the summary quotes them")
     ap.add_argument("--recheck", type=Path, nargs="*", default=[],
                     help="outputs of recheck.py: its KILLED lines mark survivors that the added tests kill")
+    ap.add_argument("--note", default="", help="a sentence after the counts (e.g. what a stopped run left out)")
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("summary.md"))
     a = ap.parse_args()
     v = verdicts(a.root)
@@ -97,7 +99,7 @@ def main() -> None:
         raise SystemExit(f"no mutmut verdicts under {a.root / 'mutants'}: run `mutmut run` there first")
     rechecked = {line.split()[1] for f in a.recheck for line in f.read_text(encoding="utf-8").splitlines()
                  if line.startswith("KILLED ")}
-    a.out.write_text(summary(v, a.command, a.date, a.hardware, a.wall_min, rechecked), encoding="utf-8")
+    a.out.write_text(summary(v, a.command, a.date, a.hardware, a.wall_min, rechecked, a.note), encoding="utf-8")
     print(a.out.read_text(encoding="utf-8"))
 
 
