@@ -43,7 +43,9 @@ def failing(mods: list[ModuleType], mutant: str) -> list[str]:
     for name, call in cases(mods):
         try:
             call()
-        except Exception:  # noqa: BLE001 - any failure of a test is a kill
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # noqa: BLE001 - any failure of a test is a kill (pytest's Failed is a BaseException)
             out.append(name)
     return out
 

@@ -1,15 +1,16 @@
-"""Summarise a mutmut run over the method's formulas (docs/testing.md, "Mutation testing") into committed files.
+"""Summarise a mutmut run over wmrl/core and the task metrics (docs/testing.md, "Mutation testing").
 
     pip install mutmut==3.8.1                    # a developer tool; not a dependency of wmrl or its tests
-    nice -n 15 mutmut run --max-children 2       # from the repository root; configured in pyproject.toml
+    nice -n 15 mutmut run --max-children 1       # from the repository root; configured in pyproject.toml
     python studies/mutation/summarise.py --date 2026-12-05 --hardware "a 2-core x86 CPU, 24 GiB, no GPU" \
-        --wall-min 57 --recheck RECHECK-OUTPUT ...
+        --wall-min 57 --command "the mutmut command(s) run" --recheck RECHECK-OUTPUT ...
 
 reads the verdicts mutmut left in ``mutants/**/*.py.meta`` (its own files) and writes ``summary.md`` beside this
 script: the kill rate per mutated file and in all, the surviving mutants per function and their names. A mutant is
-*killed* when a test of ``tests/core`` failed against it; *survived* when every test that reaches the mutated
-function passed; *no tests* when no test reaches it; *timeout* when the tests ran past mutmut's limit. The kill
-rate is killed / (every mutant that was checked); timeouts count as not killed.
+*killed* when a test of the selection (``pyproject.toml``, ``pytest_add_cli_args_test_selection``) failed
+against it; *survived* when every test that reaches the mutated function passed; *no tests* when no test reaches
+it; *timeout* when the tests ran past mutmut's limit; *not checked* when the run did not reach it (a run by name
+checks a sample). The kill rate is killed / (every mutant that was checked); timeouts count as not killed.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def _function_of(name: str) -> str:
 
 
 def summary(v: dict[str, str], command: str, date: str, hardware: str, wall_min: float,
-            rechecked: set[str] | None = None) -> str:
+            rechecked: set[str] | None = None, note: str = "") -> str:
     """The Markdown of ``summary.md``."""
     by_file: dict[str, Counter[str]] = defaultdict(Counter)
     for name, status in v.items():
@@ -54,16 +55,17 @@ def summary(v: dict[str, str], command: str, date: str, hardware: str, wall_min:
     def row(label: str, c: Counter[str]) -> str:
         n = sum(k for s, k in c.items() if s != "not checked")
         rate = f"{100 * c['killed'] / n:.1f} %" if n else "n/a"
-        return f"| {label} | {n} | " + " | ".join(str(c[s]) for s in STATUSES) + f" | {rate} |"
+        return f"| {label} | {sum(c.values())} | {n} | " + " | ".join(str(c[s]) for s in STATUSES) + f" | {rate} |"
 
     lines = [f"`{command}` (mutmut 3.8.1, configured in `pyproject.toml`, `[tool.mutmut]`), {date}, {hardware}, "
              f"{checked} mutants checked in {wall_min:.0f} min of wall time"
-             + (f"; {total['not checked']} not checked" if total["not checked"] else "") + ".", "",
-             "| file | mutants | killed | survived | no tests | timeout | kill rate |",
-             "|---|---|---|---|---|---|---|"]
+             + (f"; {total['not checked']} not checked" if total["not checked"] else "") + "."
+             + (f" {note}" if note else ""), "",
+             "| file | generated | checked | killed | survived | no tests | timeout | kill rate |",
+             "|---|---|---|---|---|---|---|---|"]
     lines += [row(f"`{f}`", c) for f, c in sorted(by_file.items())]
     lines += [row("all", total), "", "Surviving mutants per function, and those that the tests written for them "
-              "(`tests/core/test_*_mutants.py`) kill, each run against the mutant with `recheck.py`:", "",
+              "(`tests/*/test_*_mutants.py`) kill, each run against the mutant with `recheck.py`:", "",
               "| function | survived | killed by the added tests | of |", "|---|---|---|---|"]
     per_fn: dict[str, Counter[str]] = defaultdict(Counter)
     for name, status in v.items():
@@ -85,9 +87,11 @@ def main() -> None:
     ap.add_argument("--date", required=True)
     ap.add_argument("--hardware", required=True)
     ap.add_argument("--wall-min", type=float, required=True, help="the run's wall time, minutes")
-    ap.add_argument("--command", default="nice -n 15 mutmut run --max-children 2")
+    ap.add_argument("--command", default="nice -n 15 mutmut run --max-children 1",
+                    help="the mutmut command(s) that made the verdicts, as the summary quotes them")
     ap.add_argument("--recheck", type=Path, nargs="*", default=[],
                     help="outputs of recheck.py: its KILLED lines mark survivors that the added tests kill")
+    ap.add_argument("--note", default="", help="a sentence after the counts (e.g. what a stopped run left out)")
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("summary.md"))
     a = ap.parse_args()
     v = verdicts(a.root)
@@ -95,7 +99,7 @@ def main() -> None:
         raise SystemExit(f"no mutmut verdicts under {a.root / 'mutants'}: run `mutmut run` there first")
     rechecked = {line.split()[1] for f in a.recheck for line in f.read_text(encoding="utf-8").splitlines()
                  if line.startswith("KILLED ")}
-    a.out.write_text(summary(v, a.command, a.date, a.hardware, a.wall_min, rechecked), encoding="utf-8")
+    a.out.write_text(summary(v, a.command, a.date, a.hardware, a.wall_min, rechecked, a.note), encoding="utf-8")
     print(a.out.read_text(encoding="utf-8"))
 
 

@@ -212,7 +212,8 @@ class StratifiedRouter(Router):
         for t in sorted(tasks):
             idx = tasks[t]
             expected = self.fraction * len(idx) + self.task_carry.get(t, 0.0)
-            k_t = min(int(math.floor(expected + 1e-12)), len(idx))
+            # a forced anchor leaves a debt (carry down to -1) that later steps pay off: never fewer than 0 anchors
+            k_t = max(0, min(int(math.floor(expected + 1e-12)), len(idx)))
             self.task_carry[t] = expected - k_t
             if k_t:
                 plan[self.rng.choice(np.asarray(idx), size=k_t, replace=False)] = True
