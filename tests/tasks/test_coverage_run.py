@@ -45,3 +45,59 @@ def test_a_run_past_its_limit_is_stopped_in_one_line(tmp_path):
         run_metric_code("mlebench", code, ans, sub, timeout_s=3)
     clean, ans, sub = _files(tmp_path, "pass")
     assert run_metric_code("mlebench", clean, ans, sub).score == 0.75
+
+
+_LFS = "version https://git-lfs.github.com/spec/v1\noid sha256:" + "ab" * 32 + "\nsize 125841\n"
+_MAE = '''from sklearn.metrics import mean_absolute_error
+
+
+def grade(submission, answers):
+    return float(mean_absolute_error(answers["y"], submission["y"]))
+'''
+
+
+def _lfs_checkout(tmp_path):
+    """An MLE-bench checkout cloned without its LFS files: one competition whose leaderboard.csv is a pointer."""
+    co = tmp_path / "mle-bench"
+    comp = co / "mlebench" / "competitions" / "pointer-comp"
+    comp.mkdir(parents=True)
+    (co / "mlebench" / "__init__.py").write_text("")
+    (co / "mlebench" / "competitions" / "__init__.py").write_text("")
+    (comp / "grade.py").write_text(_MAE)
+    (comp / "config.yaml").write_text("id: pointer-comp\nname: Pointer\ndescription: "
+                                      "mlebench/competitions/pointer-comp/description.md\n"
+                                      "dataset:\n  answers: pointer-comp/prepared/private/test.csv\n")
+    (comp / "description.md").write_text("Predict y.\n")
+    (comp / "leaderboard.csv").write_text(_LFS)
+    return co
+
+
+def test_an_lfs_pointer_board_is_refused_naming_git_lfs_pull(tmp_path):
+    from wmrl.tasks.leaderboard import LeaderboardError, read_leaderboard
+    from wmrl.tasks.loader import load_error, load_task
+
+    co = _lfs_checkout(tmp_path)
+    with pytest.raises(LeaderboardError, match="Git LFS pointer.*git lfs pull"):
+        read_leaderboard(co / "mlebench" / "competitions" / "pointer-comp" / "leaderboard.csv")
+    data = tmp_path / "mle-bench-data" / "pointer-comp" / "prepared"
+    (data / "public").mkdir(parents=True)
+    (data / "private").mkdir()
+    rows = "".join(f"t{i},{i % 7 + 0.5}\n" for i in range(30))
+    (data / "public" / "train.csv").write_text("id,f,y\n" + "".join(f"r{i},{i},{i % 7 + 0.5}\n" for i in range(60)))
+    (data / "public" / "test.csv").write_text("id,f\n" + "".join(f"t{i},{i}\n" for i in range(30)))
+    (data / "public" / "sample_submission.csv").write_text("id,y\n" + "".join(f"t{i},3.0\n" for i in range(30)))
+    (data / "private" / "test.csv").write_text("id,y\n" + rows)
+    with pytest.raises(Exception) as e:
+        load_task(data.parent, search=[co])
+    line = load_error(data.parent, e.value)
+    assert "\n" not in line and "Git LFS pointer" in line and "git lfs pull" in line, line
+
+
+def test_the_coverage_run_grades_beside_an_lfs_board_with_a_synthetic_one(tmp_path):
+    from wmrl.tasks.e2e_coverage import run_coverage
+
+    co = _lfs_checkout(tmp_path)
+    (row,) = run_coverage(co, tmp_path / "out")
+    assert row.loaded and row.graded_exactly, row
+    assert "synthetic" in row.note and "LFS" in row.note, row
+    assert (co / "mlebench" / "competitions" / "pointer-comp" / "leaderboard.csv").read_text() == _LFS

@@ -19,12 +19,16 @@ MLE-bench's ``mlebench/competitions/``, MLE-Dojo's ``mledojo/competitions/``, DS
    (:func:`wmrl.tasks.benchcode.run_metric_code`), rounded as the benchmark rounds.
 
 A row is ``loaded`` (the loader returned a task), ``graded_exactly`` (both gradings equal within 1e-9) and
-otherwise ``reason``: the one line that refused it. The leaderboards are the checkout's real ones; the
-load-time checks that compare a synthetic submission's score with a real board are not run.
+otherwise ``reason``: the one line that refused it; ``note`` says what the run put in place of the checkout's
+files. The leaderboards are the checkout's real ones, except where one is a Git LFS pointer (MLE-bench's, in a
+checkout cloned without its LFS files): then a synthetic board in the benchmark's format stands in
+(:func:`synthetic_board`) and the row's note says so. The load-time checks that compare a synthetic
+submission's score with a real board are not run.
 """
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shutil
 from dataclasses import asdict, dataclass
@@ -37,6 +41,7 @@ import yaml
 from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
 from wmrl.tasks.checks import one_line
 from wmrl.tasks.grading import grade_submission
+from wmrl.tasks.leaderboard import lfs_pointer
 from wmrl.tasks.loader import load_error, load_task
 
 #: Test rows of a synthetic competition.
@@ -53,6 +58,8 @@ KINDS = ("binary", "continuous", "labels", "text", "multilabel", "multitarget", 
          "order", "rows", "rowclass")
 #: Most columns a synthetic several-target answer has.
 MAX_COLUMNS = 8
+#: Entries of a synthetic leaderboard (written where the checkout's board is a Git LFS pointer).
+BOARD_SIZE = 50
 
 
 @dataclass
@@ -65,6 +72,7 @@ class Row:
     loaded: bool = False
     graded_exactly: bool = False
     reason: str = ""
+    note: str = ""
 
     def as_dict(self) -> dict:
         """The row as a JSON-ready mapping."""
@@ -321,8 +329,9 @@ def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path,
     kind, (answers, sample, pert), (gt, base) = chosen
     row.kind = kind
     folder = build(bench, cid, code, out, answers, sample, rng, (base, gt))
+    search, row.note = synthetic_board(bench, cid, checkout, out, gt, base)
     try:
-        task = load_task(folder, search=[checkout])
+        task = load_task(folder, search=[search])
     except Exception as e:  # noqa: BLE001 - the loader's refusal is the row's reason
         row.reason = load_error(folder, e)
         return row
@@ -343,6 +352,35 @@ def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path,
             return row
     row.graded_exactly = True
     return row
+
+
+def synthetic_board(bench: str, cid: str, checkout: Path, out: Path, gt: float, base: float) -> tuple[Path, str]:
+    """``(checkout to load with, note)``: ``checkout`` itself and no note, unless MLE-bench's ``leaderboard.csv``
+    of ``cid`` there is a Git LFS pointer (a checkout cloned without its LFS files, which the loader refuses).
+    Then the checkout's package is copied once under ``out/checkouts`` and the copy's board of ``cid`` is
+    replaced by a synthetic one in Kaggle's export format as MLE-bench ships it (``scoreNullable, teamId,
+    teamName, submissionDate, score``, best first, no rank): :data:`BOARD_SIZE` scores evenly from ``gt`` (the
+    answers' own score, the best) to ``base`` (the sample submission's); the note says so. The checkout itself
+    is never written."""
+    board = Path(checkout) / "mlebench" / "competitions" / cid / "leaderboard.csv"
+    if bench != "mlebench" or not lfs_pointer(board):
+        return Path(checkout), ""
+    copy = Path(out) / "checkouts" / Path(checkout).resolve().name
+    if not (copy / "mlebench").is_dir():  # copied aside, then renamed: a stopped or parallel run leaves no half
+        part = copy / f"mlebench.partial-{os.getpid()}"
+        shutil.rmtree(part, ignore_errors=True)
+        shutil.copytree(Path(checkout) / "mlebench", part)
+        try:
+            part.rename(copy / "mlebench")
+        except OSError:  # another process of the run was first
+            shutil.rmtree(part, ignore_errors=True)
+    scores = np.linspace(gt, base, BOARD_SIZE)
+    pd.DataFrame({"scoreNullable": scores, "teamId": range(1000, 1000 + BOARD_SIZE),
+                  "teamName": [f"team {i + 1}" for i in range(BOARD_SIZE)],
+                  "submissionDate": "2024-01-01 00:00:00", "score": scores}
+                 ).to_csv(copy / "mlebench" / "competitions" / cid / "leaderboard.csv", index=False)
+    return copy, ("the checkout's leaderboard.csv is a Git LFS pointer; loaded beside a synthetic board in its "
+                  "format (the answers' score to the sample's)")
 
 
 def run_coverage(checkout: Path, out: Path, ids: list[str] | None = None, seed: int = 0) -> list[Row]:
