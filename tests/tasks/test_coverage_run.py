@@ -101,3 +101,51 @@ def test_the_coverage_run_grades_beside_an_lfs_board_with_a_synthetic_one(tmp_pa
     assert row.loaded and row.graded_exactly, row
     assert "synthetic" in row.note and "LFS" in row.note, row
     assert (co / "mlebench" / "competitions" / "pointer-comp" / "leaderboard.csv").read_text() == _LFS
+
+
+_DS_HEAD = '''import argparse
+import os
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import f1_score, roc_auc_score, mean_absolute_error
+
+parser = argparse.ArgumentParser()
+parser.add_argument('--path', type=str, required=True)
+parser.add_argument('--name', type=str, required=True)
+parser.add_argument('--answer_file', type=str, required=True)
+parser.add_argument('--predict_file', type=str, required=True)
+parser.add_argument('--value', type=str, default="{value}")
+args = parser.parse_args()
+answers = pd.read_csv(args.answer_file)
+predictions = pd.read_csv(args.predict_file)
+{body}
+with open(os.path.join(args.path, args.name, "result.txt"), "w") as f:
+    f.write(str(performance))
+'''
+
+#: DSBench scripts whose format the coverage run must find: the column the code reads under a copied
+#: ``--value`` default, an id column read only as a sort key, two binary targets scored by AUC, binary labels
+#: scored by F1, and binary labels compared for accuracy (a sample of 0.5 is no label).
+_DS_SCRIPTS = {
+    "hardcoded-target": ("yield", "performance = mean_absolute_error(answers['Age'], predictions['Age'])"),
+    "sort-key-id": ("open_channels", "answers = answers.sort_values('time')\npredictions = predictions.sort_values("
+                    "'time')\nperformance = f1_score(answers[args.value].values, predictions[args.value].values, "
+                    "average='macro')"),
+    "two-binary-targets": ("Machine failure", "performance = (roc_auc_score(answers['EC1'], predictions['EC1']) + "
+                           "roc_auc_score(answers['EC2'], predictions['EC2'])) / 2"),
+    "binary-f1": ("target", "performance = f1_score(answers[args.value], predictions[args.value])"),
+    "label-accuracy": ("Transported", "performance = (predictions[args.value] == answers[args.value]).mean()"),
+}
+
+
+@pytest.mark.parametrize("cid", sorted(_DS_SCRIPTS))
+def test_dsbench_formats_the_code_reads_load_and_grade_exactly(cid, tmp_path):
+    from wmrl.tasks.e2e_coverage import run_coverage
+
+    ev = tmp_path / "DSBench" / "data_modeling" / "evaluation"
+    ev.mkdir(parents=True)
+    value, body = _DS_SCRIPTS[cid]
+    (ev / f"{cid}_eval.py").write_text(_DS_HEAD.format(value=value, body=body))
+    (row,) = run_coverage(tmp_path / "DSBench", tmp_path / "out")
+    assert row.loaded and row.graded_exactly, row

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
+from wmrl.tasks.benchcode import MetricCodeError, recognise_metric, run_metric_code
 from wmrl.tasks.checks import one_line
 from wmrl.tasks.grading import grade_submission
 from wmrl.tasks.leaderboard import lfs_pointer
@@ -53,9 +53,15 @@ ATOL = 1e-9
 #: value columns (the code's other column names: several targets); one target as free text, as label lists,
 #: as run-length-encoded masks, as an ordering of the row's own tokens (the sample: the tokens reversed); values
 #: under ids repeated (several rows per id); class labels under ids ``t_<row>_<name>``, one row per name of the
-#: code's class list (a row per image and component).
-KINDS = ("binary", "continuous", "labels", "text", "multilabel", "multitarget", "sentences", "labelsets", "rle",
-         "order", "rows", "rowclass")
+#: code's class list (a row per image and component). ``binlabels``: binary labels, with labels as the sample
+#: and the submission; ``multibinary``: one 0/1 target per column named in the code, scored with probabilities.
+KINDS = ("binary", "binlabels", "continuous", "labels", "text", "multilabel", "multitarget", "multibinary",
+         "sentences", "labelsets", "rle", "order", "rows", "rowclass")
+#: Metrics (as :func:`wmrl.tasks.benchcode.recognise_metric` names them) that compare labels: a kind whose sample
+#: submission holds probabilities is not tried for them.
+LABEL_METRICS = ("accuracy", "macro_f1", "qwk")
+#: Most (id column, target column) pairs tried (:func:`column_pairs`).
+MAX_PAIRS = 4
 #: Most columns a synthetic several-target answer has.
 MAX_COLUMNS = 8
 #: Entries of a synthetic leaderboard (written where the checkout's board is a Git LFS pointer).
@@ -158,17 +164,53 @@ def target_column(bench: str, code: Path) -> tuple[str, str]:
     return id_col, (rest[0] if rest else "target")
 
 
+def code_keys(code: Path) -> list[str]:
+    """The column names the code sorts, indexes, groups or joins by (``sort_values``, ``set_index``, ``groupby``,
+    ``merge`` arguments; ``by=``, ``on=`` and ``keys=`` values), in order of appearance: where the code names no id
+    column, its key is the submission's id."""
+    try:
+        tree = ast.parse(code.read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, ValueError, OSError):
+        return []
+    keys: list[str] = []
+    for node in ast.walk(tree):
+        found: list[object] = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                "sort_values", "set_index", "groupby", "merge"):
+            for v in [*node.args, *(k.value for k in node.keywords if k.arg in ("by", "on", "keys"))]:
+                found += [e.value for e in (v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v])
+                          if isinstance(e, ast.Constant)]
+        keys += [v for v in found if isinstance(v, str) and _NAME.match(v) and v not in keys]
+    return keys
+
+
+def column_pairs(bench: str, code: Path) -> list[tuple[str, str]]:
+    """The ``(id column, target column)`` pairs tried, at most :data:`MAX_PAIRS`: :func:`target_column`'s first,
+    then each other column the code reads by name as the target (DSBench's scripts often keep a copied
+    ``--value`` default and read the real column by name), then each key the code sorts or joins by as the id."""
+    id_col, target = target_column(bench, code)
+    keys = code_keys(code)
+    pairs = [(id_col, target)]
+    pairs += [(id_col, n) for n in code_columns(code)[0] if n not in (id_col, target) and n not in keys]
+    pairs += [(k, target) for k in keys if k not in (id_col, target)]
+    out: list[tuple[str, str]] = []
+    for p in pairs:
+        if p not in out:
+            out.append(p)
+    return out[:MAX_PAIRS]
+
+
 def _frames(kind: str, id_col: str, target: str, names: list[str], longest: list[str],
             rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
     """``(answers, sample submission, perturbed submission)`` of one synthetic kind (:data:`KINDS`), or None
     where the code names no columns for it."""
     ids = pd.Series([f"t{i}" for i in range(N_TEST)])
-    if kind in ("multilabel", "multitarget"):
+    if kind in ("multilabel", "multitarget", "multibinary"):
         cols = [n for n in (longest if kind == "multilabel" else names) if n != id_col]
-        cols = cols[:MAX_COLUMNS] if kind == "multitarget" else cols
+        cols = cols if kind == "multilabel" else cols[:MAX_COLUMNS]
         if len(cols) < 2:
             return None
-        if kind == "multilabel":
+        if kind in ("multilabel", "multibinary"):
             y = pd.DataFrame({c: rng.integers(0, 2, N_TEST) for c in cols})
             p = (y * 0.6 + 0.2 + rng.uniform(-0.15, 0.15, y.shape)).clip(0.01, 0.99).round(4)
             s = pd.DataFrame({c: 0.5 for c in cols}, index=y.index)
@@ -195,6 +237,10 @@ def _values(kind: str, rng: np.random.Generator) -> tuple[pd.Series, object, pd.
     if kind == "binary":
         y = pd.Series(np.r_[np.zeros(N_TEST // 2, int), np.ones(N_TEST - N_TEST // 2, int)][rng.permutation(N_TEST)])
         return y, 0.5, (y * 0.6 + 0.2 + rng.uniform(-0.15, 0.15, N_TEST)).clip(0.01, 0.99).round(4)
+    if kind == "binlabels":
+        y = pd.Series(np.r_[np.zeros(N_TEST // 2, int), np.ones(N_TEST - N_TEST // 2, int)][rng.permutation(N_TEST)])
+        flip = rng.random(N_TEST) < 0.25
+        return y, 0, y.where(~flip, 1 - y)
     if kind in ("continuous", "rows"):
         y = pd.Series(rng.uniform(1.0, 100.0, N_TEST).round(3))
         return y, float(y.median()), (y * rng.uniform(0.8, 1.2, N_TEST)).round(3)
@@ -298,14 +344,19 @@ def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path,
     the benchmark's code; the first whose both the code scores is built."""
     row = Row(bench, cid)
     rng = np.random.default_rng(seed)
-    id_col, target = target_column(bench, code)
     names, longest = code_columns(code)
+    try:
+        label_metric = recognise_metric(code) in LABEL_METRICS
+    except (OSError, SyntaxError, ValueError):
+        label_metric = False
     trial = out / ".trial" / f"{bench}-{cid}"
     trial.mkdir(parents=True, exist_ok=True)
     chosen, why = None, "no synthetic answer kind was scored by the benchmark's code"
-    for kind in KINDS:
+    pairs = column_pairs(bench, code)
+    for (id_col, target), kind in [(p, k) for p in pairs for k in KINDS if not (label_metric and k == "binary")]:
+        several = kind in ("multilabel", "multitarget", "multibinary")  # the target is not theirs: first pair only
         frames = _frames(kind, id_col, target, names, longest, rng)
-        if frames is None:
+        if frames is None or (several and (id_col, target) != pairs[0]):
             continue
         a, sp = trial / "answers.csv", trial / "sample.csv"
         frames[0].to_csv(a, index=False)
@@ -321,12 +372,12 @@ def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path,
                 break
             continue
         if all(np.isfinite(got)):
-            chosen = (kind, frames, (got[0], got[1]))
+            chosen = (kind, id_col, frames, (got[0], got[1]))
             break
     if chosen is None:
         row.reason = why
         return row
-    kind, (answers, sample, pert), (gt, base) = chosen
+    kind, id_col, (answers, sample, pert), (gt, base) = chosen
     row.kind = kind
     folder = build(bench, cid, code, out, answers, sample, rng, (base, gt))
     search, row.note = synthetic_board(bench, cid, checkout, out, gt, base)
