@@ -337,27 +337,55 @@ def build(bench: str, cid: str, code: Path, out: Path, answers: pd.DataFrame, sa
     return resplit
 
 
-def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path, seed: int = 0) -> Row:
-    """Build, load and grade one competition (module docstring); never raises for the competition's fault.
+_QUOTED = re.compile(r"""['"`]([A-Za-z_][A-Za-z0-9_ .-]{0,60})['"`]""")
+_LISTED = re.compile(r"columns?(?: in \w+)?: ([A-Za-z_][A-Za-z0-9_]*(?:, [A-Za-z_][A-Za-z0-9_]*)*)")
+_BEFORE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*) column\b")
+_NOT_NAMES = {"a", "an", "the", "each", "every", "one", "this", "that", "target", "required", "missing", "no", "ID",
+              "id", "answers", "submission", "prediction", "predictions", "any", "its", "first", "second"}
+#: Most synthetic formats one competition tries.
+MAX_TRIES = 160
+_SEVERAL = ("multilabel", "multitarget", "multibinary")
 
-    A kind of :data:`KINDS` is tried by grading its answers, then its sample submission, against the answers with
-    the benchmark's code; the first whose both the code scores is built."""
-    row = Row(bench, cid)
-    rng = np.random.default_rng(seed)
+
+def error_columns(line: str) -> list[str]:
+    """Column names the benchmark's code names in its error ``line`` (``KeyError: 'time'``, ``must have a
+    `PredictionString` column``, ``missing required columns: prediction``), in order; the code's own path before
+    ``failed:`` is not read."""
+    line = line.split(" failed: ", 1)[-1]
+    found = _QUOTED.findall(line) + [n for m in _LISTED.findall(line) for n in m.split(", ")] + [
+        n for n in _BEFORE.findall(line) if n not in _NOT_NAMES]
+    found += [n.lower() for n in found if n.lower() != n]  # "Type column not found" of a column named "type"
+    return [n for i, n in enumerate(found) if n not in found[:i] and not n.endswith((".py", ".csv"))]
+
+
+def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tuple[tuple | None, str]:
+    """``((kind, id column, (answers, sample, perturbed), (answers' score, sample's score)), "")`` of the first
+    synthetic format the benchmark's code scores, or ``(None, why)``.
+
+    Tried in order: each kind of :data:`KINDS` with each pair of :func:`column_pairs` (the several-column kinds
+    once), at most :data:`MAX_TRIES`; a column the code names in an error (:func:`error_columns`) is tried next as
+    a second column of the answers beside the target (0/1 values: a group or a flag the metric reads), then as
+    the target and as the id (the id first where its name says id), and joins the column names of the
+    several-column kinds."""
     names, longest = code_columns(code)
     try:
         label_metric = recognise_metric(code) in LABEL_METRICS
     except (OSError, SyntaxError, ValueError):
         label_metric = False
-    trial = out / ".trial" / f"{bench}-{cid}"
-    trial.mkdir(parents=True, exist_ok=True)
-    chosen, why = None, "no synthetic answer kind was scored by the benchmark's code"
+    kinds = [k for k in KINDS if not (label_metric and k == "binary")]
     pairs = column_pairs(bench, code)
-    for (id_col, target), kind in [(p, k) for p in pairs for k in KINDS if not (label_metric and k == "binary")]:
-        several = kind in ("multilabel", "multitarget", "multibinary")  # the target is not theirs: first pair only
-        frames = _frames(kind, id_col, target, names, longest, rng)
-        if frames is None or (several and (id_col, target) != pairs[0]):
+    Item = tuple[tuple[str, str], str, tuple[str, ...], list[str]]
+    queue: list[Item] = [(p, k, (), names) for p in pairs for k in kinds if k not in _SEVERAL or p == pairs[0]]
+    why, tried = "no synthetic answer kind was scored by the benchmark's code", 0
+    while queue and tried < MAX_TRIES:
+        (id_col, target), kind, extras, cols = queue.pop(0)
+        frames = _frames(kind, id_col, target, cols, longest, rng)
+        if frames is None or any(e in frames[0].columns for e in extras):
             continue
+        if extras:
+            flags = pd.DataFrame({e: rng.integers(0, 2, len(frames[0])) for e in extras})
+            frames = (pd.concat([frames[0], flags], axis=1), frames[1], frames[2])
+        tried += 1
         a, sp = trial / "answers.csv", trial / "sample.csv"
         frames[0].to_csv(a, index=False)
         frames[1].to_csv(sp, index=False)
@@ -368,12 +396,34 @@ def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path,
         if isinstance(got, str):
             why = f"its grading code scores none of the synthetic formats (last: {kind}: {got})"
             if "needs a module" in got:
-                why = got
-                break
+                return None, got
+            named = error_columns(got)
+            new = [n for n in named if n not in names and n not in (id_col, target, *extras)]
+            names += new
+            ahead: list[Item] = [((id_col, target), kind, (*extras, n), cols) for n in new]
+            for n in new:
+                as_id, as_target = (n, target), (id_col, n)
+                by_id = [(as_id, k, extras, cols) for k in kinds]  # the several-column kinds under this id too
+                by_target = [(as_target, k, extras, cols) for k in kinds if k not in _SEVERAL]
+                ahead += by_id + by_target if re.search(r"id$|^id|_id|Id|ID$", n) else by_target + by_id
+            if new and len(named) >= 2:  # the columns the error lists, as several targets
+                ahead += [((id_col, target), k, extras, [n for n in named if n != id_col]) for k in _SEVERAL]
+            queue = ahead + queue
             continue
         if all(np.isfinite(got)):
-            chosen = (kind, id_col, frames, (got[0], got[1]))
-            break
+            return (kind, id_col, frames, (got[0], got[1])), ""
+    return None, why
+
+
+def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path, seed: int = 0) -> Row:
+    """Build, load and grade one competition (module docstring); never raises for the competition's fault.
+
+    The synthetic format is the first :func:`_choose` finds that the benchmark's code scores."""
+    row = Row(bench, cid)
+    rng = np.random.default_rng(seed)
+    trial = out / ".trial" / f"{bench}-{cid}"
+    trial.mkdir(parents=True, exist_ok=True)
+    chosen, why = _choose(bench, code, trial, rng)
     if chosen is None:
         row.reason = why
         return row
