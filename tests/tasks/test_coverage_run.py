@@ -149,3 +149,15 @@ def test_dsbench_formats_the_code_reads_load_and_grade_exactly(cid, tmp_path):
     (ev / f"{cid}_eval.py").write_text(_DS_HEAD.format(value=value, body=body))
     (row,) = run_coverage(tmp_path / "DSBench", tmp_path / "out")
     assert row.loaded and row.graded_exactly, row
+
+
+def test_labels_compared_by_own_code_get_a_label_sample(tmp_path):
+    """A grade.py comparing labels in its own words (no metric wmrl recognises): no 0.5 in the sample."""
+    from wmrl.tasks.e2e_coverage import run_coverage
+
+    co = _lfs_checkout(tmp_path)
+    (co / "mlebench" / "competitions" / "pointer-comp" / "grade.py").write_text(
+        "def grade(submission, answers):\n    hits = [a == b for a, b in zip(submission['y'], answers['y'])]\n"
+        "    return sum(hits) / len(hits)\n")
+    (row,) = run_coverage(co, tmp_path / "out")
+    assert row.loaded and row.graded_exactly and row.kind == "binlabels", row

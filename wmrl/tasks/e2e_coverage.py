@@ -366,7 +366,8 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
     once), at most :data:`MAX_TRIES`; a column the code names in an error (:func:`error_columns`) is tried next as
     a second column of the answers beside the target (0/1 values: a group or a flag the metric reads), then as
     the target and as the id (the id first where its name says id), and joins the column names of the
-    several-column kinds."""
+    several-column kinds. Binary labels scored with probabilities are passed over where the code scores the
+    perturbed probabilities as it scores the constant sample (it compares labels: accuracy)."""
     names, longest = code_columns(code)
     try:
         label_metric = recognise_metric(code) in LABEL_METRICS
@@ -410,6 +411,10 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
                 ahead += [((id_col, target), k, extras, [n for n in named if n != id_col]) for k in _SEVERAL]
             queue = ahead + queue
             continue
+        if kind == "binary" and all(np.isfinite(got)):
+            frames[2].to_csv(trial / "perturbed.csv", index=False)
+            if _code_scores(bench, code, a, [trial / "perturbed.csv"]) == got[1:]:
+                continue  # probabilities score as the constant sample does: the code compares labels
         if all(np.isfinite(got)):
             return (kind, id_col, frames, (got[0], got[1])), ""
     return None, why
