@@ -161,3 +161,16 @@ def test_labels_compared_by_own_code_get_a_label_sample(tmp_path):
         "    return sum(hits) / len(hits)\n")
     (row,) = run_coverage(co, tmp_path / "out")
     assert row.loaded and row.graded_exactly and row.kind == "binlabels", row
+
+
+def test_a_correlation_metric_gets_a_sample_it_can_score(tmp_path):
+    """DSBench's phrase-matching script: Pearson's r, NaN for a constant sample submission."""
+    from wmrl.tasks.e2e_coverage import run_coverage
+
+    ev = tmp_path / "DSBench" / "data_modeling" / "evaluation"
+    ev.mkdir(parents=True)
+    body = ("from scipy.stats import pearsonr\n"
+            "performance, p_value = pearsonr(predictions[args.value], answers[args.value])")
+    (ev / "phrase-matching_eval.py").write_text(_DS_HEAD.format(value="score", body=body))
+    (row,) = run_coverage(tmp_path / "DSBench", tmp_path / "out")
+    assert row.loaded and row.graded_exactly, row

@@ -367,7 +367,8 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
     a second column of the answers beside the target (0/1 values: a group or a flag the metric reads), then as
     the target and as the id (the id first where its name says id), and joins the column names of the
     several-column kinds. Binary labels scored with probabilities are passed over where the code scores the
-    perturbed probabilities as it scores the constant sample (it compares labels: accuracy)."""
+    perturbed probabilities as it scores the constant sample (it compares labels: accuracy). Where the code scores
+    the constant sample NaN (a correlation), the sample holds the perturbed submission's values shuffled."""
     names, longest = code_columns(code)
     try:
         label_metric = recognise_metric(code) in LABEL_METRICS
@@ -393,6 +394,13 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
         got = _code_scores(bench, code, a, [a])
         if not isinstance(got, str) and all(np.isfinite(got)):
             sample_score = _code_scores(bench, code, a, [sp])
+            if not isinstance(sample_score, str) and not np.isfinite(sample_score[0]):
+                # a constant sample the code cannot score (a correlation): the perturbed values shuffled instead
+                values = [c for c in frames[1].columns if c != id_col]
+                shuffled = frames[2][values].iloc[rng.permutation(len(frames[2]))].reset_index(drop=True)
+                frames = (frames[0], pd.concat([frames[0][[id_col]], shuffled], axis=1), frames[2])
+                frames[1].to_csv(sp, index=False)
+                sample_score = _code_scores(bench, code, a, [sp])
             got = sample_score if isinstance(sample_score, str) else got + sample_score
         if isinstance(got, str):
             why = f"its grading code scores none of the synthetic formats (last: {kind}: {got})"
