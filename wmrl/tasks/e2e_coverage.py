@@ -343,7 +343,7 @@ _BEFORE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*) column\b")
 _NOT_NAMES = {"a", "an", "the", "each", "every", "one", "this", "that", "target", "required", "missing", "no", "ID",
               "id", "answers", "submission", "prediction", "predictions", "any", "its", "first", "second"}
 #: Most synthetic formats one competition tries.
-MAX_TRIES = 160
+MAX_TRIES = 60
 _SEVERAL = ("multilabel", "multitarget", "multibinary")
 
 
