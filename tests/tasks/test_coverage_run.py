@@ -174,3 +174,16 @@ def test_a_correlation_metric_gets_a_sample_it_can_score(tmp_path):
     (ev / "phrase-matching_eval.py").write_text(_DS_HEAD.format(value="score", body=body))
     (row,) = run_coverage(tmp_path / "DSBench", tmp_path / "out")
     assert row.loaded and row.graded_exactly, row
+
+
+def test_a_perturbed_submission_stays_in_the_answers_range(tmp_path):
+    """A grade.py refusing predictions outside the target's range (MLE-bench's Pawpularity between 1 and 100)."""
+    from wmrl.tasks.e2e_coverage import run_coverage
+
+    co = _lfs_checkout(tmp_path)
+    (co / "mlebench" / "competitions" / "pointer-comp" / "grade.py").write_text(
+        "import numpy as np\n\n\ndef grade(submission, answers):\n"
+        "    if not submission['y'].between(1, 100).all():\n        raise ValueError('y should be between 1 and 100')\n"
+        "    return float(np.sqrt(np.mean((submission['y'] - answers['y']) ** 2)))\n")
+    (row,) = run_coverage(co, tmp_path / "out")
+    assert row.loaded and row.graded_exactly, row

@@ -216,7 +216,7 @@ def _frames(kind: str, id_col: str, target: str, names: list[str], longest: list
             s = pd.DataFrame({c: 0.5 for c in cols}, index=y.index)
         else:
             y = pd.DataFrame({c: rng.uniform(1.0, 100.0, N_TEST).round(3) for c in cols})
-            p = (y * rng.uniform(0.8, 1.2, y.shape)).round(3)
+            p = (y * rng.uniform(0.8, 1.2, y.shape)).clip(y.min(), y.max(), axis=1).round(3)
             s = pd.DataFrame({c: float(y[c].median()) for c in cols}, index=y.index)
         return tuple(pd.concat([ids.rename(id_col), d], axis=1) for d in (y, s, p))
     if kind == "rows":
@@ -243,7 +243,7 @@ def _values(kind: str, rng: np.random.Generator) -> tuple[pd.Series, object, pd.
         return y, 0, y.where(~flip, 1 - y)
     if kind in ("continuous", "rows"):
         y = pd.Series(rng.uniform(1.0, 100.0, N_TEST).round(3))
-        return y, float(y.median()), (y * rng.uniform(0.8, 1.2, N_TEST)).round(3)
+        return y, float(y.median()), (y * rng.uniform(0.8, 1.2, N_TEST)).clip(y.min(), y.max()).round(3)
     if kind in ("sentences", "labelsets", "rle", "order"):
         words = np.array(["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"])
         if kind == "sentences":
