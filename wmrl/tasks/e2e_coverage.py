@@ -366,7 +366,8 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
     once), at most :data:`MAX_TRIES`; a column the code names in an error (:func:`error_columns`) is tried next as
     a second column of the answers beside the target (0/1 values: a group or a flag the metric reads), then as
     the target and as the id (the id first where its name says id), and joins the column names of the
-    several-column kinds. Binary labels scored with probabilities are passed over where the code scores the
+    several-column kinds (a list of columns in the error: as several targets and as the classes of the multi-label
+    kind). Binary labels scored with probabilities are passed over where the code scores the
     perturbed probabilities as it scores the constant sample (it compares labels: accuracy). Where the code scores
     the constant sample NaN (a correlation), the sample holds the perturbed submission's values shuffled."""
     names, longest = code_columns(code)
@@ -381,7 +382,7 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
     why, tried = "no synthetic answer kind was scored by the benchmark's code", 0
     while queue and tried < MAX_TRIES:
         (id_col, target), kind, extras, cols = queue.pop(0)
-        frames = _frames(kind, id_col, target, cols, longest, rng)
+        frames = _frames(kind, id_col, target, cols, longest if cols is names else cols, rng)
         if frames is None or any(e in frames[0].columns for e in extras):
             continue
         if extras:
