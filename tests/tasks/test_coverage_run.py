@@ -187,3 +187,17 @@ def test_a_perturbed_submission_stays_in_the_answers_range(tmp_path):
         "    return float(np.sqrt(np.mean((submission['y'] - answers['y']) ** 2)))\n")
     (row,) = run_coverage(co, tmp_path / "out")
     assert row.loaded and row.graded_exactly, row
+
+
+def test_numeric_ids_where_the_code_converts_them(tmp_path):
+    """A grade.py that sorts by the id as a number (MLE-Dojo's avazu-ctr-prediction)."""
+    from wmrl.tasks.e2e_coverage import run_coverage
+
+    co = _lfs_checkout(tmp_path)
+    (co / "mlebench" / "competitions" / "pointer-comp" / "grade.py").write_text(
+        "import numpy as np\n\n\ndef grade(submission, answers):\n"
+        "    s = submission.assign(id=submission['id'].astype(float)).sort_values('id')\n"
+        "    a = answers.assign(id=answers['id'].astype(float)).sort_values('id')\n"
+        "    return float(np.mean(np.abs(s['y'].to_numpy() - a['y'].to_numpy())))\n")
+    (row,) = run_coverage(co, tmp_path / "out")
+    assert row.loaded and row.graded_exactly, row

@@ -200,11 +200,11 @@ def column_pairs(bench: str, code: Path) -> list[tuple[str, str]]:
     return out[:MAX_PAIRS]
 
 
-def _frames(kind: str, id_col: str, target: str, names: list[str], longest: list[str],
-            rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
+def _frames(kind: str, id_col: str, target: str, names: list[str], longest: list[str], rng: np.random.Generator,
+            numeric_ids: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
     """``(answers, sample submission, perturbed submission)`` of one synthetic kind (:data:`KINDS`), or None
-    where the code names no columns for it."""
-    ids = pd.Series([f"t{i}" for i in range(N_TEST)])
+    where the code names no columns for it. The ids are ``t<row>`` (``1000 + row`` with ``numeric_ids``)."""
+    ids = pd.Series([1000 + i if numeric_ids else f"t{i}" for i in range(N_TEST)])
     if kind in ("multilabel", "multitarget", "multibinary"):
         cols = [n for n in (longest if kind == "multilabel" else names) if n != id_col]
         cols = cols if kind == "multilabel" else cols[:MAX_COLUMNS]
@@ -220,7 +220,7 @@ def _frames(kind: str, id_col: str, target: str, names: list[str], longest: list
             s = pd.DataFrame({c: float(y[c].median()) for c in cols}, index=y.index)
         return tuple(pd.concat([ids.rename(id_col), d], axis=1) for d in (y, s, p))
     if kind == "rows":
-        ids = pd.Series([f"t{i // 3}" for i in range(N_TEST)])
+        ids = pd.Series([1000 + i // 3 if numeric_ids else f"t{i // 3}" for i in range(N_TEST)])
     if kind == "rowclass":
         if len(longest) < 2:
             return None
@@ -363,11 +363,12 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
     synthetic format the benchmark's code scores, or ``(None, why)``.
 
     Tried in order: each kind of :data:`KINDS` with each pair of :func:`column_pairs` (the several-column kinds
-    once), at most :data:`MAX_TRIES`; a column the code names in an error (:func:`error_columns`) is tried next as
+    once), at most :data:`MAX_TRIES`. A column the code names in an error (:func:`error_columns`) is tried next as
     a second column of the answers beside the target (0/1 values: a group or a flag the metric reads), then as
     the target and as the id (the id first where its name says id), and joins the column names of the
-    several-column kinds (a list of columns in the error: as several targets and as the classes of the multi-label
-    kind). Binary labels scored with probabilities are passed over where the code scores the
+    several-column kinds; a list of columns in an error is tried as several targets and as the multi-label
+    kind's classes. An error converting a synthetic id (``t0``) to a number makes every later id a number
+    (:func:`_frames`). Binary labels scored with probabilities are passed over where the code scores the
     perturbed probabilities as it scores the constant sample (it compares labels: accuracy). Where the code scores
     the constant sample NaN (a correlation), the sample holds the perturbed submission's values shuffled."""
     names, longest = code_columns(code)
@@ -379,10 +380,11 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
     pairs = column_pairs(bench, code)
     Item = tuple[tuple[str, str], str, tuple[str, ...], list[str]]
     queue: list[Item] = [(p, k, (), names) for p in pairs for k in kinds if k not in _SEVERAL or p == pairs[0]]
-    why, tried = "no synthetic answer kind was scored by the benchmark's code", 0
+    why, tried, numeric_ids = "no synthetic answer kind was scored by the benchmark's code", 0, False
     while queue and tried < MAX_TRIES:
-        (id_col, target), kind, extras, cols = queue.pop(0)
-        frames = _frames(kind, id_col, target, cols, longest if cols is names else cols, rng)
+        item = queue.pop(0)
+        (id_col, target), kind, extras, cols = item
+        frames = _frames(kind, id_col, target, cols, longest if cols is names else cols, rng, numeric_ids)
         if frames is None or any(e in frames[0].columns for e in extras):
             continue
         if extras:
@@ -407,6 +409,10 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
             why = f"its grading code scores none of the synthetic formats (last: {kind}: {got})"
             if "needs a module" in got:
                 return None, got
+            if not numeric_ids and re.search(r"""(convert|numeric|float|int|parse).*["']t[\d_]""", got):
+                numeric_ids = True  # the code wants numbers as ids (it converts the synthetic 't0')
+                queue.insert(0, item)
+                continue
             named = error_columns(got)
             new = [n for n in named if n not in names and n not in (id_col, target, *extras)]
             names += new
