@@ -186,13 +186,13 @@ def code_keys(code: Path) -> list[str]:
 
 def column_pairs(bench: str, code: Path) -> list[tuple[str, str]]:
     """The ``(id column, target column)`` pairs tried, at most :data:`MAX_PAIRS`: :func:`target_column`'s first,
-    then each other column the code reads by name as the target (DSBench's scripts often keep a copied
-    ``--value`` default and read the real column by name), then each key the code sorts or joins by as the id."""
+    then each key the code sorts or joins by as the id, then each other column the code reads by name as the
+    target (DSBench's scripts often keep a copied ``--value`` default and read the real column by name)."""
     id_col, target = target_column(bench, code)
     keys = code_keys(code)
     pairs = [(id_col, target)]
-    pairs += [(id_col, n) for n in code_columns(code)[0] if n not in (id_col, target) and n not in keys]
     pairs += [(k, target) for k in keys if k not in (id_col, target)]
+    pairs += [(id_col, n) for n in code_columns(code)[0] if n not in (id_col, target) and n not in keys]
     out: list[tuple[str, str]] = []
     for p in pairs:
         if p not in out:
@@ -352,9 +352,9 @@ def error_columns(line: str) -> list[str]:
     `PredictionString` column``, ``missing required columns: prediction``), in order; the code's own path before
     ``failed:`` is not read."""
     line = line.split(" failed: ", 1)[-1]
-    found = _QUOTED.findall(line) + [n for m in _LISTED.findall(line) for n in m.split(", ")] + [
-        n for n in _BEFORE.findall(line) if n not in _NOT_NAMES]
-    found += [n.lower() for n in found if n.lower() != n]  # "Type column not found" of a column named "type"
+    before = [n for n in _BEFORE.findall(line) if n not in _NOT_NAMES]
+    found = _QUOTED.findall(line) + [n for m in _LISTED.findall(line) for n in m.split(", ")] + before
+    found += [n.lower() for n in before if n.lower() != n]  # "Type column not found" of a column named "type"
     return [n for i, n in enumerate(found) if n not in found[:i] and not n.endswith((".py", ".csv"))]
 
 
@@ -362,12 +362,12 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
     """``((kind, id column, (answers, sample, perturbed), (answers' score, sample's score)), "")`` of the first
     synthetic format the benchmark's code scores, or ``(None, why)``.
 
-    Tried in order: each kind of :data:`KINDS` with each pair of :func:`column_pairs` (the several-column kinds
-    once), at most :data:`MAX_TRIES`. A column the code names in an error (:func:`error_columns`) is tried next as
+    Tried in order: each kind of :data:`KINDS`, each with every pair of :func:`column_pairs` (the several-column
+    kinds once), at most :data:`MAX_TRIES`. A column the code names in an error (:func:`error_columns`) is tried next as
     a second column of the answers beside the target (0/1 values: a group or a flag the metric reads), then as
-    the target and as the id (the id first where its name says id), and joins the column names of the
-    several-column kinds; a list of columns in an error is tried as several targets and as the multi-label
-    kind's classes. An error converting a synthetic id (``t0``) to a number makes every later id a number
+    the target and as the id (the id first where its name says id or the code sorts by it), and joins the
+    column names of the several-column kinds; a list of columns in an error is tried as several targets and as
+    the multi-label kind's classes. An error converting a synthetic id (``t0``) to a number makes every later id one
     (:func:`_frames`). Binary labels scored with probabilities are passed over where the code scores the
     perturbed probabilities as it scores the constant sample (it compares labels: accuracy). Where the code scores
     the constant sample NaN (a correlation), the sample holds the perturbed submission's values shuffled."""
@@ -377,9 +377,9 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
     except (OSError, SyntaxError, ValueError):
         label_metric = False
     kinds = [k for k in KINDS if not (label_metric and k == "binary")]
-    pairs = column_pairs(bench, code)
+    pairs, keys = column_pairs(bench, code), code_keys(code)
     Item = tuple[tuple[str, str], str, tuple[str, ...], list[str]]
-    queue: list[Item] = [(p, k, (), names) for p in pairs for k in kinds if k not in _SEVERAL or p == pairs[0]]
+    queue: list[Item] = [(p, k, (), names) for k in kinds for p in pairs if k not in _SEVERAL or p == pairs[0]]
     why, tried, numeric_ids = "no synthetic answer kind was scored by the benchmark's code", 0, False
     while queue and tried < MAX_TRIES:
         item = queue.pop(0)
@@ -421,7 +421,7 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
                 as_id, as_target = (n, target), (id_col, n)
                 by_id = [(as_id, k, extras, cols) for k in kinds]  # the several-column kinds under this id too
                 by_target = [(as_target, k, extras, cols) for k in kinds if k not in _SEVERAL]
-                ahead += by_id + by_target if re.search(r"id$|^id|_id|Id|ID$", n) else by_target + by_id
+                ahead += by_id + by_target if n in keys or re.search(r"id$|^id|_id|Id|ID$", n) else by_target + by_id
             if new and len(named) >= 2:  # the columns the error lists, as several targets
                 ahead += [((id_col, target), k, extras, [n for n in named if n != id_col]) for k in _SEVERAL]
             queue = ahead + queue
