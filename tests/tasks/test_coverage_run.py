@@ -201,3 +201,19 @@ def test_numeric_ids_where_the_code_converts_them(tmp_path):
         "    return float(np.mean(np.abs(s['y'].to_numpy() - a['y'].to_numpy())))\n")
     (row,) = run_coverage(co, tmp_path / "out")
     assert row.loaded and row.graded_exactly, row
+
+
+def test_the_key_the_code_sorts_by_is_the_id_whatever_its_name(tmp_path):
+    """MLE-Dojo's homesite-quote-conversion: the id is ``QuoteNumber``, read only as the key the code sorts by and
+    named in its errors."""
+    from wmrl.tasks.e2e_coverage import run_coverage
+
+    co = _lfs_checkout(tmp_path)
+    (co / "mlebench" / "competitions" / "pointer-comp" / "grade.py").write_text(
+        "from sklearn.metrics import roc_auc_score\n\n\ndef grade(submission, answers):\n"
+        "    missing = {'QuoteNumber', 'QuoteConversion_Flag'} - set(submission.columns)\n"
+        "    if missing:\n        raise ValueError(f\"Missing required columns in submission: {', '.join(missing)}.\")\n"
+        "    s = submission.sort_values(by='QuoteNumber')\n    a = answers.sort_values(by='QuoteNumber')\n"
+        "    return float(roc_auc_score(a['QuoteConversion_Flag'], s['QuoteConversion_Flag']))\n")
+    (row,) = run_coverage(co, tmp_path / "out")
+    assert row.loaded and row.graded_exactly, row
