@@ -3,7 +3,8 @@ competition built in its benchmark's real layout with synthetic answers, loaded 
 wmrl and by the benchmark's own code (:func:`wmrl.tasks.e2e_coverage.run_competition`).
 
     PYTHONPATH=. nice -n 10 python benchmarks/e2e_coverage.py CHECKOUT [CHECKOUT ...] --out DIR
-        [--bench dsbench mlebench mledojo] [--limit N] [--ids ID ...] [--redo-refused] [--shard K/N] [--summary] [--export DIR]
+        [--bench dsbench mlebench mledojo] [--limit N] [--ids ID ...] [--redo-refused] [--shard K/N] [--summary]
+        [--export DIR2]
 
 CHECKOUT: a checkout of MLE-bench (``mlebench/competitions``), MLE-Dojo (``mledojo/competitions``) or DSBench
 (``data_modeling/evaluation``). Each competition's row is appended to ``DIR/rows.jsonl`` as soon as it is known,
@@ -13,8 +14,8 @@ each benchmark (in id order, the done ones counted). ``--shard K/N`` runs only e
 K-th (K = 0 .. N-1), writing ``DIR/rows-K.jsonl``: N processes started with K = 0 .. N-1 share the run (the
 rows of every ``DIR/rows*.jsonl`` are read). ``--summary`` only prints the tables of the rows there:
 per benchmark the competitions in the registry, those run, loaded, graded exactly and refused, then every
-refusal in one line; ``--export DIR`` writes the rows (``DIR/rows.jsonl``) and those tables
-(``DIR/summary.md``) with each checkout's path written as its folder's name and ``DIR``'s own as ``OUT``.
+refusal in one line; ``--export DIR2`` writes the rows (``DIR2/rows.jsonl``) and those tables
+(``DIR2/summary.md``) with each checkout's path written as its folder's name and ``DIR``'s own as ``OUT``.
 """
 from __future__ import annotations
 
@@ -87,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--summary", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shard", default="0/1")
-    ap.add_argument("--export", type=Path, default=None,
-                    help="write DIR/rows.jsonl and DIR/summary.md (paths shortened) from the rows and stop")
+    ap.add_argument("--export", type=Path, default=None, metavar="DIR2",
+                    help="write DIR2/rows.jsonl and DIR2/summary.md (paths shortened) from the rows and stop")
     a = ap.parse_args(argv)
     for c in a.checkouts:
         if not c.is_dir():

@@ -212,7 +212,8 @@ def test_the_key_the_code_sorts_by_is_the_id_whatever_its_name(tmp_path):
     (co / "mlebench" / "competitions" / "pointer-comp" / "grade.py").write_text(
         "from sklearn.metrics import roc_auc_score\n\n\ndef grade(submission, answers):\n"
         "    missing = {'QuoteNumber', 'QuoteConversion_Flag'} - set(submission.columns)\n"
-        "    if missing:\n        raise ValueError(f\"Missing required columns in submission: {', '.join(missing)}.\")\n"
+        "    if missing:\n"
+        "        raise ValueError(f\"Missing required columns in submission: {', '.join(missing)}.\")\n"
         "    s = submission.sort_values(by='QuoteNumber')\n    a = answers.sort_values(by='QuoteNumber')\n"
         "    return float(roc_auc_score(a['QuoteConversion_Flag'], s['QuoteConversion_Flag']))\n")
     (row,) = run_coverage(co, tmp_path / "out")
