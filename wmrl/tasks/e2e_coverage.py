@@ -339,23 +339,26 @@ def build(bench: str, cid: str, code: Path, out: Path, answers: pd.DataFrame, sa
 
 _QUOTED = re.compile(r"""['"`]([A-Za-z_][A-Za-z0-9_ .-]{0,60})['"`]""")
 _LISTED = re.compile(r"columns?(?: in \w+)?: ([A-Za-z_][A-Za-z0-9_]*(?:, [A-Za-z_][A-Za-z0-9_]*)*)")
+#: A value of the synthetic frames quoted back in an error (an id, a text label, a word): not a column name.
+_SYNTHETIC_VALUE = re.compile(r"^(t\d+|tr\d+|t_\d+_.*|w\d+|c\d+x\d+|alpha|beta|gamma|delta|omega|sigma|kappa|theta)$")
 _BEFORE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*) column\b")
 _NOT_NAMES = {"a", "an", "the", "each", "every", "one", "this", "that", "target", "required", "missing", "no", "ID",
               "id", "answers", "submission", "prediction", "predictions", "any", "its", "first", "second"}
 #: Most synthetic formats one competition tries.
-MAX_TRIES = 60
+MAX_TRIES = 100
 _SEVERAL = ("multilabel", "multitarget", "multibinary")
 
 
 def error_columns(line: str) -> list[str]:
     """Column names the benchmark's code names in its error ``line`` (``KeyError: 'time'``, ``must have a
     `PredictionString` column``, ``missing required columns: prediction``), in order; the code's own path before
-    ``failed:`` is not read."""
+    ``failed:`` is not read, nor a name with a space or a value of the synthetic frames quoted back."""
     line = line.split(" failed: ", 1)[-1]
     before = [n for n in _BEFORE.findall(line) if n not in _NOT_NAMES]
     found = _QUOTED.findall(line) + [n for m in _LISTED.findall(line) for n in m.split(", ")] + before
     found += [n.lower() for n in before if n.lower() != n]  # "Type column not found" of a column named "type"
-    return [n for i, n in enumerate(found) if n not in found[:i] and not n.endswith((".py", ".csv"))]
+    return [n for i, n in enumerate(found) if n not in found[:i] and not n.endswith((".py", ".csv"))
+            and " " not in n and not _SYNTHETIC_VALUE.match(n)]
 
 
 def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tuple[tuple | None, str]:
@@ -363,14 +366,15 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
     synthetic format the benchmark's code scores, or ``(None, why)``.
 
     Tried in order: each kind of :data:`KINDS`, each with every pair of :func:`column_pairs` (the several-column
-    kinds once), at most :data:`MAX_TRIES`. A column the code names in an error (:func:`error_columns`) is tried next as
-    a second column of the answers beside the target (0/1 values: a group or a flag the metric reads), then as
-    the target and as the id (the id first where its name says id or the code sorts by it), and joins the
-    column names of the several-column kinds; a list of columns in an error is tried as several targets and as
-    the multi-label kind's classes. An error converting a synthetic id (``t0``) to a number makes every later id one
-    (:func:`_frames`). Binary labels scored with probabilities are passed over where the code scores the
-    perturbed probabilities as it scores the constant sample (it compares labels: accuracy). Where the code scores
-    the constant sample NaN (a correlation), the sample holds the perturbed submission's values shuffled."""
+    kinds once), at most :data:`MAX_TRIES`. A column the code names in an error (:func:`error_columns`) is tried
+    after those, in the order the errors came: as a second column of the answers beside the target (0/1 values: a
+    group or a flag the metric reads), then as the target and as the id (the id first where its name says id or
+    the code sorts by it); it joins the column names of the several-column kinds, and a list of columns in an
+    error is tried as several targets and as the multi-label kind's classes. An error converting a synthetic id
+    (``t0``) to a number makes every later id one (:func:`_frames`). Binary labels scored with probabilities are
+    passed over where the code scores the perturbed probabilities as it scores the constant sample (it compares
+    labels: accuracy). Where the code scores the constant sample NaN (a correlation), the sample holds the
+    perturbed submission's values shuffled."""
     names, longest = code_columns(code)
     try:
         label_metric = recognise_metric(code) in LABEL_METRICS
@@ -424,7 +428,7 @@ def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tu
                 ahead += by_id + by_target if n in keys or re.search(r"id$|^id|_id|Id|ID$", n) else by_target + by_id
             if new and len(named) >= 2:  # the columns the error lists, as several targets
                 ahead += [((id_col, target), k, extras, [n for n in named if n != id_col]) for k in _SEVERAL]
-            queue = ahead + queue
+            queue += ahead
             continue
         if kind == "binary" and all(np.isfinite(got)):
             frames[2].to_csv(trial / "perturbed.csv", index=False)
