@@ -4,6 +4,7 @@ wmrl and by the benchmark's own code (:func:`wmrl.tasks.e2e_coverage.run_competi
 
     PYTHONPATH=. nice -n 10 python benchmarks/e2e_coverage.py CHECKOUT [CHECKOUT ...] --out DIR
         [--bench dsbench mlebench mledojo] [--limit N] [--ids ID ...] [--redo-refused] [--shard K/N] [--summary]
+        [--export DIR2]
 
 CHECKOUT: a checkout of MLE-bench (``mlebench/competitions``), MLE-Dojo (``mledojo/competitions``) or DSBench
 (``data_modeling/evaluation``). Each competition's row is appended to ``DIR/rows.jsonl`` as soon as it is known,
@@ -11,9 +12,10 @@ so the run may be stopped and started again: competitions with a row are skipped
 refused ones are run again and their new row replaces the old). ``--limit N`` runs at most N competitions of
 each benchmark (in id order, the done ones counted). ``--shard K/N`` runs only every N-th competition from the
 K-th (K = 0 .. N-1), writing ``DIR/rows-K.jsonl``: N processes started with K = 0 .. N-1 share the run (the
-rows of every ``DIR/rows*.jsonl`` are read). ``--summary`` only prints the table of the rows there:
+rows of every ``DIR/rows*.jsonl`` are read). ``--summary`` only prints the tables of the rows there:
 per benchmark the competitions in the registry, those run, loaded, graded exactly and refused, then every
-refusal in one line.
+refusal in one line; ``--export DIR2`` writes the rows (``DIR2/rows.jsonl``) and those tables
+(``DIR2/summary.md``) with each checkout's path written as its folder's name and ``DIR``'s own as ``OUT``.
 """
 from __future__ import annotations
 
@@ -44,17 +46,35 @@ def read_rows(out: Path) -> dict[tuple[str, str], Row]:
 
 
 def table(rows: dict[tuple[str, str], Row], registry: dict[str, int]) -> str:
-    """The Markdown table of the rows and the refusals, one line each."""
+    """Two Markdown tables: per benchmark the competitions of its registry, those run, loaded, graded exactly
+    (and their share of the registry), refused, and loaded beside a synthetic leaderboard; then every refusal,
+    one line each."""
     s = summary(list(rows.values()))
-    lines = ["| benchmark | competitions | run | loaded | graded exactly | refused |", "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| benchmark | competitions | run | loaded | graded exactly | graded exactly, % | refused | "
+             "beside a synthetic board |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for bench in sorted(set(s) | set(registry)):
         r = s.get(bench, {"competitions": 0, "loaded": 0, "graded_exactly": 0, "refused": 0})
-        lines.append(f"| {bench} | {registry.get(bench, '?')} | {r['competitions']} | {r['loaded']} | "
-                     f"{r['graded_exactly']} | {r['refused']} |")
-    lines.append("")
-    lines += [f"- {r.benchmark} `{r.id}`: {r.reason}" for r in sorted(rows.values(), key=lambda r: (r.benchmark, r.id))
-              if not r.graded_exactly]
+        n = registry.get(bench, r["competitions"])
+        boards = sum(1 for x in rows.values() if x.benchmark == bench and x.note)
+        lines.append(f"| {bench} | {n} | {r['competitions']} | {r['loaded']} | {r['graded_exactly']} | "
+                     f"{100 * r['graded_exactly'] / max(n, 1):.1f} | {r['refused']} | {boards} |")
+    lines += ["", "| benchmark | competition | refused because |", "|---|---|---|"]
+    lines += [f"| {r.benchmark} | `{r.id}` | {r.reason.replace('|', '/')} |"
+              for r in sorted(rows.values(), key=lambda r: (r.benchmark, r.id)) if not r.graded_exactly]
     return "\n".join(lines)
+
+
+def shortened(rows: dict[tuple[str, str], Row], checkouts: list[Path], out: Path) -> dict[tuple[str, str], Row]:
+    """The rows with each checkout's path written as its folder's name and the output folder as ``OUT``."""
+    subs = [(str(out.resolve() / "data"), "OUT"), (str(out.resolve()), "OUT"), (str(out / "data"), "OUT"),
+            (str(out), "OUT")]
+    subs += [(str(c.resolve()), c.resolve().name) for c in checkouts] + [(str(c), c.name) for c in checkouts]
+
+    def short(text: str) -> str:
+        for old, new in subs:
+            text = text.replace(old, new)
+        return text
+    return {k: Row(**{**r.as_dict(), "reason": short(r.reason), "note": short(r.note)}) for k, r in rows.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--summary", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shard", default="0/1")
+    ap.add_argument("--export", type=Path, default=None, metavar="DIR2",
+                    help="write DIR2/rows.jsonl and DIR2/summary.md (paths shortened) from the rows and stop")
     a = ap.parse_args(argv)
     for c in a.checkouts:
         if not c.is_dir():
@@ -87,6 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / ("rows.jsonl" if n == 1 else f"rows-{k}.jsonl")
     rows = read_rows(a.out)
+    if a.export is not None:
+        short = shortened(rows, a.checkouts, a.out)
+        a.export.mkdir(parents=True, exist_ok=True)
+        with open(a.export / "rows.jsonl", "w", encoding="utf-8") as f:
+            for key in sorted(short):
+                f.write(json.dumps(short[key].as_dict()) + "\n")
+        (a.export / "summary.md").write_text(table(short, registry) + "\n", encoding="utf-8")
+        return 0
     if not a.summary:
         count: dict[str, int] = {}
         for i, (b, cid, code, c) in enumerate(todo):

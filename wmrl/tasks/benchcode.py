@@ -10,10 +10,14 @@ Three conventions, one per benchmark (read from their public repositories, not c
   ``python <id>_eval.py --answer_file A --predict_file P --path OUT --name N`` that writes its score to
   ``OUT/N/result.txt``.
 
-The code is **never imported into the driver**: :func:`run_metric_code` runs it in a fresh interpreter
-(``python -I -B``: no user site, no bytecode written next to the code) in an empty temporary working
-folder, with an address-space limit (:data:`METRIC_MEMORY_BYTES`), a CPU-time limit and a wall-clock
-timeout (:data:`METRIC_TIMEOUT_S`), and nothing written into the benchmark's checkout. The benchmark's
+The code is **never imported into the driver**: :func:`run_metric_code` runs it in a child process, forked
+for that one run from a long-lived interpreter (``python -I -B``: no user site, no bytecode written next to the
+code) that has only pandas, NumPy, SciPy and scikit-learn imported (importing them took most of a fresh
+interpreter's 1-7 s per run); the child runs in an empty temporary working folder, in a session of its own,
+with an address-space limit (:data:`METRIC_MEMORY_BYTES`), a CPU-time limit and a wall-clock timeout
+(:data:`METRIC_TIMEOUT_S`), and nothing written into the benchmark's checkout. What the code does to its
+interpreter (a module patched, ``os._exit``, a crash) ends with its child: neither the driver nor the next run
+sees it; a long-lived interpreter that dies is started again. The benchmark's
 own helpers are importable: when the code lies in a checkout (``.../mlebench/competitions/<id>/grade.py``,
 ``.../mledojo/competitions/<id>/utils/metric.py``), the checkout's root goes first on ``sys.path`` and the code
 is imported by its module name there (``mlebench.competitions.<id>.grade``, as MLE-bench imports it, so its
@@ -31,10 +35,11 @@ from __future__ import annotations
 import ast
 import json
 import os
-import resource
+import selectors
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -211,13 +216,159 @@ print(json.dumps({"score": float(score), "higher_is_better": None if hib is None
 '''
 
 
-def _limits(memory_bytes: int, cpu_s: float):
-    def apply() -> None:  # runs in the child before exec
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        cpu = int(cpu_s) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        os.setsid()
-    return apply
+# The long-lived interpreter: one JSON request a line on stdin, one JSON reply a line on stdout. Each request is
+# run in a child forked for it (own session, limits, working folder, stdout/stderr files); the reply gives the
+# child's exit status as subprocess does (negative: the signal) and whether it ran past its wall-clock limit.
+_SERVER = r'''
+import json, os, resource, runpy, signal, sys, time, traceback
+import numpy, pandas
+for _m in ("scipy.stats", "sklearn.metrics"):
+    try:
+        __import__(_m)
+    except Exception:
+        pass
+reply = os.fdopen(os.dup(1), "w")
+def child(req):
+    os.setsid()
+    mem, cpu = req["memory_bytes"], int(req["timeout_s"]) + 1
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    os.chdir(req["cwd"])
+    os.environ["HOME"] = req["cwd"]
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        f = os.open(req[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(f, fd)
+        os.close(f)
+    n = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(n, 0)
+    sys.stdin = open(0)
+    sys.argv = list(req["argv"])
+    code = 0
+    try:
+        if req["script"]:
+            runpy.run_path(req["script"], run_name="__main__")
+        else:
+            exec(compile(req["program"], "<runner>", "exec"), {"__name__": "__main__"})
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+for line in sys.stdin:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            child(req)
+        finally:
+            os._exit(1)
+    deadline = time.monotonic() + req["timeout_s"]
+    timed_out = False
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            _, status = os.waitpid(pid, 0)
+            break
+        time.sleep(0.005)
+    try:
+        os.killpg(pid, signal.SIGKILL)  # whatever the code left running in its session
+    except OSError:
+        pass
+    rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    reply.write(json.dumps({"rc": rc, "timed_out": timed_out}) + "\n")
+    reply.flush()
+'''
+
+#: Seconds the driver waits for the long-lived interpreter beyond a run's own wall-clock limit before it stops
+#: that interpreter (and so the run) and starts a new one for the next run.
+_SERVER_GRACE_S = 60.0
+
+
+class _MetricServer:
+    """The long-lived interpreter that forks one child per metric-code run (module docstring); one per driver
+    process, started on first use, requests sent one at a time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[str] | None = None
+
+    def _start(self) -> subprocess.Popen[str]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-B", "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, text=True, cwd="/", env=_child_env(), start_new_session=True)
+        return self._proc
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            try:
+                os.killpg(self._proc.pid, 9)
+            except OSError:
+                pass
+            self._proc.wait()
+            self._proc = None
+
+    def run(self, req: dict) -> dict:
+        """Send one request, return its reply (``rc``, ``timed_out``); the reply is ``{"rc": None, ...}``
+        when the interpreter died or did not answer within the run's limit plus :data:`_SERVER_GRACE_S`."""
+        with self._lock:
+            for _attempt in (0, 1):
+                proc = self._start()
+                try:
+                    assert proc.stdin is not None and proc.stdout is not None
+                    proc.stdin.write(json.dumps(req) + "\n")
+                    proc.stdin.flush()
+                except OSError:
+                    self._stop()
+                    continue  # it died between runs: start another and send the run again
+                line = _read_line(proc, req["timeout_s"] + _SERVER_GRACE_S)
+                if line:
+                    return json.loads(line)
+                timed_out = proc.poll() is None
+                self._stop()
+                return {"rc": None, "timed_out": timed_out}
+            return {"rc": None, "timed_out": False}
+
+
+def _read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
+    """The next line of ``proc``'s stdout, or "" at its end or after ``timeout_s`` seconds."""
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout_s):
+            return ""
+    return proc.stdout.readline()
+
+
+def _child_env() -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
+            "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "LC_ALL": "C.UTF-8"}
+
+
+_SERVER_PROCESS = _MetricServer()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _shim_dir(tmp: Path) -> Path:
@@ -254,21 +405,23 @@ def run_metric_code(kind: str, code: Path, answers: Path, submission: Path, *,
     with tempfile.TemporaryDirectory(prefix="wmrl-metric-") as td:
         tmp = Path(td)
         if kind == "dsbench":
-            cmd = [sys.executable, "-I", "-B", str(code), "--answer_file", str(answers), "--predict_file",
-                   str(submission), "--path", str(tmp / "out"), "--name", "task"]
+            argv = [str(code), "--answer_file", str(answers), "--predict_file", str(submission),
+                    "--path", str(tmp / "out"), "--name", "task"]
             (tmp / "out" / "task").mkdir(parents=True)
         else:
             root = checkout_root(code)
-            cmd = [sys.executable, "-I", "-B", "-c", _RUNNER, kind, str(code), str(answers), str(submission),
-                   str(_shim_dir(tmp)), "" if root is None else str(root)]
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), "OMP_NUM_THREADS": "1",
-               "PYTHONDONTWRITEBYTECODE": "1",
-               "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "LC_ALL": "C.UTF-8"}
-        try:
-            proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout_s,
-                                  preexec_fn=_limits(memory_bytes, timeout_s))
-        except subprocess.TimeoutExpired:
-            raise MetricCodeError(f"metric code {code} ran longer than {timeout_s:g} s; it was stopped") from None
+            argv = ["-c", kind, str(code), str(answers), str(submission), str(_shim_dir(tmp)),
+                    "" if root is None else str(root)]
+        (tmp / "work").mkdir()
+        rep = _SERVER_PROCESS.run({
+            "argv": argv, "script": str(code) if kind == "dsbench" else "", "program": _RUNNER,
+            "cwd": str(tmp / "work"), "stdout": str(tmp / "stdout"), "stderr": str(tmp / "stderr"),
+            "timeout_s": float(timeout_s), "memory_bytes": int(memory_bytes)})
+        if rep["timed_out"]:
+            raise MetricCodeError(f"metric code {code} ran longer than {timeout_s:g} s; it was stopped")
+        if rep["rc"] is None:
+            raise MetricCodeError(f"metric code {code}: the interpreter that runs it ended without a result")
+        proc = subprocess.CompletedProcess(argv, rep["rc"], _read(tmp / "stdout"), _read(tmp / "stderr"))
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
             if "ModuleNotFoundError" in last:

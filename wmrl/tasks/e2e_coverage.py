@@ -19,12 +19,16 @@ MLE-bench's ``mlebench/competitions/``, MLE-Dojo's ``mledojo/competitions/``, DS
    (:func:`wmrl.tasks.benchcode.run_metric_code`), rounded as the benchmark rounds.
 
 A row is ``loaded`` (the loader returned a task), ``graded_exactly`` (both gradings equal within 1e-9) and
-otherwise ``reason``: the one line that refused it. The leaderboards are the checkout's real ones; the
-load-time checks that compare a synthetic submission's score with a real board are not run.
+otherwise ``reason``: the one line that refused it; ``note`` says what the run put in place of the checkout's
+files. The leaderboards are the checkout's real ones, except where one is a Git LFS pointer (MLE-bench's, in a
+checkout cloned without its LFS files): then a synthetic board in the benchmark's format stands in
+(:func:`synthetic_board`) and the row's note says so. The load-time checks that compare a synthetic
+submission's score with a real board are not run.
 """
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shutil
 from dataclasses import asdict, dataclass
@@ -34,9 +38,10 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
+from wmrl.tasks.benchcode import MetricCodeError, recognise_metric, run_metric_code
 from wmrl.tasks.checks import one_line
 from wmrl.tasks.grading import grade_submission
+from wmrl.tasks.leaderboard import lfs_pointer
 from wmrl.tasks.loader import load_error, load_task
 
 #: Test rows of a synthetic competition.
@@ -48,11 +53,19 @@ ATOL = 1e-9
 #: value columns (the code's other column names: several targets); one target as free text, as label lists,
 #: as run-length-encoded masks, as an ordering of the row's own tokens (the sample: the tokens reversed); values
 #: under ids repeated (several rows per id); class labels under ids ``t_<row>_<name>``, one row per name of the
-#: code's class list (a row per image and component).
-KINDS = ("binary", "continuous", "labels", "text", "multilabel", "multitarget", "sentences", "labelsets", "rle",
-         "order", "rows", "rowclass")
+#: code's class list (a row per image and component). ``binlabels``: binary labels, with labels as the sample
+#: and the submission; ``multibinary``: one 0/1 target per column named in the code, scored with probabilities.
+KINDS = ("binary", "binlabels", "continuous", "labels", "text", "multilabel", "multitarget", "multibinary",
+         "sentences", "labelsets", "rle", "order", "rows", "rowclass")
+#: Metrics (as :func:`wmrl.tasks.benchcode.recognise_metric` names them) that compare labels: a kind whose sample
+#: submission holds probabilities is not tried for them.
+LABEL_METRICS = ("accuracy", "macro_f1", "qwk")
+#: Most (id column, target column) pairs tried (:func:`column_pairs`).
+MAX_PAIRS = 4
 #: Most columns a synthetic several-target answer has.
 MAX_COLUMNS = 8
+#: Entries of a synthetic leaderboard (written where the checkout's board is a Git LFS pointer).
+BOARD_SIZE = 50
 
 
 @dataclass
@@ -65,6 +78,7 @@ class Row:
     loaded: bool = False
     graded_exactly: bool = False
     reason: str = ""
+    note: str = ""
 
     def as_dict(self) -> dict:
         """The row as a JSON-ready mapping."""
@@ -150,27 +164,63 @@ def target_column(bench: str, code: Path) -> tuple[str, str]:
     return id_col, (rest[0] if rest else "target")
 
 
-def _frames(kind: str, id_col: str, target: str, names: list[str], longest: list[str],
-            rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
+def code_keys(code: Path) -> list[str]:
+    """The column names the code sorts, indexes, groups or joins by (``sort_values``, ``set_index``, ``groupby``,
+    ``merge`` arguments; ``by=``, ``on=`` and ``keys=`` values), in order of appearance: where the code names no id
+    column, its key is the submission's id."""
+    try:
+        tree = ast.parse(code.read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, ValueError, OSError):
+        return []
+    keys: list[str] = []
+    for node in ast.walk(tree):
+        found: list[object] = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                "sort_values", "set_index", "groupby", "merge"):
+            for v in [*node.args, *(k.value for k in node.keywords if k.arg in ("by", "on", "keys"))]:
+                found += [e.value for e in (v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v])
+                          if isinstance(e, ast.Constant)]
+        keys += [v for v in found if isinstance(v, str) and _NAME.match(v) and v not in keys]
+    return keys
+
+
+def column_pairs(bench: str, code: Path) -> list[tuple[str, str]]:
+    """The ``(id column, target column)`` pairs tried, at most :data:`MAX_PAIRS`: :func:`target_column`'s first,
+    then each key the code sorts or joins by as the id, then each other column the code reads by name as the
+    target (DSBench's scripts often keep a copied ``--value`` default and read the real column by name)."""
+    id_col, target = target_column(bench, code)
+    keys = code_keys(code)
+    pairs = [(id_col, target)]
+    pairs += [(k, target) for k in keys if k not in (id_col, target)]
+    pairs += [(id_col, n) for n in code_columns(code)[0] if n not in (id_col, target) and n not in keys]
+    out: list[tuple[str, str]] = []
+    for p in pairs:
+        if p not in out:
+            out.append(p)
+    return out[:MAX_PAIRS]
+
+
+def _frames(kind: str, id_col: str, target: str, names: list[str], longest: list[str], rng: np.random.Generator,
+            numeric_ids: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
     """``(answers, sample submission, perturbed submission)`` of one synthetic kind (:data:`KINDS`), or None
-    where the code names no columns for it."""
-    ids = pd.Series([f"t{i}" for i in range(N_TEST)])
-    if kind in ("multilabel", "multitarget"):
+    where the code names no columns for it. The ids are ``t<row>`` (``1000 + row`` with ``numeric_ids``)."""
+    ids = pd.Series([1000 + i if numeric_ids else f"t{i}" for i in range(N_TEST)])
+    if kind in ("multilabel", "multitarget", "multibinary"):
         cols = [n for n in (longest if kind == "multilabel" else names) if n != id_col]
-        cols = cols[:MAX_COLUMNS] if kind == "multitarget" else cols
+        cols = cols if kind == "multilabel" else cols[:MAX_COLUMNS]
         if len(cols) < 2:
             return None
-        if kind == "multilabel":
+        if kind in ("multilabel", "multibinary"):
             y = pd.DataFrame({c: rng.integers(0, 2, N_TEST) for c in cols})
             p = (y * 0.6 + 0.2 + rng.uniform(-0.15, 0.15, y.shape)).clip(0.01, 0.99).round(4)
             s = pd.DataFrame({c: 0.5 for c in cols}, index=y.index)
         else:
             y = pd.DataFrame({c: rng.uniform(1.0, 100.0, N_TEST).round(3) for c in cols})
-            p = (y * rng.uniform(0.8, 1.2, y.shape)).round(3)
+            p = (y * rng.uniform(0.8, 1.2, y.shape)).clip(y.min(), y.max(), axis=1).round(3)
             s = pd.DataFrame({c: float(y[c].median()) for c in cols}, index=y.index)
         return tuple(pd.concat([ids.rename(id_col), d], axis=1) for d in (y, s, p))
     if kind == "rows":
-        ids = pd.Series([f"t{i // 3}" for i in range(N_TEST)])
+        ids = pd.Series([1000 + i // 3 if numeric_ids else f"t{i // 3}" for i in range(N_TEST)])
     if kind == "rowclass":
         if len(longest) < 2:
             return None
@@ -187,9 +237,13 @@ def _values(kind: str, rng: np.random.Generator) -> tuple[pd.Series, object, pd.
     if kind == "binary":
         y = pd.Series(np.r_[np.zeros(N_TEST // 2, int), np.ones(N_TEST - N_TEST // 2, int)][rng.permutation(N_TEST)])
         return y, 0.5, (y * 0.6 + 0.2 + rng.uniform(-0.15, 0.15, N_TEST)).clip(0.01, 0.99).round(4)
+    if kind == "binlabels":
+        y = pd.Series(np.r_[np.zeros(N_TEST // 2, int), np.ones(N_TEST - N_TEST // 2, int)][rng.permutation(N_TEST)])
+        flip = rng.random(N_TEST) < 0.25
+        return y, 0, y.where(~flip, 1 - y)
     if kind in ("continuous", "rows"):
         y = pd.Series(rng.uniform(1.0, 100.0, N_TEST).round(3))
-        return y, float(y.median()), (y * rng.uniform(0.8, 1.2, N_TEST)).round(3)
+        return y, float(y.median()), (y * rng.uniform(0.8, 1.2, N_TEST)).clip(y.min(), y.max()).round(3)
     if kind in ("sentences", "labelsets", "rle", "order"):
         words = np.array(["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"])
         if kind == "sentences":
@@ -283,46 +337,126 @@ def build(bench: str, cid: str, code: Path, out: Path, answers: pd.DataFrame, sa
     return resplit
 
 
-def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path, seed: int = 0) -> Row:
-    """Build, load and grade one competition (module docstring); never raises for the competition's fault.
+_QUOTED = re.compile(r"""['"`]([A-Za-z_][A-Za-z0-9_ .-]{0,60})['"`]""")
+_LISTED = re.compile(r"columns?(?: in \w+)?: ([A-Za-z_][A-Za-z0-9_]*(?:, [A-Za-z_][A-Za-z0-9_]*)*)")
+#: A value of the synthetic frames quoted back in an error (an id, a text label, a word): not a column name.
+_SYNTHETIC_VALUE = re.compile(r"^(t\d+|tr\d+|t_\d+_.*|w\d+|c\d+x\d+|alpha|beta|gamma|delta|omega|sigma|kappa|theta)$")
+_BEFORE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*) column\b")
+_NOT_NAMES = {"a", "an", "the", "each", "every", "one", "this", "that", "target", "required", "missing", "no", "ID",
+              "id", "answers", "submission", "prediction", "predictions", "any", "its", "first", "second"}
+#: Most synthetic formats one competition tries.
+MAX_TRIES = 100
+_SEVERAL = ("multilabel", "multitarget", "multibinary")
 
-    A kind of :data:`KINDS` is tried by grading its answers, then its sample submission, against the answers with
-    the benchmark's code; the first whose both the code scores is built."""
-    row = Row(bench, cid)
-    rng = np.random.default_rng(seed)
-    id_col, target = target_column(bench, code)
+
+def error_columns(line: str) -> list[str]:
+    """Column names the benchmark's code names in its error ``line`` (``KeyError: 'time'``, ``must have a
+    `PredictionString` column``, ``missing required columns: prediction``), in order; the code's own path before
+    ``failed:`` is not read, nor a name with a space or a value of the synthetic frames quoted back."""
+    line = line.split(" failed: ", 1)[-1]
+    before = [n for n in _BEFORE.findall(line) if n not in _NOT_NAMES]
+    found = _QUOTED.findall(line) + [n for m in _LISTED.findall(line) for n in m.split(", ")] + before
+    found += [n.lower() for n in before if n.lower() != n]  # "Type column not found" of a column named "type"
+    return [n for i, n in enumerate(found) if n not in found[:i] and not n.endswith((".py", ".csv"))
+            and " " not in n and not _SYNTHETIC_VALUE.match(n)]
+
+
+def _choose(bench: str, code: Path, trial: Path, rng: np.random.Generator) -> tuple[tuple | None, str]:
+    """``((kind, id column, (answers, sample, perturbed), (answers' score, sample's score)), "")`` of the first
+    synthetic format the benchmark's code scores, or ``(None, why)``.
+
+    Tried in order: each kind of :data:`KINDS`, each with every pair of :func:`column_pairs` (the several-column
+    kinds once), at most :data:`MAX_TRIES`. A column the code names in an error (:func:`error_columns`) is tried
+    after those, in the order the errors came: as a second column of the answers beside the target (0/1 values: a
+    group or a flag the metric reads), then as the target and as the id (the id first where its name says id or
+    the code sorts by it); it joins the column names of the several-column kinds, and a list of columns in an
+    error is tried as several targets and as the multi-label kind's classes. An error converting a synthetic id
+    (``t0``) to a number makes every later id one (:func:`_frames`). Binary labels scored with probabilities are
+    passed over where the code scores the perturbed probabilities as it scores the constant sample (it compares
+    labels: accuracy). Where the code scores the constant sample NaN (a correlation), the sample holds the
+    perturbed submission's values shuffled."""
     names, longest = code_columns(code)
-    trial = out / ".trial" / f"{bench}-{cid}"
-    trial.mkdir(parents=True, exist_ok=True)
-    chosen, why = None, "no synthetic answer kind was scored by the benchmark's code"
-    for kind in KINDS:
-        frames = _frames(kind, id_col, target, names, longest, rng)
-        if frames is None:
+    try:
+        label_metric = recognise_metric(code) in LABEL_METRICS
+    except (OSError, SyntaxError, ValueError):
+        label_metric = False
+    kinds = [k for k in KINDS if not (label_metric and k == "binary")]
+    pairs, keys = column_pairs(bench, code), code_keys(code)
+    Item = tuple[tuple[str, str], str, tuple[str, ...], list[str]]
+    queue: list[Item] = [(p, k, (), names) for k in kinds for p in pairs if k not in _SEVERAL or p == pairs[0]]
+    why, tried, numeric_ids = "no synthetic answer kind was scored by the benchmark's code", 0, False
+    while queue and tried < MAX_TRIES:
+        item = queue.pop(0)
+        (id_col, target), kind, extras, cols = item
+        frames = _frames(kind, id_col, target, cols, longest if cols is names else cols, rng, numeric_ids)
+        if frames is None or any(e in frames[0].columns for e in extras):
             continue
+        if extras:
+            flags = pd.DataFrame({e: rng.integers(0, 2, len(frames[0])) for e in extras})
+            frames = (pd.concat([frames[0], flags], axis=1), frames[1], frames[2])
+        tried += 1
         a, sp = trial / "answers.csv", trial / "sample.csv"
         frames[0].to_csv(a, index=False)
         frames[1].to_csv(sp, index=False)
         got = _code_scores(bench, code, a, [a])
         if not isinstance(got, str) and all(np.isfinite(got)):
             sample_score = _code_scores(bench, code, a, [sp])
+            if not isinstance(sample_score, str) and not np.isfinite(sample_score[0]):
+                # a constant sample the code cannot score (a correlation): the perturbed values shuffled instead
+                values = [c for c in frames[1].columns if c != id_col]
+                shuffled = frames[2][values].iloc[rng.permutation(len(frames[2]))].reset_index(drop=True)
+                frames = (frames[0], pd.concat([frames[0][[id_col]], shuffled], axis=1), frames[2])
+                frames[1].to_csv(sp, index=False)
+                sample_score = _code_scores(bench, code, a, [sp])
             got = sample_score if isinstance(sample_score, str) else got + sample_score
         if isinstance(got, str):
             why = f"its grading code scores none of the synthetic formats (last: {kind}: {got})"
             if "needs a module" in got:
-                why = got
-                break
+                return None, got
+            if not numeric_ids and re.search(r"""(convert|numeric|float|int|parse).*["']t[\d_]""", got):
+                numeric_ids = True  # the code wants numbers as ids (it converts the synthetic 't0')
+                queue.insert(0, item)
+                continue
+            named = error_columns(got)
+            new = [n for n in named if n not in names and n not in (id_col, target, *extras)]
+            names += new
+            ahead: list[Item] = [((id_col, target), kind, (*extras, n), cols) for n in new]
+            for n in new:
+                as_id, as_target = (n, target), (id_col, n)
+                by_id = [(as_id, k, extras, cols) for k in kinds]  # the several-column kinds under this id too
+                by_target = [(as_target, k, extras, cols) for k in kinds if k not in _SEVERAL]
+                ahead += by_id + by_target if n in keys or re.search(r"id$|^id|_id|Id|ID$", n) else by_target + by_id
+            if new and len(named) >= 2:  # the columns the error lists, as several targets
+                ahead += [((id_col, target), k, extras, [n for n in named if n != id_col]) for k in _SEVERAL]
+            queue += ahead
             continue
+        if kind == "binary" and all(np.isfinite(got)):
+            frames[2].to_csv(trial / "perturbed.csv", index=False)
+            if _code_scores(bench, code, a, [trial / "perturbed.csv"]) == got[1:]:
+                continue  # probabilities score as the constant sample does: the code compares labels
         if all(np.isfinite(got)):
-            chosen = (kind, frames, (got[0], got[1]))
-            break
+            return (kind, id_col, frames, (got[0], got[1])), ""
+    return None, why
+
+
+def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path, seed: int = 0) -> Row:
+    """Build, load and grade one competition (module docstring); never raises for the competition's fault.
+
+    The synthetic format is the first :func:`_choose` finds that the benchmark's code scores."""
+    row = Row(bench, cid)
+    rng = np.random.default_rng(seed)
+    trial = out / ".trial" / f"{bench}-{cid}"
+    trial.mkdir(parents=True, exist_ok=True)
+    chosen, why = _choose(bench, code, trial, rng)
     if chosen is None:
         row.reason = why
         return row
-    kind, (answers, sample, pert), (gt, base) = chosen
+    kind, id_col, (answers, sample, pert), (gt, base) = chosen
     row.kind = kind
     folder = build(bench, cid, code, out, answers, sample, rng, (base, gt))
+    search, row.note = synthetic_board(bench, cid, checkout, out, gt, base)
     try:
-        task = load_task(folder, search=[checkout])
+        task = load_task(folder, search=[search])
     except Exception as e:  # noqa: BLE001 - the loader's refusal is the row's reason
         row.reason = load_error(folder, e)
         return row
@@ -343,6 +477,35 @@ def run_competition(bench: str, cid: str, code: Path, checkout: Path, out: Path,
             return row
     row.graded_exactly = True
     return row
+
+
+def synthetic_board(bench: str, cid: str, checkout: Path, out: Path, gt: float, base: float) -> tuple[Path, str]:
+    """``(checkout to load with, note)``: ``checkout`` itself and no note, unless MLE-bench's ``leaderboard.csv``
+    of ``cid`` there is a Git LFS pointer (a checkout cloned without its LFS files, which the loader refuses).
+    Then the checkout's package is copied once under ``out/checkouts`` and the copy's board of ``cid`` is
+    replaced by a synthetic one in Kaggle's export format as MLE-bench ships it (``scoreNullable, teamId,
+    teamName, submissionDate, score``, best first, no rank): :data:`BOARD_SIZE` scores evenly from ``gt`` (the
+    answers' own score, the best) to ``base`` (the sample submission's); the note says so. The checkout itself
+    is never written."""
+    board = Path(checkout) / "mlebench" / "competitions" / cid / "leaderboard.csv"
+    if bench != "mlebench" or not lfs_pointer(board):
+        return Path(checkout), ""
+    copy = Path(out) / "checkouts" / Path(checkout).resolve().name
+    if not (copy / "mlebench").is_dir():  # copied aside, then renamed: a stopped or parallel run leaves no half
+        part = copy / f"mlebench.partial-{os.getpid()}"
+        shutil.rmtree(part, ignore_errors=True)
+        shutil.copytree(Path(checkout) / "mlebench", part)
+        try:
+            part.rename(copy / "mlebench")
+        except OSError:  # another process of the run was first
+            shutil.rmtree(part, ignore_errors=True)
+    scores = np.linspace(gt, base, BOARD_SIZE)
+    pd.DataFrame({"scoreNullable": scores, "teamId": range(1000, 1000 + BOARD_SIZE),
+                  "teamName": [f"team {i + 1}" for i in range(BOARD_SIZE)],
+                  "submissionDate": "2024-01-01 00:00:00", "score": scores}
+                 ).to_csv(copy / "mlebench" / "competitions" / cid / "leaderboard.csv", index=False)
+    return copy, ("the checkout's leaderboard.csv is a Git LFS pointer; loaded beside a synthetic board in its "
+                  "format (the answers' score to the sample's)")
 
 
 def run_coverage(checkout: Path, out: Path, ids: list[str] | None = None, seed: int = 0) -> list[Row]:

@@ -40,6 +40,27 @@ class LeaderboardError(ValueError):
     """A leaderboard file that cannot be used; the message names the file and the problem."""
 
 
+#: The first bytes of a Git LFS pointer: what a checkout cloned without its Git LFS files holds in place of a
+#: large file (MLE-bench keeps its ``leaderboard.csv`` files in Git LFS).
+LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
+
+
+def lfs_pointer(path: Path) -> bool:
+    """Whether the file at ``path`` is a Git LFS pointer rather than the file itself; False when it is not a
+    readable file."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(LFS_POINTER_PREFIX)) == LFS_POINTER_PREFIX
+    except OSError:
+        return False
+
+
+def lfs_pointer_problem(path: Path) -> str:
+    """The one line that refuses a Git LFS pointer at ``path``: the cause and the fix."""
+    return (f"{path} is a Git LFS pointer, not the file itself (the checkout that holds it was cloned without its "
+            "Git LFS files); run `git lfs pull` in that checkout")
+
+
 def read_leaderboard(path: Path) -> np.ndarray:
     """Scores of one leaderboard, best-first, as float64 array of shape ``[N]``.
 
@@ -48,11 +69,14 @@ def read_leaderboard(path: Path) -> np.ndarray:
     are matched without regard to case (``Score``, ``Rank``).
 
     Raises:
-        LeaderboardError: missing file, no ``score`` column, or no numeric scores.
+        LeaderboardError: missing file, a Git LFS pointer in its place, no ``score`` column, or no numeric
+            scores.
     """
     path = Path(path)
     if not path.is_file():
         raise LeaderboardError(f"leaderboard file {path} does not exist")
+    if lfs_pointer(path):
+        raise LeaderboardError(f"leaderboard {lfs_pointer_problem(path)}")
     try:
         df = pd.read_csv(path)
     except Exception as exc:  # pandas raises several parser errors

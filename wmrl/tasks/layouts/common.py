@@ -22,7 +22,7 @@ from wmrl.tasks.metrics import CODE_METRICS, METRICS, metric_info
 from wmrl.tasks.spec import SAMPLE_SUBMISSION_NAMES, Split, Task, hints_file
 from wmrl.tasks.benchcode import recognise_metric
 import importlib.util
-from wmrl.tasks.leaderboard import read_leaderboard
+from wmrl.tasks.leaderboard import lfs_pointer, lfs_pointer_problem, read_leaderboard
 from wmrl.tasks.benchcode import declared_higher_is_better
 
 #: Default execution wall-clock limit (seconds) for foreign tasks that do not give one.
@@ -110,6 +110,9 @@ def make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_pat
               leaderboards: tuple[Path, ...], description: str, layout: str,
               metric_code: Path | None = None, reward_kind: str = "percentile") -> Task:
     """Build a :class:`Task` from a complete metadata mapping; checks types and values."""
+    for path in (*leaderboards, answers_path, sample_submission(public_dir)):
+        if path is not None and lfs_pointer(path):
+            raise TaskFormatError(f"task folder {root}: {lfs_pointer_problem(path)}")
     for key in ("id", "type", "metric", "target", "id_column"):
         if meta.get(key) in (None, ""):
             raise TaskFormatError(f"task folder {root}: missing required key {key!r}")
