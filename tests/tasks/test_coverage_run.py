@@ -6,6 +6,8 @@ import pytest
 
 from wmrl.tasks.benchcode import MetricCodeError, run_metric_code
 
+from tests.support.dsbench import dsbench_eval_script
+
 _GRADE = '''import os, signal, time
 import pandas as pd
 
@@ -103,26 +105,6 @@ def test_the_coverage_run_grades_beside_an_lfs_board_with_a_synthetic_one(tmp_pa
     assert (co / "mlebench" / "competitions" / "pointer-comp" / "leaderboard.csv").read_text() == _LFS
 
 
-_DS_HEAD = '''import argparse
-import os
-
-import numpy as np
-import pandas as pd
-from sklearn.metrics import f1_score, roc_auc_score, mean_absolute_error
-
-parser = argparse.ArgumentParser()
-parser.add_argument('--path', type=str, required=True)
-parser.add_argument('--name', type=str, required=True)
-parser.add_argument('--answer_file', type=str, required=True)
-parser.add_argument('--predict_file', type=str, required=True)
-parser.add_argument('--value', type=str, default="{value}")
-args = parser.parse_args()
-answers = pd.read_csv(args.answer_file)
-predictions = pd.read_csv(args.predict_file)
-{body}
-with open(os.path.join(args.path, args.name, "result.txt"), "w") as f:
-    f.write(str(performance))
-'''
 
 #: DSBench scripts whose format the coverage run must find: the column the code reads under a copied
 #: ``--value`` default, an id column read only as a sort key, two binary targets scored by AUC, binary labels
@@ -146,7 +128,7 @@ def test_dsbench_formats_the_code_reads_load_and_grade_exactly(cid, tmp_path):
     ev = tmp_path / "DSBench" / "data_modeling" / "evaluation"
     ev.mkdir(parents=True)
     value, body = _DS_SCRIPTS[cid]
-    (ev / f"{cid}_eval.py").write_text(_DS_HEAD.format(value=value, body=body))
+    (ev / f"{cid}_eval.py").write_text(dsbench_eval_script(body, value))
     (row,) = run_coverage(tmp_path / "DSBench", tmp_path / "out")
     assert row.loaded and row.graded_exactly, row
 
@@ -171,7 +153,7 @@ def test_a_correlation_metric_gets_a_sample_it_can_score(tmp_path):
     ev.mkdir(parents=True)
     body = ("from scipy.stats import pearsonr\n"
             "performance, p_value = pearsonr(predictions[args.value], answers[args.value])")
-    (ev / "phrase-matching_eval.py").write_text(_DS_HEAD.format(value="score", body=body))
+    (ev / "phrase-matching_eval.py").write_text(dsbench_eval_script(body, "score"))
     (row,) = run_coverage(tmp_path / "DSBench", tmp_path / "out")
     assert row.loaded and row.graded_exactly, row
 

@@ -17,40 +17,21 @@ from wmrl.tasks.grading import grade_submission
 from wmrl.tasks.loader import load_task
 from wmrl.tasks.spec import InvalidSubmission
 
-_DS_HEAD = '''import argparse
-import os
-
-import numpy as np
-import pandas as pd
-
-parser = argparse.ArgumentParser()
-parser.add_argument('--path', type=str, required=True)
-parser.add_argument('--name', type=str, required=True)
-parser.add_argument('--answer_file', type=str, required=True)
-parser.add_argument('--predict_file', type=str, required=True)
-parser.add_argument('--value', type=str, default="count")
-args = parser.parse_args()
-answers = pd.read_csv(args.answer_file)
-predictions = pd.read_csv(args.predict_file)
-'''
-_DS_TAIL = '''
-with open(os.path.join(args.path, args.name, "result.txt"), "w") as f:
-    f.write(str(performance))
-'''
+from tests.support.dsbench import dsbench_eval_script
 
 #: DSBench's covid19-global-forecasting script: the mean of two columns' RMSLE.
-_COVID = _DS_HEAD + '''
+_COVID = dsbench_eval_script('''
 def rmsle(p, a):
     c = np.sqrt(np.mean((np.log1p(p['ConfirmedCases']) - np.log1p(a['ConfirmedCases'])) ** 2))
     f = np.sqrt(np.mean((np.log1p(p['Fatalities']) - np.log1p(a['Fatalities'])) ** 2))
     return (c + f) / 2
 performance = rmsle(predictions, answers)
-''' + _DS_TAIL
+''')
 
 #: A script reading the answers' 'Expected' against the submission's 'Predicted' (a Kaggle solution file).
-_RENAMED = _DS_HEAD + '''
+_RENAMED = dsbench_eval_script('''
 performance = float(np.sqrt(np.mean((answers['Expected'] - predictions['Predicted']) ** 2)))
-''' + _DS_TAIL
+''')
 
 
 def _dsbench(root: Path, tid: str, script: str, train: pd.DataFrame, test: pd.DataFrame, sample: pd.DataFrame,
