@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -70,8 +71,11 @@ def main() -> None:
     for name, prog in (("sparse 512 MiB - 1", CASES["sparse NUL file, 512 MiB - 1"]),
                        ("sparse 50 MiB", CASES["sparse NUL file, 50 MiB"]),
                        ("400 MiB of short lines", CASES["400 MiB of short lines"]), ("a good program", GOOD_PROGRAM)):
-        out, wall, hwm, raw = bounds._exec_json(folder, prog, tmp)
-        print(f"  {name}: {out['status']}, {wall:.2f} s, driver peak {hwm / MiB:.0f} MiB, json {len(raw)} chars, "
+        t0 = time.perf_counter()
+        out, read, hwm, raw = bounds._exec_json(folder, prog, tmp)
+        wall = time.perf_counter() - t0
+        print(f"  {name}: {out['status']}, {wall:.2f} s, driver read {read / MiB:.0f} MiB, peak {hwm / MiB:.0f} MiB, "
+              f"json {len(raw)} chars, "
               f"grade_s {out['grade_s']:.3f}, error {out['error'][:100]!r}")
     print("part 2: execute() on each input")
     task = make_tiny_task(tmp / "task2")

@@ -2,10 +2,11 @@
 ``submission.csv``.
 
 The sparse-file test runs ``wmrl exec --json`` in a child process and reads that process's peak
-resident memory (VmHWM): a 512 MiB - 1 byte NUL-filled (sparse) ``submission.csv``, just under the size
-limit, must be refused within a few seconds with valid JSON, and the driver must not grow by more than
-64 MiB over the same driver grading a small valid submission (reading the file would add 512 MiB; the
-absolute figure is mostly imported libraries and differs between machines).
+resident memory (VmHWM) and the bytes it read (``rchar`` of ``/proc/self/io``): a 512 MiB - 1 byte NUL-filled
+(sparse) ``submission.csv``, just under the size limit, must be refused with valid JSON, and the driver must
+neither grow by more than 64 MiB nor read more than 64 MiB more than the same driver grading a small valid
+submission (reading the file would add 512 MiB to both; the absolute figures are mostly imported libraries and
+differ between machines; bytes read, unlike wall time, do not depend on the machine's load).
 """
 from __future__ import annotations
 
@@ -53,8 +54,9 @@ def write_task_folder(root: Path) -> Path:
 _DRIVER = """
 import atexit, os, shutil
 
-def _hwm():  # the driver's own peak resident memory (VmHWM: this process only, not inherited at exec)
+def _hwm():  # the driver's own peak resident memory (VmHWM: this process only, not inherited at exec), bytes read
     shutil.copyfile("/proc/self/status", os.environ["WMRL_TEST_STATUS_FILE"])
+    shutil.copyfile("/proc/self/io", os.environ["WMRL_TEST_STATUS_FILE"] + ".io")
 
 atexit.register(_hwm)
 from wmrl.cli import main
@@ -62,37 +64,38 @@ main()
 """
 
 
-def _exec_json(task_folder: Path, program: str, tmp_path: Path) -> tuple[dict, float, int, str]:
-    """``wmrl exec TASK PROGRAM --json`` in a child: (parsed JSON, wall s, the driver process's peak
-    resident memory in bytes (its VmHWM at exit), raw stdout)."""
+def _exec_json(task_folder: Path, program: str, tmp_path: Path) -> tuple[dict, int, int, str]:
+    """``wmrl exec TASK PROGRAM --json`` in a child: (parsed JSON, the bytes the driver process read (``rchar``),
+    the driver process's peak resident memory in bytes (its VmHWM at exit), raw stdout)."""
     prog = tmp_path / "prog.py"
     prog.write_text(program)
     status_file = tmp_path / "status"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]),
                WMRL_TEST_STATUS_FILE=str(status_file))
-    t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", _DRIVER, "exec", str(task_folder), str(prog), "--json"],
                        capture_output=True, text=True, env=env, timeout=300)
-    wall = time.perf_counter() - t0
     assert p.returncode == 0, p.stderr[-2000:]
     hwm = next(int(line.split()[1]) * 1024 for line in status_file.read_text().splitlines()
                if line.startswith("VmHWM:"))
-    return json.loads(p.stdout.strip().splitlines()[-1]), wall, hwm, p.stdout
+    rchar = next(int(line.split()[1]) for line in Path(str(status_file) + ".io").read_text().splitlines()
+                 if line.startswith("rchar:"))
+    return json.loads(p.stdout.strip().splitlines()[-1]), rchar, hwm, p.stdout
 
 
-def test_sparse_submission_just_under_the_limit_is_refused_fast_and_small(task_folder, tmp_path):
+def test_sparse_submission_just_under_the_limit_is_refused_unread_and_small(task_folder, tmp_path):
     require_bwrap()
     program = f"""
 with open("submission.csv", "wb") as f:
     f.truncate({LIMIT - 1})   # sparse: {LIMIT - 1} NUL bytes, almost no disk
 """
-    out, wall, rss, raw = _exec_json(task_folder, program, tmp_path)
+    out, read, rss, raw = _exec_json(task_folder, program, tmp_path)
     assert out["status"] == "invalid_submission", out
     assert "NUL byte at byte 0" in out["error"] and "submission.csv" in out["error"]
-    assert wall < 20, f"the driver took {wall:.1f} s"
     (tmp_path / "good").mkdir()
-    good, _, rss_good, _ = _exec_json(task_folder, GOOD_PROGRAM, tmp_path / "good")
+    good, read_good, rss_good, _ = _exec_json(task_folder, GOOD_PROGRAM, tmp_path / "good")
     assert good["status"] == "ok", good
+    assert 0 < read < read_good + 64 * MiB, (
+        f"the driver read {read / MiB:.0f} MiB, {read_good / MiB:.0f} MiB on a valid submission")
     assert 0 < rss < rss_good + 64 * MiB, (
         f"the driver's peak resident memory was {rss / MiB:.0f} MiB, {rss_good / MiB:.0f} MiB on a valid submission")
     assert len(raw) < 200_000 and len(out["error"]) <= MAX_ERROR_CHARS
