@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 
-from wmrl.models.grammar_lang import call, expand, hp
+from wmrl.models.grammar_lang import PREPROCESSING, call, expand, hp
 
 
 def _steps(start: int, stop: int, step: int) -> tuple[str, ...]:
@@ -62,9 +62,6 @@ _MODELS: dict[str, list] = {
     ],
 }
 
-_SCALER = ["StandardScaler()", "MinMaxScaler()", "RobustScaler()", "QuantileTransformer(n_quantiles=100)"]
-_REDUCE = call("PCA", hp("n_components", ("0.8", "0.95", "0.99")))
-_STEPS = ["", (_SCALER, ", "), (_SCALER, ", ", _REDUCE, ", ")]
 
 
 def fine_grammar(kind: str) -> tuple:
@@ -77,7 +74,7 @@ def fine_grammar(kind: str) -> tuple:
     Raises:
         KeyError: an unknown ``kind`` (``"classifier"`` or ``"regressor"``).
     """
-    return ("make_pipeline(", _STEPS, _MODELS[kind], ")")
+    return ("make_pipeline(", PREPROCESSING, _MODELS[kind], ")")
 
 
 @functools.lru_cache(maxsize=8)

@@ -46,3 +46,10 @@ def expand(node: GrammarNode) -> list[str]:
     for part in node:
         out = [a + b for a in out for b in expand(part)]
     return out
+
+
+#: The preprocessing the ``grammar`` and ``grammar-fine`` pipelines share, as a grammar node: nothing, a scaler
+#: (standard, min-max, robust, quantile), or a scaler then PCA to 0.8 / 0.95 / 0.99 of the variance; each choice
+#: ends with ``", "`` before the model.
+SCALER = ["StandardScaler()", "MinMaxScaler()", "RobustScaler()", "QuantileTransformer(n_quantiles=100)"]
+PREPROCESSING = ["", (SCALER, ", "), (SCALER, ", ", call("PCA", hp("n_components", ("0.8", "0.95", "0.99"))), ", ")]

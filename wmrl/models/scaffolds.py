@@ -41,7 +41,7 @@ from wmrl.core.registry import Registry
 from wmrl.interfaces import Scaffold
 from wmrl.models.fail_grammar import EXTRA_IMPORTS, fail_grammar_sentences
 from wmrl.models.fine_grammar import fine_grammar_sentences
-from wmrl.models.grammar_lang import call, expand, hp
+from wmrl.models.grammar_lang import PREPROCESSING, call, expand, hp
 from wmrl.tasks.harness import render_solution
 from wmrl.tasks.metrics import prediction_kind
 from wmrl.tasks.spec import Task
@@ -323,9 +323,6 @@ _MODELS: dict[str, list] = {
     ],
 }
 
-_SCALER = ["StandardScaler()", "MinMaxScaler()", "RobustScaler()", "QuantileTransformer(n_quantiles=100)"]
-_REDUCE = call("PCA", hp("n_components", ("0.8", "0.95", "0.99")))
-_STEPS = ["", (_SCALER, ", "), (_SCALER, ", ", _REDUCE, ", ")]
 
 
 def grammar(kind: str) -> tuple:
@@ -337,7 +334,7 @@ def grammar(kind: str) -> tuple:
     Raises:
         KeyError: an unknown ``kind`` (``"classifier"`` or ``"regressor"``).
     """
-    return ("make_pipeline(", _STEPS, _MODELS[kind], ")")
+    return ("make_pipeline(", PREPROCESSING, _MODELS[kind], ")")
 
 
 @functools.lru_cache(maxsize=8)
