@@ -141,13 +141,18 @@ def run_provenance(run_dir: Path) -> dict[str, Any]:
     return {"commit": ";".join(commits) or None, "dirty": any(dirty) if dirty else None}
 
 
+def eval_records(run: Any) -> list[dict[str, Any]]:
+    """Every evaluation record of a run: the trainer's (``eval.jsonl``) then ``wmrl eval``'s (``eval_cli.jsonl``),
+    in that order."""
+    recs = [] if run.evals.empty else run.evals.to_dict("records")
+    return recs + read_jsonl(Path(run.path) / "eval_cli.jsonl", skip_bad=True)
+
+
 def _eval_at(run: Any, split: str, step: int) -> dict[str, Any]:
     """The last evaluation record of ``split`` at ``step``: from the trainer (``eval.jsonl``), else from
     ``wmrl eval`` (``eval_cli.jsonl``: ``--checkpoint initial`` for step 0, the final checkpoint for the
     last step; ``--train-tasks`` evaluates the train tasks of a run that did not). ``{}`` when none."""
-    recs = [] if run.evals.empty else run.evals.to_dict("records")
-    recs += read_jsonl(Path(run.path) / "eval_cli.jsonl", skip_bad=True)
-    hits = [r for r in recs if r.get("split") == split and r.get("step") == step]
+    hits = [r for r in eval_records(run) if r.get("split") == split and r.get("step") == step]
     return hits[-1] if hits else {}
 
 
@@ -351,7 +356,7 @@ def missing_runs(out: str | Path) -> list[str]:
             if not (Path(out) / r["run_dir"] / "summary.json").is_file()]
 
 
-def _step0_compute(m: pd.DataFrame) -> float:
+def step0_compute(m: pd.DataFrame) -> float:
     """Compute (CPU-s) spent before step 1: setup, warm-up and world-model fit.
 
     ``cum_compute_cpu_s`` at step 1 minus that step's own trainer CPU and sandbox CPU.
@@ -397,7 +402,7 @@ def curves(out: str | Path) -> tuple[dict[str, list], dict[str, list]]:
              if "reward_true_mean" in m else np.full_like(x, np.nan))
         train.setdefault(method, []).append((x, y))
         step_to_c = dict(zip(m["step"].astype(int), x))
-        step_to_c[0] = _step0_compute(m) / 3600.0
+        step_to_c[0] = step0_compute(m) / 3600.0
         pts = {}
         if seed in initial:
             pts[0] = (step_to_c[0], initial[seed])

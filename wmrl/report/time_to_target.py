@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wmrl.report.bench_results import METHODS, REFERENCE, corpus_dir, uses_world_model
+from wmrl.report.bench_results import METHODS, REFERENCE, corpus_dir, eval_records, step0_compute, uses_world_model
 from wmrl.report.plots import color_for, finish_axes, pyplot
-from wmrl.report.runs import load_run, read_jsonl
+from wmrl.report.runs import load_run
 from wmrl.report.tables import Cell, Table
 
 #: Fraction of the reference's gain (final minus initial train-task percentile) that the second target asks for.
@@ -91,9 +91,7 @@ def train_curves(out: str | Path) -> list[TrainCurve]:
             continue
         run = load_run(rd)
         seed = int(rd.name.removeprefix("seed"))
-        recs = [] if run.evals.empty else run.evals.to_dict("records")
-        recs += read_jsonl(rd / "eval_cli.jsonl", skip_bad=True)
-        pts = {int(r["step"]): float(r["mean_percentile"]) for r in recs
+        pts = {int(r["step"]): float(r["mean_percentile"]) for r in eval_records(run)
                if r.get("split") == "train" and isinstance(r.get("mean_percentile"), (int, float))
                and math.isfinite(r["mean_percentile"])}
         if 0 in pts:
@@ -112,10 +110,7 @@ def train_curves(out: str | Path) -> list[TrainCurve]:
         steps = m["step"].astype(int).to_numpy()
         comp = pd.to_numeric(m["cum_compute_cpu_s"], errors="coerce").to_numpy(float)
         execs = pd.to_numeric(m["cum_exec_count"], errors="coerce").to_numpy(float)
-        first = m.iloc[0]
-        c0 = max(float(first.get("cum_compute_cpu_s") or 0.0) - float(first.get("step_cpu_s") or 0.0)
-                 - float(first.get("exec_sandbox_cpu_s") or 0.0), 0.0)
-        by_step = {0: (c0, 0.0), **{int(s): (float(c), float(e)) for s, c, e in zip(steps, comp, execs)}}
+        by_step = {0: (step0_compute(m), 0.0), **{int(s): (float(c), float(e)) for s, c, e in zip(steps, comp, execs)}}
         keep = sorted(s for s in pts if s in by_step)
         curves.append(TrainCurve(
             method=method, seed=seed, steps=np.array(keep, dtype=int),
