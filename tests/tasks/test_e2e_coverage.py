@@ -6,33 +6,18 @@ from __future__ import annotations
 
 from wmrl.tasks.e2e_coverage import run_coverage, summary
 
-_SCRIPT = '''import argparse
-import os
+from tests.support.dsbench import dsbench_eval_script
 
-import pandas as pd
-{imports}
-from sklearn.metrics import mean_absolute_error
-
-parser = argparse.ArgumentParser()
-parser.add_argument('--path', type=str, required=True)
-parser.add_argument('--name', type=str, required=True)
-parser.add_argument('--answer_file', type=str, required=True)
-parser.add_argument('--predict_file', type=str, required=True)
-parser.add_argument('--value', type=str, default="SalePrice")
-args = parser.parse_args()
-actual = pd.read_csv(args.answer_file)
-submission = pd.read_csv(args.predict_file)
-performance = mean_absolute_error(actual[args.value], submission[args.value])
-with open(os.path.join(args.path, args.name, "result.txt"), "w") as f:
-    f.write(str(performance))
-'''
+_HOUSE = ("{imports}\n"
+          "performance = mean_absolute_error(answers[args.value], predictions[args.value])")
 
 
 def test_coverage_run_grades_exactly_or_names_the_cause(tmp_path):
     ev = tmp_path / "DSBench" / "data_modeling" / "evaluation"
     ev.mkdir(parents=True)
-    (ev / "house-prices_eval.py").write_text(_SCRIPT.format(imports=""))
-    (ev / "broken-comp_eval.py").write_text(_SCRIPT.format(imports="import wmrl_no_such_module_ghi"))
+    (ev / "house-prices_eval.py").write_text(dsbench_eval_script(_HOUSE.format(imports=""), "SalePrice"))
+    broken = _HOUSE.format(imports="import wmrl_no_such_module_ghi")
+    (ev / "broken-comp_eval.py").write_text(dsbench_eval_script(broken, "SalePrice"))
     rows = {r.id: r for r in run_coverage(tmp_path / "DSBench", tmp_path / "out")}
     good, bad = rows["house-prices"], rows["broken-comp"]
     assert good.loaded and good.graded_exactly and good.reason == "", good
@@ -41,27 +26,10 @@ def test_coverage_run_grades_exactly_or_names_the_cause(tmp_path):
                                                         "refused": 1}}
 
 
-_TWO_TARGETS = '''import argparse
-import os
-
-import numpy as np
-import pandas as pd
-
-parser = argparse.ArgumentParser()
-parser.add_argument('--path', type=str, required=True)
-parser.add_argument('--name', type=str, required=True)
-parser.add_argument('--answer_file', type=str, required=True)
-parser.add_argument('--predict_file', type=str, required=True)
-parser.add_argument('--value', type=str, default="count")
-args = parser.parse_args()
-a = pd.read_csv(args.answer_file)
-p = pd.read_csv(args.predict_file)
-c = np.sqrt(np.mean((np.log1p(p['ConfirmedCases']) - np.log1p(a['ConfirmedCases'])) ** 2))
-f = np.sqrt(np.mean((np.log1p(p['Fatalities']) - np.log1p(a['Fatalities'])) ** 2))
-performance = (c + f) / 2
-with open(os.path.join(args.path, args.name, "result.txt"), "w") as fh:
-    fh.write(str(performance))
-'''
+_TWO_TARGETS = dsbench_eval_script(
+    "c = np.sqrt(np.mean((np.log1p(predictions['ConfirmedCases']) - np.log1p(answers['ConfirmedCases'])) ** 2))\n"
+    "f = np.sqrt(np.mean((np.log1p(predictions['Fatalities']) - np.log1p(answers['Fatalities'])) ** 2))\n"
+    "performance = (c + f) / 2")
 
 
 def test_coverage_run_writes_several_targets_where_the_code_reads_them(tmp_path):
