@@ -22,8 +22,9 @@ Directives (``A`` and ``B`` are ``DIR:method``; ``digits=N`` sets the decimals, 
 - ``mean A COLUMN``, ``mean-se A COLUMN``: over seeds;
 - ``paired A B COLUMN``: mean ± SE over seeds of A - B on the seeds both have (signed);
 - ``range A COLUMN``: the smallest and largest per-seed value, ``lo-hi``;
-- ``ratio DIR method [corpus=yes]``: training compute relative to the bench's GRPO (``0.13x``), with the shared
-  corpus charged in full when ``corpus=yes``;
+- ``ratio DIR method [corpus=yes] [cached=yes]``: training compute relative to the bench's GRPO (``0.13x``), with
+  the shared corpus charged in full when ``corpus=yes``; ``cached=yes``: the corpus charged, against GRPO with the
+  exact execution cache (its repeats' sandbox CPU taken off);
 - ``corpus DIR``: the shared warm-up corpus's compute, CPU-seconds (``corpus_cpu_s``), no decimals;
 - ``seeds A``: the number of finished seeds;
 - ``table FILE [n=N] [columns=c1;c2] [where=COL:v1|v2;COL2:v3]``: the N-th Markdown table (default 1) of a
@@ -70,7 +71,7 @@ REGION = re.compile(r"<!-- rendered: (?P<directive>[^\n]*?) -->(?P<body>.*?)<!--
 
 
 #: The option names of the directives (``name=value``); any other word is an argument (a JSON path may hold ``=``).
-OPTIONS = frozenset({"digits", "methods", "columns", "initial", "corpus", "n", "where", "scale", "ci"})
+OPTIONS = frozenset({"digits", "methods", "columns", "initial", "corpus", "cached", "n", "where", "scale", "ci"})
 
 
 class RenderError(ValueError):
@@ -189,7 +190,13 @@ class Renderer:
         row = self._rows(folder).get(method)
         if row is None:
             raise RenderError(f"{folder}/results.csv has no run of {method!r}")
-        r = row.compute_ratio_corpus if opts.get("corpus") == "yes" else row.compute_ratio
+        if opts.get("cached") == "yes":
+            r = row.compute_ratio_cached
+            if r is None:
+                raise RenderError(f"{folder}: no ratio against the cached GRPO for {method!r} (its GRPO runs' "
+                                  "results.csv has no train_repeat_sandbox_cpu_s: tabulate from the run folders)")
+        else:
+            r = row.compute_ratio_corpus if opts.get("corpus") == "yes" else row.compute_ratio
         if r is None:
             raise RenderError(f"{folder}: no compute ratio for {method!r} (no GRPO run to compare with)")
         return f"{r:.2f}x"

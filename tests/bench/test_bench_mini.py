@@ -24,6 +24,7 @@ EXPECTED_COLUMNS = [
     "method", "seeds", "train-task percentile", "train Δ vs initial", "train Δ vs grpo", "held-out percentile",
     "held-out Δ vs grpo (paired)", "valid rate", "real executions", "sandbox CPU-h", "train compute CPU-h",
     "total CPU-h", "wall h", "compute vs grpo", "compute vs grpo, corpus charged",
+    "compute vs cached grpo, corpus charged",
 ]
 
 

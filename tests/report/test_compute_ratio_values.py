@@ -31,3 +31,22 @@ def test_compute_ratios_equal_the_hand_computed_values():
     table = bench_table(list(rows.values())).to_frame().set_index("method")
     assert table.loc["wmrl", "compute vs grpo"] == "0.12x (8.0x less)"  # 0.125 formats as 0.12 (half to even)
     assert table.loc["wmrl", "compute vs grpo, corpus charged"] == "0.38x (2.7x less)"
+
+
+def test_the_ratio_against_cached_grpo_equals_the_hand_computed_value():
+    """The cached reference: GRPO's training compute less the sandbox CPU of its repeats (mean over seeds)."""
+    rows = [_row("grpo", 0, 100.0, 0.0, 0.9), _row("grpo", 1, 300.0, 0.0, 0.7),
+            _row("wmrl", 0, 20.0, 50.0, 0.8), _row("wmrl", 1, 30.0, 50.0, 0.8)]
+    for r, rep in zip(rows, (40.0, 60.0, 0.0, 2.0)):
+        r["train_repeat_sandbox_cpu_s"] = rep
+    got = {r.method: r for r in aggregate(pd.DataFrame(rows))}
+    # cached grpo: 200 - 50 = 150 CPU-s; wmrl with its corpus charged: 75 CPU-s
+    assert got["wmrl"].compute_ratio_cached == pytest.approx(75.0 / 150.0)
+    assert got["grpo"].compute_ratio_cached == pytest.approx(200.0 / 150.0)
+    table = bench_table(list(got.values())).to_frame().set_index("method")
+    assert table.loc["wmrl", "compute vs cached grpo, corpus charged"] == "0.50x (2.0x less)"
+    # one GRPO run without its execution log: no cached reference, and no column
+    rows[1]["train_repeat_sandbox_cpu_s"] = math.nan
+    got = {r.method: r for r in aggregate(pd.DataFrame(rows))}
+    assert got["wmrl"].compute_ratio_cached is None
+    assert "compute vs cached grpo, corpus charged" not in bench_table(list(got.values())).to_frame()

@@ -56,7 +56,9 @@ COLUMNS_HELP = (
     "executions (anchors + a run's own world-model warm-up), per seed. Train compute: trainer-process CPU + "
     "training sandbox CPU, per seed. Total CPU-h adds evaluation. Wall h: the run's wall time including "
     "evaluation. Compute vs grpo: ratio of mean training compute; 'corpus charged' adds the shared warm-up "
-    "corpus's whole cost to every run that used it. The initial-policy row (when the preset evaluates step 0) is "
+    "corpus's whole cost to every run that used it; 'cached grpo' is grpo with the exact execution cache "
+    "(executor.cache: true), the same runs less the sandbox CPU of re-running a program already executed on the "
+    "same task. The initial-policy row (when the preset evaluates step 0) is "
     "the seeded policy before any training, the same for every method of a seed; its held-out Δ is initial - "
     "grpo final."
 )
@@ -96,7 +98,9 @@ def bench_table(rows: Sequence[MethodRow], reference: str = REFERENCE) -> Table:
     ``sandbox CPU-h`` (training executions, per seed), ``train compute CPU-h`` (trainer + sandbox),
     ``total CPU-h`` (training + evaluation), ``wall h``, ``compute vs grpo`` (ratio of training compute)
     and, when the bench shared a warm-up corpus, ``compute vs grpo, corpus charged`` (with its cost
-    charged in full to every run). The train-task columns appear when the train tasks were evaluated.
+    charged in full to every run), and, when the reference's execution logs are there, ``compute vs cached grpo,
+    corpus charged`` (against the reference with the exact execution cache, which skips its repeats). The
+    train-task columns appear when the train tasks were evaluated.
     """
     blank = Cell("")
     out = []
@@ -122,6 +126,8 @@ def bench_table(rows: Sequence[MethodRow], reference: str = REFERENCE) -> Table:
             "wall h": num(r.wall_h, 3),
             f"compute vs {reference}": blank if is_init else Cell("1.00x" if is_ref else _ratio(r.compute_ratio)),
             f"compute vs {reference}, corpus charged": blank if is_init else Cell(_ratio(r.compute_ratio_corpus)),
+            f"compute vs cached {reference}, corpus charged":
+                blank if is_init else Cell(_ratio(r.compute_ratio_cached)),
         })
     table = Table.from_records(out)
     if not any(r.train_percentile is not None and r.train_percentile.n for r in rows):
@@ -129,6 +135,8 @@ def bench_table(rows: Sequence[MethodRow], reference: str = REFERENCE) -> Table:
     if all(r.compute_ratio_corpus is None or r.compute_ratio_corpus == r.compute_ratio for r in rows
            if r.method != INITIAL):
         table = table.drop([f"compute vs {reference}, corpus charged"])
+    if all(r.compute_ratio_cached is None for r in rows):
+        table = table.drop([f"compute vs cached {reference}, corpus charged"])
     return table
 
 

@@ -20,7 +20,7 @@ from wmrl.core.recipe import BASELINE, get_recipe, ran_as_note, recipe_names, re
 from wmrl.episodes.fidelity import feedback_fidelity
 from wmrl.runs.provenance import read_invocations
 from wmrl.world_model.metrics import world_model_metrics
-from wmrl.report.runs import load_run, read_jsonl, train_executions
+from wmrl.report.runs import load_run, read_jsonl, repeated_sandbox_cpu_s, train_executions
 from wmrl.runs.ledger import TRAIN_EXEC_KINDS
 
 #: The methods a bench can run: the registered recipes, by name (also the order of every table).
@@ -60,8 +60,10 @@ def collect(out: str | Path) -> pd.DataFrame:
     Columns (units): ``method``, ``seed``, ``heldout_percentile`` and ``heldout_valid_rate``
     (final held-out evaluation, [0, 1]), ``initial_percentile`` (held-out evaluation of the initial
     policy, step 0, when the run made one), ``train_executions`` (anchor + warm-up executions),
-    ``train_sandbox_cpu_s`` (CPU-seconds of those executions), ``train_compute_cpu_s`` (trainer CPU +
-    training sandbox CPU), ``eval_compute_cpu_s``, ``total_cpu_s`` (train + eval compute),
+    ``train_sandbox_cpu_s`` (CPU-seconds of those executions), ``train_repeat_sandbox_cpu_s`` (the part of it spent
+    re-running programs the run had executed on the same task, which the exact execution cache would not have paid:
+    :func:`~wmrl.report.runs.repeated_sandbox_cpu_s`; NaN without the run's execution log), ``train_compute_cpu_s``
+    (trainer CPU + training sandbox CPU), ``eval_compute_cpu_s``, ``total_cpu_s`` (train + eval compute),
     ``wall_s`` (the run's wall seconds, evaluation included), ``steps``, ``anchor_fraction``,
     ``train_percentile`` and ``initial_train_percentile`` (the final and the initial policy on the train
     tasks, in distribution, when evaluated: see :func:`_eval_at`), ``corpus_cpu_s`` (the compute of the
@@ -99,6 +101,7 @@ def collect(out: str | Path) -> pd.DataFrame:
             "initial_train_percentile": _eval_at(run, "train", 0).get("mean_percentile"),
             "train_executions": train_executions(run),
             "train_sandbox_cpu_s": sbx,
+            "train_repeat_sandbox_cpu_s": repeated_sandbox_cpu_s(rd),
             "train_compute_cpu_s": train_c,
             "eval_compute_cpu_s": eval_c,
             "total_cpu_s": (train_c or 0.0) + (eval_c or 0.0) if train_c is not None else None,
@@ -117,7 +120,8 @@ def collect(out: str | Path) -> pd.DataFrame:
         })
     cols = ["method", "seed", "heldout_percentile", "initial_percentile", "heldout_valid_rate", "heldout_samples",
             "train_percentile", "initial_train_percentile", "train_executions",
-            "train_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s", "total_cpu_s", "wall_s",
+            "train_sandbox_cpu_s", "train_repeat_sandbox_cpu_s", "train_compute_cpu_s", "eval_compute_cpu_s",
+            "total_cpu_s", "wall_s",
             "steps", "anchor_fraction", "corpus_cpu_s", "train_samples", "gen_cpu_s_per_sample",
             "sandbox_cpu_s_per_execution",
             "update_cpu_s_per_step", *WM_QUALITY_COLUMNS, *DYNAMICS_COLUMNS, *MULTITURN_COLUMNS,

@@ -35,6 +35,7 @@ class MethodRow:
     train_paired: MeanSE | None = None
     train_gain: MeanSE | None = None
     compute_ratio_corpus: float | None = None
+    compute_ratio_cached: float | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -47,8 +48,10 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
     seeds of (final - initial) train-task percentile, paired by seed (the initial policy is the seed's).
     ``compute_ratio``: mean training compute of the method / that of the reference (CPU-seconds of
     trainer + training sandbox; < 1 means cheaper); ``compute_ratio_corpus``: the same with the shared
-    warm-up corpus (``corpus_cpu_s``) charged in full to every run that used it. Resource columns are
-    means per seed (hours).
+    warm-up corpus (``corpus_cpu_s``) charged in full to every run that used it; ``compute_ratio_cached``: the
+    method's training compute, corpus charged, over the reference's with the exact execution cache (its training
+    compute less ``train_repeat_sandbox_cpu_s``; None when the reference's runs have no execution log). Resource
+    columns are means per seed (hours).
     """
     if results.empty:
         return []
@@ -58,6 +61,11 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
     train_gains = gains_vs_initial(results, "train_percentile", "initial_train_percentile")
     ref_compute = float(pd.to_numeric(ref["train_compute_cpu_s"],
                                       errors="coerce").mean()) if not ref.empty else math.nan
+    ref_repeats = (pd.to_numeric(ref["train_repeat_sandbox_cpu_s"], errors="coerce")
+                   if not ref.empty and "train_repeat_sandbox_cpu_s" in ref else pd.Series(dtype=float))
+    # every reference run needs its log: a mean over some of them would compare other seeds
+    ref_cached = (ref_compute - float(ref_repeats.mean())
+                  if len(ref_repeats) and ref_repeats.notna().all() else math.nan)
     rows = []
     for method, g in results.groupby("method", sort=False):
         pct = mean_se(list(g["heldout_percentile"]))
@@ -74,6 +82,8 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
         ratio = tc / ref_compute if ok_ref else None
         corpus = mean("corpus_cpu_s") if "corpus_cpu_s" in g else 0.0
         ratio_corpus = (tc + corpus) / ref_compute if ok_ref and math.isfinite(corpus) else None
+        ratio_cached = ((tc + corpus) / ref_cached if math.isfinite(ref_cached) and ref_cached > 0
+                        and math.isfinite(corpus) else None)
         train_by_seed = dict(zip(g["seed"], g["train_percentile"]))
         train_paired = (paired_difference(train_by_seed, ref_train) if method != reference and ref_train
                         else None)
@@ -86,7 +96,7 @@ def aggregate(results: pd.DataFrame, reference: str = REFERENCE) -> list[MethodR
             compute_ratio=ratio, train_percentile=mean_se(list(g["train_percentile"])),
             train_paired=train_paired if train_paired is not None and train_paired.n else None,
             train_gain=train_gain if train_gain is not None and train_gain.n else None,
-            compute_ratio_corpus=ratio_corpus,
+            compute_ratio_corpus=ratio_corpus, compute_ratio_cached=ratio_cached,
         ))
     return rows
 

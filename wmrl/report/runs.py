@@ -237,6 +237,40 @@ def train_executions(run: RunData) -> int | None:
     return int(t) if t is not None else None
 
 
+def repeated_sandbox_cpu_s(run_dir: str | Path) -> float:
+    """Sandbox CPU-seconds of a run's training executions that re-ran a program the run had already executed on
+    the same task under the same wall limit: what the run would not have paid with the exact execution cache
+    (``executor.cache: true``, :mod:`wmrl.execution.cache`). Executions are deterministic, so the cached run is
+    the same run at this lower cost.
+
+    Training executions are the log's rows of the streams of :data:`~wmrl.runs.ledger.TRAIN_EXEC_KINDS` (anchor,
+    verify, warm-up), in log order; the first execution of each (task id, program SHA-256, wall limit) pays, an
+    infrastructure error never counts as the first (the cache does not keep one), a row the cache already served
+    (``meta.cached_from``) cost nothing. ``cpu_s`` is the unit the compute ledger charges (CPU-seconds).
+
+    Returns:
+        CPU-seconds (float); NaN when the run has no ``executions.sqlite``.
+    """
+    from wmrl.execution.log import ExecutionLog  # noqa: PLC0415 - sqlite and the trajectory types, only here
+
+    path = Path(run_dir) / "executions.sqlite"
+    if not path.is_file():
+        return math.nan
+    seen: set[tuple[str, str, float | None]] = set()
+    repeated = 0.0
+    with ExecutionLog(path) as log:
+        for r in log.records():
+            traj = r["trajectory"]
+            if traj is None or traj.stream not in TRAIN_EXEC_KINDS or r["meta"].get("cached_from"):
+                continue
+            key = (r["task_id"], r["program_sha256"], r["time_limit_s"])
+            if key in seen:
+                repeated += float(r["cpu_s"] or 0.0)
+            elif r["status"] != "infra_error":
+                seen.add(key)
+    return repeated
+
+
 def improvement_rows(run: RunData) -> list[dict[str, Any]]:
     """Did the agent improve? One row per evaluated split (``train``, ``heldout``) that has both a
     step-0 and a later evaluation: ``run``, ``split``, ``samples`` (per evaluation), ``step 0`` and
