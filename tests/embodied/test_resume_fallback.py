@@ -30,3 +30,28 @@ def test_an_embodied_resume_passes_over_a_checkpoint_that_does_not_load(tmp_path
     assert steps == [1, 2]
     log = (run / "train.log").read_text()
     assert "resumed from step_000001 because step_000002 does not load" in log
+
+
+def test_an_embodied_resume_with_progress_but_no_complete_checkpoint_is_refused(tmp_path, monkeypatch) -> None:
+    """As the text track's: starting again from step 0 would repeat the steps the logs hold, so the resume is refused
+    in one line naming what was passed over, and the folder is left as it was."""
+    pytest.importorskip("metaworld")
+    from wmrl.embodied import trainer as T
+    from wmrl.embodied.config import load_config
+    from wmrl.runs.rundir import RunDirError
+
+    monkeypatch.setenv("WMRL_HOME", str(tmp_path / "home"))
+    run = tmp_path / "run"
+    cfg = load_config(preset="tiny", overrides=[f"run_dir={run}", "eval.at_start=false", "optim.steps=3",
+                                                "checkpoint_every=1", "keep_checkpoints=2"])
+    T.run_embodied(cfg, stop_after_step=2, progress=False)
+    for ck in (run / "checkpoints").glob("step_*"):
+        (ck / "trainer_state.json").unlink()
+    before = (run / "metrics.jsonl").read_text()
+    with pytest.raises(RunDirError) as e:
+        T.run_embodied(resume_dir=run, progress=False)
+    msg = str(e.value)
+    assert "\n" not in msg and "has no complete checkpoint to resume from" in msg, msg
+    assert "checkpoints/latest names step_000002: trainer_state.json is missing" in msg, msg
+    assert "continuing would repeat its steps: start a new run in another run_dir" in msg, msg
+    assert (run / "metrics.jsonl").read_text() == before
