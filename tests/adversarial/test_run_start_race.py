@@ -181,7 +181,7 @@ PHASES = [
     ("os:mkdir", "after", "ok", 1),  # the folder (or its temporary twin) made, nothing in it
     ("os:rename", "after", "ok", 1),  # the folder in place with its lock (or the first checkpoint published)
     ("wmrl.runs.rundir:RunDir.create", "after", "ok", 1),
-    ("wmrl.training.run:save_config", "after", "ok", 1),
+    ("wmrl.runs.lifecycle:save_config", "after", "ok", 1),
     ("wmrl.runs.rundir:RunDir.save_config_hash", "after", "ok", 1),
     ("wmrl.training.run:seed_everything", "after", "ok", 1),
     ("wmrl.training.run:Trainer", "after", "ok", 1),

@@ -8,7 +8,9 @@ anchors only) || wm_predict (the progress predictor's episode score r_hat), reci
 :mod:`wmrl.core.recipe`); then what is embodied: ``update``, ``epochs_per_step`` Adam steps on
 :func:`wmrl.core.losses.grpo_loss` with per-step log-probs [B, T] of the Gaussian policy, the episode mask and
 ``seq_mean`` aggregation (each episode is one sample, so the fusion weights are per-episode weights exactly). The
-run loop (evaluations, checkpoints, stop and resume) is the run kit's (:func:`wmrl.runs.loop.run_steps`).
+run loop (evaluations, checkpoints, stop and resume) is the run kit's (:func:`wmrl.runs.loop.run_steps`), and so is
+the run's lifecycle (:func:`wmrl.runs.lifecycle.run_track`: the owner lock, the saved config, resume, the trackers,
+the summary's files), with the embodied track's part in :class:`EmbodiedTrack`.
 
 Compute: the trainer's CPU-seconds (process time; the simulator runs in this process) and wall seconds
 per stage; ``executions.anchor`` counts the success labels the run consumed (what needs a human or a
@@ -16,38 +18,38 @@ trusted check on a real robot); ``env_steps`` counts simulator steps.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from wmrl.console import fmt as _fmt
 from wmrl.core.recipe import calibration_record
-from wmrl.embodied.config import EmbodiedConfig, artefact_key, config_from_dict, config_to_dict, environment_factory
+from wmrl.embodied.config import EmbodiedConfig, artefact_key, config_to_dict, environment_factory, load_config
 from wmrl.embodied.env import Suite, expert_rollout, rollout, shared_pool
 from wmrl.embodied.policy import Demos, GaussianPolicy, PolicyConfig, behaviour_clone
 from wmrl.embodied.progress import ProgressPredictor, fit_progress
+from wmrl.runs.config import ConfigError
 from wmrl.runs.ledger import Ledger
-from wmrl.runs.loop import Schedule, evaluated_at, load_newest, run_steps
+from wmrl.runs.lifecycle import RunRequest, check_resumable, run_track
+from wmrl.runs.loop import Schedule, evaluated_at, run_steps
 from wmrl.runs.checkpoint import engine_state
-from wmrl.runs.owner import RunDirOwner
-from wmrl.runs.provenance import record_training_start
 from wmrl.runs.rundir import RunDir, RunDirError, json_safe, now_iso, read_jsonl, rng_state, set_rng_state, \
-    write_json_atomic, write_text_atomic
-from wmrl.runs.tracking import TrackerSet, open_trackers, probe_trackers
+    write_json_atomic
+from wmrl.runs.tracking import TrackerSet
 from wmrl.step.engine import StepEngine, recipe_settings
 from wmrl.core.losses import grpo_loss
 from wmrl.paths import wmrl_home
 
-__all__ = ["EMBODIED_RESUME", "EmbodiedTrainer", "RunDirError", "build_artefacts", "make_suite", "run_embodied"]
+__all__ = ["EMBODIED_RESUME", "EmbodiedTrack", "EmbodiedTrainer", "RunDirError", "build_artefacts", "make_suite",
+           "run_embodied"]
 _now = now_iso
 
 #: The embodied track's command that continues a run (followed by the run directory; ``wmrl embodied train``).
@@ -317,140 +319,119 @@ def _float(x: float) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------------- runs
+@dataclass
+class EmbodiedTrack:
+    """The embodied track in the run lifecycle (:class:`wmrl.runs.lifecycle.Track`).
+
+    Attributes:
+        progress: a line on stderr per step (and for the SFT artefacts when they are built).
+        artefacts_root: where the SFT artefacts are cached (default ``$WMRL_HOME/embodied``).
+        resume_command, run_dir_prefix, resume_mutable: the :class:`~wmrl.runs.lifecycle.Track`'s
+            (:data:`EMBODIED_RESUME`; default run directories ``runs/embodied-<name or method>-<time>``; a resume reads
+            ``config.yaml`` and takes no overrides, so no key may change).
+    """
+
+    progress: bool = True
+    artefacts_root: Path | None = None
+    resume_command: str = EMBODIED_RESUME
+    run_dir_prefix: str = "embodied-"
+    resume_mutable: tuple[str, ...] = ()
+
+    def say(self, message: str) -> None:
+        """One line on stderr when ``progress``."""
+        if self.progress:
+            print(message, file=sys.stderr, flush=True)
+
+    def check(self, cfg: EmbodiedConfig) -> None:
+        """A bad task list or split, or an environment of the text track, is refused before the run folder exists."""
+        make_suite(cfg)
+        environment_factory(cfg.environment)
+
+    def saved_config(self, rd: RunDir, cfg: EmbodiedConfig) -> EmbodiedConfig:
+        """``config.yaml`` read back (ConfigError when it does not)."""
+        return load_config(rd.config)
+
+    def total_steps(self, cfg: EmbodiedConfig) -> int:
+        """``optim.steps``; 0 for ``sft`` (no RL: the SFT policy evaluated)."""
+        return 0 if cfg.method == "sft" else cfg.optim.steps
+
+    def build(self, cfg: EmbodiedConfig, rd: RunDir, *, from_checkpoint: bool) -> EmbodiedTrainer:
+        """The trainer from the SFT artefacts (built and cached once per suite/sft/world-model config)."""
+        return EmbodiedTrainer(cfg, rd, build_artefacts(cfg, self.artefacts_root, log=self.say))
+
+    def train(self, tr: EmbodiedTrainer, stop_after_step: int | None) -> None:
+        """The step-0 evaluation (``eval.at_start``; always for ``sft``) and the steps."""
+        cfg, steps = tr.cfg, self.total_steps(tr.cfg)
+        if tr.step == 0 and (cfg.eval.at_start or tr.sft) and not evaluated_at(tr.rd, 0):
+            self.say(f"[{cfg.method} seed {cfg.seed}] evaluating the SFT policy")
+            tr.evaluate()
+            if tr.sft:
+                tr.save_checkpoint()
+
+        def on_step(rec: dict[str, Any]) -> None:
+            self.say(f"[{cfg.method} seed {cfg.seed}] step {tr.step}/{steps} success(anchors) "
+                     f"{_fmt(rec['success_anchor_mean'])} r_wm {_fmt(rec['reward_wm_mean'])} "
+                     f"alpha {_fmt(rec.get('alpha'))} {rec['step_wall_s']:.1f}s")
+
+        run_steps(tr, Schedule(total_steps=steps, eval_every=cfg.eval.every_k, checkpoint_every=cfg.checkpoint_every,
+                               stop_after_step=stop_after_step), on_step=on_step)
+
+    def finish(self, tr: EmbodiedTrainer) -> None:
+        """The final evaluation (unless the last step has one)."""
+        if tr.step and not evaluated_at(tr.rd, tr.step):
+            tr.evaluate()
+
+    def summary(self, tr: EmbodiedTrainer, ledger: dict[str, Any], *, completed: bool) -> dict[str, Any]:
+        """Success rates (final, initial, their standard errors), compute, labels and simulator steps."""
+        if not completed:
+            return {"status": "stopped", "stopped_at": tr.step, "run_dir": str(tr.rd.root)}
+        ev = read_jsonl(tr.rd.eval)
+        first = {r["split"]: r for r in ev if r["step"] == 0}
+        final = {r["split"]: r for r in ev if r["step"] == tr.step}
+        tot = ledger["totals"]
+        art = json.loads((tr.art / "report.json").read_text())
+        return {
+            "method": tr.cfg.method, "status": "completed", "seed": tr.cfg.seed, "steps": tr.step,
+            "run_dir": str(tr.rd.root), "final": {k: v["success_rate"] for k, v in final.items()},
+            "final_se": {k: v["se"] for k, v in final.items()},
+            "initial": {k: v["success_rate"] for k, v in first.items()},
+            "train_compute_cpu_s": tot["train_compute_cpu_s"], "eval_compute_cpu_s": tot["eval_compute_cpu_s"],
+            "wall_s": tot["wall_s"], "success_labels": tr.ledger.executions["anchor"].count,
+            "env_steps": tr.pool.env_steps, "artefacts": str(tr.art), "artefacts_cpu_s": art["cpu_s"],
+            "artefacts_success_labels": art["warmup_rollouts"], "finished": _now(),
+        }
+
+    def close(self, tr: EmbodiedTrainer) -> None:
+        """Nothing to release: the simulator pool is shared by the process."""
+
+
 def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | None = None,
                  stop_after_step: int | None = None, progress: bool = True,
                  artefacts_root: Path | None = None, accept_edited_config: bool = False) -> dict[str, Any]:
-    """Train (or resume) one run; returns its summary (also ``summary.json``).
+    """Train (or resume) one run; returns its summary (also ``summary.json`` once the run completes; stopped at
+    ``stop_after_step``: ``{"status": "stopped", "stopped_at": step, "run_dir": ...}``). The lifecycle is the run
+    kit's (:func:`wmrl.runs.lifecycle.run_track`), the same as the text track's.
 
     With ``resume_dir`` the config is RUN_DIR/config.yaml (refused if edited, unless accepted) and the run
     continues from its newest complete checkpoint; logs are cut back to that step.
 
     Raises:
-        RunDirError: a fresh run into a folder that already has progress, or nothing to resume; another live
-            trainer holds the run directory (its lock file ``.owner.lock``, held for the whole run); a run_dir
-            that names a file.
+        RunDirError: a fresh run into a folder that already holds a run, or nothing to resume; no complete
+            checkpoint although the run has done work; another live trainer holds the run directory (its lock
+            file ``.owner.lock``, held for the whole run); a run_dir that names a file.
         ValueError: a bad suite (unknown task, overlapping task lists, splits over 50 states), raised
             before a fresh run's folder is made.
+        ConfigError: no config and no ``resume_dir``; an environment of the text track.
         TrackerUnavailable: a tracker of ``cfg.trackers`` whose package is not installed, refused before a fresh
             run's folder is made (the message names the ``pip install``).
     """
     if resume_dir is not None:
         rd = RunDir(resume_dir)
-        if not rd.config.is_file():
-            raise RunDirError(f"{resume_dir} is not an embodied run directory (no config.yaml)")
-        owner = RunDirOwner(rd.root, resume=EMBODIED_RESUME)  # held for the whole run: one trainer per run directory
-        owner.acquire()
-    else:
-        if cfg is None:
-            raise ValueError("give a config or resume_dir")
-        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
-        rd = RunDir(cfg.run_dir or Path("runs") / f"embodied-{cfg.name or cfg.method}-{stamp}")
-        make_suite(cfg)  # a bad task list or split is refused before the run folder exists
-        environment_factory(cfg.environment)  # so is an environment of the text track
-        probe_trackers(cfg.trackers, cfg.tracking)  # so is a tracker whose package is missing
-        owner = RunDirOwner(rd.root, resume=EMBODIED_RESUME)
-        owner.claim()  # a new folder appears with its lock held: no other trainer ever sees it unlocked
-    try:
-        return _run_owned(cfg, rd, owner, resume=resume_dir is not None, stop_after_step=stop_after_step,
-                          progress=progress, artefacts_root=artefacts_root, accept_edited_config=accept_edited_config)
-    finally:
-        owner.release()
-
-
-def _run_owned(cfg: EmbodiedConfig | None, rd: RunDir, owner: RunDirOwner, *, resume: bool,
-               stop_after_step: int | None, progress: bool, artefacts_root: Path | None,
-               accept_edited_config: bool) -> dict[str, Any]:
-    """:func:`run_embodied` with ``owner`` held; a fresh start that fails before its first step removes the
-    folder it made, or what it added to a folder that existed (:meth:`RunDirOwner.undo_start`), and only that."""
-    if resume:
-        why = rd.config_edited()
-        if why and not accept_edited_config:
-            raise RunDirError(why + "; pass --accept-edited-config to use it")
-        cfg = config_from_dict(yaml.safe_load(rd.config.read_text()))
-        probe_trackers(cfg.trackers, cfg.tracking)
-    else:
-        assert cfg is not None
-        if rd.metrics.is_file() or rd.summary.is_file() or rd.checkpoints.is_dir() and any(rd.checkpoints.iterdir()):
-            raise RunDirError(f"{rd.root} already holds a run: resume it with `{EMBODIED_RESUME} {rd.root}` or "
-                              f"choose another run_dir")
-    say = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
-    owner.note_entries()  # what a failed start must not remove: nothing of a folder it did not make
-    try:
-        if not resume:
-            rd.create()
-            write_text_atomic(rd.config, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
-            rd.save_config_hash()
-        art = build_artefacts(cfg, artefacts_root, log=say)
-        tr = EmbodiedTrainer(cfg, rd, art)
-    except BaseException:
-        if not resume:
-            owner.undo_start()  # the folder this call made, or what it added to one that existed
-        raise
-    record_training_start(rd.root, resume)
-    if resume:
-        good, notes = rd.resume_candidates()
-        for n in notes:
-            rd.log_line(f"{_now()} resume: passed over {n}")
-        if good:
-            load_newest(tr, good, notes)  # one that fails to load is passed over for the one before
-        else:
-            rd.truncate_logs(0, {w: 0 for w in rd.JSONL})
-    tr.trackers = open_trackers(cfg.trackers, cfg.tracking, rd.root, config=config_to_dict(cfg), start_step=tr.step,
-                                on_error=lambda msg: rd.log_line(f"{_now()} WARNING {msg}"))
-    status = "failed"
-    try:
-        summary = _train(tr, cfg, rd, say, stop_after_step)
-        status = "stopped" if "stopped_at" in summary else "finished"
-    except KeyboardInterrupt:
-        status = "stopped"
-        raise
-    finally:
-        tr.trackers.close(status)
-    return summary
-
-
-def _train(tr: EmbodiedTrainer, cfg: EmbodiedConfig, rd: RunDir, say: Any,
-           stop_after_step: int | None) -> dict[str, Any]:
-    """The run loop of :func:`run_embodied` from the trainer's current step: the step-0 evaluation, the steps,
-    the final evaluation and the summary (``{"stopped_at": step, ...}`` when stopped at ``stop_after_step``)."""
-    steps = 0 if tr.sft else cfg.optim.steps
-    if tr.step == 0 and (cfg.eval.at_start or tr.sft) and not evaluated_at(rd, 0):
-        say(f"[{cfg.method} seed {cfg.seed}] evaluating the SFT policy")
-        tr.evaluate()
-        if tr.sft:
-            tr.save_checkpoint()
-
-    def on_step(rec: dict[str, Any]) -> None:
-        say(f"[{cfg.method} seed {cfg.seed}] step {tr.step}/{steps} success(anchors) "
-            f"{_fmt(rec['success_anchor_mean'])} r_wm {_fmt(rec['reward_wm_mean'])} alpha {_fmt(rec.get('alpha'))} "
-            f"{rec['step_wall_s']:.1f}s")
-
-    run_steps(tr, Schedule(total_steps=steps, eval_every=cfg.eval.every_k, checkpoint_every=cfg.checkpoint_every,
-                           stop_after_step=stop_after_step), on_step=on_step)
-    if steps and tr.step == steps and not evaluated_at(rd, tr.step):
-        tr.evaluate()
-    if stop_after_step is not None and tr.step >= stop_after_step:
-        return {"stopped_at": tr.step, "run_dir": str(rd.root)}
-    return _summarise(tr, steps)
-
-
-def _summarise(tr: EmbodiedTrainer, steps: int) -> dict[str, Any]:
-    ev = read_jsonl(tr.rd.eval)
-    first = {r["split"]: r for r in ev if r["step"] == 0}
-    final = {r["split"]: r for r in ev if r["step"] == tr.step}
-    tot = tr.ledger.totals()
-    art = json.loads((tr.art / "report.json").read_text())
-    summ = {
-        "method": tr.cfg.method, "seed": tr.cfg.seed, "steps": tr.step, "run_dir": str(tr.rd.root),
-        "final": {k: v["success_rate"] for k, v in final.items()},
-        "final_se": {k: v["se"] for k, v in final.items()},
-        "initial": {k: v["success_rate"] for k, v in first.items()},
-        "train_compute_cpu_s": tot["train_compute_cpu_s"], "eval_compute_cpu_s": tot["eval_compute_cpu_s"],
-        "wall_s": tot["wall_s"], "success_labels": tr.ledger.executions["anchor"].count,
-        "env_steps": tr.pool.env_steps, "artefacts": str(tr.art), "artefacts_cpu_s": art["cpu_s"],
-        "artefacts_success_labels": art["warmup_rollouts"], "finished": _now(),
-    }
-    write_json_atomic(tr.rd.summary, summ)
-    write_json_atomic(tr.rd.ledger, tr.ledger.to_json())
-    tr.trackers.log_summary(tr.step, summ)
-    return summ
+        check_resumable(rd, accept_edited_config)  # a clear refusal before the config is read
+        cfg = load_config(rd.config)
+        cfg.run_dir = str(rd.root)
+    elif cfg is None:
+        raise ConfigError("give a config or resume_dir")
+    track = EmbodiedTrack(progress=progress, artefacts_root=artefacts_root)
+    return run_track(track, RunRequest(cfg, resume=resume_dir is not None, accept_edited_config=accept_edited_config,
+                                       stop_after_step=stop_after_step))

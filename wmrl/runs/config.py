@@ -22,12 +22,15 @@ import math
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Optional, TypeGuard, TypeVar, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Optional, Protocol, TypeGuard, TypeVar, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
+
+from wmrl.runs.rundir import write_text_atomic
+
 
 class ConfigError(ValueError):
     """A config key or value is not valid; the message names it and says what is allowed."""
@@ -362,17 +365,23 @@ def read_config_file(path: str | Path | None) -> dict[str, Any]:
     return data
 
 
-def dump_config(cfg: BaseModel) -> str:
+class Dumpable(Protocol):
+    """A config that :func:`dump_config` writes: a :class:`ConfigSection` (any pydantic model)."""
+
+    def model_dump(self) -> dict[str, Any]:
+        """The config as nested dicts, fields in declaration order."""
+        ...
+
+
+def dump_config(cfg: Dumpable) -> str:
     """The resolved config as YAML text (every field, sections in declaration order)."""
     return yaml.safe_dump(cfg.model_dump(), sort_keys=False, default_flow_style=False)
 
 
-def save_config(cfg: BaseModel, path: str | Path) -> None:
-    """Write the resolved config as YAML (atomically: temp file + rename)."""
-    p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(dump_config(cfg))
-    tmp.replace(p)
+def save_config(cfg: Dumpable, path: str | Path) -> None:
+    """Write the resolved config as YAML atomically (:func:`wmrl.runs.rundir.write_text_atomic`: temp file, fsync,
+    rename), as every trainer saves its run's ``config.yaml``."""
+    write_text_atomic(Path(path), dump_config(cfg))
 
 
 def _set_path(root: type[BaseModel], data: dict[str, Any], dotted: str, raw: str) -> None:

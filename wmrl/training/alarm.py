@@ -25,16 +25,16 @@ from collections.abc import Callable
 import numpy as np
 
 from wmrl.core.alarm import ExploitationMonitor, raised_anchor_fraction
-from wmrl.training.components import RunDirError
+from wmrl.runs.lifecycle import RunStopped
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ExploitationStop", "ExploitationWatch"]
 
 
-class ExploitationStop(RunDirError):
+class ExploitationStop(RunStopped):
     """The exploitation alarm fired under ``wmrl.exploit_alarm: stop``; the run's last checkpoint is the
-    alarm's step, and ``wmrl train --resume RUN_DIR`` continues from it."""
+    alarm's step, and ``wmrl train --resume RUN_DIR`` continues from it (a :class:`~wmrl.runs.rundir.RunDirError`)."""
 
 
 class ExploitationWatch:

@@ -83,10 +83,24 @@ class RunSummary:
     initial_eval: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``summary.json`` document: the attributes, ``run_dir`` as text, and ``ledger_totals``."""
         d = asdict(self)
         d["run_dir"] = str(self.run_dir)
         d["ledger_totals"] = self.ledger.get("totals", {})
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSummary:
+        """The summary of a :meth:`to_dict` document (a ``summary.json``; keys it lacks take their defaults).
+
+        Raises:
+            KeyError: ``run_dir``, ``method``, ``status``, ``steps``, ``wall_s`` or ``ledger`` is missing.
+        """
+        return cls(run_dir=Path(d["run_dir"]), method=d["method"], status=d["status"], steps=d["steps"],
+                   wall_s=d["wall_s"], ledger=d["ledger"], final_eval=d.get("final_eval", {}),
+                   last_metrics=d.get("last_metrics", {}), anchor_fraction=d.get("anchor_fraction"),
+                   reward_true_mean_last=d.get("reward_true_mean_last"), started_at=d.get("started_at", ""),
+                   finished_at=d.get("finished_at", ""), initial_eval=d.get("initial_eval", {}))
 
 
 def eval_sampling_seed(seed: int, step: int, split: str, has_heldout: bool) -> int:

@@ -24,7 +24,8 @@ The trainer talks to its parts only through :class:`Components` (task source, sc
 world model, executor), built by :func:`wmrl.training.parts.build_components` from the config, or
 injected by tests.
 
-The run's lifecycle (start, resume, the loop, the summary) is :mod:`wmrl.training.run`; the GRPO update is
+The run's lifecycle (start, resume, the loop, the summary) is the run kit's :mod:`wmrl.runs.lifecycle`, with the
+text track's part in :mod:`wmrl.training.run`; the GRPO update is
 :mod:`wmrl.training.update` and the run loop :mod:`wmrl.runs.loop`; the method (calibration, advantages, fusion
 weights) is the registered recipe of
 :mod:`wmrl.core.recipe`, called in stage ``recipe``; what a run prints is :mod:`wmrl.training.console`.
