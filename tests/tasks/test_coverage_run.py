@@ -361,6 +361,36 @@ def test_box_prediction_strings(second_stage, tmp_path):
     assert row.kind == "boxes" and row.loaded and row.graded_exactly, row
 
 
+_POINTS = '''import numpy as np
+
+
+def hits(pred, truth):
+    p, t = str(pred).split(), str(truth).split()
+    if len(p) % 3 or len(t) % 5:
+        raise ValueError("Malformed prediction string")
+    found = 0
+    for i in range(0, len(t), 5):
+        label, x, y, w, h = t[i], *map(float, t[i + 1:i + 5])
+        found += any(p[j] == label and x < float(p[j + 1]) < x + w and y < float(p[j + 2]) < y + h
+                     for j in range(0, len(p), 3))
+    return found / (len(t) // 5)
+
+
+def grade(submission, answers):
+    if not {"image_id", "labels"}.issubset(submission.columns):
+        raise ValueError("Submission must have columns 'image_id' and 'labels'.")
+    s, a = submission.sort_values("image_id"), answers.sort_values("image_id")
+    return float(np.mean([hits(p, t) for p, t in zip(s["labels"], a["labels"])]))
+'''
+
+
+def test_boxes_answered_by_their_centres(second_stage, tmp_path):
+    """kuzushiji-recognition: the answers hold ``label x y width height`` boxes, a submission each one's label
+    and a point inside it (``label x y``)."""
+    (row,) = second_stage.run_coverage(_competition(tmp_path, _POINTS), tmp_path / "out")
+    assert row.kind == "points" and row.loaded and row.graded_exactly, row
+
+
 _WORDSETS = '''from sklearn.metrics import f1_score
 from sklearn.preprocessing import MultiLabelBinarizer
 

@@ -18,7 +18,8 @@ mask), a box coordinate (``x_min``, ``ymax``: 0-50, the maxima 60-100) or a bool
 identity flag). :func:`schema_frames` builds the answers, the gold
 submission (the answers' values under the submission's columns), a constant sample and a perturbed submission.
 The value kinds beyond the first stage's: class probabilities (one-hot answers, rows summing to one), label
-sets of words, and object-detection prediction strings in the usual layouts (:data:`BOX_LAYOUTS`).
+sets of words, object-detection prediction strings in the usual layouts (:data:`BOX_LAYOUTS`), and boxes
+answered by their centres (``points``).
 """
 from __future__ import annotations
 
@@ -41,9 +42,12 @@ IMAGE_SIDE = 12
 #: 3-D boxes (``C X Y Z X Y Z A L``: centre, size, yaw, class).
 BOX_LAYOUTS = {"boxes": "L C X Y X Y", "boxes_nolabel": "C X Y X Y", "boxes_classid": "I C X Y X Y",
                "boxes_3d": "C X Y Z X Y Z A L"}
+#: The answers of the ``points`` kind: boxes as ``label x y width height`` (``W``, ``H``: a size); its
+#: submissions hold each box's label and centre (``label x y``), as a detector of character centres submits.
+POINT_BOXES = "L X Y W H"
 #: Value kinds of one target column, in the order tried (a target's name may move some first: :func:`kinds_for`).
 ONE_TARGET_KINDS = ("binary", "binlabels", "continuous", "labels", "text", "labelsets", "wordsets", "sentences",
-                    "rle", *BOX_LAYOUTS, "order")
+                    "rle", *BOX_LAYOUTS, "order", "points")
 #: Value kinds of several target columns: class probabilities, 0/1 targets scored with probabilities, values.
 SEVERAL_TARGET_KINDS = ("probs", "multibinary", "multitarget")
 #: Id styles, in the order an error about the ids moves through them.
@@ -305,6 +309,8 @@ def _boxes(layout: str, rng: np.random.Generator, n_objects: int, confidence: fl
                 toks.append(f"{confidence if confidence is not None else rng.uniform(0.3, 1.0):.3f}")
             elif t == "A":
                 toks.append(f"{rng.uniform(0, 3):.3f}")
+            elif t in ("W", "H"):
+                toks.append(f"{rng.uniform(10, 40):.2f}")
             elif t in seen:
                 toks.append(f"{seen.pop(t) + rng.uniform(10, 40):.2f}")
             else:
@@ -312,6 +318,13 @@ def _boxes(layout: str, rng: np.random.Generator, n_objects: int, confidence: fl
                 toks.append(f"{seen[t]:.2f}")
         objs.append(" ".join(toks))
     return " ".join(objs)
+
+
+def centres(s: str) -> str:
+    """The ``label x y`` centre of each ``label x y width height`` box of ``s`` (:data:`POINT_BOXES`)."""
+    t = s.split()
+    return " ".join(f"{t[i]} {float(t[i + 1]) + float(t[i + 3]) / 2:.2f} {float(t[i + 2]) + float(t[i + 4]) / 2:.2f}"
+                    for i in range(0, len(t), 5))
 
 
 def _jitter_boxes(s: str, rng: np.random.Generator) -> str:
@@ -330,8 +343,9 @@ def _jitter_boxes(s: str, rng: np.random.Generator) -> str:
 def one_target_values(kind: str, rng: np.random.Generator, n: int = N_ROWS) -> tuple[pd.Series, object, pd.Series]:
     """``(answers, sample value, perturbed submission)`` of ``n`` rows of one target of ``kind``
     (:data:`ONE_TARGET_KINDS`; ``rows`` as ``continuous``; the sample value None for an ordering: the sample is
-    each row's tokens reversed). Texts, label sets and masks are perturbed by swapping 30 % of the rows, class
-    labels by redrawing 25 %, prediction strings by moving every box by at most 1 and swapping 30 %."""
+    each row's tokens reversed; for ``points`` the answers are boxes and the submissions their centres,
+    :func:`centres`). Texts, label sets and masks are perturbed by swapping 30 % of the rows, class labels by
+    redrawing 25 %, prediction strings and centres by moving every number by at most 1 and swapping 30 %."""
     if kind == "binary":
         y = pd.Series(np.r_[np.zeros(n // 2, int), np.ones(n - n // 2, int)][rng.permutation(n)])
         return y, 0.5, (y * 0.6 + 0.2 + rng.uniform(-0.15, 0.15, n)).clip(0.01, 0.99).round(4)
@@ -370,6 +384,12 @@ def one_target_values(kind: str, rng: np.random.Generator, n: int = N_ROWS) -> t
     elif kind in BOX_LAYOUTS:
         y = pd.Series([_boxes(BOX_LAYOUTS[kind], rng, int(rng.integers(1, 3)), confidence=1.0) for _ in range(n)])
         sample = _boxes(BOX_LAYOUTS[kind], rng, 1, confidence=0.5)
+    elif kind == "points":
+        y = pd.Series([_boxes(POINT_BOXES, rng, int(rng.integers(1, 3))) for _ in range(n)])
+        p = y.map(centres).map(lambda s: _jitter_boxes(s, rng))
+        flip = rng.random(n) < 0.3
+        p[flip] = p.sample(frac=1.0, random_state=int(rng.integers(1 << 31))).to_numpy()[flip]
+        return y, f"{_WORDS[0]} 1 1", p
     else:
         raise ValueError(f"unknown synthetic value kind {kind!r}; use one of {ONE_TARGET_KINDS}")
     p = y.map(lambda s: _jitter_boxes(s, rng)) if kind in BOX_LAYOUTS else y.copy()
@@ -418,7 +438,8 @@ def schema_frames(schema: Schema, kind: str, classes: list[str], rng: np.random.
         s = (sv if isinstance(sv, pd.Series) else pd.Series([sv] * n)).rename(t).to_frame()
     y, s, p = (d.reset_index(drop=True) for d in (y, s, p))
     extra = pd.DataFrame({c: rng.uniform(1.0, 100.0, n).round(3) for c in schema.submission_only})
-    gold, sample, pert = (pd.concat([ids, d, extra], axis=1) for d in (y, s, p))
+    g = y.map(centres) if kind == "points" else y
+    gold, sample, pert = (pd.concat([ids, d, extra], axis=1) for d in (g, s, p))
     ans_cols = {c: (np.full(n, IMAGE_SIDE) if _SIZE.search(c) else
                     rng.uniform(60, 100, n).round(2) if _COORD.search(c) and "max" in c.lower() else
                     rng.uniform(0, 50, n).round(2) if _COORD.search(c) else rng.permutation(np.arange(n) % 2 == 0))
