@@ -484,6 +484,17 @@ def test_the_refusal_keeps_the_most_telling_error(second_stage, tmp_path):
     assert second_stage.error_columns("failed: AttributeError: 'DataFrame' object has no attribute 'applymap'") == []
 
 
+def test_code_calling_a_removed_library_api_is_refused_naming_it(second_stage, tmp_path):
+    """tgs-salt-identification-challenge calls ``DataFrame.applymap``, which pandas 3 removed (here
+    ``DataFrame.append``, removed in pandas 2): whatever the format, the refusal names the API and the versions."""
+    grade = ("def grade(submission, answers):\n"
+             "    both = submission.append(answers)\n"
+             "    return float(len(both))\n")
+    (row,) = second_stage.run_coverage(_competition(tmp_path, grade), tmp_path / "out")
+    assert not row.loaded and "API removed from the installed libraries" in row.reason, row
+    assert "'append'" in row.reason and "pandas " in row.reason and "\n" not in row.reason, row
+
+
 def test_code_roles_read_each_side_and_scope_loop_variables(tmp_path):
     """vinbigdata-chest-xray-abnormalities-detection reuses one loop variable over the answers' and the
     submission's column lists: each loop's names go to its own side."""

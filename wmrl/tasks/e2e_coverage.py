@@ -42,6 +42,7 @@ import os
 import re
 import shutil
 from dataclasses import asdict, dataclass, replace
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -333,23 +334,35 @@ def error_columns(line: str) -> list[str]:
             and " " not in n and not _SYNTHETIC_VALUE.match(n)]
 
 
+#: Errors of an API the installed pandas, NumPy or scikit-learn removed (``DataFrame.applymap``, ``np.float``,
+#: ``int()`` of a one-element array, ``squared=False``): the code cannot run here, whatever the format.
+REMOVED_API = re.compile(r"'(DataFrame|Series)' object has no attribute '(applymap|append|iteritems|lookup|mad|ix|"
+                         r"as_matrix|get_value|set_value|swapaxes)'|module 'numpy' has no attribute|"
+                         r"only 0-dimensional arrays can be converted|unexpected keyword argument 'squared'")
+
+
 class Nearest:
-    """The most telling failure of a format search, for the refusal: a format the code scored but not finitely,
-    then an error about values (every column it names was in the frame it scored) over one about a missing
-    column, then the frame holding more of the columns the code names (``known``), then the later one. ``see``
-    takes each failure; ``why`` is the row's one line."""
+    """The most telling failure of a format search, for the refusal: an error of a removed library API
+    (:data:`REMOVED_API`), then a format the code scored but not finitely, then an error about values (every
+    column it names was in the frame it scored) over one about a missing column, then the frame holding more of
+    the columns the code names (``known``), then the later one. ``see`` takes each failure; ``why`` is the row's
+    one line."""
 
     def __init__(self, known: set[str]) -> None:
-        self.known, self.rank, self.line = known, (False, False, -1), ""
+        self.known, self.rank, self.line = known, (False, False, False, -1), ""
 
     def see(self, kind: str, columns: set[str], line: str, scored: bool = False) -> None:
         """Weigh the failure ``line`` of ``kind``'s frame with ``columns`` (``scored``: the code scored it)."""
-        rank = (scored, scored or all(n in columns for n in error_columns(line)), len(self.known & columns))
+        rank = (bool(REMOVED_API.search(line)), scored, scored or all(n in columns for n in error_columns(line)),
+                len(self.known & columns))
         if rank >= self.rank:
             self.rank, self.line = rank, f"{kind}: {line[:300]}"
 
     def why(self) -> str:
         """The refusal's one line."""
+        if self.rank[0]:
+            return (f"its grading code calls an API removed from the installed libraries (pandas {pd.__version__}, "
+                    f"NumPy {np.__version__}, scikit-learn {version('scikit-learn')}): {self.line}")
         return (f"its grading code scores none of the synthetic formats (nearest: {self.line})" if self.line else
                 "no synthetic answer kind was scored by the benchmark's code")
 
