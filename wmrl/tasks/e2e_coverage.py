@@ -17,8 +17,8 @@ MLE-bench's ``mlebench/competitions/``, MLE-Dojo's ``mledojo/competitions/``, DS
    judge of the format, as the real data is not at hand; where none is scored, a second stage
    (:func:`_schema_search`) builds the columns the code reads from each side (an answers-only image size or
    flag, a submission-only column, a target the answers name otherwise, ids joining a group and a class) with
-   class probabilities, word label sets and object-detection prediction strings besides, scoring a gold
-   submission (the answers' values under the submission's columns); a refusal keeps the most telling failure
+   class probabilities, word label sets, object-detection prediction strings and box centres besides, scoring
+   a gold submission (the answers' values under the submission's columns); a refusal keeps the most telling failure
    (:class:`Nearest`), and answers that are not a table are refused as the loader refuses them;
 3. writes the folder where the benchmark's prepare step leaves it (public ``train.csv``, ``test.csv`` and a
    constant ``sample_submission.csv``; the answers in the private place; DSBench's baseline and GT results as the
