@@ -241,3 +241,31 @@ def test_several_targets_mledojo(tmp_path):
     task = load_task(data.parent, search=[tmp_path / "mle-dojo"])
     assert task.outputs == tuple(cols) and task.lower_is_better
     _check(task, data / "public" / "sample_submission.csv")
+
+
+_MLB_GRADE_MASKED = '''import numpy as np
+
+
+def grade(submission, answers):
+    targets = ["reactivity", "deg_Mg_pH10"]
+    s = submission.sort_values("id_seqpos").reset_index(drop=True)
+    a = answers.sort_values("id_seqpos").reset_index(drop=True)
+    keep = a["keep"].astype(bool)
+    return float(np.mean([np.sqrt(np.mean((s.loc[keep, t] - a.loc[keep, t]) ** 2)) for t in targets]))
+'''
+
+
+def test_value_columns_beside_an_answers_only_mask_mlebench(tmp_path):
+    """stanford-covid-vaccine: the submission holds the answers' targets and two columns the answers lack; the
+    answers' one other column is a row mask, not the labels of one probability column per class."""
+    rng = np.random.default_rng(4)
+    ids = [f"s{i}_{j}" for i in range(10) for j in range(4)]
+    targets = {"reactivity": rng.uniform(0, 2, 40).round(3), "deg_Mg_pH10": rng.uniform(0, 2, 40).round(3)}
+    ans = pd.DataFrame({"id_seqpos": ids, **targets, "keep": rng.permutation(np.arange(40) % 2 == 0)})
+    sample = pd.DataFrame({"id_seqpos": ids, "reactivity": 1.0, "deg_Mg_pH10": 1.0, "deg_pH10": 1.0,
+                           "deg_50C": 1.0})
+    public = {"train.csv": ans.assign(id_seqpos=[f"r{i}" for i in range(40)]),
+              "test.csv": pd.DataFrame({"id_seqpos": ids}), "sample_submission.csv": sample}
+    folder, checkout = _mlebench(tmp_path, "masked-targets", _MLB_GRADE_MASKED, public, ans, [0.1, 0.5, 1.0])
+    task = load_task(folder, search=[checkout])
+    _check(task, folder / "prepared" / "public" / "sample_submission.csv")

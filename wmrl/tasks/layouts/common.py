@@ -337,9 +337,10 @@ TEXT_UNIQUE_SHARE = 0.5
 def table_frame(cols: list[str], answers_cols: list[str], sample: Path, answers_path: Path) -> str:
     """Why a submission with the columns ``cols`` (the sample submission's header) is not one id column and one
     target that wmrl's metrics can read, or ``""`` when it is: several rows per id in the sample submission;
-    several value columns that are neither one probability column per class nor one-hot answers (several
-    targets); a column the answers do not hold (named unlike the answers'); a text target with more distinct
-    values than :data:`TEXT_UNIQUE_SHARE` of its rows, at least 20 (free text, encoded masks, label lists)."""
+    several value columns that are neither one probability column per class (the answers' one other column
+    holding their names) nor one-hot answers (several targets); a column the answers do not hold (named unlike
+    the answers'); a text target with more distinct values than :data:`TEXT_UNIQUE_SHARE` of its rows, at least
+    20 (free text, encoded masks, label lists)."""
     ids = pd.read_csv(sample, usecols=[cols[0]], dtype=str)[cols[0]]
     if ids.duplicated().any():
         return f"its sample submission holds several rows per {cols[0]!r}"
@@ -351,7 +352,11 @@ def table_frame(cols: list[str], answers_cols: list[str], sample: Path, answers_
     if len(values) > 1:
         if not all(c in answers_cols for c in values):
             rest = [c for c in answers_cols if c != cols[0] and c not in values]
-            return "" if len(rest) == 1 else f"its {len(values)} value columns are not in the answers"
+            if len(rest) == 1:  # one probability column per class, the answers' labels in their one other column
+                labels = pd.read_csv(answers_path, usecols=rest, dtype=str)[rest[0]].dropna()
+                if set(labels) <= set(values):
+                    return ""
+            return f"its {len(values)} value columns are not in the answers"
         block = pd.read_csv(answers_path, usecols=values)
         numeric = block.apply(pd.to_numeric, errors="coerce")
         one_hot = not numeric.isna().any().any() and bool(((numeric >= 0) & (numeric <= 1)).all().all()) and \

@@ -52,6 +52,17 @@ def mlebench_default_data_dir() -> Path:
     return Path(cache).expanduser() / "mle-bench" / "data"
 
 
+def answers_problem(task_id: str, config: dict[str, Any]) -> str:
+    """Why the answers ``config.yaml`` names (``dataset.answers``) cannot be graded against, or ``""``: a file
+    that is not CSV (``test.jsonl``: MLE-bench's ``load_answers`` hands ``grade`` its parsed records, not a
+    table)."""
+    name = Path(str((config.get("dataset") or {}).get("answers", "test.csv"))).name
+    if Path(name).suffix.lower() == ".csv":
+        return ""
+    return (f"task {task_id!r}: its answers are {name} (config.yaml dataset.answers), which MLE-bench's grade.py "
+            "takes as parsed records, not a table; wmrl grades against CSV answers only; refused")
+
+
 def load(root: Path, search: Sequence[Path] = ()) -> Task:
     """A prepared MLE-bench competition: data in ``<data-dir>/<id>/prepared/{public,private}``, metadata
     (``config.yaml``, ``description.md``, ``leaderboard.csv``, ``grade.py``) in the folder itself or in the
@@ -69,6 +80,9 @@ def load(root: Path, search: Sequence[Path] = ()) -> Task:
         if config.get(section) is not None and not isinstance(config[section], dict):
             raise TaskFormatError(f"task {root.name!r}: field '{section}' of {meta_dir / 'config.yaml'} must be a "
                                   f"mapping (MLE-bench's {section}: name, ...), not {config[section]!r}")
+    problem = answers_problem(str(config.get("id", root.name)), config)
+    if problem:
+        raise TaskFormatError(problem)
     hints_path = hints_file("mlebench", root)
     hints = read_yaml(hints_path) if hints_path.is_file() else {}
     public_dir = root / "prepared" / "public"
