@@ -27,6 +27,7 @@ def test_one_changed_value_in_a_results_file_makes_the_check_fail(tmp_path):
     (tmp_path / "docs").mkdir()
     shutil.copytree(ROOT / "studies" / "benchmark", tmp_path / "studies" / "benchmark",
                     ignore=shutil.ignore_patterns("seed*", "corpus", "*.png", "*.html"))
+    shutil.copytree(ROOT / "studies" / "quickstart", tmp_path / "studies" / "quickstart")  # the README's main job
     assert rd.stale_pages(tmp_path) == []
     results = tmp_path / "studies" / "benchmark" / "results.csv"
     df = pd.read_csv(results)
