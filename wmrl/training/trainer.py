@@ -1,5 +1,8 @@
 """The text track's training loop on the step engine: a short linear pipeline of timed stages.
 
+This file is over 500 lines because it holds each stage's method beside the checkpoint state and the per-step
+logging that read the same batch; the step's algorithms are the engine's and the recipes'.
+
 One step ``t`` (M groups of G trajectories; docs/architecture.md, "One step", says what each stage does)::
 
     generate -> route -> execute || wm_predict -> recipe -> update -> wm_refresh -> log   (-> eval, checkpoint)
