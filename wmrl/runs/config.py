@@ -17,15 +17,16 @@ Usage (``MyConfig`` a :class:`ConfigSection` with nested sections)::
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Optional, Protocol, TypeGuard, TypeVar, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Protocol, TypeGuard, TypeVar, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
@@ -159,9 +160,9 @@ def id_list(v: Any) -> Any:
 
 Int = Annotated[int, BeforeValidator(_integer)]
 Float = Annotated[float, BeforeValidator(_not_bool)]
-OptStr = Annotated[Optional[str], BeforeValidator(_nullable)]
-OptFloat = Annotated[Optional[Float], BeforeValidator(_nullable)]
-OptIds = Annotated[Optional[list[str]], BeforeValidator(id_list)]
+OptStr = Annotated[str | None, BeforeValidator(_nullable)]
+OptFloat = Annotated[Float | None, BeforeValidator(_nullable)]
+OptIds = Annotated[list[str] | None, BeforeValidator(id_list)]
 
 
 #: A list of plugin modules (:func:`wmrl.runs.plugins.import_plugins` imports them).
@@ -173,11 +174,26 @@ class ConfigSection(BaseModel):
     kept as text. Built or assigned in Python, a bad value raises pydantic's ``ValidationError``; loaded
     (:func:`model_from_dict`) a :class:`ConfigError`.
 
-    A root model may set ``removed_keys`` (``{"section.key": "what replaces it"}``): an unknown key of that
-    name is answered with the replacement instead of a did-you-mean."""
+    A section given with no keys (``model:`` alone in YAML is null) takes its defaults.
+
+    The migrations of old configs live on a root model, and nowhere else: ``removed_keys`` (``{"section.key":
+    "what replaces it"}``): an unknown key of that name is answered with the replacement instead of a did-you-mean;
+    ``renamed_keys`` (``{"old.dotted.key": "new.dotted.key"}``): a key given under its old name, in a file or in
+    ``--set``, is read as the new one (:func:`migrate_keys`), so a config saved before the rename loads to the same
+    values."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, coerce_numbers_to_str=True)
     removed_keys: ClassVar[dict[str, str]] = {}
+    renamed_keys: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, data: Any) -> Any:
+        """A section given as null takes its defaults."""
+        if isinstance(data, dict):
+            return {k: {} if v is None and _is_section(getattr(cls.model_fields.get(k), "annotation", None)) else v
+                    for k, v in data.items()}
+        return data
 
 
 #: The old name of :class:`ConfigSection`.
@@ -243,7 +259,8 @@ def _allowed(f: FieldInfo) -> str:
 
 _EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 _RANGE_ERRORS = {"greater_than": ("is not above the minimum", "gt"),
-                 "greater_than_equal": ("is below the minimum", "ge"), "less_than_equal": ("is above the maximum", "le"),
+                 "greater_than_equal": ("is below the minimum", "ge"),
+                 "less_than_equal": ("is above the maximum", "le"),
                  "less_than": ("is not below the maximum", "lt")}
 
 
@@ -318,14 +335,56 @@ def require_finite(obj: BaseModel, prefix: str = "") -> None:
     _require_finite(obj, prefix)
 
 
-def model_from_dict(root: type[M], data: dict[str, Any] | None) -> M:
-    """Build and validate a ``root`` config from nested dicts (parsed YAML), every number finite.
+def _node(data: Any, parts: list[str]) -> Any:
+    """``data[parts[0]][parts[1]]...`` of nested dicts, or None where a part is missing or not a mapping."""
+    for p in parts:
+        data = data.get(p) if isinstance(data, dict) else None
+    return data
+
+
+def renamed(root: type[BaseModel], key: str) -> str:
+    """The current name of the dotted ``key`` (its new name when ``root`` renamed it, else ``key``)."""
+    names: dict[str, str] = getattr(root, "renamed_keys", {})
+    return names.get(key, key)
+
+
+def migrate_keys(root: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """Move every value given under an old name of ``root``'s ``renamed_keys`` to its new place in the nested dict
+    ``data`` (in place; also returned), so a config saved before the rename reads as it did.
 
     Raises:
-        ConfigError: unknown key, wrong type, out-of-range or disallowed value (the message names the key).
+        ConfigError: a key given under both its old and its new name.
+    """
+    for old, new in getattr(root, "renamed_keys", {}).items():
+        *parents, leaf = old.split(".")
+        src = _node(data, parents)
+        if not isinstance(src, dict) or leaf not in src:
+            continue
+        *new_parents, new_leaf = new.split(".")
+        dst = data
+        for p in new_parents:
+            if dst.get(p) is None:
+                dst[p] = {}
+            if not isinstance(dst[p], dict):
+                break  # not a mapping: the validation names the key
+            dst = dst[p]
+        else:
+            if new_leaf in dst:
+                raise ConfigError(f"{old} is the old name of {new} and both are given; keep {new}")
+            dst[new_leaf] = src.pop(leaf)
+    return data
+
+
+def model_from_dict(root: type[M], data: dict[str, Any] | None) -> M:
+    """Build and validate a ``root`` config from nested dicts (parsed YAML; not changed), every number finite; keys
+    given under an old name are read as their new one (:func:`migrate_keys`).
+
+    Raises:
+        ConfigError: unknown key, wrong type, out-of-range or disallowed value (the message names the key); a key
+            given under its old and its new name.
     """
     try:
-        cfg = root.model_validate(dict(data or {}))
+        cfg = root.model_validate(migrate_keys(root, copy.deepcopy(dict(data or {}))))
     except ValidationError as e:
         raise ConfigError(_errors_text(e, root)) from None
     _require_finite(cfg)
@@ -422,11 +481,15 @@ def _set_path(root: type[BaseModel], data: dict[str, Any], dotted: str, raw: str
 
 
 def apply_overrides(root: type[BaseModel], data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
-    """Apply ``key.sub=value`` strings to nested dict ``data`` of a ``root`` config (in place; also returned).
+    """Apply ``key.sub=value`` strings to nested dict ``data`` of a ``root`` config (in place; also returned). The keys
+    of ``data`` and of the overrides given under an old name are read as their new one (:func:`migrate_keys`), so an
+    override of the new name replaces a value ``data`` holds under the old.
 
     Raises:
-        ConfigError: an override without ``=`` or naming an unknown key.
+        ConfigError: an override without ``=`` or naming an unknown key; a key of ``data`` given under its old and
+            its new name.
     """
+    migrate_keys(root, data)
     for ov in overrides or []:
         if "=" not in ov:
             raise ConfigError(f"--set expects key=value (e.g. optim.steps=3), got {ov!r}")
@@ -434,7 +497,7 @@ def apply_overrides(root: type[BaseModel], data: dict[str, Any], overrides: list
         k = k.strip()
         if not k:
             raise ConfigError(f"--set expects key=value, got {ov!r}")
-        _set_path(root, data, k, v)
+        _set_path(root, data, renamed(root, k), v)
     return data
 
 
