@@ -45,7 +45,8 @@ def _config_highlights(cfg: dict[str, Any]) -> str:
         ("steps", ("steps",)),
         ("tasks/step", ("rollout", "tasks_per_step")),
         ("group size", ("rollout", "group_size")),
-        ("anchor fraction", ("wmrl", "anchor_fraction")),
+        ("anchor fraction", ("wmrl", "routing", "anchor_fraction")),
+        ("anchor fraction", ("wmrl", "anchor_fraction")),  # a run saved before the section had sub-sections
         ("fusion", ("wmrl", "fusion")),
         ("debias", ("wmrl", "debias")),
         ("denoise", ("wmrl", "denoise")),

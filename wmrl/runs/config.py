@@ -207,6 +207,21 @@ def _removed_hint(root: type[BaseModel], where: str) -> str:
     return f" ({where} was removed: {removed[where]})" if where in removed else ""
 
 
+def _unknown_key_hint(root: type[BaseModel], section: str, name: str, names: list[str]) -> str:
+    """What to say of the unknown key ``name`` of ``section`` (dotted, '' for the root) whose keys are ``names``: that
+    it was removed and what replaces it, else the closest key, among ``names`` and the old names of keys ``root``
+    renamed (then its new dotted name: a typo of an old name); '' when nothing is close."""
+    where = f"{section}.{name}" if section else name
+    removed = _removed_hint(root, where)
+    if removed:
+        return removed
+    prefix = f"{section}." if section else ""
+    old = {k[len(prefix):]: new for k, new in getattr(root, "renamed_keys", {}).items()
+           if k.startswith(prefix) and "." not in k[len(prefix):]}
+    close = difflib.get_close_matches(name, [*names, *old], n=1)
+    return f" Did you mean {old.get(close[0], close[0])!r}?" if close else ""
+
+
 # --------------------------------------------------------------------------------------------------
 # pydantic's errors as messages that name the key path, the value and what is allowed
 
@@ -287,9 +302,7 @@ def _error_text(err: Any, root: type[BaseModel]) -> str:
     if kind in ("extra_forbidden", "invalid_key"):
         section, names = _key(loc[:-1]), list((owner or root).model_fields)
         name = value if kind == "invalid_key" else loc[-1]
-        close = difflib.get_close_matches(str(name), names, n=1)
-        removed = _removed_hint(root, f"{section}.{name}" if section else str(name))
-        hint = removed or (f" Did you mean {close[0]!r}?" if close else "")
+        hint = _unknown_key_hint(root, section, str(name), names)
         return (f"unknown config key {(f'{section}.{name}' if section else name)!r}.{hint} Allowed keys"
                 f"{' in ' + section if section else ''}: {', '.join(names)}")
     base, nullable = _strip(field.annotation if field else root)
@@ -308,7 +321,8 @@ def _error_text(err: Any, root: type[BaseModel]) -> str:
         return f"{key}: {v!r} {words} {err['ctx'][bound]}; expected {_allowed(field)}"
     expected = ("a mapping of keys" if _is_section(base) else f"a list ({_type_name(base)})"
                 if get_origin(base) is list else _EXPECTED.get(base, _type_name(base)))
-    return f"{key or 'config'}: expected {expected}{' or null' if nullable else ''}, got {value!r}"
+    return (f"{key or 'config'}: expected {expected}{' or null' if nullable else ''}, got {value!r}"
+            f"{_removed_hint(root, key)}")
 
 
 def _errors_text(e: ValidationError, root: type[BaseModel]) -> str:
@@ -452,8 +466,7 @@ def _set_path(root: type[BaseModel], data: dict[str, Any], dotted: str, raw: str
         names = list(cls.model_fields)
         where = ".".join(parts[: i + 1])
         if part not in names:
-            close = difflib.get_close_matches(part, names, n=1)
-            hint = _removed_hint(root, where) or (f" Did you mean {close[0]!r}?" if close else "")
+            hint = _unknown_key_hint(root, ".".join(parts[:i]), part, names)
             raise ConfigError(f"--set: unknown config key {where!r}.{hint} Allowed: {', '.join(names)}")
         tp = cls.model_fields[part].annotation
         if i < len(parts) - 1:
@@ -466,7 +479,7 @@ def _set_path(root: type[BaseModel], data: dict[str, Any], dotted: str, raw: str
             continue
         if _is_section(tp):
             raise ConfigError(f"--set: {dotted!r} is a section; set one of its keys, e.g. "
-                              f"{dotted}.{next(iter(tp.model_fields))}=...")
+                              f"{dotted}.{next(iter(tp.model_fields))}=...{_removed_hint(root, dotted)}")
         # YAML parsing gives numbers, booleans, null and lists; the models' types do the rest.
         # String fields keep the raw text (so "model.name=1e3" stays "1e3"), except null.
         try:
