@@ -155,8 +155,8 @@ def test_a_resumed_run_keeps_its_steps_without_anchors(tmp_path, saved_before_th
     cfg, rd = _stopped_run(tmp_path, steps=5, k=3, stop=2)
     if saved_before_the_key:  # the run as an older wmrl saved it
         text = rd.config.read_text()
-        assert text.count("  steps_without_anchors: skip\n") == 1
-        rd.config.write_text(text.replace("  steps_without_anchors: skip\n", ""))
+        assert text.count("\n    steps_without_anchors: skip\n") == 1
+        rd.config.write_text(text.replace("\n    steps_without_anchors: skip\n", "\n"))
         rd.save_config_hash()
         with pytest.raises(ConfigError, match="steps_without_anchors"):  # its past updated: a frozen key
             resume_training(cfg.run_dir, overrides=["wmrl.asynchronous.steps_without_anchors=skip"],

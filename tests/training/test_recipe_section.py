@@ -15,6 +15,7 @@ from wmrl.bench import presets as bench
 from wmrl.bench.plan import PlannedRun, check_existing
 from wmrl.core.recipe import RecipeSettings
 from wmrl.embodied import config as emb
+from wmrl.runs.config import dotted_value
 from wmrl.step.config import RENAMED_KEYS, RecipeConfig
 from wmrl.step.engine import StepEngine
 from wmrl.training.config import ConfigError, config_from_dict, config_to_dict, load_config, save_config
@@ -30,12 +31,6 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     for k, v in d.items():
         out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
     return out
-
-
-def _dotted(obj: Any, key: str) -> Any:
-    for part in key.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def test_committed_runs_are_saved_with_the_old_keys():
@@ -103,7 +98,7 @@ def test_a_bench_folder_saved_with_the_old_keys_matches_its_plan(tmp_path):
     cfg = bench.method_config(preset, "wmrl", seed=0, run_dir=run_dir)
     run_dir.mkdir(parents=True)
     flat = config_to_dict(cfg)
-    flat["wmrl"] = {old.removeprefix("wmrl."): _dotted(cfg, new) for old, new in RENAMED_KEYS.items()}
+    flat["wmrl"] = {old.removeprefix("wmrl."): dotted_value(cfg, new) for old, new in RENAMED_KEYS.items()}
     (run_dir / "config.yaml").write_text(yaml.safe_dump(flat))
     check_existing(PlannedRun(method="wmrl", seed=0, run_dir=run_dir, config=cfg))
 

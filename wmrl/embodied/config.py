@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from wmrl.core.recipe import recipe_names
-from wmrl.runs.config import ConfigError, Float, Int, OptStr, _Section, apply_overrides, migrate_keys, \
+from wmrl.runs.config import ConfigError, Float, Int, OptStr, _Section, apply_overrides, dotted_value, migrate_keys, \
     model_from_dict, read_config_file
 from wmrl.step.config import RENAMED_KEYS, RecipeConfig, with_track_defaults
 from wmrl.step.environment import EnvironmentName
@@ -219,7 +219,7 @@ def config_from_dict(data: dict[str, Any] | None) -> EmbodiedConfig:
         raise ConfigError(f"suite: n_train_states + n_heldout_states = {s.n_train_states + s.n_heldout_states} "
                           "> 50 (Meta-World's initial states per task)")
     for key, runs_with in TEXT_TRACK_ONLY.items():
-        value = _dotted(cfg, key)
+        value = dotted_value(cfg, key)
         if value != runs_with:
             raise ConfigError(f"{key}={value!r}: the embodied trainer does not run it (the text trainer does); set "
                               f"{key}={str(runs_with).lower()}")
@@ -227,13 +227,6 @@ def config_from_dict(data: dict[str, Any] | None) -> EmbodiedConfig:
         raise ConfigError("method wmrl-ppi merges its anchor rows assuming one update per batch: set "
                           "optim.epochs_per_step=1")
     return cfg
-
-
-def _dotted(cfg: EmbodiedConfig, key: str) -> Any:
-    node: Any = cfg
-    for part in key.split("."):
-        node = getattr(node, part)
-    return node
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,

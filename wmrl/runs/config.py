@@ -356,6 +356,18 @@ def _node(data: Any, parts: list[str]) -> Any:
     return data
 
 
+def dotted_value(cfg: BaseModel, key: str) -> Any:
+    """The value (or section) at the dotted ``key`` of the config ``cfg`` (``"wmrl.alarm.response"``).
+
+    Raises:
+        AttributeError: no such key.
+    """
+    node: Any = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
 def renamed(root: type[BaseModel], key: str) -> str:
     """The current name of the dotted ``key`` (its new name when ``root`` renamed it, else ``key``)."""
     names: dict[str, str] = getattr(root, "renamed_keys", {})

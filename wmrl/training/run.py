@@ -19,7 +19,7 @@ from wmrl.training.components import Components, RunSummary, anchor_fraction, en
 from wmrl.training.config import TrainConfig, load_config, validate
 from wmrl.training.console import _fmt, _step_line, _weight_text
 from wmrl.runs.ledger import Ledger
-from wmrl.runs.config import migrate_keys
+from wmrl.runs.config import dotted_value, migrate_keys
 from wmrl.runs.lifecycle import RESUME_MUTABLE as TRACK_RESUME_MUTABLE
 from wmrl.runs.lifecycle import RunRequest, check_resumable, run_track
 from wmrl.runs.owner import TEXT_RESUME
@@ -69,14 +69,6 @@ def keys_added_since(path: str | Path) -> dict[str, str]:
     return out
 
 
-def _section(cfg: TrainConfig, path: list[str]) -> Any:
-    """The config section at the dotted ``path`` (``["wmrl", "alarm"]``) of ``cfg``."""
-    node: Any = cfg
-    for part in path:
-        node = getattr(node, part)
-    return node
-
-
 @dataclass
 class TextTrack:
     """The text track in the run lifecycle (:class:`wmrl.runs.lifecycle.Track`).
@@ -106,9 +98,9 @@ class TextTrack:
         value the run's steps so far were made with, unless ``cfg`` sets it."""
         saved = load_config(rd.config)
         for key, value in keys_added_since(rd.config).items():
-            *path, name = key.split(".")
-            setattr(_section(saved, path), name, value)
-            sec = _section(cfg, path)
+            section, name = key.rsplit(".", 1)
+            setattr(dotted_value(saved, section), name, value)
+            sec = dotted_value(cfg, section)
             if name not in sec.model_fields_set and getattr(sec, name) != value:
                 setattr(sec, name, value)
                 if cfg.wmrl.asynchronous.staleness:  # only the asynchronous stream reads steps_without_anchors
