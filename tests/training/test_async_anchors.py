@@ -201,20 +201,18 @@ def test_calibration_mode_keeps_late_groups_out_of_the_loss(tmp_path):
 
 
 def test_staleness_needs_a_recipe_with_both_streams(tmp_path):
-    with pytest.raises(ConfigError, match="anchor_staleness"):
+    with pytest.raises(ConfigError, match="wmrl.asynchronous.staleness=2 needs a method with both"):
         load_config(None, ["method=grpo", "wmrl.asynchronous.staleness=2"])
     with pytest.raises(ConfigError, match="late_anchors"):
         load_config(None, ["wmrl.asynchronous.late_anchors=drop"])
 
 
 def test_over_bound_config_errors_are_clear():
-    with pytest.raises(ConfigError,
-                       match=r"wmrl.asynchronous.over_bound_anchors='calibration' needs an asynchronous anchor "
-                                          r"stream: set wmrl.asynchronous.staleness"):
+    with pytest.raises(ConfigError, match=r"wmrl.asynchronous.over_bound_anchors='calibration' needs an asynchronous "
+                                          r"anchor stream: set wmrl.asynchronous.staleness"):
         load_config(None, ["wmrl.asynchronous.over_bound_anchors=calibration"])
-    with pytest.raises(ConfigError,
-                       match=r"wmrl.asynchronous.over_bound_anchors: 'skip' is not allowed; choose one of 'wait', "
-                                          r"'calibration', 'drop'"):
+    with pytest.raises(ConfigError, match=r"wmrl.asynchronous.over_bound_anchors: 'skip' is not allowed; choose one "
+                                          r"of 'wait', 'calibration', 'drop'"):
         load_config(None, ["wmrl.asynchronous.over_bound_anchors=skip", "wmrl.asynchronous.staleness=3"])
     assert load_config(None, []).wmrl.asynchronous.over_bound_anchors == "wait"
     cfg = load_config(None, ["wmrl.asynchronous.over_bound_anchors=drop", "wmrl.asynchronous.staleness=3"])

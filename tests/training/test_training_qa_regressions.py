@@ -59,8 +59,8 @@ def test_non_finite_yaml_values_are_refused(tmp_path):
     p.write_text("optim:\n  lr: .inf\n")
     with pytest.raises(ConfigError, match=r"optim\.lr.*finite"):
         load_config(p)
-    p.write_text("wmrl:\n  alpha_ceiling: .nan\n")
-    with pytest.raises(ConfigError, match=r"wmrl\.alpha_ceiling.*finite"):
+    p.write_text("wmrl:\n  fusion:\n    alpha_ceiling: .nan\n")
+    with pytest.raises(ConfigError, match=r"wmrl\.fusion\.alpha_ceiling.*finite"):
         load_config(p)
 
 

@@ -52,6 +52,8 @@ def _config_highlights(cfg: dict[str, Any]) -> str:
         ("denoise", ("wmrl", "denoise")),
     ):
         v = get(*keys)
+        if isinstance(v, dict):  # a section (the recipe section's ``fusion``), not the removed switch of that name
+            continue
         if v is not None and not any(p.startswith(label + "=") for p in parts):
             parts.append(f"{label}={v}")
     return ", ".join(parts)
