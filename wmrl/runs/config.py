@@ -9,6 +9,10 @@ number required finite, :class:`ConfigError` messages with a did-you-mean for ty
 were removed (a root model's ``removed_keys``), and the ``describe_fields`` table. The text track's
 :mod:`wmrl.training.config` and the embodied track's :mod:`wmrl.embodied.config` are built on it.
 
+About 560 lines: the kit is one module because its parts read one another's view of a section tree (the error
+messages walk the models the overrides, the migrations and the field table walk too); split, each part would import
+the others' private helpers.
+
 Usage (``MyConfig`` a :class:`ConfigSection` with nested sections)::
 
     data = read_config_file("my.yaml")                  # {} when the path is None

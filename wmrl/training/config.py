@@ -13,8 +13,7 @@ Usage::
     save_config(cfg, run_dir / "config.yaml")
 
 The config kit under it (strict YAML, overrides, the error messages) is :mod:`wmrl.runs.config`, shared with
-the embodied track. About 540 lines: every option of the text trainer with its help text and range, one section
-class per config section, kept in one file so that ``wmrl config show`` and the docs read one place.
+the embodied track; the recipe's section (``wmrl``) is :class:`wmrl.step.config.RecipeConfig`, shared with it too.
 """
 from __future__ import annotations
 
