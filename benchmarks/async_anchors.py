@@ -18,9 +18,10 @@ Printed per staleness bound k (one row each): mean step time (s), per-step LM ti
 update, s), executions, executor utilisation = sum of the consumed executions' wall seconds / (slots x loop
 wall seconds), the consumed anchors' staleness (mean, max; steps), the time generation waited at the bound
 (s, total), the anchor groups that reached the bound still running (waited for with ``wait``, left running and
-later fed to the calibration only with ``calibration``, discarded with ``drop``: ``wmrl.over_bound_anchors``),
-the updates skipped because a step's anchors were all in flight and none arrived (``wmrl.steps_without_anchors``)
-and the true reward of the anchors consumed in the last quarter of steps (the fake task's reward). Every k > 0
+later fed to the calibration only with ``calibration``, discarded with ``drop``:
+``wmrl.asynchronous.over_bound_anchors``), the updates skipped because a step's anchors were all in flight and none
+arrived (``wmrl.asynchronous.steps_without_anchors``) and the true reward of the anchors consumed in the last
+quarter of steps (the fake task's reward). Every k > 0
 runs once per ``--at-bound`` mode; k = 0 (synchronous) once. The last column is the fake task's true reward of
 every sample the policy drew in the last quarter of steps (what it
 learned, whether or not its anchors arrived). The table also goes to ``results_<executor>.json``
@@ -117,7 +118,8 @@ def make_executor(kind: str, slots: int):
 
 
 def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") -> dict:
-    """One training run with staleness bound ``k`` and ``wmrl.over_bound_anchors=at_bound``; returns its row."""
+    """One training run with staleness bound ``k`` and ``wmrl.asynchronous.over_bound_anchors=at_bound``; returns its
+    row."""
 
     pub = out / "task" / "public"
     pub.mkdir(parents=True, exist_ok=True)
@@ -132,10 +134,10 @@ def run_one(k: int, a: argparse.Namespace, out: Path, at_bound: str = "wait") ->
     cfg = load_config(None, [
         "method=wmrl", f"run_dir={out / (f'k{k}' if at_bound == 'wait' else f'k{k}-{at_bound}')}",
         f"optim.steps={a.steps}", f"rollout.tasks_per_step={a.tasks}",
-        f"rollout.group_size={a.group}", "optim.lr=0.2", f"wmrl.anchor_fraction={a.rho}",
-        "wmrl.calibrator_min_anchors=8", "progress=false", "eval.every_k=0", "eval.at_end=false",
-        "eval.at_start=false", f"wmrl.anchor_staleness={k}", f"seed={a.seed}", "checkpoint_every=1000",
-        f"wmrl.over_bound_anchors={at_bound}"])
+        f"rollout.group_size={a.group}", "optim.lr=0.2", f"wmrl.routing.anchor_fraction={a.rho}",
+        "wmrl.calibration.min_anchors=8", "progress=false", "eval.every_k=0", "eval.at_end=false",
+        "eval.at_start=false", f"wmrl.asynchronous.staleness={k}", f"seed={a.seed}", "checkpoint_every=1000",
+        f"wmrl.asynchronous.over_bound_anchors={at_bound}"])
     t0 = time.perf_counter()
     try:
         run_training(cfg, components=comps)
@@ -196,7 +198,7 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--k", type=int, nargs="+", default=[0, 9], help="staleness bounds (0 = synchronous)")
     p.add_argument("--at-bound", nargs="+", default=["wait"], choices=("wait", "calibration", "drop"),
-                   help="wmrl.over_bound_anchors modes, each run at every k > 0")
+                   help="wmrl.asynchronous.over_bound_anchors modes, each run at every k > 0")
     p.add_argument("--slots", type=int, default=16, help="concurrent executions")
     p.add_argument("--executor", choices=("local", "ray"), default="local")
     p.add_argument("--tasks", type=int, default=8, help="groups per step (M)")

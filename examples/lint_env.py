@@ -6,7 +6,7 @@ prompt and the program), and replaces the real reward: instead of running the pr
 (a worker thread here; a slow linter, a test suite or a human in a real setting) scores it in [0, 1] as the mean of
 four checks: it parses as Python, it reads the task's training data, it writes ``submission.csv``, and it does not
 repeat itself (the fraction of distinct tokens). ``submit`` returns one future per anchor, so the step engine's
-anchor stream (synchronous, or asynchronous with ``wmrl.anchor_staleness``) overlaps the reviews with the world
+anchor stream (synchronous, or asynchronous with ``wmrl.asynchronous.staleness``) overlaps the reviews with the world
 model as it does sandbox executions.
 
 Train it (from the repository root; the config names this file under ``plugins``, which registers ``lint``)::

@@ -25,8 +25,9 @@ def test_every_map_is_a_registry_with_its_entry_point_group(registry, group, fir
 
 
 def test_the_config_accepts_a_router_kind_and_scaffold_registered_after_import():
-    with pytest.raises(ConfigError, match=r"wmrl.router: unknown router 'test-router'; registered: fraction, strat"):
-        load_config(None, ["wmrl.router=test-router"])
+    with pytest.raises(ConfigError,
+                       match=r"wmrl.routing.router: unknown router 'test-router'; registered: fraction, strat"):
+        load_config(None, ["wmrl.routing.router=test-router"])
     with pytest.raises(ConfigError, match=r"scaffold.name: unknown scaffold 'scrpt' \(did you mean 'script'\?\)"):
         load_config(None, ["scaffold.name=scrpt"])
     with pytest.raises(ConfigError, match=r"world_model.kind: unknown world model kind 'regresion' \(did you mean"):
@@ -35,9 +36,9 @@ def test_the_config_accepts_a_router_kind_and_scaffold_registered_after_import()
     SCAFFOLDS.register("test-scaffold", ScriptScaffold)
     WORLD_MODELS.register("test-kind", object)  # type: ignore[arg-type]  # the config only checks the name
     try:
-        cfg = load_config(None, ["wmrl.router=test-router", "scaffold.name=test-scaffold",
+        cfg = load_config(None, ["wmrl.routing.router=test-router", "scaffold.name=test-scaffold",
                                  "world_model.kind=test-kind"])
-        assert (cfg.wmrl.router, cfg.scaffold.name, cfg.world_model.kind) == ("test-router", "test-scaffold",
+        assert (cfg.wmrl.routing.router, cfg.scaffold.name, cfg.world_model.kind) == ("test-router", "test-scaffold",
                                                                               "test-kind")
     finally:
         ROUTERS.unregister("test-router")
@@ -46,6 +47,7 @@ def test_the_config_accepts_a_router_kind_and_scaffold_registered_after_import()
 
 
 def test_a_router_that_refuses_the_settings_is_a_config_error():
-    with pytest.raises(ConfigError, match="wmrl.router='hash': the hash router .* cannot guarantee min_every"):
-        load_config(None, ["wmrl.router=hash", "wmrl.min_anchor_every=10"])
-    assert load_config(None, ["wmrl.router=hash", "wmrl.min_anchor_every=0"]).wmrl.router == "hash"
+    with pytest.raises(ConfigError, match="wmrl.routing.router='hash': the hash router .* cannot guarantee min_every"):
+        load_config(None, ["wmrl.routing.router=hash", "wmrl.routing.min_anchor_every=10"])
+    assert load_config(None, ["wmrl.routing.router=hash",
+                              "wmrl.routing.min_anchor_every=0"]).wmrl.routing.router == "hash"

@@ -27,7 +27,7 @@ class Trajectory:
 
     Attributes:
         stream: ``anchor`` (a training group executed for real), ``verify`` (a world-model group's favourite
-            executed for real, ``wmrl.verify_favourites``), ``warmup`` (the world model's warm-up corpus) or
+            executed for real, ``wmrl.routing.verify_favourites``), ``warmup`` (the world model's warm-up corpus) or
             ``eval`` (an evaluation).
         run: the run (or corpus) name; groups of different runs never merge.
         step: the training step (-1 for the warm-up corpus; the evaluated step for ``eval``).

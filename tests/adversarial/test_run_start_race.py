@@ -37,7 +37,8 @@ def comps():
 
 def cfg(run, steps):
     return load_config(None, ["method=wmrl", f"run_dir={run}", f"optim.steps={steps}", "rollout.tasks_per_step=2",
-                              "rollout.group_size=2", "wmrl.anchor_fraction=0.5", "wmrl.calibrator_min_anchors=2",
+                              "rollout.group_size=2", "wmrl.routing.anchor_fraction=0.5",
+                              "wmrl.calibration.min_anchors=2",
                               "progress=false", "eval.every_k=0", "eval.samples_per_task=1", "seed=3"])
 """
 

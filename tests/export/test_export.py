@@ -216,8 +216,8 @@ def test_late_anchors_join_their_executions_at_their_origin_step(tmp_path, monke
             return f
 
     c = comps("wmrl")
-    cfg = cfg_for(tmp_path, "wmrl", 8, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion_min_pairs=2",
-                  "wmrl.anchor_staleness=20")
+    cfg = cfg_for(tmp_path, "wmrl", 8, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion.min_pairs=2",
+                  "wmrl.asynchronous.staleness=20")
     c.executor = LoggedSlowExecutor(Path(cfg.run_dir) / "executions.sqlite")
     predict = c.world_model.predict
     c.world_model.predict = lambda p, q: (__import__("time").sleep(0.03), predict(p, q))[1]

@@ -21,6 +21,17 @@ def test_method_label_reads_ablation_switches():
     assert method_label({"method": "wmrl",
                          "wmrl": {"fusion": "ppi", "denoise": False}}) == "wmrl (no denoise, fusion=ppi)"
     assert method_label({}) == "?"
+    # the recipe section's fusion sub-section (wmrl.fusion.min_pairs, ...) is not the removed fusion switch
+    assert method_label({"method": "wmrl", "wmrl": {"fusion": {"min_pairs": 8, "alpha_floor": 0.05}}}) == "wmrl"
+
+
+def test_the_run_line_reads_the_anchor_fraction_of_both_section_shapes():
+    from wmrl.report.report import _config_highlights
+
+    new = {"method": "wmrl", "wmrl": {"routing": {"anchor_fraction": 0.1}, "fusion": {"min_pairs": 8}}}
+    assert _config_highlights(new) == "anchor fraction=0.1"
+    assert _config_highlights({"method": "wmrl", "wmrl": {"anchor_fraction": 0.2, "fusion": "ppi"}}) == \
+        "anchor fraction=0.2, fusion=ppi"
 
 
 def test_read_jsonl_skips_truncated_last_line_only(tmp_path):

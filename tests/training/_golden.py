@@ -45,7 +45,7 @@ METHODS: dict[str, list[str]] = {
 #: 2 samples a step), so that the fusion branches differ from the first step; the sampling implementation of
 #: c7022aa (``rollout.engine=generate``: the shared-prompt sampler draws other samples from the same
 #: distribution, so only the old one can reproduce the recorded draws).
-COMMON = ["optim.steps=3", "wmrl.fusion_min_pairs=2", "rollout.engine=generate"]
+COMMON = ["optim.steps=3", "wmrl.fusion.min_pairs=2", "rollout.engine=generate"]
 
 #: Per-step keys (metrics.jsonl) that depend only on the seeds.
 STEP_KEYS = (

@@ -48,7 +48,7 @@ def _run_fakes(tmp_path, method, *extra, executor=None, steps=5, wm_sleep=0.0):
     if wm_sleep:
         predict = c.world_model.predict
         c.world_model.predict = lambda p, q: (time.sleep(wm_sleep), predict(p, q))[1]
-    cfg = cfg_for(tmp_path, method, steps, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion_min_pairs=2", *extra)
+    cfg = cfg_for(tmp_path, method, steps, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion.min_pairs=2", *extra)
     run_training(cfg, components=c)
     rd = RunDir(cfg.run_dir)
     return read_jsonl(rd.metrics), read_jsonl(rd.samples), rd
@@ -57,8 +57,8 @@ def _run_fakes(tmp_path, method, *extra, executor=None, steps=5, wm_sleep=0.0):
 def _stopped_run(tmp_path, steps: int, k: int, stop: int):
     """A run of ``steps`` steps with staleness bound ``k`` whose executions never finish within it, stopped after step
     ``stop`` (as a killed process: a checkpoint at ``stop``, nothing after); returns (config, RunDir)."""
-    cfg = cfg_for(tmp_path, "wmrl", steps, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion_min_pairs=2",
-                  f"wmrl.anchor_staleness={k}", "wmrl.anchor_fraction=0.5")
+    cfg = cfg_for(tmp_path, "wmrl", steps, "eval.every_k=0", "eval.at_end=false", "wmrl.fusion.min_pairs=2",
+                  f"wmrl.asynchronous.staleness={k}", "wmrl.routing.anchor_fraction=0.5")
     c = comps("wmrl")
     c.executor = SlowExecutor(5.0)
     run_training(cfg, components=c, stop_after_step=stop)
@@ -83,7 +83,8 @@ def test_k0_is_the_synchronous_stream_recorded_before(tmp_path, method):
 def test_k3_with_instant_executions_changes_no_number(tmp_path, method, at_bound):
     """Executions that are done before the collection are consumed at their own step: the same run as k = 0,
     whatever happens at the bound (nothing reaches it)."""
-    m, s, _ = _run_fakes(tmp_path, method, "wmrl.anchor_staleness=3", f"wmrl.over_bound_anchors={at_bound}")
+    m, s, _ = _run_fakes(tmp_path, method, "wmrl.asynchronous.staleness=3",
+                         f"wmrl.asynchronous.over_bound_anchors={at_bound}")
     assert not _golden.differences(_numbers(m, s), json.loads(SYNC.read_text())[method])
     assert all(r["anchor_staleness_max"] in (0, None) and r["anchors_in_flight"] == 0 for r in m)
     assert all(r["wall_s.anchor_wait"] == 0.0 and r["anchor_groups_over_bound"] == 0 for r in m)
@@ -91,7 +92,7 @@ def test_k3_with_instant_executions_changes_no_number(tmp_path, method, at_bound
 
 def test_async_generation_never_waits_and_late_groups_enter_the_loss(tmp_path):
     latency = 0.4
-    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=20", executor=SlowExecutor(latency),
+    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.asynchronous.staleness=20", executor=SlowExecutor(latency),
                           steps=12, wm_sleep=0.03)
     assert [r.get("wall_s.anchor_wait") for r in m] == [0.0] * 12  # the ledger records no waiting
     assert np.median([r["step_wall_s"] for r in m]) < latency  # a step is shorter than one execution
@@ -115,10 +116,11 @@ def test_async_generation_never_waits_and_late_groups_enter_the_loss(tmp_path):
 
 @pytest.mark.parametrize("mode", ["skip", "update"])
 def test_steps_without_anchors_skip_their_update(tmp_path, mode):
-    """wmrl.steps_without_anchors: a step whose own anchor groups are all in flight and at which nothing arrives
-    (the first steps, with 0.4 s executions and ~0.05 s steps) makes no update with ``skip`` (no rows, no
+    """wmrl.asynchronous.steps_without_anchors: a step whose own anchor groups are all in flight and at which nothing
+    arrives (the first steps, with 0.4 s executions and ~0.05 s steps) makes no update with ``skip`` (no rows, no
     gradient) and trains on its world-model groups with ``update``; steps with late rows update in both."""
-    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=20", f"wmrl.steps_without_anchors={mode}",
+    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.asynchronous.staleness=20",
+                          f"wmrl.asynchronous.steps_without_anchors={mode}",
                           executor=SlowExecutor(0.4), steps=12, wm_sleep=0.03)
     unanchored = [r for r in m if r["n_anchor_samples"] == 0 and r["anchor_groups_in_flight"] > 0]
     assert unanchored and unanchored[0]["step"] == 1  # the pipeline fill
@@ -146,18 +148,19 @@ def test_a_resumed_run_keeps_its_steps_without_anchors(tmp_path, saved_before_th
     """A resume starts a new pipeline fill (the anchors in flight at the checkpoint are lost, counted in
     anchors_lost), so its run of skipped updates starts from 0: nothing ever arrives here, k = 3, steps 1-2 skip
     before the stop and 3-5 after it; the count over the run is kept. Review: a run saved before
-    wmrl.steps_without_anchors existed (its config.yaml lacks the key) updated at such steps; resumed, it switched to
-    the new default ``skip``."""
+    wmrl.asynchronous.steps_without_anchors existed (its config.yaml lacks the key) updated at such steps; resumed, it
+    switched to the new default ``skip``."""
     from wmrl.training.run import resume_training
 
     cfg, rd = _stopped_run(tmp_path, steps=5, k=3, stop=2)
     if saved_before_the_key:  # the run as an older wmrl saved it
         text = rd.config.read_text()
-        assert text.count("  steps_without_anchors: skip\n") == 1
-        rd.config.write_text(text.replace("  steps_without_anchors: skip\n", ""))
+        assert text.count("\n    steps_without_anchors: skip\n") == 1
+        rd.config.write_text(text.replace("\n    steps_without_anchors: skip\n", "\n"))
         rd.save_config_hash()
         with pytest.raises(ConfigError, match="steps_without_anchors"):  # its past updated: a frozen key
-            resume_training(cfg.run_dir, overrides=["wmrl.steps_without_anchors=skip"], components=comps("wmrl"))
+            resume_training(cfg.run_dir, overrides=["wmrl.asynchronous.steps_without_anchors=skip"],
+                            components=comps("wmrl"))
     c2 = comps("wmrl")
     c2.executor = SlowExecutor(5.0)
     resume_training(cfg.run_dir, components=c2)
@@ -166,7 +169,8 @@ def test_a_resumed_run_keeps_its_steps_without_anchors(tmp_path, saved_before_th
     skipped = [r["update_skipped_without_anchors"] for r in m]
     if saved_before_the_key:
         assert skipped == [True, True, False, False, False]
-        assert ("predates wmrl.steps_without_anchors: resuming with wmrl.steps_without_anchors=update"
+        assert ("predates wmrl.asynchronous.steps_without_anchors: resuming with "
+                "wmrl.asynchronous.steps_without_anchors=update"
                 in rd.log.read_text())
     else:
         assert skipped == [True] * 5  # at most k = 3 in a row since the resume
@@ -176,7 +180,7 @@ def test_a_resumed_run_keeps_its_steps_without_anchors(tmp_path, saved_before_th
 
 def test_the_bound_is_kept_by_waiting(tmp_path):
     """k = 1 with executions slower than a step: every group is consumed one step late, after a wait."""
-    m, s, _ = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=1", executor=SlowExecutor(0.5), steps=4)
+    m, s, _ = _run_fakes(tmp_path, "wmrl", "wmrl.asynchronous.staleness=1", executor=SlowExecutor(0.5), steps=4)
     assert all(r["anchor_staleness_max"] in (1, None) for r in m)
     assert sum(r["wall_s.anchor_wait"] for r in m) > 0.3
     assert m[0]["anchor_samples_consumed"] == 0 and all(r["anchor_samples_consumed"] > 0 for r in m[1:]
@@ -184,7 +188,8 @@ def test_the_bound_is_kept_by_waiting(tmp_path):
 
 
 def test_calibration_mode_keeps_late_groups_out_of_the_loss(tmp_path):
-    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=20", "wmrl.late_anchors=calibration",
+    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.asynchronous.staleness=20",
+                          "wmrl.asynchronous.late_anchors=calibration",
                           executor=SlowExecutor(0.3), steps=10, wm_sleep=0.03)
     assert not [x for x in s if x["stream"] == "anchor_late"]
     assert sum(r["anchor_late_samples"] for r in m) > 0
@@ -196,22 +201,22 @@ def test_calibration_mode_keeps_late_groups_out_of_the_loss(tmp_path):
 
 
 def test_staleness_needs_a_recipe_with_both_streams(tmp_path):
-    with pytest.raises(ConfigError, match="anchor_staleness"):
-        load_config(None, ["method=grpo", "wmrl.anchor_staleness=2"])
+    with pytest.raises(ConfigError, match="wmrl.asynchronous.staleness=2 needs a method with both"):
+        load_config(None, ["method=grpo", "wmrl.asynchronous.staleness=2"])
     with pytest.raises(ConfigError, match="late_anchors"):
-        load_config(None, ["wmrl.late_anchors=drop"])
+        load_config(None, ["wmrl.asynchronous.late_anchors=drop"])
 
 
 def test_over_bound_config_errors_are_clear():
-    with pytest.raises(ConfigError, match=r"wmrl.over_bound_anchors='calibration' needs an asynchronous anchor "
-                                          r"stream: set wmrl.anchor_staleness"):
-        load_config(None, ["wmrl.over_bound_anchors=calibration"])
-    with pytest.raises(ConfigError, match=r"wmrl.over_bound_anchors: 'skip' is not allowed; choose one of 'wait', "
-                                          r"'calibration', 'drop'"):
-        load_config(None, ["wmrl.over_bound_anchors=skip", "wmrl.anchor_staleness=3"])
-    assert load_config(None, []).wmrl.over_bound_anchors == "wait"
-    cfg = load_config(None, ["wmrl.over_bound_anchors=drop", "wmrl.anchor_staleness=3"])
-    assert cfg.wmrl.over_bound_anchors == "drop"
+    with pytest.raises(ConfigError, match=r"wmrl.asynchronous.over_bound_anchors='calibration' needs an asynchronous "
+                                          r"anchor stream: set wmrl.asynchronous.staleness"):
+        load_config(None, ["wmrl.asynchronous.over_bound_anchors=calibration"])
+    with pytest.raises(ConfigError, match=r"wmrl.asynchronous.over_bound_anchors: 'skip' is not allowed; choose one "
+                                          r"of 'wait', 'calibration', 'drop'"):
+        load_config(None, ["wmrl.asynchronous.over_bound_anchors=skip", "wmrl.asynchronous.staleness=3"])
+    assert load_config(None, []).wmrl.asynchronous.over_bound_anchors == "wait"
+    cfg = load_config(None, ["wmrl.asynchronous.over_bound_anchors=drop", "wmrl.asynchronous.staleness=3"])
+    assert cfg.wmrl.asynchronous.over_bound_anchors == "drop"
     from wmrl.step.anchors import AnchorStream
 
     with pytest.raises(ValueError, match="k >= 1"):
@@ -353,8 +358,10 @@ def test_wait_mode_waits_at_the_bound():
 def test_non_blocking_run_never_waits_and_over_bound_pairs_reach_only_the_calibration(tmp_path, late_mode):
     """k = 1 with executions of 0.3 s and steps of about 0.05 s: every group is over the bound. No step waits;
     no late sample enters the loss; the calibrator learns every over-bound pair after its arrival step."""
-    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=1", "wmrl.over_bound_anchors=calibration",
-                          f"wmrl.late_anchors={late_mode}", executor=SlowExecutor(0.3), steps=14, wm_sleep=0.05)
+    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.asynchronous.staleness=1",
+                          "wmrl.asynchronous.over_bound_anchors=calibration",
+                          f"wmrl.asynchronous.late_anchors={late_mode}", executor=SlowExecutor(0.3), steps=14,
+                          wm_sleep=0.05)
     assert [r["wall_s.anchor_wait"] for r in m] == [0.0] * 14  # the ledger records no waiting
     assert sum(r["anchor_groups_over_bound"] for r in m) >= 3 and m[-1]["anchor_groups_over_bound_total"] >= 3
     over = sum(r["anchor_over_bound_samples"] for r in m)
@@ -378,7 +385,8 @@ def test_non_blocking_run_never_waits_and_over_bound_pairs_reach_only_the_calibr
 
 
 def test_drop_mode_discards_over_bound_pairs(tmp_path):
-    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.anchor_staleness=1", "wmrl.over_bound_anchors=drop",
+    m, s, rd = _run_fakes(tmp_path, "wmrl", "wmrl.asynchronous.staleness=1",
+                          "wmrl.asynchronous.over_bound_anchors=drop",
                           executor=SlowExecutor(0.3), steps=14, wm_sleep=0.05)
     assert [r["wall_s.anchor_wait"] for r in m] == [0.0] * 14
     over = sum(r["anchor_over_bound_samples"] for r in m)

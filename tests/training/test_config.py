@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_and_round_trip(tmp_path):
-    cfg = load_config(None, ["method=wmrl-ppi", "optim.steps=3", "wmrl.router=stratified", "tasks.train=[a, b]"])
-    assert cfg.method == "wmrl-ppi" and cfg.optim.steps == 3 and cfg.wmrl.router == "stratified"
+    cfg = load_config(None, ["method=wmrl-ppi", "optim.steps=3", "wmrl.routing.router=stratified",
+                             "tasks.train=[a, b]"])
+    assert cfg.method == "wmrl-ppi" and cfg.optim.steps == 3 and cfg.wmrl.routing.router == "stratified"
     assert cfg.tasks.train == ["a", "b"]
     save_config(cfg, tmp_path / "config.yaml")
     again = load_config(tmp_path / "config.yaml")
@@ -23,11 +24,12 @@ def test_defaults_and_round_trip(tmp_path):
 
 @pytest.mark.parametrize("override, words", [
     (["optim.stepz=3"], ["optim.stepz", "steps"]),
-    (["wmrl.router=fractoin"], ["wmrl.router", "registered: fraction, stratified", "did you mean 'fraction'"]),
+    (["wmrl.routing.router=fractoin"], ["wmrl.routing.router", "registered: fraction, stratified",
+                                        "did you mean 'fraction'"]),
     (["method=foo"], ["method", "grpo", "wm", "wmrl", "wmrl-no-debias", "anchor-only"]),
     (["wmrl.fusion=ppi"], ["wmrl.fusion", "was removed", "method=wmrl-ppi"]),
     (["optim.lr=fast"], ["optim.lr", "number"]),
-    (["wmrl.anchor_fraction=1.5"], ["wmrl.anchor_fraction", "maximum"]),
+    (["wmrl.routing.anchor_fraction=1.5"], ["wmrl.routing.anchor_fraction", "maximum"]),
     (["rollout.group_size=0"], ["rollout.group_size", "set rollout.group_size >= 2"]),
     (["rollout.group_size=2.5"], ["rollout.group_size", "integer"]),
     (["eval.at_end=maybe"], ["eval.at_end", "true or false"]),

@@ -29,17 +29,60 @@ ROOT = Path(__file__).resolve().parents[2]
 #: once when the exploitation alarm and the world model's program features added ``ALARM_LINES`` (without them:
 #: ``SAVED_BEFORE_ALARM``), and once when the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``),
 #: once when the services added ``SERVE_LINES`` (without them: ``SAVED_BEFORE_SERVE``), and once when the experiment
-#: trackers added ``TRACKERS_BLOCK`` (without it: ``SAVED_BEFORE_TRACKERS``). A
+#: trackers added ``TRACKERS_BLOCK`` (without it: ``SAVED_BEFORE_TRACKERS``), and once when the ``wmrl`` section
+#: gained its sub-sections (:func:`_flat_recipe_section` writes it as it was: ``SAVED_BEFORE_SUBSECTIONS``). A
 #: resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by
-#: accident (the newest changes first: ``ENVIRONMENT_LINES``, then ``VERIFY_LINE``, then ``CACHE_LINE``, then
-#: ``TRACKERS_BLOCK``, then ``SERVE_LINES``).
+#: accident (the newest changes first: the sub-sections, then ``ENVIRONMENT_LINES``, then ``VERIFY_LINE``, then
+#: ``CACHE_LINE``, then ``TRACKERS_BLOCK``, then ``SERVE_LINES``).
 SAVED = {
+    "defaults": "628b0069ed37b80f30a5e2b082d2c04cb3dead59dd2d2c7ddce538f1d33eb032",
+    "quickstart": "a9887afa558e7525f80d332d9987d323eeb23efab5d345401f59c748a3ebabf8",
+    "tiny": "5b68fac2c74aa7791a19e812e2cf94e5e6dfbf5dfd112651d7b3c7d51008e28e",
+    "cpu-small/wmrl/0": "b4b14849eef9b658c78f5fcc0919bcee4ec425804f1c90d73738daf689b21843",
+    "gpu-paper/grpo/1": "c1e9f3104f55c3af3bb316d02c05b4ed6ecda62ae74e4ef65d10d18e3f7a2867",
+}
+#: before the ``wmrl`` section had sub-sections
+SAVED_BEFORE_SUBSECTIONS = {
     "defaults": "eeebc969bc88023309aa17db65799b7ec1fe748de760ab07f2417f5a7b6f95d5",
     "quickstart": "9ecf9f28355674113af4e5b23803f765da2798a856ee5c16f98b94352c11ff18",
     "tiny": "3aa26958899b6dccff2788ea0aa089df5beb8f55b8c48ab2dda26c0396a5283d",
     "cpu-small/wmrl/0": "b1f46ef62d4c46094c9937089392e085f052ae89532ff1a43b6c0c3c43189d41",
     "gpu-paper/grpo/1": "55853b03f699a29d284cbf0c9b071f4a28eef22e1368506649489d573bbed86d",
 }
+#: the ``wmrl`` section's keys before its sub-sections, in their order then, with their names now
+FLAT_RECIPE_KEYS = (
+    ("anchor_fraction", "routing.anchor_fraction"), ("min_anchor_every", "routing.min_anchor_every"),
+    ("router", "routing.router"), ("calibrator_window", "calibration.window"),
+    ("calibrator_min_anchors", "calibration.min_anchors"), ("fusion_min_pairs", "fusion.min_pairs"),
+    ("calibrator_fallback", "calibration.fallback"), ("alpha_floor", "fusion.alpha_floor"),
+    ("alpha_ceiling", "fusion.alpha_ceiling"), ("anchor_staleness", "asynchronous.staleness"),
+    ("late_anchors", "asynchronous.late_anchors"), ("late_ratio_max", "asynchronous.late_ratio_max"),
+    ("steps_without_anchors", "asynchronous.steps_without_anchors"),
+    ("over_bound_anchors", "asynchronous.over_bound_anchors"), ("verify_favourites", "routing.verify_favourites"),
+    ("exploit_alarm", "alarm.response"), ("exploit_alarm_threshold", "alarm.threshold"),
+    ("exploit_alarm_drift", "alarm.drift"), ("exploit_alarm_max_anchor_fraction", "alarm.max_anchor_fraction"))
+
+
+def _flat_recipe_section(text: str) -> str:
+    """``dump_config`` text with its ``wmrl`` section written as before it had sub-sections (one line per key, the
+    old names, the old order); every key of the section must be one of :data:`FLAT_RECIPE_KEYS`."""
+    start = text.index("\nwmrl:\n") + len("\nwmrl:\n")
+    end = start
+    lines = text[start:].splitlines(keepends=True)
+    values, sub = {}, None
+    for line in lines:
+        if not line.startswith("  "):
+            break
+        end += len(line)
+        if line.startswith("    "):
+            key, value = line.strip().split(": ", 1)
+            values[f"{sub}.{key}"] = value
+        else:
+            sub = line.strip().rstrip(":")
+    assert sorted(values) == sorted(new for _, new in FLAT_RECIPE_KEYS)
+    return text[:start] + "".join(f"  {old}: {values[new]}\n" for old, new in FLAT_RECIPE_KEYS) + text[end:]
+
+
 #: before the config chose the environment: ``environment`` and ``plugins`` (after ``method``), ``ENVIRONMENT_LINES``;
 #: without them: ``SAVED_BEFORE_ENVIRONMENT``
 ENVIRONMENT_LINES = ("environment: kaggle\n", "plugins: []\n")
@@ -170,6 +213,8 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
                                                      overrides=over))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED
     for k, v in dumps.items():
+        v = _flat_recipe_section(v)
+        assert _sha(v) == SAVED_BEFORE_SUBSECTIONS[k], k
         assert all(v.count(line) == 1 for line in ENVIRONMENT_LINES), k
         for line in ENVIRONMENT_LINES:
             v = v.replace(line, "")
@@ -222,11 +267,11 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
 
 def test_every_bad_value_is_named_at_once():
     with pytest.raises(ConfigError) as e:
-        load_config(None, ["optim.lr=-1", "wmrl.router=fractoin", "model.name=null", "tasks.train=[a, [b]]"])
+        load_config(None, ["optim.lr=-1", "wmrl.routing.router=fractoin", "model.name=null", "tasks.train=[a, [b]]"])
     lines = str(e.value).splitlines()
     assert "optim.lr: -1.0 is not above the minimum 0.0; expected a finite number > 0.0" in lines
-    assert ("wmrl.router: unknown router 'fractoin' (did you mean 'fraction'?); registered: fraction, stratified, "
-            "hash") in lines
+    assert ("wmrl.routing.router: unknown router 'fractoin' (did you mean 'fraction'?); registered: fraction, "
+            "stratified, hash") in lines
     assert "model.name: expected a string, got None" in lines
     assert "tasks.train[1]: expected a string, got ['b']" in lines
 
@@ -260,8 +305,8 @@ def test_python_built_configs_are_checked_on_assignment_and_by_validate():
         cfg.optim.lr = -1.0
     with pytest.raises(ValidationError):
         OptimConfig(lr=0.0)
-    cfg.wmrl.anchor_fraction = 0.0  # valid in its section; with min_anchor_every=0, method wmrl has no anchors
-    cfg.wmrl.min_anchor_every = 0
+    cfg.wmrl.routing.anchor_fraction = 0.0  # valid in its section; with min_anchor_every=0, method wmrl has no anchors
+    cfg.wmrl.routing.min_anchor_every = 0
     with pytest.raises(ConfigError, match="needs anchors"):
         validate(cfg)
     with pytest.raises(ConfigError, match=r"optim\.lr: inf is not allowed; expected a finite number > 0\.0"):

@@ -24,7 +24,8 @@ def test_an_environment_of_another_track_is_refused_before_the_run_folder(tmp_pa
 
 
 def test_multi_turn_episodes_need_the_sandbox_environment() -> None:
-    with pytest.raises(ConfigError, match="episode.max_turns > 1 and wmrl.verify_favourites run programs in the "
+    with pytest.raises(ConfigError,
+                       match="episode.max_turns > 1 and wmrl.routing.verify_favourites run programs in the "
                                           "sandbox, so they need environment 'kaggle'"):
         load_config(None, ["environment=metaworld", "episode.max_turns=2"])
 

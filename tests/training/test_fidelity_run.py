@@ -88,7 +88,7 @@ def _comps(wm) -> Components:
 def _cfg(tmp_path, name: str, steps: int = 4):
     return load_config(None, ["method=wmrl", f"run_dir={tmp_path / name}", f"optim.steps={steps}",
                               "rollout.tasks_per_step=4", "rollout.group_size=4", "optim.lr=0.05",
-                              "wmrl.anchor_fraction=0.5", "wmrl.calibrator_min_anchors=4", "progress=false",
+                              "wmrl.routing.anchor_fraction=0.5", "wmrl.calibration.min_anchors=4", "progress=false",
                               "eval.every_k=0", "eval.at_end=false"])
 
 

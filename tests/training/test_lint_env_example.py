@@ -35,8 +35,9 @@ def test_every_recipe_trains_the_example_environment_for_two_steps(method: str, 
                        world_model=FakeWorldModel() if get_recipe(method).uses_world_model else None)
     cfg = load_config(None, [f"plugins=[{EXAMPLE}]", "environment=lint", f"method={method}",
                              f"run_dir={tmp_path / 'run'}", "optim.steps=2", "rollout.tasks_per_step=3",
-                             "rollout.group_size=4", "optim.lr=0.05", "wmrl.anchor_fraction=0.5",
-                             "wmrl.min_anchor_every=1", "wmrl.calibrator_min_anchors=2", "wmrl.fusion_min_pairs=2",
+                             "rollout.group_size=4", "optim.lr=0.05", "wmrl.routing.anchor_fraction=0.5",
+                             "wmrl.routing.min_anchor_every=1", "wmrl.calibration.min_anchors=2",
+                             "wmrl.fusion.min_pairs=2",
                              "progress=false", "eval.every_k=0", "eval.at_end=false", "trackers=[]"])
     run_training(cfg, components=comps)
     rd = RunDir(cfg.run_dir)

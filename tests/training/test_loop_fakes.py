@@ -25,7 +25,7 @@ def comps(method: str, infra_every: int = 0, seed: int = 0) -> Components:
 def cfg_for(tmp_path, method: str, steps: int = 4, *extra: str):
     return load_config(None, [f"method={method}", f"run_dir={tmp_path / method}", f"optim.steps={steps}",
                               "rollout.tasks_per_step=4", "rollout.group_size=4", "optim.lr=0.05",
-                              "wmrl.anchor_fraction=0.25", "wmrl.calibrator_min_anchors=4", "progress=false",
+                              "wmrl.routing.anchor_fraction=0.25", "wmrl.calibration.min_anchors=4", "progress=false",
                               "eval.every_k=2", "eval.samples_per_task=2", *extra])
 
 
@@ -139,14 +139,14 @@ def test_resume_refuses_changes_to_the_past(tmp_path):
     run_training(cfg, components=comps("wmrl"), stop_after_step=1)
     from wmrl.training.config import ConfigError
 
-    with pytest.raises(ConfigError, match="wmrl.anchor_fraction"):
-        resume_training(cfg.run_dir, ["wmrl.anchor_fraction=0.5"], components=comps("wmrl"))
+    with pytest.raises(ConfigError, match="wmrl.routing.anchor_fraction"):
+        resume_training(cfg.run_dir, ["wmrl.routing.anchor_fraction=0.5"], components=comps("wmrl"))
     s = resume_training(cfg.run_dir, ["optim.steps=2"], components=comps("wmrl"))
     assert s.steps == 2
 
 
 def test_anchor_fraction_long_run(tmp_path):
-    cfg = cfg_for(tmp_path, "wmrl", 10, "wmrl.anchor_fraction=0.1", "eval.every_k=0", "eval.at_end=false")
+    cfg = cfg_for(tmp_path, "wmrl", 10, "wmrl.routing.anchor_fraction=0.1", "eval.every_k=0", "eval.at_end=false")
     s = run_training(cfg, components=comps("wmrl"))
     g = s.ledger["groups"]
     assert g["total"] == 40 and g["anchor"] == 4 and np.isclose(g["anchor_fraction"], 0.1)
@@ -215,7 +215,7 @@ def test_wmrl_trains_world_model_samples_of_executed_programs_on_their_measured_
     the anchor's measured reward; the step's own anchors and wmrl-no-recall recall nothing."""
     for method in ("wmrl", "wmrl-no-recall"):
         cfg = cfg_for(tmp_path, method, 8, "eval.every_k=0", "eval.at_end=false", "optim.lr=0.3",
-                      "wmrl.anchor_fraction=0.5")
+                      "wmrl.routing.anchor_fraction=0.5")
         c = comps(method)
         c.executed_records = c.executor.executed_records
         run_training(cfg, components=c)

@@ -166,7 +166,7 @@ def test_feedback_never_holds_test_set_information(runs, method, small_suite, tm
 
 def test_multiturn_needs_synchronous_anchors():
     with pytest.raises(ConfigError, match="episode.max_turns=2 needs synchronous anchors"):
-        load_config(TINY, ["episode.max_turns=2", "wmrl.anchor_staleness=2"])
+        load_config(TINY, ["episode.max_turns=2", "wmrl.asynchronous.staleness=2"])
 
 
 def test_report_and_bench_read_multiturn_runs(runs, tmp_path):

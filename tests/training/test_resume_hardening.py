@@ -52,7 +52,7 @@ def comps(rd_root, method="wmrl") -> Components:
 def cfg_for(tmp_path, steps=5, *extra):
     return load_config(None, ["method=wmrl", f"run_dir={tmp_path / 'run'}", f"optim.steps={steps}",
                               "rollout.tasks_per_step=4", "rollout.group_size=4", "optim.lr=0.05",
-                              "wmrl.anchor_fraction=0.5", "wmrl.calibrator_min_anchors=4", "progress=false",
+                              "wmrl.routing.anchor_fraction=0.5", "wmrl.calibration.min_anchors=4", "progress=false",
                               "eval.every_k=2", "eval.samples_per_task=2", "keep_checkpoints=3", *extra])
 
 

@@ -74,9 +74,9 @@ def _task_with_files(root: Path, i: int):
 RUNS: dict[str, tuple[str, int, str, tuple[str, ...]]] = {
     "k0": ("wmrl", 4, "infra", ("eval.every_k=2",)),
     "k0-grpo": ("grpo", 3, "infra", ()),
-    "k4": ("wmrl", 6, "delayed", ("wmrl.anchor_staleness=4", "wmrl.anchor_fraction=0.5")),
-    "k4-calibration": ("wmrl", 6, "delayed", ("wmrl.anchor_staleness=4", "wmrl.anchor_fraction=0.5",
-                                               "wmrl.late_anchors=calibration")),
+    "k4": ("wmrl", 6, "delayed", ("wmrl.asynchronous.staleness=4", "wmrl.routing.anchor_fraction=0.5")),
+    "k4-calibration": ("wmrl", 6, "delayed", ("wmrl.asynchronous.staleness=4", "wmrl.routing.anchor_fraction=0.5",
+                                               "wmrl.asynchronous.late_anchors=calibration")),
     "turns2": ("wmrl", 3, "files", ("episode.max_turns=2",)),
 }
 
@@ -96,7 +96,8 @@ def run_one(name: str, tmp: Path) -> dict[str, list[dict[str, Any]]]:
                        world_model=None if method == "grpo" else FakeWorldModel())
     cfg = load_config(None, [f"method={method}", f"run_dir={tmp / name}", f"optim.steps={steps}",
                              "rollout.tasks_per_step=4", "rollout.group_size=4", "optim.lr=0.05",
-                             "wmrl.anchor_fraction=0.25", "wmrl.calibrator_min_anchors=4", "wmrl.fusion_min_pairs=2",
+                             "wmrl.routing.anchor_fraction=0.25", "wmrl.calibration.min_anchors=4",
+                             "wmrl.fusion.min_pairs=2",
                              "progress=false", "eval.every_k=0", "eval.at_end=false", "eval.samples_per_task=2",
                              *extra])
     run_training(cfg, components=comps)

@@ -21,7 +21,7 @@ def test_train_help_lists_options():
 def test_config_show_prints_every_field_with_help():
     r = runner.invoke(app, ["config", "show", "--config", str(ROOT / "configs" / "quickstart.yaml")])
     assert r.exit_code == 0, r.output
-    for key in ("wmrl.anchor_fraction", "world_model.refresh_every_k", "optim.clip_high", "executor.kind",
+    for key in ("wmrl.routing.anchor_fraction", "world_model.refresh_every_k", "optim.clip_high", "executor.kind",
                 "eval.every_k", "tasks.train"):
         assert key in r.output
     r = runner.invoke(app, ["config", "show", "--yaml", "--set", "method=grpo"])
@@ -29,9 +29,10 @@ def test_config_show_prints_every_field_with_help():
 
 
 def test_bad_config_exits_with_a_message(tmp_path):
-    r = runner.invoke(app, ["train", "--config", str(ROOT / "configs" / "tiny.yaml"), "--set", "wmrl.router=avg"])
+    r = runner.invoke(app, ["train", "--config", str(ROOT / "configs" / "tiny.yaml"), "--set",
+                            "wmrl.routing.router=avg"])
     assert r.exit_code == 2
-    assert "wmrl.router" in r.output and "registered: fraction, stratified" in r.output
+    assert "wmrl.routing.router" in r.output and "registered: fraction, stratified" in r.output
     r = runner.invoke(app, ["train", "--resume", str(tmp_path)])
     out = " ".join(r.output.split())  # rich wraps long lines
     assert r.exit_code == 2 and "nothing to resume" in out and "has no config.yaml" in out

@@ -36,9 +36,9 @@ def _flat(text: str) -> str:
     ("optim.beta=-1", ["optim.beta", "minimum", ">= 0.0"]),
     ("optim.beta=inf", ["optim.beta", "finite", ">= 0.0"]),
     ("optim.grad_clip=nan", ["optim.grad_clip", "finite"]),
-    ("wmrl.anchor_fraction=-0.1", ["wmrl.anchor_fraction", "minimum", "0.0 .. 1.0"]),
-    ("wmrl.anchor_fraction=nan", ["wmrl.anchor_fraction", "finite", "0.0 .. 1.0"]),
-    ("wmrl.alpha_floor=nan", ["wmrl.alpha_floor", "finite"]),
+    ("wmrl.routing.anchor_fraction=-0.1", ["wmrl.routing.anchor_fraction", "minimum", "0.0 .. 1.0"]),
+    ("wmrl.routing.anchor_fraction=nan", ["wmrl.routing.anchor_fraction", "finite", "0.0 .. 1.0"]),
+    ("wmrl.fusion.alpha_floor=nan", ["wmrl.fusion.alpha_floor", "finite"]),
     ("world_model.heldout_fraction=inf", ["world_model.heldout_fraction", "finite", "0.0 .. 0.9"]),
     ("world_model.fit_lr=0", ["world_model.fit_lr", "> 0.0"]),
     ("world_model.head_lr=nan", ["world_model.head_lr", "finite"]),
@@ -59,15 +59,15 @@ def test_non_finite_yaml_values_are_refused(tmp_path):
     p.write_text("optim:\n  lr: .inf\n")
     with pytest.raises(ConfigError, match=r"optim\.lr.*finite"):
         load_config(p)
-    p.write_text("wmrl:\n  alpha_ceiling: .nan\n")
-    with pytest.raises(ConfigError, match=r"wmrl\.alpha_ceiling.*finite"):
+    p.write_text("wmrl:\n  fusion:\n    alpha_ceiling: .nan\n")
+    with pytest.raises(ConfigError, match=r"wmrl\.fusion\.alpha_ceiling.*finite"):
         load_config(p)
 
 
 def test_valid_edges_still_load():
-    cfg = load_config(None, ["optim.lr=1e-9", "optim.clip_high=0", "optim.beta=0", "wmrl.anchor_fraction=1",
+    cfg = load_config(None, ["optim.lr=1e-9", "optim.clip_high=0", "optim.beta=0", "wmrl.routing.anchor_fraction=1",
                              "world_model.heldout_fraction=0", "seed=0"])
-    assert cfg.optim.lr == 1e-9 and cfg.wmrl.anchor_fraction == 1.0
+    assert cfg.optim.lr == 1e-9 and cfg.wmrl.routing.anchor_fraction == 1.0
 
 
 def test_run_training_refuses_a_bad_config_built_in_python(tmp_path):
@@ -80,7 +80,7 @@ def test_run_training_refuses_a_bad_config_built_in_python(tmp_path):
 def test_config_show_prints_the_open_range_of_lr():
     rows = {k: h for k, _t, _v, h in describe_fields()}
     assert "[range: > 0.0]" in rows["optim.lr"]
-    assert "[range: 0.0 .. 1.0]" in rows["wmrl.anchor_fraction"]
+    assert "[range: 0.0 .. 1.0]" in rows["wmrl.routing.anchor_fraction"]
 
 
 def test_cli_refuses_lr_inf_before_starting(tmp_path):

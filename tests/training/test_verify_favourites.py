@@ -1,5 +1,5 @@
-"""Favourite verification (wmrl.verify_favourites, wmrl.step.verify): each world-model group's favourite is executed
-unless the run executed it before, trains on its true reward, and is counted as training compute."""
+"""Favourite verification (wmrl.routing.verify_favourites, wmrl.step.verify): each world-model group's favourite is
+executed unless the run executed it before, trains on its true reward, and is counted as training compute."""
 from __future__ import annotations
 
 import json
@@ -78,7 +78,7 @@ def test_only_unexecuted_favourites_run_once_per_program_and_a_failure_stays_unv
 
 
 def test_verified_favourites_train_on_their_true_reward_and_cost_training_compute(tmp_path):
-    cfg = cfg_for(tmp_path, "wmrl-cv", 6, "eval.every_k=0", "eval.at_end=false", "wmrl.verify_favourites=true")
+    cfg = cfg_for(tmp_path, "wmrl-cv", 6, "eval.every_k=0", "eval.at_end=false", "wmrl.routing.verify_favourites=true")
     c = comps("wmrl-cv")
     ex = c.executor
     c.executed_records = ex.executed_records
@@ -102,4 +102,4 @@ def test_verified_favourites_train_on_their_true_reward_and_cost_training_comput
 @pytest.mark.parametrize("overrides", [["method=grpo"], ["method=wmrl-no-recall"], ["episode.max_turns=2"]])
 def test_verification_without_recall_or_with_several_turns_is_refused_in_one_line(overrides):
     with pytest.raises(ConfigError, match="verify_favourites"):
-        load_config(None, ["wmrl.verify_favourites=true", *overrides])
+        load_config(None, ["wmrl.routing.verify_favourites=true", *overrides])

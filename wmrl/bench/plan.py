@@ -14,6 +14,7 @@ import yaml
 from wmrl.bench.corpus import corpus_log
 from wmrl.bench.presets import METHODS, BenchError, Preset, method_config
 from wmrl.report.bench_results import uses_world_model
+from wmrl.runs.config import migrate_keys
 from wmrl.training.config import TrainConfig, config_to_dict
 
 
@@ -105,12 +106,13 @@ def check_existing(run: PlannedRun) -> None:
 
     Raises:
         BenchError: ``run.run_dir/config.yaml`` exists and differs from the planned config (lists
-            the differing keys and says to use another ``--out`` or the same options as before).
+            the differing keys and says to use another ``--out`` or the same options as before); a key given
+            there under a name renamed since is compared under its new name.
     """
     cfg_path = run.run_dir / "config.yaml"
     if not cfg_path.is_file():
         return
-    saved = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
+    saved = migrate_keys(TrainConfig, yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {})  # keys renamed since
     diffs = _config_mismatch(saved, config_to_dict(run.config))
     if diffs:
         raise BenchError(

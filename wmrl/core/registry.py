@@ -181,7 +181,7 @@ class Registry(Generic[T]):
 
     def check(self, name: str, key: str | None = None) -> str:
         """``name`` if it is a name of this registry (nothing is imported), else :meth:`unknown`'s error; a config
-        validates a setting with it (``functools.partial(ROUTERS.check, key="wmrl.router")``).
+        validates a setting with it (``functools.partial(ROUTERS.check, key="wmrl.routing.router")``).
 
         Args:
             key: the setting that gave the name; the message then starts with ``"<key>: "``.

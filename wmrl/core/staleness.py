@@ -110,8 +110,8 @@ def check_staleness(k: int) -> int:
 
 
 #: What happens to an anchor group still running when its staleness reaches the bound k
-#: (``wmrl.over_bound_anchors``): ``wait`` (the trainer blocks until it is done and consumes it at s + k; the
-#: default), ``calibration`` (not waited for: it keeps running, and when it
+#: (``wmrl.asynchronous.over_bound_anchors``): ``wait`` (the trainer blocks until it is done and consumes it at
+#: s + k; the default), ``calibration`` (not waited for: it keeps running, and when it
 #: arrives, later than s + k, its pairs feed only the calibrator and the fusion window, no gradient: beyond the
 #: bound the importance ratio is not trusted) or ``drop`` (not waited for, and its results are discarded when
 #: they arrive). With ``calibration`` and ``drop`` generation never waits on executions.
@@ -127,7 +127,7 @@ def check_at_bound(mode: str) -> str:
 
 
 #: What a step of the asynchronous stream does when its own anchor groups are all still in flight and no other
-#: anchor group arrives at it (``wmrl.steps_without_anchors``): ``skip`` its policy update (the default) or
+#: anchor group arrives at it (``wmrl.asynchronous.steps_without_anchors``): ``skip`` its policy update (the default) or
 #: ``update`` on the world-model groups alone.
 UNANCHORED_MODES = ("skip", "update")
 
@@ -146,9 +146,9 @@ def skips_update(mode: str, k: int, late_mode: str, own_in_flight_groups: int, a
     loss when they arrive); ``update`` trains on the world-model groups, as before.
 
     At most k steps in a row are skipped: a group routed k steps ago has either arrived or is over the bound
-    (``wmrl.over_bound_anchors``), so beyond k a stream that delivers nothing into the gradient (a bound smaller
-    than the latency with a non-blocking mode) would freeze the run; from there on such steps update as with
-    ``update`` until an anchor row arrives again.
+    (``wmrl.asynchronous.over_bound_anchors``), so beyond k a stream that delivers nothing into the gradient (a
+    bound smaller than the latency with a non-blocking mode) would freeze the run; from there on such steps update as
+    with ``update`` until an anchor row arrives again.
 
     Decided by measurement: docs/scaling.md, "Why asynchrony cost reward" and "The regime of the criterion".
 
@@ -171,7 +171,8 @@ def skips_update(mode: str, k: int, late_mode: str, own_in_flight_groups: int, a
     if mode not in UNANCHORED_MODES:
         raise ValueError(f"what a step without anchors does must be one of {UNANCHORED_MODES}, got {mode!r}")
     if late_mode not in ("gradient", "calibration"):
-        raise ValueError(f"late_mode must be 'gradient' or 'calibration' (wmrl.late_anchors), got {late_mode!r}")
+        raise ValueError(f"late_mode must be 'gradient' or 'calibration' (wmrl.asynchronous.late_anchors), "
+                         f"got {late_mode!r}")
     if min(own_in_flight_groups, anchor_rows, skipped_in_a_row) < 0:
         raise ValueError(f"counts must be >= 0, got {own_in_flight_groups}, {anchor_rows}, {skipped_in_a_row}")
     k = check_staleness(k)
@@ -184,7 +185,8 @@ class UnanchoredSteps:
     """The bookkeeping of :func:`skips_update` over a run (the trainer's and the simulation's one counter).
 
     Attributes:
-        mode, k, late_mode: as in :func:`skips_update` (``wmrl.steps_without_anchors``, the bound, ``late_anchors``).
+        mode, k, late_mode: as in :func:`skips_update` (``wmrl.asynchronous.steps_without_anchors``, the bound,
+            ``late_anchors``).
         in_a_row: updates skipped since the last step with anchor rows (a new object, e.g. at a resume, starts a
             new pipeline fill at 0).
         total: updates skipped over the run (restore it from a checkpoint).

@@ -26,7 +26,9 @@ def _fail(e: BaseException) -> None:
 def train(
     preset: str | None = typer.Option(None, "--preset", "-p", help="tiny (CI, seconds) or bench."),
     config: Path | None = typer.Option(None, "--config", "-c", help="YAML config (on top of the preset)."),
-    set_: list[str] | None = typer.Option(None, "--set", "-s", help="Override, e.g. --set method=grpo."),
+    set_: list[str] | None = typer.Option(None, "--set", "-s", help=(
+        "Override, e.g. --set method=grpo; with --resume only the keys a resume may change (optim.steps, eval.*, "
+        "threads, checkpoint_every, keep_checkpoints, trackers, tracking.*).")),
     resume: Path | None = typer.Option(None, "--resume", help="Continue the run in RUN_DIR."),
     accept_edited_config: bool = typer.Option(False, "--accept-edited-config",
                                               help="With --resume: accept an edited RUN_DIR/config.yaml."),
@@ -42,9 +44,11 @@ def train(
 
     try:
         if resume is not None:
-            if preset or config or set_:
-                raise ConfigError("--resume reads RUN_DIR/config.yaml; do not pass --preset, --config or --set")
-            summ = run_embodied(resume_dir=resume, progress=not no_progress,
+            if preset or config:
+                raise ConfigError("--resume reads RUN_DIR/config.yaml; do not pass --preset or --config (--set may "
+                                  "change the keys a resume may: optim.steps, eval.*, threads, checkpoint_every, "
+                                  "keep_checkpoints, trackers, tracking.*)")
+            summ = run_embodied(resume_dir=resume, overrides=list(set_ or []), progress=not no_progress,
                                 accept_edited_config=accept_edited_config)
         else:
             if preset is None and config is None:

@@ -14,11 +14,12 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from wmrl.core.recipe import recipe_names
-from wmrl.runs.config import ConfigError, Float, Int, OptStr, _Section, apply_overrides, model_from_dict, \
-    read_config_file
+from wmrl.runs.config import ConfigError, Float, Int, OptStr, _Section, apply_overrides, dotted_value, migrate_keys, \
+    model_from_dict, read_config_file
+from wmrl.step.config import RENAMED_KEYS, RecipeConfig, with_track_defaults
 from wmrl.step.environment import EnvironmentName
 from wmrl.step.environment import environment_factory as checked_factory
 from wmrl.runs.tracking import TRACKERS_HELP, Trackers, TrackingConfig, default_trackers
@@ -74,21 +75,6 @@ class RolloutConfig(_Section):
     group_size: Int = Field(4, ge=1, description="G: episodes per group, all from the same initial state.")
 
 
-class RecipeConfig(_Section):
-    """Anchor routing and the recipe's settings (:class:`wmrl.core.recipe.RecipeSettings`)."""
-
-    anchor_fraction: Float = Field(0.25, ge=0.0, le=1.0, description="rho: long-run fraction of groups whose "
-                                   "success is observed (recipes with anchors at rho).")
-    min_anchor_every: Int = Field(4, ge=0, description="At least one anchor group every N steps (0 = off).")
-    calibrator_window: Int = Field(256, ge=1, description="Anchor pairs the isotonic map and the fusion estimate "
-                                   "use (most recent).")
-    calibrator_min_anchors: Int = Field(32, ge=1, description="Identity map below this many anchor pairs.")
-    fusion_min_pairs: Int = Field(8, ge=1, description="Pooled alpha below this many out-of-sample pairs.")
-    alpha_floor: Float = Field(0.05, ge=0.0, le=1.0, description="Lower clip of alpha.")
-    alpha_ceiling: Float = Field(0.95, ge=0.0, le=1.0, description="Upper clip of alpha.")
-    normalize_std: bool = Field(True, description="Divide group advantages by the group std.")
-
-
 class OptimConfig(_Section):
     """The policy update (clipped surrogate of wmrl.core.losses.grpo_loss, Adam)."""
 
@@ -98,6 +84,7 @@ class OptimConfig(_Section):
     clip_low: Float = Field(0.2, ge=0.0, le=1.0, description="PPO clip (low).")
     clip_high: Float = Field(0.2, ge=0.0, description="PPO clip (high).")
     grad_clip: Float = Field(1.0, ge=0.0, description="Gradient-norm clip (0 = off).")
+    normalize_std: bool = Field(True, description="Divide group advantages by the group std (False = Dr. GRPO).")
 
 
 class EvalConfig(_Section):
@@ -133,10 +120,25 @@ def environment_factory(name: str) -> Callable[..., Any]:
         raise ConfigError(str(e)) from None
 
 
+#: The embodied track's own defaults of the recipe's section (:class:`wmrl.step.config.RecipeConfig`; the other
+#: fields keep the text track's): a larger rho and floor for its 8 groups a step, no exploitation alarm (the alarm is
+#: the text trainer's).
+EMBODIED_RECIPE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "routing": {"anchor_fraction": 0.25, "min_anchor_every": 4},
+    "alarm": {"response": "none"},
+}
+
+#: What of the recipe's section the embodied trainer does not run, with the value it runs with (a config that sets
+#: another is refused).
+TEXT_TRACK_ONLY = {"wmrl.routing.verify_favourites": False, "wmrl.asynchronous.staleness": 0,
+                   "wmrl.alarm.response": "none"}
+
+
 class EmbodiedConfig(_Section):
     """One embodied training run."""
 
     removed_keys: ClassVar[dict[str, str]] = {"recipe": "it is called method now, as in the text track: method=NAME"}
+    renamed_keys: ClassVar[dict[str, str]] = {**RENAMED_KEYS, "wmrl.normalize_std": "optim.normalize_std"}
 
     name: OptStr = Field(None, description="Run name (default: the method).")
     method: str = Field("wmrl", description="The method: a registered recipe (grpo, wm, wmrl, wmrl-no-debias, "
@@ -154,11 +156,19 @@ class EmbodiedConfig(_Section):
     sft: SftConfig = Field(default_factory=SftConfig)
     world_model: WorldModelConfig = Field(default_factory=WorldModelConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    wmrl: RecipeConfig = Field(default_factory=RecipeConfig)
+    wmrl: RecipeConfig = Field(default_factory=RecipeConfig, description=(
+        "The recipe's settings in sub-sections (wmrl.step.config), the text track's section with the embodied "
+        "track's defaults (wmrl.embodied.config.EMBODIED_RECIPE_DEFAULTS)."))
     optim: OptimConfig = Field(default_factory=OptimConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     trackers: Trackers = Field(default_factory=default_trackers, description=TRACKERS_HELP)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recipe_defaults(cls, data: Any) -> Any:
+        """The embodied track's defaults of the recipe's section (:data:`EMBODIED_RECIPE_DEFAULTS`)."""
+        return with_track_defaults(data, EMBODIED_RECIPE_DEFAULTS)
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -168,8 +178,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "sft": {"demos_per_state": 1, "epochs": 2, "hidden": 16, "layers": 1, "lang_dim": 4},
         "world_model": {"warmup_rollouts_per_state": 1, "epochs": 2, "hidden": 16, "k": 3},
         "rollout": {"groups_per_step": 4, "group_size": 2},
-        "wmrl": {"anchor_fraction": 0.5, "calibrator_min_anchors": 4, "fusion_min_pairs": 2,
-                 "min_anchor_every": 1},
+        "wmrl": {"routing": {"anchor_fraction": 0.5, "min_anchor_every": 1}, "calibration": {"min_anchors": 4},
+                 "fusion": {"min_pairs": 2}},
         "optim": {"steps": 3, "epochs_per_step": 1},
         "eval": {"samples_per_state": 1},
         "checkpoint_every": 1,
@@ -208,8 +218,11 @@ def config_from_dict(data: dict[str, Any] | None) -> EmbodiedConfig:
     if s.n_train_states + s.n_heldout_states > 50:
         raise ConfigError(f"suite: n_train_states + n_heldout_states = {s.n_train_states + s.n_heldout_states} "
                           "> 50 (Meta-World's initial states per task)")
-    if cfg.wmrl.alpha_floor > cfg.wmrl.alpha_ceiling:
-        raise ConfigError("wmrl.alpha_floor must not exceed wmrl.alpha_ceiling")
+    for key, runs_with in TEXT_TRACK_ONLY.items():
+        value = dotted_value(cfg, key)
+        if value != runs_with:
+            raise ConfigError(f"{key}={value!r}: the embodied trainer does not run it (the text trainer does); set "
+                              f"{key}={str(runs_with).lower()}")
     if cfg.method == "wmrl-ppi" and cfg.optim.epochs_per_step != 1:
         raise ConfigError("method wmrl-ppi merges its anchor rows assuming one update per batch: set "
                           "optim.epochs_per_step=1")
@@ -228,7 +241,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if preset not in PRESETS:
             raise ConfigError(f"unknown preset {preset!r}; use one of {', '.join(PRESETS)}")
         data = copy.deepcopy(PRESETS[preset])
-    data = _merge(data, read_config_file(path))
+    data = _merge(data, migrate_keys(EmbodiedConfig, read_config_file(path)))
     apply_overrides(EmbodiedConfig, data, overrides)
     return config_from_dict(data)
 

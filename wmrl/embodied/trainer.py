@@ -38,13 +38,13 @@ from wmrl.embodied.policy import Demos, GaussianPolicy, PolicyConfig, behaviour_
 from wmrl.embodied.progress import ProgressPredictor, fit_progress
 from wmrl.runs.config import ConfigError
 from wmrl.runs.ledger import Ledger
-from wmrl.runs.lifecycle import RunRequest, check_resumable, run_track
+from wmrl.runs.lifecycle import RESUME_MUTABLE, RunRequest, check_resumable, run_track
 from wmrl.runs.loop import Schedule, evaluated_at, run_steps
 from wmrl.runs.checkpoint import engine_state
 from wmrl.runs.rundir import RunDir, RunDirError, json_safe, now_iso, read_jsonl, rng_state, set_rng_state, \
     write_json_atomic
 from wmrl.runs.tracking import TrackerSet
-from wmrl.step.engine import StepEngine, recipe_settings
+from wmrl.step.engine import StepEngine
 from wmrl.core.losses import grpo_loss
 from wmrl.paths import wmrl_home
 
@@ -144,10 +144,9 @@ class EmbodiedTrainer:
         self.policy = GaussianPolicy.load(art / "policy")
         self.wm = ProgressPredictor.load(art / "progress")
         self.sft = cfg.method == "sft"
-        w = cfg.wmrl
-        self.engine = StepEngine(self.spec_name, recipe_settings(w), anchor_fraction=w.anchor_fraction,
-                                 min_anchor_every=w.min_anchor_every, seed=cfg.seed,
-                                 always_predict=True)  # r_hat of every step: the wm_anchor_corr diagnostic
+        self.engine = StepEngine.from_config(self.spec_name, cfg.wmrl, seed=cfg.seed,
+                                             normalize_std=cfg.optim.normalize_std,
+                                             always_predict=True)  # r_hat of every step: the wm_anchor_corr diagnostic
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.optim.lr)
         self.ledger = Ledger(method=cfg.method, anchor_fraction_configured=self.engine.anchor_fraction)
         self.step = 0
@@ -327,15 +326,15 @@ class EmbodiedTrack:
         progress: a line on stderr per step (and for the SFT artefacts when they are built).
         artefacts_root: where the SFT artefacts are cached (default ``$WMRL_HOME/embodied``).
         resume_command, run_dir_prefix, resume_mutable: the :class:`~wmrl.runs.lifecycle.Track`'s
-            (:data:`EMBODIED_RESUME`; default run directories ``runs/embodied-<name or method>-<time>``; a resume reads
-            ``config.yaml`` and takes no overrides, so no key may change).
+            (:data:`EMBODIED_RESUME`; default run directories ``runs/embodied-<name or method>-<time>``; a resume may
+            change the keys of :data:`wmrl.runs.lifecycle.RESUME_MUTABLE`, those every track's resume may).
     """
 
     progress: bool = True
     artefacts_root: Path | None = None
     resume_command: str = EMBODIED_RESUME
     run_dir_prefix: str = "embodied-"
-    resume_mutable: tuple[str, ...] = ()
+    resume_mutable: tuple[str, ...] = RESUME_MUTABLE
 
     def say(self, message: str) -> None:
         """One line on stderr when ``progress``."""
@@ -406,13 +405,15 @@ class EmbodiedTrack:
 
 
 def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | None = None,
-                 stop_after_step: int | None = None, progress: bool = True,
+                 overrides: list[str] | None = None, stop_after_step: int | None = None, progress: bool = True,
                  artefacts_root: Path | None = None, accept_edited_config: bool = False) -> dict[str, Any]:
     """Train (or resume) one run; returns its summary (also ``summary.json`` once the run completes; stopped at
     ``stop_after_step``: ``{"status": "stopped", "stopped_at": step, "run_dir": ...}``). The lifecycle is the run
     kit's (:func:`wmrl.runs.lifecycle.run_track`), the same as the text track's.
 
-    With ``resume_dir`` the config is RUN_DIR/config.yaml (refused if edited, unless accepted) and the run
+    With ``resume_dir`` the config is RUN_DIR/config.yaml (refused if edited, unless accepted) with ``overrides``
+    (``key.sub=value``; only the keys of :data:`wmrl.runs.lifecycle.RESUME_MUTABLE` may change: ``optim.steps``,
+    ``eval.*``, ``threads``, ``checkpoint_every``, ``keep_checkpoints``, ``trackers``, ``tracking.*``) and the run
     continues from its newest complete checkpoint; logs are cut back to that step.
 
     Raises:
@@ -421,17 +422,21 @@ def run_embodied(cfg: EmbodiedConfig | None = None, *, resume_dir: str | Path | 
             file ``.owner.lock``, held for the whole run); a run_dir that names a file.
         ValueError: a bad suite (unknown task, overlapping task lists, splits over 50 states), raised
             before a fresh run's folder is made.
-        ConfigError: no config and no ``resume_dir``; an environment of the text track.
+        ConfigError: no config and no ``resume_dir``; ``overrides`` without ``resume_dir``; an override of a key a
+            resume may not change, or an unknown key or bad value; an environment of the text track.
         TrackerUnavailable: a tracker of ``cfg.trackers`` whose package is not installed, refused before a fresh
             run's folder is made (the message names the ``pip install``).
     """
     if resume_dir is not None:
         rd = RunDir(resume_dir)
         check_resumable(rd, accept_edited_config)  # a clear refusal before the config is read
-        cfg = load_config(rd.config)
+        # an unknown key or a bad value is refused here; a frozen key that changes is refused by run_track
+        cfg = load_config(rd.config, overrides)
         cfg.run_dir = str(rd.root)
     elif cfg is None:
         raise ConfigError("give a config or resume_dir")
+    elif overrides:
+        raise ConfigError("overrides are for a resume (resume_dir); apply them to the config of a new run")
     track = EmbodiedTrack(progress=progress, artefacts_root=artefacts_root)
     return run_track(track, RunRequest(cfg, resume=resume_dir is not None, accept_edited_config=accept_edited_config,
                                        stop_after_step=stop_after_step))

@@ -45,12 +45,15 @@ def _config_highlights(cfg: dict[str, Any]) -> str:
         ("steps", ("steps",)),
         ("tasks/step", ("rollout", "tasks_per_step")),
         ("group size", ("rollout", "group_size")),
-        ("anchor fraction", ("wmrl", "anchor_fraction")),
+        ("anchor fraction", ("wmrl", "routing", "anchor_fraction")),
+        ("anchor fraction", ("wmrl", "anchor_fraction")),  # a run saved before the section had sub-sections
         ("fusion", ("wmrl", "fusion")),
         ("debias", ("wmrl", "debias")),
         ("denoise", ("wmrl", "denoise")),
     ):
         v = get(*keys)
+        if isinstance(v, dict):  # a section (the recipe section's ``fusion``), not the removed switch of that name
+            continue
         if v is not None and not any(p.startswith(label + "=") for p in parts):
             parts.append(f"{label}={v}")
     return ", ".join(parts)

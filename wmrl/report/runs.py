@@ -79,8 +79,8 @@ def method_label(config: dict[str, Any]) -> str:
         tags.append("no debias")
     if opts.get("denoise") is False:
         tags.append("no denoise")
-    fusion = opts.get("fusion")
-    if fusion not in (None, "inverse_variance", "ivw", "inverse-variance"):
+    fusion = opts.get("fusion")  # the removed switch (a name); the recipe section's ``fusion`` is a sub-section
+    if isinstance(fusion, str) and fusion not in ("inverse_variance", "ivw", "inverse-variance"):
         tags.append(f"fusion={fusion}")
     return name + (f" ({', '.join(tags)})" if tags else "")
 

@@ -9,6 +9,10 @@ number required finite, :class:`ConfigError` messages with a did-you-mean for ty
 were removed (a root model's ``removed_keys``), and the ``describe_fields`` table. The text track's
 :mod:`wmrl.training.config` and the embodied track's :mod:`wmrl.embodied.config` are built on it.
 
+About 560 lines: the kit is one module because its parts read one another's view of a section tree (the error
+messages walk the models the overrides, the migrations and the field table walk too); split, each part would import
+the others' private helpers.
+
 Usage (``MyConfig`` a :class:`ConfigSection` with nested sections)::
 
     data = read_config_file("my.yaml")                  # {} when the path is None
@@ -17,15 +21,16 @@ Usage (``MyConfig`` a :class:`ConfigSection` with nested sections)::
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Optional, Protocol, TypeGuard, TypeVar, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Protocol, TypeGuard, TypeVar, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
@@ -159,9 +164,9 @@ def id_list(v: Any) -> Any:
 
 Int = Annotated[int, BeforeValidator(_integer)]
 Float = Annotated[float, BeforeValidator(_not_bool)]
-OptStr = Annotated[Optional[str], BeforeValidator(_nullable)]
-OptFloat = Annotated[Optional[Float], BeforeValidator(_nullable)]
-OptIds = Annotated[Optional[list[str]], BeforeValidator(id_list)]
+OptStr = Annotated[str | None, BeforeValidator(_nullable)]
+OptFloat = Annotated[Float | None, BeforeValidator(_nullable)]
+OptIds = Annotated[list[str] | None, BeforeValidator(id_list)]
 
 
 #: A list of plugin modules (:func:`wmrl.runs.plugins.import_plugins` imports them).
@@ -173,11 +178,26 @@ class ConfigSection(BaseModel):
     kept as text. Built or assigned in Python, a bad value raises pydantic's ``ValidationError``; loaded
     (:func:`model_from_dict`) a :class:`ConfigError`.
 
-    A root model may set ``removed_keys`` (``{"section.key": "what replaces it"}``): an unknown key of that
-    name is answered with the replacement instead of a did-you-mean."""
+    A section given with no keys (``model:`` alone in YAML is null) takes its defaults.
+
+    The migrations of old configs live on a root model, and nowhere else: ``removed_keys`` (``{"section.key":
+    "what replaces it"}``): an unknown key of that name is answered with the replacement instead of a did-you-mean;
+    ``renamed_keys`` (``{"old.dotted.key": "new.dotted.key"}``): a key given under its old name, in a file or in
+    ``--set``, is read as the new one (:func:`migrate_keys`), so a config saved before the rename loads to the same
+    values."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, coerce_numbers_to_str=True)
     removed_keys: ClassVar[dict[str, str]] = {}
+    renamed_keys: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, data: Any) -> Any:
+        """A section given as null takes its defaults."""
+        if isinstance(data, dict):
+            return {k: {} if v is None and _is_section(getattr(cls.model_fields.get(k), "annotation", None)) else v
+                    for k, v in data.items()}
+        return data
 
 
 #: The old name of :class:`ConfigSection`.
@@ -189,6 +209,21 @@ M = TypeVar("M", bound=BaseModel)
 def _removed_hint(root: type[BaseModel], where: str) -> str:
     removed = getattr(root, "removed_keys", {})
     return f" ({where} was removed: {removed[where]})" if where in removed else ""
+
+
+def _unknown_key_hint(root: type[BaseModel], section: str, name: str, names: list[str]) -> str:
+    """What to say of the unknown key ``name`` of ``section`` (dotted, '' for the root) whose keys are ``names``: that
+    it was removed and what replaces it, else the closest key, among ``names`` and the old names of keys ``root``
+    renamed (then its new dotted name: a typo of an old name); '' when nothing is close."""
+    where = f"{section}.{name}" if section else name
+    removed = _removed_hint(root, where)
+    if removed:
+        return removed
+    prefix = f"{section}." if section else ""
+    old = {k[len(prefix):]: new for k, new in getattr(root, "renamed_keys", {}).items()
+           if k.startswith(prefix) and "." not in k[len(prefix):]}
+    close = difflib.get_close_matches(name, [*names, *old], n=1)
+    return f" Did you mean {old.get(close[0], close[0])!r}?" if close else ""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -243,7 +278,8 @@ def _allowed(f: FieldInfo) -> str:
 
 _EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 _RANGE_ERRORS = {"greater_than": ("is not above the minimum", "gt"),
-                 "greater_than_equal": ("is below the minimum", "ge"), "less_than_equal": ("is above the maximum", "le"),
+                 "greater_than_equal": ("is below the minimum", "ge"),
+                 "less_than_equal": ("is above the maximum", "le"),
                  "less_than": ("is not below the maximum", "lt")}
 
 
@@ -270,9 +306,7 @@ def _error_text(err: Any, root: type[BaseModel]) -> str:
     if kind in ("extra_forbidden", "invalid_key"):
         section, names = _key(loc[:-1]), list((owner or root).model_fields)
         name = value if kind == "invalid_key" else loc[-1]
-        close = difflib.get_close_matches(str(name), names, n=1)
-        removed = _removed_hint(root, f"{section}.{name}" if section else str(name))
-        hint = removed or (f" Did you mean {close[0]!r}?" if close else "")
+        hint = _unknown_key_hint(root, section, str(name), names)
         return (f"unknown config key {(f'{section}.{name}' if section else name)!r}.{hint} Allowed keys"
                 f"{' in ' + section if section else ''}: {', '.join(names)}")
     base, nullable = _strip(field.annotation if field else root)
@@ -291,7 +325,8 @@ def _error_text(err: Any, root: type[BaseModel]) -> str:
         return f"{key}: {v!r} {words} {err['ctx'][bound]}; expected {_allowed(field)}"
     expected = ("a mapping of keys" if _is_section(base) else f"a list ({_type_name(base)})"
                 if get_origin(base) is list else _EXPECTED.get(base, _type_name(base)))
-    return f"{key or 'config'}: expected {expected}{' or null' if nullable else ''}, got {value!r}"
+    return (f"{key or 'config'}: expected {expected}{' or null' if nullable else ''}, got {value!r}"
+            f"{_removed_hint(root, key)}")
 
 
 def _errors_text(e: ValidationError, root: type[BaseModel]) -> str:
@@ -318,14 +353,68 @@ def require_finite(obj: BaseModel, prefix: str = "") -> None:
     _require_finite(obj, prefix)
 
 
-def model_from_dict(root: type[M], data: dict[str, Any] | None) -> M:
-    """Build and validate a ``root`` config from nested dicts (parsed YAML), every number finite.
+def _node(data: Any, parts: list[str]) -> Any:
+    """``data[parts[0]][parts[1]]...`` of nested dicts, or None where a part is missing or not a mapping."""
+    for p in parts:
+        data = data.get(p) if isinstance(data, dict) else None
+    return data
+
+
+def dotted_value(cfg: BaseModel, key: str) -> Any:
+    """The value (or section) at the dotted ``key`` of the config ``cfg`` (``"wmrl.alarm.response"``).
 
     Raises:
-        ConfigError: unknown key, wrong type, out-of-range or disallowed value (the message names the key).
+        AttributeError: no such key.
+    """
+    node: Any = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def renamed(root: type[BaseModel], key: str) -> str:
+    """The current name of the dotted ``key`` (its new name when ``root`` renamed it, else ``key``)."""
+    names: dict[str, str] = getattr(root, "renamed_keys", {})
+    return names.get(key, key)
+
+
+def migrate_keys(root: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """Move every value given under an old name of ``root``'s ``renamed_keys`` to its new place in the nested dict
+    ``data`` (in place; also returned), so a config saved before the rename reads as it did.
+
+    Raises:
+        ConfigError: a key given under both its old and its new name.
+    """
+    for old, new in getattr(root, "renamed_keys", {}).items():
+        *parents, leaf = old.split(".")
+        src = _node(data, parents)
+        if not isinstance(src, dict) or leaf not in src:
+            continue
+        *new_parents, new_leaf = new.split(".")
+        dst = data
+        for p in new_parents:
+            if dst.get(p) is None:
+                dst[p] = {}
+            if not isinstance(dst[p], dict):
+                break  # not a mapping: the validation names the key
+            dst = dst[p]
+        else:
+            if new_leaf in dst:
+                raise ConfigError(f"{old} is the old name of {new} and both are given; keep {new}")
+            dst[new_leaf] = src.pop(leaf)
+    return data
+
+
+def model_from_dict(root: type[M], data: dict[str, Any] | None) -> M:
+    """Build and validate a ``root`` config from nested dicts (parsed YAML; not changed), every number finite; keys
+    given under an old name are read as their new one (:func:`migrate_keys`).
+
+    Raises:
+        ConfigError: unknown key, wrong type, out-of-range or disallowed value (the message names the key); a key
+            given under its old and its new name.
     """
     try:
-        cfg = root.model_validate(dict(data or {}))
+        cfg = root.model_validate(migrate_keys(root, copy.deepcopy(dict(data or {}))))
     except ValidationError as e:
         raise ConfigError(_errors_text(e, root)) from None
     _require_finite(cfg)
@@ -393,8 +482,7 @@ def _set_path(root: type[BaseModel], data: dict[str, Any], dotted: str, raw: str
         names = list(cls.model_fields)
         where = ".".join(parts[: i + 1])
         if part not in names:
-            close = difflib.get_close_matches(part, names, n=1)
-            hint = _removed_hint(root, where) or (f" Did you mean {close[0]!r}?" if close else "")
+            hint = _unknown_key_hint(root, ".".join(parts[:i]), part, names)
             raise ConfigError(f"--set: unknown config key {where!r}.{hint} Allowed: {', '.join(names)}")
         tp = cls.model_fields[part].annotation
         if i < len(parts) - 1:
@@ -407,7 +495,7 @@ def _set_path(root: type[BaseModel], data: dict[str, Any], dotted: str, raw: str
             continue
         if _is_section(tp):
             raise ConfigError(f"--set: {dotted!r} is a section; set one of its keys, e.g. "
-                              f"{dotted}.{next(iter(tp.model_fields))}=...")
+                              f"{dotted}.{next(iter(tp.model_fields))}=...{_removed_hint(root, dotted)}")
         # YAML parsing gives numbers, booleans, null and lists; the models' types do the rest.
         # String fields keep the raw text (so "model.name=1e3" stays "1e3"), except null.
         try:
@@ -422,11 +510,15 @@ def _set_path(root: type[BaseModel], data: dict[str, Any], dotted: str, raw: str
 
 
 def apply_overrides(root: type[BaseModel], data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
-    """Apply ``key.sub=value`` strings to nested dict ``data`` of a ``root`` config (in place; also returned).
+    """Apply ``key.sub=value`` strings to nested dict ``data`` of a ``root`` config (in place; also returned). The keys
+    of ``data`` and of the overrides given under an old name are read as their new one (:func:`migrate_keys`), so an
+    override of the new name replaces a value ``data`` holds under the old.
 
     Raises:
-        ConfigError: an override without ``=`` or naming an unknown key.
+        ConfigError: an override without ``=`` or naming an unknown key; a key of ``data`` given under its old and
+            its new name.
     """
+    migrate_keys(root, data)
     for ov in overrides or []:
         if "=" not in ov:
             raise ConfigError(f"--set expects key=value (e.g. optim.steps=3), got {ov!r}")
@@ -434,7 +526,7 @@ def apply_overrides(root: type[BaseModel], data: dict[str, Any], overrides: list
         k = k.strip()
         if not k:
             raise ConfigError(f"--set expects key=value, got {ov!r}")
-        _set_path(root, data, k, v)
+        _set_path(root, data, renamed(root, k), v)
     return data
 
 

@@ -8,7 +8,7 @@ Two sources of compute are counted apart and added up:
 - real executions, which run in sandboxed child processes or on Ray workers: their CPU-seconds come
   from each :class:`~wmrl.execution.types.ExecutionResult` (``cpu_s``, rusage of the sandboxed process
   tree) and are summed per kind (``anchor``, ``verify``: a world-model group's favourite executed by
-  ``wmrl.verify_favourites``, ``warmup``, ``eval``).
+  ``wmrl.routing.verify_favourites``, ``warmup``, ``eval``).
 
 The training compute of a run, the quantity methods are compared on, is
 ``train_compute_cpu_s = trainer CPU (all phases and training stages) + sandbox CPU of warm-up, anchor and

@@ -46,6 +46,12 @@ from wmrl.runs.tracking import TrackerSet, TrackingConfig, open_trackers, probe_
 log = logging.getLogger(__name__)
 
 
+#: The config keys every track's resume may change (a key ending in ``.`` names its section): how far the run goes,
+#: its evaluations, checkpoints, threads and trackers; none of them changes the steps done. A track adds its own
+#: (:attr:`Track.resume_mutable`).
+RESUME_MUTABLE = ("optim.steps", "threads", "eval.", "checkpoint_every", "keep_checkpoints", "trackers", "tracking.")
+
+
 class RunStopped(RunDirError):
     """A run stopped on purpose at a checkpoint (the text track's exploitation alarm): resumable; its trackers close
     as ``stopped``."""

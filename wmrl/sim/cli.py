@@ -74,7 +74,7 @@ def staleness_command(
 ) -> None:
     """Staleness axis: asynchronous anchors (bound k) against synchronous ones, late groups in the gradient
     (importance-corrected) or in the calibration only, and a group still running at the bound waited for or not
-    (wmrl.over_bound_anchors). See docs/scaling.md."""
+    (wmrl.asynchronous.over_bound_anchors). See docs/scaling.md."""
     from wmrl.console import make_console
     from rich.markdown import Markdown
 

@@ -105,16 +105,17 @@ class RunSpec:
             pi_t / pi_s, kept in [0.001, late_ratio_max], :mod:`wmrl.core.staleness`). latency_steps, latency_sigma,
             latency_floor_steps, latency_cap_steps (None: 20 x latency_steps): the latency model in
             units of steps (median and log-sd of one execution; a group takes its G executions' maximum).
-        at_bound: a group still running at the bound (``wmrl.over_bound_anchors``): ``wait`` (consumed at
+        at_bound: a group still running at the bound (``wmrl.asynchronous.over_bound_anchors``): ``wait`` (consumed at
             s + k, as ``late`` says), ``calibration`` (consumed when it arrives, later than s + k, its pairs
             feeding only the calibrator and the window) or ``drop`` (never consumed). In every mode it is out of
             its own step's loss in the ``gradient`` late mode and a world-model group there in ``calibration``.
             The simulation counts steps, not seconds: the time ``wait`` costs is the benchmark's and the
             projection's (docs/scaling.md).
-        steps_without_anchors: ``wmrl.steps_without_anchors`` (:func:`wmrl.core.staleness.skips_update`): a step of
-            an asynchronous run whose own anchor groups are all in flight and at which no other one arrives makes
-            no update (``skip``, the run's parameters and optimiser state stay as they are) or trains on its
-            world-model groups alone (``update``). Ignored when ``staleness`` is 0.
+        steps_without_anchors: ``wmrl.asynchronous.steps_without_anchors``
+            (:func:`wmrl.core.staleness.skips_update`): a step of an asynchronous run whose own anchor groups are all
+            in flight and at which no other one arrives makes no update (``skip``, the run's parameters and optimiser
+            state stay as they are) or trains on its world-model groups alone (``update``). Ignored when
+            ``staleness`` is 0.
         latency_reward_slope: how an execution's latency depends on its program's true reward r: the sampled latency
             is multiplied by ``exp(slope * (r - mean r))``, the mean over the step's samples, so that the typical
             latency stays as configured while the better programs of a step take longer (0: independent; 2: a

@@ -7,11 +7,11 @@ log-normal in steps per execution, a group taking the maximum of its G). k = 0 i
 the study of record. For each world model, method, k and late mode the table gives the final true reward J
 (mean over seeds), its paired difference to the synchronous run of the same seed (mean and standard error
 over seeds), the staleness of the anchor groups consumed within the bound (mean, max; steps) and the share of
-anchor groups still running at the bound. The ``at bound`` column is ``wmrl.over_bound_anchors``: ``wait`` (the
-group is waited for at s + k), ``calibration`` or ``drop`` (not waited for: its pairs feed only the calibration
-when they arrive, or are discarded; :data:`wmrl.core.staleness.AT_BOUND_MODES`). The ``without anchors`` column is
-``wmrl.steps_without_anchors`` (:func:`wmrl.core.staleness.skips_update`): ``skip`` (the default) or ``update``,
-compared on every gradient row with ratio <= 2.
+anchor groups still running at the bound. The ``at bound`` column is ``wmrl.asynchronous.over_bound_anchors``:
+``wait`` (the group is waited for at s + k), ``calibration`` or ``drop`` (not waited for: its pairs feed only the
+calibration when they arrive, or are discarded; :data:`wmrl.core.staleness.AT_BOUND_MODES`). The ``without
+anchors`` column is ``wmrl.asynchronous.steps_without_anchors`` (:func:`wmrl.core.staleness.skips_update`): ``skip``
+(the default) or ``update``, compared on every gradient row with ratio <= 2.
 
 ``wmrl simulate-staleness`` runs it and writes ``staleness.csv`` and ``staleness.md``.
 

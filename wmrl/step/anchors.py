@@ -8,7 +8,7 @@ k > 0: the step's executions are submitted and left running. At the collection p
 group in flight whose executions have all finished is consumed; a group routed at s = t - k that is still
 running is waited for (the bound; the blocked time is the stage ``anchor_wait``, which should be 0). The step's
 own groups that finished in time are the step's anchors, as in the synchronous stream. Groups of earlier steps
-are *late*; ``wmrl.late_anchors`` says where they go:
+are *late*; ``wmrl.asynchronous.late_anchors`` says where they go:
 
 - ``gradient`` (default; the simulation's staleness axis chose it, docs/scaling.md): a group still in flight is
   left out of its own step's loss; at its arrival step its samples join the recipe's inputs as anchor groups
@@ -18,14 +18,14 @@ are *late*; ``wmrl.late_anchors`` says where they go:
 - ``calibration``: the group trains as a world-model group at its own step (its r_hat was scored with the
   rest), and its pairs only reach the calibrator and the window (:meth:`wmrl.core.recipe.Recipe.learn_late`).
 
-``wmrl.over_bound_anchors`` says what happens to a group still running at the bound (routed at s = t - k):
+``wmrl.asynchronous.over_bound_anchors`` says what happens to a group still running at the bound (routed at s = t - k):
 
 - ``wait`` (default): it is waited for, as above, and consumed at s + k as a late group.
 - ``calibration``: it is not waited for (``anchor_wait`` is 0 by construction) and is *over the bound*; its
   running executions keep running (those still queued in the executor are cancelled: they would start after
   the bound), and at the step where the last one is found finished its pairs feed only the calibrator and the
   window (:meth:`AnchorStream.learn_over_bound`, after the step's recipe; no gradient: beyond the bound the
-  importance ratio is not trusted), whatever ``wmrl.late_anchors`` says.
+  importance ratio is not trusted), whatever ``wmrl.asynchronous.late_anchors`` says.
 - ``drop``: not waited for either; all its executions are cancelled (running ones killed, freeing their slots).
 
 Cancelled executions are not executions in the ledger (``anchor_over_bound_cancelled`` counts them); the others
@@ -96,8 +96,8 @@ class AnchorStream:
     """Tracks anchor futures and hands their outcomes back under the staleness bound ``k`` (steps).
 
     Args:
-        k: the staleness bound (``wmrl.anchor_staleness``), 0 = synchronous.
-        at_bound: ``wmrl.over_bound_anchors`` (:data:`wmrl.core.staleness.AT_BOUND_MODES`): a group still
+        k: the staleness bound (``wmrl.asynchronous.staleness``), 0 = synchronous.
+        at_bound: ``wmrl.asynchronous.over_bound_anchors`` (:data:`wmrl.core.staleness.AT_BOUND_MODES`): a group still
             running at the bound is waited for (``wait``) or not (``calibration``, ``drop``).
 
     Raises:

@@ -29,8 +29,10 @@ with :meth:`StepBatch.apply_outcomes <wmrl.step.batch.StepBatch.apply_outcomes>`
 <wmrl.step.batch.StepBatch.apply_predictions>`; an extending environment's final submissions go through the same two
 (:meth:`StepEngine.extend`).
 
-:func:`build_router` is the one place a router is made from a method and rho, :func:`recipe_settings` the one place
-a config section becomes :class:`~wmrl.core.recipe.RecipeSettings`.
+:func:`build_router` is the one place a router is made from a method and rho; :meth:`StepEngine.from_config` the one
+place an engine is made from the recipe's config section (:class:`~wmrl.step.config.RecipeConfig`, both tracks'
+``wmrl`` section), whose :meth:`~wmrl.step.config.RecipeConfig.recipe_settings` is the one place that section becomes
+:class:`~wmrl.core.recipe.RecipeSettings`.
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ from wmrl.core.recipe import Recipe, RecipeSettings, RecipeState, StepInputs, St
 from wmrl.core.routing import Router, build_router
 from wmrl.step.anchors import AnchorRuns, AnchorStream
 from wmrl.step.batch import LatePairs, StepBatch
+from wmrl.step.config import RecipeConfig
 from wmrl.step.environment import Environment, ExtendingEnvironment, Predictions, Rollouts, StageTimer
 from wmrl.step.environment import stage as _stage
 
@@ -62,33 +65,12 @@ def lookup_recipe(method: str) -> Recipe:
         raise ValueError(f"unknown method {method!r}; use one of {', '.join(recipe_names())}") from None
 
 
-def recipe_settings(section: Any, *, normalize_std: bool | None = None, adv_eps: float | None = None
-                    ) -> RecipeSettings:
-    """The recipe's hyper-parameters from a config section with the ``wmrl`` fields (the text track's ``wmrl``
-    section, the embodied track's ``wmrl`` section): ``calibrator_window``, ``calibrator_min_anchors``,
-    ``fusion_min_pairs``, ``alpha_floor``, ``alpha_ceiling`` and, where the section has them,
-    ``calibrator_fallback`` and ``normalize_std``. The anchor window holds as many pairs as the calibrator.
-    ``normalize_std``/``adv_eps`` given here win over the section's (the text track keeps them in ``optim``).
-
-    Raises:
-        AttributeError: the section lacks a required field.
-    """
-    d = RecipeSettings()
-    norm = normalize_std if normalize_std is not None else getattr(section, "normalize_std", d.normalize_std)
-    return RecipeSettings(
-        normalize_std=bool(norm), adv_eps=d.adv_eps if adv_eps is None else float(adv_eps),
-        calibrator_window=section.calibrator_window, calibrator_min_anchors=section.calibrator_min_anchors,
-        calibrator_fallback=getattr(section, "calibrator_fallback", d.calibrator_fallback),
-        window_pairs=section.calibrator_window, alpha_floor=section.alpha_floor, alpha_ceiling=section.alpha_ceiling,
-        fusion_min_pairs=section.fusion_min_pairs)
-
-
 class StepEngine:
     """The method's state and the stages of a step (module docstring).
 
     Args:
         method: a registered recipe name (:func:`wmrl.core.recipe.recipe_names`).
-        settings: the recipe's settings (:func:`recipe_settings`).
+        settings: the recipe's settings (:meth:`wmrl.step.config.RecipeConfig.recipe_settings`).
         anchor_fraction: rho, the configured fraction of anchor groups (fraction recipes).
         router: the router kind (``fraction``, ``stratified``).
         min_anchor_every: the anchor floor of :func:`build_router` (steps; None or 0: off).
@@ -118,6 +100,22 @@ class StepEngine:
                                            min_anchor_every=min_anchor_every, seed=seed)
         self._settings = settings
         self.state: RecipeState = self.recipe.init_state(settings)
+
+    @classmethod
+    def from_config(cls, method: str, section: RecipeConfig, *, seed: int, normalize_std: bool = True,
+                    adv_eps: float | None = None, always_predict: bool = False) -> StepEngine:
+        """The engine of ``method`` with the recipe's config section ``section`` (routing, calibration, fusion, the
+        asynchronous stream): the one place a track builds its engine. ``normalize_std``/``adv_eps``: the track's
+        advantage settings (its ``optim`` section); ``seed``: the router's; ``always_predict`` as in the class.
+
+        Raises:
+            ValueError: unknown method or router kind, or a bad staleness setting.
+        """
+        r, a = section.routing, section.asynchronous
+        return cls(method, section.recipe_settings(normalize_std=normalize_std, adv_eps=adv_eps),
+                   anchor_fraction=r.anchor_fraction, router=r.router, min_anchor_every=r.min_anchor_every, seed=seed,
+                   always_predict=always_predict, anchor_staleness=a.staleness,
+                   over_bound_anchors=a.over_bound_anchors)
 
     # ------------------------------------------------------------------ properties of the method
     @property

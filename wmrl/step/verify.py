@@ -1,4 +1,5 @@
-"""Favourite verification (``wmrl.verify_favourites``): execute each world-model group's favourite before the recipe.
+"""Favourite verification (``wmrl.routing.verify_favourites``): execute each world-model group's favourite before the
+recipe.
 
 Why. GRPO standardises advantages inside a group, so any increasing map of the world model's score (the isotonic
 debiasing) keeps the world model's order inside every world-model group, and a policy that follows those groups

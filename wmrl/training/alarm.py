@@ -1,12 +1,12 @@
 """The trainer's exploitation alarm: the anchors of each step feed
 :class:`wmrl.core.alarm.ExploitationMonitor`, and when it fires the configured response runs
-(``wmrl.exploit_alarm``):
+(``wmrl.alarm.response``):
 
 ==================  ====================================================================================
 ``none``            no test
 ``warn``            a warning in train.log and on the console; the metrics say it fired
 ``raise_anchors``   warn, and double the router's anchor fraction, up to
-                    ``wmrl.exploit_alarm_max_anchor_fraction`` (it stays raised; a checkpoint keeps it)
+                    ``wmrl.alarm.max_anchor_fraction`` (it stays raised; a checkpoint keeps it)
 ``refit``           warn, and refit the world model on the corpus and every anchor so far at once
 ``stop``            warn, write the step's checkpoint and stop with :class:`ExploitationStop`; the run
                     resumes from there (``wmrl train --resume``), with an edited config if wanted
@@ -33,7 +33,7 @@ __all__ = ["ExploitationStop", "ExploitationWatch"]
 
 
 class ExploitationStop(RunStopped):
-    """The exploitation alarm fired under ``wmrl.exploit_alarm: stop``; the run's last checkpoint is the
+    """The exploitation alarm fired under ``wmrl.alarm.response: stop``; the run's last checkpoint is the
     alarm's step, and ``wmrl train --resume RUN_DIR`` continues from it (a :class:`~wmrl.runs.rundir.RunDirError`)."""
 
 
@@ -41,7 +41,7 @@ class ExploitationWatch:
     """The monitor of one run and its response (module docstring).
 
     Args:
-        response: ``wmrl.exploit_alarm``. threshold, drift: h and k of the CUSUM tests.
+        response: ``wmrl.alarm.response``. threshold, drift: h and k of the CUSUM tests.
         max_anchor_fraction: the ceiling of ``raise_anchors``.
         active: whether the run's recipe has both streams (otherwise :meth:`observe` returns ``{}``).
     """
@@ -83,7 +83,7 @@ class ExploitationWatch:
                 "order": "the world model orders the anchor groups worse than chance",
                 "residual+order": "the anchors score below their calibrated predictions and the world model orders "
                                   "them worse than chance"}[check.reason]
-        action = "no action (wmrl.exploit_alarm: warn)"
+        action = "no action (wmrl.alarm.response: warn)"
         if self.response == "raise_anchors":
             old = float(router.fraction)
             router.fraction = raised_anchor_fraction(old, self.max_anchor_fraction)
@@ -103,7 +103,7 @@ class ExploitationWatch:
         log_line(f"WARNING {msg}")
         if self.response == "stop":
             self.stop_message = (f"{msg}. Inspect the run (wmrl report RUN_DIR), then continue it with `wmrl train "
-                                 f"--resume RUN_DIR` (add --set wmrl.exploit_alarm=warn to go on without stopping)")
+                                 f"--resume RUN_DIR` (add --set wmrl.alarm.response=warn to go on without stopping)")
 
     def state_dict(self) -> dict[str, Any]:
         """The monitor's state (JSON-able), for the checkpoint."""

@@ -10,10 +10,8 @@ from pathlib import Path
 from typing import Any
 
 
-from wmrl.core.recipe import RecipeSettings
 from wmrl.runs.rundir import RunDirError, now_iso  # noqa: F401 (re-exported)
 from wmrl.step.engine import lookup_recipe
-from wmrl.step.engine import recipe_settings as engine_recipe_settings
 from wmrl.step.environment import Environment
 from wmrl.step.environment import environment_factory as checked_factory
 from wmrl.step.kaggle import TEXT_ENVIRONMENT_ARGS, TextEnvironment
@@ -114,13 +112,7 @@ def eval_sampling_seed(seed: int, step: int, split: str, has_heldout: bool) -> i
 def anchor_fraction(cfg: TrainConfig) -> float:
     """The router's long-run fraction of anchor groups: 1 for ``grpo``, 0 for ``wm``, rho otherwise
     (:meth:`wmrl.core.recipe.Recipe.anchor_fraction`)."""
-    return lookup_recipe(cfg.method).anchor_fraction(cfg.wmrl.anchor_fraction)
-
-
-def recipe_settings(cfg: TrainConfig) -> RecipeSettings:
-    """The recipe's hyper-parameters of a text run (:func:`wmrl.step.engine.recipe_settings` of the ``wmrl`` section,
-    with the ``optim`` section's advantage normalisation)."""
-    return engine_recipe_settings(cfg.wmrl, normalize_std=cfg.optim.normalize_std, adv_eps=cfg.optim.adv_eps)
+    return lookup_recipe(cfg.method).anchor_fraction(cfg.wmrl.routing.anchor_fraction)
 
 
 def environment_factory(name: str) -> Callable[..., Environment]:

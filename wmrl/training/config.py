@@ -13,8 +13,7 @@ Usage::
     save_config(cfg, run_dir / "config.yaml")
 
 The config kit under it (strict YAML, overrides, the error messages) is :mod:`wmrl.runs.config`, shared with
-the embodied track. About 540 lines: every option of the text trainer with its help text and range, one section
-class per config section, kept in one file so that ``wmrl config show`` and the docs read one place.
+the embodied track; the recipe's section (``wmrl``) is :class:`wmrl.step.config.RecipeConfig`, shared with it too.
 """
 from __future__ import annotations
 
@@ -25,9 +24,9 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from wmrl.core.recipe import BASELINE, RECIPES, WMRL, get_recipe, recipe_names
-from wmrl.core.routing import ROUTERS
 from wmrl.models.backbone import CONTEXT_TOKENS
 from wmrl.models.scaffolds import SCAFFOLDS
+from wmrl.step.config import RENAMED_KEYS, RecipeConfig
 from wmrl.step.environment import EnvironmentName
 from wmrl.world_model.factory import WORLD_MODELS
 from wmrl.runs import config as _kit
@@ -47,10 +46,9 @@ from wmrl.runs.config import (  # noqa: F401 (the kit's names, re-exported for t
 Method = Annotated[str, AfterValidator(partial(RECIPES.check, key="method"))]
 
 #: A name checked against a registry when the config is validated (a name registered after this module was
-#: imported, by a module of ``plugins``, or offered by an entry point, is accepted): the router, the world-model
-#: kind, the scaffold (the environment: :data:`wmrl.step.environment.EnvironmentName`, shared with the embodied
-#: track).
-RouterName = Annotated[str, AfterValidator(partial(ROUTERS.check, key="wmrl.router"))]
+#: imported, by a module of ``plugins``, or offered by an entry point, is accepted): the world-model kind, the
+#: scaffold (the environment: :data:`wmrl.step.environment.EnvironmentName`, and the router:
+#: :data:`wmrl.step.config.RouterName`, shared with the embodied track).
 WorldModelKind = Annotated[str, AfterValidator(partial(WORLD_MODELS.check, key="world_model.kind"))]
 ScaffoldName = Annotated[OptStr, AfterValidator(lambda v: v if v is None else SCAFFOLDS.check(v, key="scaffold.name"))]
 
@@ -140,97 +138,6 @@ class RolloutConfig(_Section):
             raise ValueError(f"rollout.group_size: {self.group_size} trajectory per group cannot train: every "
                              "method uses group-relative advantages (reward minus the group's mean), which are all "
                              "0 with one trajectory, so every update would be skipped; set rollout.group_size >= 2")
-        return self
-
-
-class WmrlConfig(_Section):
-    """Options of the WMRL method (anchors and corrections); ignored by `grpo` and `wm`."""
-
-    anchor_fraction: Float = Field(0.1, ge=0.0, le=1.0, description=(
-        "rho: long-run fraction of groups executed for real (anchors)."))
-    min_anchor_every: Int = Field(10, ge=0, description=(
-        "Guarantee at least one anchor group every N steps (0 = off). With few groups per step and a small rho this "
-        "keeps the calibrator fed; the router pays the forced anchor back later, so the long-run fraction stays rho."))
-    router: RouterName = Field("fraction", description=(
-        "Anchor router: 'fraction' (carry the fractional part between steps), 'stratified' (also balance anchors "
-        "across tasks), 'hash' (each group decided by a hash of its task, no min_anchor_every floor) or a "
-        "registered one (wmrl.core.routing.ROUTERS)."))
-    calibrator_window: Int = Field(256, ge=1, description="Anchor pairs (most recent) the calibrator is fitted on.")
-    calibrator_min_anchors: Int = Field(32, ge=1, description=(
-        "Below this many anchor pairs the calibrator falls back to an identity/affine map. 32: with 24 anchors or "
-        "fewer per run the isotonic map made the out-of-sample squared error 1.06-1.21x the raw one in the cpu-small "
-        "bench (docs/training.md); the WMRL paper's reference waits for 200."))
-    fusion_min_pairs: Int = Field(8, ge=1, description=(
-        "Below this many out-of-sample anchor pairs the fusion weight alpha is the pooled n_A / (n_A + n_W) instead "
-        "of the inverse-variance estimate."))
-    calibrator_fallback: Literal["identity", "affine"] = Field("identity", description=(
-        "Map used below calibrator_min_anchors: 'identity' or 'affine' (least squares with positive slope)."))
-    alpha_floor: Float = Field(0.05, ge=0.0, le=1.0, description="Lower clip of alpha (anchor-gradient weight).")
-    alpha_ceiling: Float = Field(0.95, ge=0.0, le=1.0, description="Upper clip of alpha.")
-    anchor_staleness: Int = Field(0, ge=0, description=(
-        "k, the staleness bound of the asynchronous anchor stream (steps): anchor executions run while training "
-        "goes on and are consumed when they finish, at most k steps after their own (the trainer waits there); "
-        "late ones go where wmrl.late_anchors says. 0 = synchronous (every step waits for its "
-        "anchors). wmrl recipes only (docs/scaling.md)."))
-    late_anchors: Literal["gradient", "calibration"] = Field("gradient", description=(
-        "What an anchor group consumed after its own step does (anchor_staleness > 0): 'gradient' (left out of its "
-        "own step, it enters the loss of its arrival step, importance-corrected by the clipped ratio to the policy "
-        "that sampled it, and feeds the calibration) or 'calibration' (it trains as a world-model group at its own "
-        "step and its pairs only feed the calibrator and the fusion window). The simulation's staleness axis chose "
-        "'gradient' (docs/scaling.md)."))
-    late_ratio_max: Float = Field(2.0, gt=1.0, description=(
-        "Late anchor rows in the gradient keep their importance ratio pi_now / pi_sampled in [0.001, this] (PPO's "
-        "[0.8, 1.2] cuts off too much of a stale sample; the simulation's staleness axis chose 2, docs/scaling.md)."))
-    steps_without_anchors: Literal["skip", "update"] = Field("skip", description=(
-        "A step of the asynchronous stream (anchor_staleness > 0, late_anchors 'gradient') whose own anchor groups "
-        "are all still running and at which no other anchor group arrives (the first steps of a run, and gaps "
-        "between arrivals): 'skip' makes no policy update there (its anchors enter the loss when they arrive) or "
-        "'update' trains on its world-model groups alone, the pure world-model update an exploitable world model "
-        "feeds. The simulation chose 'skip' (docs/scaling.md)."))
-    over_bound_anchors: Literal["wait", "calibration", "drop"] = Field("wait", description=(
-        "What an anchor group still running when its staleness reaches wmrl.anchor_staleness does: 'wait' (the "
-        "step blocks until it is done, stage anchor_wait, and consumes it as a late group), 'calibration' (not "
-        "waited for: its executions keep running and, when they arrive, their pairs feed only the calibrator and "
-        "the fusion window, no gradient: beyond the bound the importance ratio is not trusted) or 'drop' (not "
-        "waited for; its results are discarded, which biases the calibration toward fast programs where run time "
-        "follows quality). With 'calibration' or 'drop' generation never waits on "
-        "executions (anchor_wait is 0). Needs anchor_staleness >= 1 unless 'wait' (docs/scaling.md)."))
-    verify_favourites: bool = Field(False, description=(
-        "Favourite verification: in every world-model group the program the world model scores highest is executed "
-        "for real before the recipe runs (unless the run executed it before: then its measured reward is recalled "
-        "for free), and its true reward replaces the world model's for that program, as a recalled execution does. "
-        "A monotone calibration keeps the world model's order inside a group, so a policy following it ends at the "
-        "world model's favourite; verifying the favourite is what lets the true reward reorder it. At most one "
-        "execution per world-model group and step, counted in the training compute (ledger kind 'verify'). Needs a "
-        "recipe with recall (wmrl, wmrl-cv, wmrl-ppi, ...) and single-turn episodes (docs/training.md)."))
-    exploit_alarm: Literal["none", "warn", "raise_anchors", "refit", "stop"] = Field("warn", description=(
-        "The exploitation alarm: a sequential (CUSUM) test on each step's anchors for a policy moving onto programs "
-        "the world model over-rates (anchors scoring below their calibrated predictions, or ordered worse than "
-        "chance by the world model). When it fires: 'warn' (train.log, console, metrics), 'raise_anchors' (also "
-        "double the anchor fraction, up to exploit_alarm_max_anchor_fraction), 'refit' (also refit the world model "
-        "on every anchor so far), 'stop' (also stop at the step's checkpoint; resume to continue), or 'none' (no "
-        "test). Recipes with both streams only (docs/training.md)."))
-    exploit_alarm_threshold: Float = Field(8.0, gt=0.0, description=(
-        "h of the alarm's CUSUM tests, in standard deviations: larger = fewer false alarms, later detection "
-        "(docs/simulation.md measures both)."))
-    exploit_alarm_drift: Float = Field(0.5, ge=0.0, description=(
-        "k of the alarm's CUSUM tests: the drift allowed per anchor group, in standard deviations."))
-    exploit_alarm_max_anchor_fraction: Float = Field(0.5, gt=0.0, le=1.0, description=(
-        "The highest anchor fraction the 'raise_anchors' response doubles up to."))
-
-    @model_validator(mode="after")
-    def _floor_below_ceiling(self) -> WmrlConfig:
-        if self.alpha_floor > self.alpha_ceiling:
-            raise ValueError(f"wmrl.alpha_floor ({self.alpha_floor}) must not exceed wmrl.alpha_ceiling "
-                             f"({self.alpha_ceiling})")
-        if self.over_bound_anchors != "wait" and not self.anchor_staleness:
-            raise ValueError(f"wmrl.over_bound_anchors={self.over_bound_anchors!r} needs an asynchronous anchor "
-                             f"stream: set wmrl.anchor_staleness to the bound k >= 1 (with k = 0 every step waits "
-                             f"for its own anchors), or leave wmrl.over_bound_anchors at 'wait'")
-        try:  # the router refuses settings it cannot honour (the hash router: a min_anchor_every floor)
-            ROUTERS.get(self.router)(fraction=self.anchor_fraction, min_every=self.min_anchor_every or None)
-        except ValueError as e:
-            raise ValueError(f"wmrl.router={self.router!r}: {e}") from None
         return self
 
 
@@ -400,12 +307,13 @@ class TrainConfig(_Section):
     """Everything `wmrl train` needs. See docs/training.md."""
 
     removed_keys: ClassVar[dict[str, str]] = REMOVED_KEYS
+    renamed_keys: ClassVar[dict[str, str]] = RENAMED_KEYS
 
     method: Method = Field(WMRL, description=_METHOD_HELP)
     environment: EnvironmentName = Field("kaggle", description=(
         "The registered environment the text trainer samples and rewards (wmrl.step.environment): 'kaggle' (the "
         "tasks' programs run in the sandbox and graded), or one of a plugin or an entry point (docs/plugins.md). "
-        "Multi-turn episodes, recall from the execution log and wmrl.verify_favourites read the sandbox's "
+        "Multi-turn episodes, recall from the execution log and wmrl.routing.verify_favourites read the sandbox's "
         "executions, so they need 'kaggle'."))
     plugins: Plugins = Field(default_factory=list, description=(
         "Python modules imported before the other keys are checked, each registering its own recipes, environments, "
@@ -424,7 +332,9 @@ class TrainConfig(_Section):
     scaffold: ScaffoldConfig = Field(default_factory=ScaffoldConfig)
     tasks: TasksConfig = Field(default_factory=TasksConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    wmrl: WmrlConfig = Field(default_factory=WmrlConfig)
+    wmrl: RecipeConfig = Field(default_factory=RecipeConfig, description=(
+        "The recipe's settings in sub-sections (wmrl.step.config): routing, calibration, fusion, asynchronous "
+        "anchors, the exploitation alarm; the same section as the embodied track's."))
     world_model: WorldModelConfig = Field(default_factory=WorldModelConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
@@ -439,15 +349,6 @@ class TrainConfig(_Section):
         """The modules of ``plugins`` are imported before any other key is checked (they register names)."""
         return import_plugins(data)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _empty_sections(cls, data: Any) -> Any:
-        """A section given with no keys (``model:`` alone in YAML is null) takes its defaults."""
-        if isinstance(data, dict):
-            return {k: {} if v is None and _is_section(getattr(cls.model_fields.get(k), "annotation", None)) else v
-                    for k, v in data.items()}
-        return data
-
     @model_validator(mode="after")
     def _tokens_fit_the_model(self) -> TrainConfig:
         context = CONTEXT_TOKENS.get(self.model.name)
@@ -459,30 +360,30 @@ class TrainConfig(_Section):
 
     @model_validator(mode="after")
     def _wmrl_has_anchors(self) -> TrainConfig:
-        if (get_recipe(self.method).anchors == "fraction" and self.wmrl.anchor_fraction <= 0.0
-                and self.wmrl.min_anchor_every == 0):
-            raise ValueError(f"method {self.method!r} needs anchors: set wmrl.anchor_fraction > 0 (or use method "
-                             "'wm' for a pure world model)")
-        if self.wmrl.anchor_staleness and not get_recipe(self.method).fuses:
-            raise ValueError(f"wmrl.anchor_staleness={self.wmrl.anchor_staleness} needs a method with both an anchor "
-                             f"and a world-model stream (the wmrl recipes: a step trains on the world model while "
-                             f"its anchors are still running); method {self.method!r} has not both; set "
-                             f"wmrl.anchor_staleness=0, or in a bench choose the wmrl methods with --methods")
-        if self.wmrl.verify_favourites and not (get_recipe(self.method).recall and self.episode.max_turns == 1):
-            raise ValueError(f"wmrl.verify_favourites feeds each world-model group's executed favourite in as a "
-                             f"recalled reward: it needs a method with recall (one of "
+        recipe, w, turns = get_recipe(self.method), self.wmrl, self.episode.max_turns
+        staleness, verify = w.asynchronous.staleness, w.routing.verify_favourites
+        if recipe.anchors == "fraction" and w.routing.anchor_fraction <= 0.0 and w.routing.min_anchor_every == 0:
+            raise ValueError(f"method {self.method!r} needs anchors: set wmrl.routing.anchor_fraction > 0 (or use "
+                             "method 'wm' for a pure world model)")
+        if staleness and not recipe.fuses:
+            raise ValueError(f"wmrl.asynchronous.staleness={staleness} needs a method with both an anchor and a "
+                             f"world-model stream (the wmrl recipes: a step trains on the world model while its "
+                             f"anchors are still running); method {self.method!r} has not both; set "
+                             f"wmrl.asynchronous.staleness=0, or in a bench choose the wmrl methods with --methods")
+        if verify and not (recipe.recall and turns == 1):
+            raise ValueError(f"wmrl.routing.verify_favourites feeds each world-model group's executed favourite in as "
+                             f"a recalled reward: it needs a method with recall (one of "
                              f"{', '.join(n for n in recipe_names() if get_recipe(n).recall)}) and "
-                             f"episode.max_turns=1; method {self.method!r}, episode.max_turns="
-                             f"{self.episode.max_turns}")
-        if self.environment != SANDBOX_ENVIRONMENT and (self.episode.max_turns > 1 or self.wmrl.verify_favourites):
-            raise ValueError(f"environment {self.environment!r}: episode.max_turns > 1 and wmrl.verify_favourites run "
-                             f"programs in the sandbox, so they need environment {SANDBOX_ENVIRONMENT!r}; set "
-                             f"episode.max_turns=1 and wmrl.verify_favourites=false")
-        if self.wmrl.anchor_staleness and self.episode.max_turns > 1:
-            raise ValueError(f"episode.max_turns={self.episode.max_turns} needs synchronous anchors: an anchor "
-                             f"episode's next turn shows the feedback of its previous one, so it cannot run "
-                             f"{self.wmrl.anchor_staleness} steps late; set wmrl.anchor_staleness=0 or "
-                             f"episode.max_turns=1")
+                             f"episode.max_turns=1; method {self.method!r}, episode.max_turns={turns}")
+        if self.environment != SANDBOX_ENVIRONMENT and (turns > 1 or verify):
+            raise ValueError(f"environment {self.environment!r}: episode.max_turns > 1 and "
+                             f"wmrl.routing.verify_favourites run programs in the sandbox, so they need environment "
+                             f"{SANDBOX_ENVIRONMENT!r}; set episode.max_turns=1 and "
+                             f"wmrl.routing.verify_favourites=false")
+        if staleness and turns > 1:
+            raise ValueError(f"episode.max_turns={turns} needs synchronous anchors: an anchor episode's next turn "
+                             f"shows the feedback of its previous one, so it cannot run {staleness} steps late; set "
+                             f"wmrl.asynchronous.staleness=0 or episode.max_turns=1")
         return self
 
 

@@ -19,6 +19,8 @@ from wmrl.training.components import Components, RunSummary, anchor_fraction, en
 from wmrl.training.config import TrainConfig, load_config, validate
 from wmrl.training.console import _fmt, _step_line, _weight_text
 from wmrl.runs.ledger import Ledger
+from wmrl.runs.config import dotted_value, migrate_keys
+from wmrl.runs.lifecycle import RESUME_MUTABLE as TRACK_RESUME_MUTABLE
 from wmrl.runs.lifecycle import RunRequest, check_resumable, run_track
 from wmrl.runs.owner import TEXT_RESUME
 from wmrl.runs.loop import Schedule, evaluated_at, run_steps
@@ -36,26 +38,27 @@ log = logging.getLogger(__name__)
 #: Bootstrap resamples of the fidelity card written when a run ends (``fidelity.json``; the steps log point values).
 FIDELITY_BOOT = 1000
 
-#: The config keys a resume may change (a key ending in ``.`` names its section): none of them changes the steps done.
-RESUME_MUTABLE = ("optim.steps", "progress", "threads", "eval.", "executor.", "checkpoint_every",
-                  "keep_checkpoints", "trackers", "tracking.", "wmrl.exploit_alarm", "wmrl.exploit_alarm_threshold",
-                  "wmrl.exploit_alarm_drift", "wmrl.exploit_alarm_max_anchor_fraction")
+#: The config keys a text run's resume may change (a key ending in ``.`` names its section): those of every track
+#: (:data:`wmrl.runs.lifecycle.RESUME_MUTABLE`), the progress bar, the executor and the exploitation alarm; none of
+#: them changes the steps done.
+RESUME_MUTABLE = (*TRACK_RESUME_MUTABLE, "progress", "executor.", "wmrl.alarm.")
 
 #: Config keys added after runs were saved without them, with the value that reproduces what such a run did: its
 #: config.yaml lacks the key, and a resume continues with this value rather than the key's default (unless the
-#: resume sets the key, which a frozen key refuses). ``wmrl.steps_without_anchors``: before it, a step of the
-#: asynchronous stream without anchors updated on its world-model groups. ``wmrl.exploit_alarm``: before it, no
-#: run tested its anchors for exploitation.
-KEYS_ADDED_SINCE = {"wmrl.steps_without_anchors": "update", "wmrl.exploit_alarm": "none"}
+#: resume sets the key, which a frozen key refuses). ``wmrl.asynchronous.steps_without_anchors``: before it, a step
+#: of the asynchronous stream without anchors updated on its world-model groups. ``wmrl.alarm.response``: before it,
+#: no run tested its anchors for exploitation.
+KEYS_ADDED_SINCE = {"wmrl.asynchronous.steps_without_anchors": "update", "wmrl.alarm.response": "none"}
 
 
 def keys_added_since(path: str | Path) -> dict[str, str]:
-    """The entries of :data:`KEYS_ADDED_SINCE` that the saved config at ``path`` does not hold (dotted key: value).
+    """The entries of :data:`KEYS_ADDED_SINCE` that the saved config at ``path`` does not hold (dotted key: value),
+    under their name or an old one (:func:`wmrl.runs.config.migrate_keys`).
 
     Call it on a config that :func:`~wmrl.training.config.load_config` reads (its errors are the clear ones).
     """
 
-    data = load_yaml(Path(path).read_text())
+    data = migrate_keys(TrainConfig, load_yaml(Path(path).read_text()))
     out = {}
     for key, value in KEYS_ADDED_SINCE.items():
         node: Any = data
@@ -95,12 +98,12 @@ class TextTrack:
         value the run's steps so far were made with, unless ``cfg`` sets it."""
         saved = load_config(rd.config)
         for key, value in keys_added_since(rd.config).items():
-            section, name = key.split(".")
-            setattr(getattr(saved, section), name, value)
-            sec = getattr(cfg, section)
+            section, name = key.rsplit(".", 1)
+            setattr(dotted_value(saved, section), name, value)
+            sec = dotted_value(cfg, section)
             if name not in sec.model_fields_set and getattr(sec, name) != value:
                 setattr(sec, name, value)
-                if cfg.wmrl.anchor_staleness:  # only the asynchronous stream reads steps_without_anchors
+                if cfg.wmrl.asynchronous.staleness:  # only the asynchronous stream reads steps_without_anchors
                     msg = f"{rd.config} predates {key}: resuming with {key}={value}, the behaviour of its steps so far"
                     log.warning("%s", msg)
                     rd.log_line(f"{now_iso()} {msg}")
@@ -212,7 +215,7 @@ def run_training(config: TrainConfig, *, resume: bool = False,
             directory is touched), or a tracker's library refusing its options when the trackers open (after the
             step-0 checkpoint: the run folder stays resumable with ``--resume`` once the option is fixed).
         ExploitationStop (a RunDirError): the exploitation alarm stopped the run at a checkpoint
-            (``wmrl.exploit_alarm: stop``).
+            (``wmrl.alarm.response: stop``).
     """
     track = TextTrack(components=components, progress=progress)
     request = RunRequest(config, resume=resume, accept_edited_config=accept_edited_config,
@@ -281,7 +284,7 @@ def resume_training(run_dir: str | Path, overrides: list[str] | None = None,
 
     The config is read back from ``run_dir/config.yaml``; ``overrides`` may change only fields that do
     not alter the trajectory so far (``optim.steps``, ``eval.*``, ``executor.*``, ``progress``, ``threads``,
-    ``checkpoint_every``, ``keep_checkpoints``, the ``wmrl.exploit_alarm*`` keys, ``trackers`` and ``tracking.*``: a
+    ``checkpoint_every``, ``keep_checkpoints``, the ``wmrl.alarm.*`` keys, ``trackers`` and ``tracking.*``: a
     tracker added on resume receives the steps from the checkpoint's on).
 
     ``config.yaml`` must be the file the run saved (its SHA-256 is kept in ``config.yaml.sha256``);

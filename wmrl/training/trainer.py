@@ -60,7 +60,7 @@ from wmrl.step.batch import StepBatch
 from wmrl.step.engine import StepEngine
 from wmrl.step.environment import Rollouts, StatefulEnvironment
 from wmrl.step.kaggle import KaggleEnvironment
-from wmrl.training.components import Components, build_environment, eval_sampling_seed, now_iso, recipe_settings
+from wmrl.training.components import Components, build_environment, eval_sampling_seed, now_iso
 from wmrl.training.console import _fmt, _step_line
 from wmrl.training.multiturn import add_turns, earlier_anchor_pairs, episode_metrics, update_parts
 from wmrl.training.update import grpo_update
@@ -101,10 +101,8 @@ class Trainer:
 
         self.cfg, self.rd, self.c, self.ledger = cfg, rd, comps, ledger
         self.method = cfg.method
-        w = cfg.wmrl
-        self.engine = StepEngine(cfg.method, recipe_settings(cfg), anchor_fraction=w.anchor_fraction, router=w.router,
-                                 min_anchor_every=w.min_anchor_every, seed=cfg.seed,
-                                 anchor_staleness=w.anchor_staleness, over_bound_anchors=w.over_bound_anchors)
+        self.engine = StepEngine.from_config(cfg.method, cfg.wmrl, seed=cfg.seed, normalize_std=cfg.optim.normalize_std,
+                                             adv_eps=cfg.optim.adv_eps)
         # ``environment`` of the config, from the registry (multi-turn: run times of the run's and the warm-up
         # corpus's executions for the world model's observations)
         self.env = build_environment(cfg, comps, [rd.executions] + ([cfg.world_model.warmup_corpus]
@@ -118,9 +116,10 @@ class Trainer:
         self.n_infra_total = 0
         self.n_infra_alarms = 0  # steps whose infra errors raised the alarm
         # updates skipped without anchors
-        self.unanchored = UnanchoredSteps(w.steps_without_anchors, w.anchor_staleness, w.late_anchors)
-        self.exploit = ExploitationWatch(w.exploit_alarm, w.exploit_alarm_threshold, w.exploit_alarm_drift,
-                                         w.exploit_alarm_max_anchor_fraction, self.engine.fuses)
+        a, alarm = cfg.wmrl.asynchronous, cfg.wmrl.alarm
+        self.unanchored = UnanchoredSteps(a.steps_without_anchors, a.staleness, a.late_anchors)
+        self.exploit = ExploitationWatch(alarm.response, alarm.threshold, alarm.drift, alarm.max_anchor_fraction,
+                                         self.engine.fuses)
         self.started_at = now_iso()
         self.wm_refreshed = False
         self.fidelity = FidelityRows()  # the world model's predictions and the true outcomes of the anchors so far
@@ -216,7 +215,7 @@ class Trainer:
         with L.stage("route"):
             self._route(sb)
         self._execute_and_predict(sb)  # stages execute || wm_predict (they overlap in time); multi-turn: turns 2..K
-        if self.cfg.wmrl.verify_favourites and self._predicts:
+        if self.cfg.wmrl.routing.verify_favourites and self._predicts:
             with L.stage("verify"):
                 self._verify(sb)
         with L.stage("recipe"):
@@ -275,7 +274,7 @@ class Trainer:
         """The step's anchors consumed now join :attr:`fidelity`: the world model's prediction, the true reward, the
         true class (:func:`outcome_class` of the executed program, so a program that cannot compile is a syntax
         error whatever the scaffold; None for an infrastructure error or a missing reward), groups
-        ``(step, group)``. Late anchors of earlier steps (``wmrl.anchor_staleness`` > 0) are not added."""
+        ``(step, group)``. Late anchors of earlier steps (``wmrl.asynchronous.staleness`` > 0) are not added."""
         idx = [int(i) for i in sb.anchor_idx if sb.status[i] is not None]
         if not (self._predicts and idx):
             return
@@ -299,13 +298,13 @@ class Trainer:
         assert lo is not None, "stage recipe sets the late rows' outputs"
         return grpo_update(self.c.policy, self.optimizer, self.params, sb.batch, out.advantages, out.weights, sb.valid,
                            o, late_update_parts(sb.late, lo.advantages, lo.weights),
-                           late_clip(self.cfg.wmrl.late_ratio_max))
+                           late_clip(self.cfg.wmrl.asynchronous.late_ratio_max))
 
     def _recipe(self, sb: StepBatch) -> None:
         """Stage recipe: the registered recipe maps the step's rewards to rewards used, advantages and
         weights (:meth:`wmrl.core.recipe.Recipe.step`) and learns this step's anchors; ``sb.cal_rec`` is the
         calibration.jsonl line (None without a world model)."""
-        late, mode, B = sb.late, self.cfg.wmrl.late_anchors, sb.B
+        late, mode, B = sb.late, self.cfg.wmrl.asynchronous.late_anchors, sb.B
         recalled = self._recalled(sb) if sb.verified is None else sb.verified
         sb.recalled = None if recalled is None else ~sb.is_anchor & np.isfinite(recalled)
         full = self.engine.run_recipe(recipe_inputs(sb, late, mode, recalled))
@@ -360,12 +359,12 @@ class Trainer:
         return measured.lookup(sb.batch.task_ids, sb.batch.completions)
 
     def _verify(self, sb: StepBatch) -> None:
-        """Stage verify (``wmrl.verify_favourites``, :mod:`wmrl.step.verify`): the favourite of every world-model
-        group is executed unless the run executed it before; ``sb.verified`` becomes the recalled rewards with
-        the verified ones filled in, and the metrics record the count."""
+        """Stage verify (``wmrl.routing.verify_favourites``, :mod:`wmrl.step.verify`): the favourite of every
+        world-model group is executed unless the run executed it before; ``sb.verified`` becomes the recalled rewards
+        with the verified ones filled in, and the metrics record the count."""
         recalled = self._recalled(sb)
         env = self.env
-        assert isinstance(env, KaggleEnvironment), "the config allows wmrl.verify_favourites with 'kaggle' only"
+        assert isinstance(env, KaggleEnvironment), "the config allows wmrl.routing.verify_favourites with 'kaggle' only"
         v = verify_favourites(sb.gid, sb.reward_wm, np.flatnonzero(~sb.anchor_groups), sb.batch.task_ids,
                               sb.batch.completions, recalled,
                               lambda idx: env.requests(self._rollouts(sb), idx, sb.completion_tokens),
