@@ -50,3 +50,26 @@ def test_every_recipe_trains_the_example_environment_for_two_steps(method: str, 
     assert executor.n == 0  # nothing ran in the sandbox
     assert np.isfinite([m["reward_used_mean"] for m in read_jsonl(rd.metrics)]).all()
     assert "environment: lint\n" in rd.config.read_text()  # the resolved config keeps the environment
+
+
+@pytest.mark.slow
+def test_the_documented_command_trains_the_example(tmp_path) -> None:
+    """``wmrl train --config examples/lint_env.yaml``, as the example's docstring gives it, from another folder:
+    the tiny model and the two built-in tasks, two steps; the anchors' rewards are the example's reviews."""
+    import json
+    import os
+    import subprocess
+
+    env = {**os.environ, "WMRL_HOME": os.environ.get("WMRL_HOME", str(ROOT / ".wmrl-cache"))}
+    r = subprocess.run([sys.executable, "-m", "wmrl.cli", "train", "--config", str(ROOT / "examples" / "lint_env.yaml"),
+                        "--set", f"run_dir={tmp_path / 'run'}"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rd = RunDir(tmp_path / "run")
+    assert [m["step"] for m in read_jsonl(rd.metrics)] == [1, 2]
+    anchors = [s for s in read_jsonl(rd.samples) if s["stream"] == "anchor"]
+    assert anchors and all(0.0 <= s["reward_true"] <= 1.0 for s in anchors)
+    ledger = json.loads((tmp_path / "run" / "ledger.json").read_text())["executions"]
+    assert ledger["anchor"]["count"] == len(anchors)  # reviewed by the example's reviewer thread, not the sandbox:
+    assert ledger["anchor"]["sandbox_cpu_s"] < 0.5 < ledger["warmup"]["sandbox_cpu_s"]  # only the warm-up ran programs
+    assert "environment: lint\n" in rd.config.read_text()
