@@ -15,8 +15,8 @@ from wmrl.training.components import eval_sampling_seed
 from wmrl.training.config import ConfigError, load_config
 from wmrl.runs.rundir import RunDir
 from wmrl.runs.rundir import to_json_line
-from wmrl.training.protocol import aggregate, get_protocol
-from wmrl.training.parts import (check_outputs_fit, load_policy_backbone, make_executor, policy_lora,
+from wmrl.training.protocol import aggregate, get_protocol, with_overrides
+from wmrl.training.parts import (check_outputs_fit, load_policy_backbone, make_executor, outputs_misfit, policy_lora,
                                  require_leaderboards, require_sound, resolve_tasks)
 from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy
 
@@ -51,10 +51,12 @@ def missing_advice(name: str, n_split: int, missing: list[tuple[str, str]], *, a
     """The error for competitions of protocol ``name``'s split that are missing (``missing``: ``(id, reason)``
     from :func:`find_split`): each id with its reason, then what to do, told apart by why it is missing: a
     competition refused at load names its cause (fix that; preparing it again changes nothing), one not found
-    or without prepared data is to be prepared and its folder given with ``--root``."""
+    or without prepared data is to be prepared and its folder given with ``--root``, one the run's scaffold cannot
+    write (its reason starts with ``scaffold``, :func:`~wmrl.training.parts.outputs_misfit`) needs another scaffold."""
     listed = "\n".join(f"  {tid}: {why}" for tid, why in missing)
     refused = [tid for tid, why in missing if why.startswith("refused: ")]
-    absent = [tid for tid, _ in missing if tid not in refused]
+    unwritable = [tid for tid, why in missing if why.startswith("scaffold ")]
+    absent = [tid for tid, _ in missing if tid not in refused and tid not in unwritable]
     fixes = []
     if refused:
         fixes.append(f"{len(refused)} ({', '.join(refused)}) {'is' if len(refused) == 1 else 'are'} prepared but "
@@ -63,7 +65,11 @@ def missing_advice(name: str, n_split: int, missing: list[tuple[str, str]], *, a
     if absent:
         fixes.append(f"{len(absent)} ({', '.join(absent)}) {'is' if len(absent) == 1 else 'are'} not prepared under "
                      "the roots: prepare them (e.g. MLE-Dojo's prepare/mle.py) and pass their folder with --root")
-    head = (f"none of the {n_split} competitions of protocol {name!r} was found" if not any_found else
+    if unwritable:
+        fixes.append(f"{len(unwritable)} ({', '.join(unwritable)}) {'is' if len(unwritable) == 1 else 'are'} loaded "
+                     "but the run's scaffold cannot write their submission: evaluate a run whose scaffold.name is "
+                     "'script'")
+    head = (f"none of the {n_split} competitions of protocol {name!r} can be evaluated" if not any_found else
             f"{len(missing)} of the {n_split} competitions of protocol {name!r} are missing")
     tail = "" if not any_found else ("; or evaluate the rest with --allow-missing (the numbers are then not "
                                      "comparable with the protocol's)")
@@ -73,7 +79,7 @@ def missing_advice(name: str, n_split: int, missing: list[tuple[str, str]], *, a
 def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_ids: list[str] | None = None,
                  train_tasks: bool = False, samples_per_task: int | None = None,
                  out_name: str = "eval_cli.jsonl", protocol: Any = None, roots: Sequence[str | Path] | None = None,
-                 allow_missing: bool = False) -> list[dict[str, Any]]:
+                 allow_missing: bool = False, overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Evaluate the policy of one checkpoint with real execution, optionally under an evaluation protocol.
 
     Args:
@@ -95,7 +101,12 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
         roots: task roots to look the protocol's split (or ``task_ids``) up in; None = the run's ``tasks.root``,
             else the default suite.
         allow_missing: evaluate the competitions of the split that are found when some are missing (the result
-            says it is not comparable); by default a missing competition is an error.
+            says it is not comparable); by default a missing competition is an error. A competition of the split
+            the run's scaffold cannot write a submission for (:func:`~wmrl.training.parts.outputs_misfit`) counts
+            as missing, with that reason.
+        overrides: ``KEY=VALUE`` changes of the protocol's sampling settings
+            (:func:`~wmrl.training.protocol.with_overrides`), e.g. ``samples_per_task=1`` to run it small on a CPU;
+            the result then says it is not comparable.
 
     Returns:
         The ``eval.jsonl``-style records (one per split; one record, split ``protocol``, for a protocol with a
@@ -115,6 +126,12 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     proto = get_protocol(protocol) if protocol is not None else None
     if proto is not None and proto.name == "default":
         proto = None
+    changes: list[str] = []
+    if overrides:
+        if proto is None:
+            raise ConfigError("--override changes a protocol's settings; give one with --protocol (the run's own "
+                              "settings are changed with `wmrl train --set`)")
+        proto, changes = with_overrides(proto, overrides)
     if str(checkpoint) == INITIAL:
         ck, step = None, 0
     else:
@@ -134,6 +151,10 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             raise ConfigError(f"protocol {proto.name!r} fixes the tasks (its split of {len(proto.split)}); do not "
                               "pass --tasks or --train-tasks with it")
         found, missing = find_split(_suite(), list(proto.split))
+        misfit = outputs_misfit(get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD), found)
+        found = [t for t in found if t.id not in misfit]
+        missing += list(misfit.items())
+        missing.sort(key=lambda m: proto.split.index(m[0]))  # type: ignore[union-attr]
         if missing and (not found or not allow_missing):
             raise ConfigError(missing_advice(proto.name, len(proto.split), missing, any_found=bool(found)))
         require_leaderboards(found, f"protocol {proto.name!r}")
@@ -164,8 +185,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
         if proto.samples_per_task is not None and samples_per_task is not None \
                 and samples_per_task != proto.samples_per_task:
             raise ConfigError(f"--samples {samples_per_task} contradicts protocol {proto.name!r} "
-                              f"(samples_per_task: {proto.samples_per_task}); drop --samples, or write a protocol "
-                              "of your own")
+                              f"(samples_per_task: {proto.samples_per_task}); drop --samples, or change it with "
+                              f"--override samples_per_task={samples_per_task} (the result is then not comparable)")
         if proto.score == "percentile":
             rpg = [t.id for _, ts in splits for t in ts if getattr(t, "reward_kind", "percentile") != "percentile"]
             if rpg:
@@ -211,7 +232,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             if proto is not None:
                 rec["protocol"] = proto.model_dump()
                 rec["protocol_result"] = aggregate(proto, rec["sample_outcomes"], k,
-                                                   missing=[tid for tid, _ in missing])
+                                                   missing=dict(missing), changes=changes)
             recs.append(rec)
             with open(rd.root / out_name, "a") as fh:
                 fh.write(to_json_line(rec) + "\n")

@@ -206,17 +206,31 @@ def check_isolation(scaffold_name: str, sandbox: Any, tasks: list[Any]) -> None:
                       f"executor.sandbox=true (bubblewrap), use the 'grammar' scaffold, or leave these tasks out")
 
 
+def outputs_misfit(scaffold: Any, tasks: list[Any]) -> dict[str, str]:
+    """The tasks ``scaffold`` cannot write a submission for, each with the one-line reason: under a scaffold that
+    fills wmrl's program template (one with ``function_source``: ``function``, ``grammar``), which writes one id
+    and one target, every task whose submission is the sample submission's table (:attr:`wmrl.tasks.spec.Task.outputs`:
+    several targets, several rows per id, text or encoded outputs). Empty for any other scaffold.
+
+    Returns:
+        ``{task id: reason}`` in ``tasks`` order.
+    """
+    if not hasattr(scaffold, "function_source"):
+        return {}
+    name = getattr(scaffold, "name", scaffold)
+    return {t.id: (f"scaffold {name!r} fills a program template that writes one id and one target, but its "
+                   f"submission is the sample submission's table ({t.id_column}, {', '.join(t.outputs)}); use the "
+                   "'script' scaffold")
+            for t in tasks if getattr(t, "outputs", ())}
+
+
 def check_outputs_fit(scaffold: Any, tasks: list[Any]) -> None:
-    """Refuse tasks whose submission is the sample submission's table (:attr:`wmrl.tasks.spec.Task.outputs`:
-    several targets, several rows per id, text or encoded outputs) under a scaffold that fills wmrl's program
-    template (one with ``function_source``: ``function``, ``grammar``), which writes one id and one target.
+    """Refuse tasks ``scaffold`` cannot write a submission for (:func:`outputs_misfit`).
 
     Raises:
         ConfigError: naming the scaffold, the tasks and the fix.
     """
-    if not hasattr(scaffold, "function_source"):
-        return
-    bad = [t.id for t in tasks if getattr(t, "outputs", ())]
+    bad = list(outputs_misfit(scaffold, tasks))
     if bad:
         names = ", ".join(bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
         raise ConfigError(f"scaffold {getattr(scaffold, 'name', scaffold)!r} fills a program template that writes one "
