@@ -219,7 +219,7 @@ def outputs_misfit(scaffold: Any, tasks: list[Any]) -> dict[str, str]:
         return {}
     name = getattr(scaffold, "name", scaffold)
     return {t.id: (f"scaffold {name!r} fills a program template that writes one id and one target, but its "
-                   f"submission is the sample submission's table ({t.id_column}, {', '.join(t.outputs)}); use the "
+                   f"submission is the sample submission's table (its columns {', '.join(t.outputs)}); use the "
                    "'script' scaffold")
             for t in tasks if getattr(t, "outputs", ())}
 
