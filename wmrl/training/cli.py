@@ -161,7 +161,8 @@ def _escape(text: str) -> str:
 def protocol_tables(res: dict) -> list:
     """Two rich tables of a ``protocol_result`` (:func:`wmrl.training.protocol.aggregate`), scores in percent:
     avg@k per task (with its failed and infrastructure-failed samples), then the category means and the
-    overall number; between them, each competition of the split that was not evaluated with its one-line reason."""
+    overall number; between them, each competition of the split that was not evaluated, and each one scored as
+    failures without running (its submission the scaffold cannot write), with its one-line reason."""
     from rich.console import JustifyMethod
     from rich.table import Table
     from rich.text import Text
@@ -190,6 +191,8 @@ def protocol_tables(res: dict) -> list:
     ct.add_row("mean over tasks" + mark.get("task_mean", ""), str(res["n_tasks"]), f"{100 * res['task_mean']:.1f}")
     why = res.get("missing_reasons", {})
     notes = [Text(f"not evaluated: {tid}: {why[tid]}") for tid in res["missing"] if tid in why]
+    notes += [Text(f"scored as failures without running ({k} of {k}, the protocol's failure score): {tid}: {w}")
+              for tid, w in res.get("unwritable", {}).items()]
     return [pt, *notes, ct]
 
 

@@ -102,8 +102,9 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             else the default suite.
         allow_missing: evaluate the competitions of the split that are found when some are missing (the result
             says it is not comparable); by default a missing competition is an error. A competition of the split
-            the run's scaffold cannot write a submission for (:func:`~wmrl.training.parts.outputs_misfit`) counts
-            as missing, with that reason.
+            the run's scaffold cannot write a submission for (:func:`~wmrl.training.parts.outputs_misfit`) is not
+            run and scores the protocol's failure score on every sample, as the reference implementation scores a
+            failed submission (:func:`~wmrl.training.protocol.aggregate`, ``unwritable``).
         overrides: ``KEY=VALUE`` changes of the protocol's sampling settings
             (:func:`~wmrl.training.protocol.with_overrides`), e.g. ``samples_per_task=1`` to run it small on a CPU;
             the result then says it is not comparable.
@@ -140,6 +141,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     if task_ids and train_tasks:
         raise ConfigError("give either --tasks or --train-tasks, not both")
     missing: list[tuple[str, str]] = []
+    unwritable: dict[str, str] = {}
 
     def _suite() -> Any:
         if roots:
@@ -151,10 +153,11 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             raise ConfigError(f"protocol {proto.name!r} fixes the tasks (its split of {len(proto.split)}); do not "
                               "pass --tasks or --train-tasks with it")
         found, missing = find_split(_suite(), list(proto.split))
-        misfit = outputs_misfit(get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD), found)
-        found = [t for t in found if t.id not in misfit]
-        missing += list(misfit.items())
-        missing.sort(key=lambda m: proto.split.index(m[0]))  # type: ignore[union-attr]
+        unwritable = outputs_misfit(get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD), found)
+        found = [t for t in found if t.id not in unwritable]
+        if not found:
+            missing += list(unwritable.items())
+            missing.sort(key=lambda m: proto.split.index(m[0]))  # type: ignore[union-attr]
         if missing and (not found or not allow_missing):
             raise ConfigError(missing_advice(proto.name, len(proto.split), missing, any_found=bool(found)))
         require_leaderboards(found, f"protocol {proto.name!r}")
@@ -232,7 +235,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             if proto is not None:
                 rec["protocol"] = proto.model_dump()
                 rec["protocol_result"] = aggregate(proto, rec["sample_outcomes"], k,
-                                                   missing=dict(missing), changes=changes)
+                                                   missing=dict(missing), changes=changes,
+                                                   unwritable=unwritable)
             recs.append(rec)
             with open(rd.root / out_name, "a") as fh:
                 fh.write(to_json_line(rec) + "\n")

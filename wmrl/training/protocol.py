@@ -7,7 +7,9 @@ fixed too (:func:`aggregate`)::
 
     sample score   s_ti = the sample's graded reward (leaderboard percentile), or failure_score when the sample
                    has no graded submission (a failed program; an infrastructure failure counts the same and
-                   makes the result not comparable, never excluded)
+                   makes the result not comparable, never excluded; a competition whose submission the agent's
+                   scaffold cannot write scores failure_score on every sample, without running, as the reference
+                   implementation scores a failed submission)
     avg@k          A_t  = (1 / k) * sum_i s_ti                       (k = samples_per_task, every sample counted)
     category mean  C_c  = mean of A_t over the tasks t of category c
     overall             = mean of the C_c (``overall: category_mean``, the WMRL paper's "Avg")
@@ -329,7 +331,8 @@ def sample_score(protocol: EvalProtocol, status: str, reward: float | None,
 
 
 def aggregate(protocol: EvalProtocol, outcomes: Mapping[str, Mapping[str, Sequence[Any]]], k: int, *,
-              missing: Sequence[str] | Mapping[str, str] = (), changes: Sequence[str] = ()) -> dict[str, Any]:
+              missing: Sequence[str] | Mapping[str, str] = (), changes: Sequence[str] = (),
+              unwritable: Mapping[str, str] | None = None) -> dict[str, Any]:
     """avg@k per task, category means and the overall number of one evaluation (module docstring's formulas).
 
     Args:
@@ -341,6 +344,9 @@ def aggregate(protocol: EvalProtocol, outcomes: Mapping[str, Mapping[str, Sequen
             ids, or ``{id: why}``.
         changes: the protocol's settings changed for this run (:func:`with_overrides`; they make the result not
             comparable).
+        unwritable: ``{id: why}``, competitions of the split that were not run because the agent's scaffold cannot
+            write their submission: each is scored ``failure_score`` on all k samples (counted as failed), as the
+            reference implementation scores a failed submission; they stay in both means.
 
     Returns:
         ``{"protocol", "k", "per_task": {id: {"category", "avg_at_k", "scores", "n", "n_failed", "n_infra"}},
@@ -348,7 +354,8 @@ def aggregate(protocol: EvalProtocol, outcomes: Mapping[str, Mapping[str, Sequen
         category means), ``"task_mean"`` (mean of avg@k over tasks), ``"overall"`` (one of the two, as
         ``protocol.overall`` says) and ``"overall_kind"``, ``"n_tasks"`` (evaluated), ``"n_split"`` (the split's
         competitions), ``"n_samples"``, ``"n_failed"``,
-        ``"n_infra"``, ``"missing"`` (ids), ``"missing_reasons"`` (``{id: why}``, where given), ``"changes"``,
+        ``"n_infra"``, ``"missing"`` (ids), ``"missing_reasons"`` (``{id: why}``, where given), ``"unwritable"``
+        (``{id: why}``; their per-task entries also hold ``"not_run"``: why), ``"changes"``,
         ``"comparable"`` (no missing competition, no infrastructure failure, no changed setting) and
         ``"not_comparable"`` (the reasons)}``. Scores are in [0, 1].
 
@@ -358,8 +365,12 @@ def aggregate(protocol: EvalProtocol, outcomes: Mapping[str, Mapping[str, Sequen
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    if not outcomes:
+    unwritable = dict(unwritable or {})
+    if not outcomes and not unwritable:
         raise ValueError("no task to aggregate")
+    fail = float(protocol.failure_score)
+    outcomes = {**outcomes, **{tid: {"status": ["not_run"] * k, "reward": [fail] * k, "best_valid_reward": [None] * k}
+                               for tid in unwritable}}
     per_task: dict[str, dict[str, Any]] = {}
     for tid, o in outcomes.items():
         n = {len(o.get(key, ())) for key in ("status", "reward", "best_valid_reward")}
@@ -371,6 +382,8 @@ def aggregate(protocol: EvalProtocol, outcomes: Mapping[str, Mapping[str, Sequen
         per_task[tid] = {"category": protocol.category_of(tid), "avg_at_k": float(sum(scores) / k),
                          "scores": scores, "n": k, "n_failed": sum(kind == "failed" for _, kind in scored),
                          "n_infra": sum(kind == "infra" for _, kind in scored)}
+        if tid in unwritable:
+            per_task[tid]["not_run"] = unwritable[tid]
     ordered = [t for t in (protocol.split or []) if t in per_task] + sorted(t for t in per_task
                                                                             if t not in (protocol.split or []))
     per_task = {t: per_task[t] for t in ordered}
@@ -401,6 +414,7 @@ def aggregate(protocol: EvalProtocol, outcomes: Mapping[str, Mapping[str, Sequen
         "overall": category_mean if protocol.overall == "category_mean" else task_mean,
         "overall_kind": protocol.overall, "n_tasks": len(per_task), "n_split": n_split, "n_samples": k * len(per_task),
         "n_failed": sum(v["n_failed"] for v in per_task.values()), "n_infra": n_infra,
-        "missing": missing, "missing_reasons": why, "changes": list(changes), "comparable": not reasons,
+        "missing": missing, "missing_reasons": why, "unwritable": unwritable, "changes": list(changes),
+        "comparable": not reasons,
         "not_comparable": reasons,
     }
