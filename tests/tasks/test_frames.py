@@ -18,6 +18,8 @@ import yaml
 from wmrl.tasks.benchcode import run_metric_code
 from wmrl.tasks.grading import grade_submission
 from wmrl.tasks.harness import render_solution, template_misfit
+from wmrl.tasks.layouts.base import TaskFormatError
+from wmrl.tasks.layouts.common import _ranking_boards
 from wmrl.tasks.loader import load_task
 from wmrl.tasks.spec import InvalidSubmission
 
@@ -315,3 +317,24 @@ def test_multi_target_regression_runs_in_the_program_template(tmp_path):
     assert "\n" not in why and "(Id, Predicted)" in why
     with pytest.raises(ValueError, match="Predicted"):
         render_solution(t2, "def build_model():\n    return LinearRegression()\n")
+
+
+def test_a_leaderboard_of_one_score_is_left_out_with_a_warning(tmp_path):
+    """MLE-Dojo ships boards whose entries all hold one score (0.0): such a board ranks nothing, so the task is
+    rewarded by its other board, with a warning; a task whose every board is such is refused naming it."""
+    folder, pkg = _mlebench(tmp_path, "imet-2020-fgvc7", _MLB_GRADE_LABELS, {
+        "train.csv": pd.DataFrame({"id": ["tr0", "tr1"], "attribute_ids": ["1", "2"]}),
+        "test.csv": pd.DataFrame({"id": ["a", "b", "c"]}),
+        "sample_submission.csv": pd.DataFrame({"id": ["a", "b", "c"], "attribute_ids": "0 1"})},
+        pd.DataFrame({"id": ["a", "b", "c"], "attribute_ids": ["1 2", "3", "4 5"]}), [0.0, 0.0, 0.0])
+    with pytest.raises(TaskFormatError) as e:
+        load_task(folder, search=[pkg])
+    assert "leaderboard.csv holds 3 entries all scored 0" in str(e.value) and "\n" not in str(e.value)
+    # beside a board that ranks (MLE-Dojo's private one), the flat board is left out with a warning
+    flat, real = tmp_path / "public_leaderboard.csv", tmp_path / "private_leaderboard.csv"
+    pd.DataFrame({"rank": [1, 2, 3], "score": 0.0}).to_csv(flat, index=False)
+    pd.DataFrame({"rank": [1, 2, 3], "score": [0.9, 0.5, 0.1]}).to_csv(real, index=False)
+    meta: dict = {"id": "jigsaw"}
+    assert _ranking_boards(meta, tmp_path, (flat, real)) == (real,)
+    (warning,) = meta["warnings"]
+    assert "public_leaderboard.csv holds 3 entries all scored 0" in warning and "other leaderboard" in warning
