@@ -72,3 +72,10 @@ def test_a_column_wanted_on_both_sides_becomes_shared():
     answers, gold, sample, _ = schema_frames(grown, "rle", [], np.random.default_rng(0))
     assert list(answers["class"]) == list(gold["class"]) == list(sample["class"])
     assert set(gold.columns) <= set(answers.columns)
+
+
+def test_a_type_name_in_an_error_is_not_a_column():
+    """Kuzushiji's check names the type it got (``<class 'float'>``); only the quoted column is one."""
+    line = ("metric code m.py failed: mledojo.metrics.base.InvalidSubmissionError: Invalid data type in submission "
+            "column 'labels' for image t0. Expected string, got <class 'float'>.")
+    assert error_columns(line) == ["labels"]
