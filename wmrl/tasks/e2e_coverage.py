@@ -308,7 +308,7 @@ def build(bench: str, cid: str, code: Path, out: Path, answers: pd.DataFrame, sa
 
 
 _QUOTED = re.compile(r"""['"`]([A-Za-z_][A-Za-z0-9_ .-]{0,60})['"`]""")
-_LISTED = re.compile(r"columns?(?: found)?(?: in \w+)?: ([A-Za-z_][A-Za-z0-9_]*(?:, [A-Za-z_][A-Za-z0-9_]*)*)")
+_LISTED = re.compile(r"columns?(?: found in \w+| in \w+)?: ([A-Za-z_][A-Za-z0-9_]*(?:, [A-Za-z_][A-Za-z0-9_]*)*)")
 #: A value of the synthetic frames quoted back in an error (an id, a text label, a word): not a column name.
 _SYNTHETIC_VALUE = re.compile(r"^(t\d+|tr\d+|t_\d+_.*|w\d+|c\d+x\d+|alpha|beta|gamma|delta|omega|sigma|kappa|theta)$")
 #: Python's words for a missing attribute (``'DataFrame' object has no attribute 'applymap'``) and for a type

@@ -483,11 +483,11 @@ def error_side(line: str) -> str | None:
 def learn(schema: Schema, named: list[str], line: str, roles: Roles) -> Schema | None:
     """``schema`` with the columns an error ``line`` names (``named``) that it lacks: a column both sides of the
     code read becomes a target; one the answers' side reads (or the error speaks of the answers) an answers-only
-    column; else a submission-only one. A named column the schema holds on one side only (the code wants it on
-    both: ``submission columns - answer columns`` must be empty) becomes shared. None when the error names no
-    column to add or move."""
+    column; else a submission-only one. A named column the schema holds on one side only, where the error calls it
+    extra or unexpected (the code wants it on both: ``submission columns - answer columns`` must be empty), becomes
+    shared. None when the error names no column to add or move."""
     one_side = [c for c in named if c in schema.submission_only or c in schema.answer_only]
-    if one_side:
+    if one_side and re.search(r"(?i)extra|unexpected", line):
         return replace(schema, submission_only=tuple(c for c in schema.submission_only if c not in one_side),
                        answer_only=tuple(c for c in schema.answer_only if c not in one_side),
                        shared=(*schema.shared, *one_side))
