@@ -3,8 +3,8 @@ competition built in its benchmark's real layout with synthetic answers, loaded 
 wmrl and by the benchmark's own code (:func:`wmrl.tasks.e2e_coverage.run_competition`).
 
     PYTHONPATH=. nice -n 10 python benchmarks/e2e_coverage.py CHECKOUT [CHECKOUT ...] --out DIR
-        [--bench dsbench mlebench mledojo] [--limit N] [--ids ID ...] [--redo-refused] [--shard K/N] [--summary]
-        [--export DIR2]
+        [--bench dsbench mlebench mledojo] [--limit N] [--ids ID ...] [--protocol NAME] [--redo-refused]
+        [--shard K/N] [--summary] [--export DIR2]
 
 CHECKOUT: a checkout of MLE-bench (``mlebench/competitions``), MLE-Dojo (``mledojo/competitions``) or DSBench
 (``data_modeling/evaluation``). Each competition's row is appended to ``DIR/rows.jsonl`` as soon as it is known,
@@ -16,6 +16,11 @@ rows of every ``DIR/rows*.jsonl`` are read). ``--summary`` only prints the table
 per benchmark the competitions in the registry, those run, loaded, graded exactly and refused, then every
 refusal in one line; ``--export DIR2`` writes the rows (``DIR2/rows.jsonl``) and those tables
 (``DIR2/summary.md``) with each checkout's path written as its folder's name and ``DIR``'s own as ``OUT``.
+
+``--protocol NAME`` runs only the competitions of an evaluation protocol's split (``paper``: the WMRL paper's 14
+MLE-Dojo competitions; docs/training.md, "Evaluation protocols") and then prints the ``--root`` options that
+``wmrl eval --protocol NAME`` takes to evaluate over the folders built: the folders with synthetic answers for a
+user without the benchmark's data.
 """
 from __future__ import annotations
 
@@ -26,6 +31,8 @@ import time
 from pathlib import Path
 
 from wmrl.tasks.e2e_coverage import Row, competitions, run_competition, summary
+from wmrl.training.config import ConfigError
+from wmrl.training.protocol import get_protocol
 
 
 def read_rows(out: Path) -> dict[tuple[str, str], Row]:
@@ -77,6 +84,24 @@ def shortened(rows: dict[tuple[str, str], Row], checkouts: list[Path], out: Path
     return {k: Row(**{**r.as_dict(), "reason": short(r.reason), "note": short(r.note)}) for k, r in rows.items()}
 
 
+def protocol_roots(rows: dict[tuple[str, str], Row], ids: list[str], checkouts: list[Path], out: Path,
+                   name: str) -> str:
+    """What ``--protocol NAME`` prints last: how many competitions of the split were built and graded, each one
+    refused with its reason, and the ``wmrl eval`` options that evaluate over the folders built (the data folders
+    under ``out/data`` and the checkouts, which hold the competitions' metadata and grading code)."""
+    done = {cid: r for (_, cid), r in rows.items() if cid in ids}
+    ok = [cid for cid in ids if cid in done and done[cid].graded_exactly]
+    lines = [f"protocol {name}: {len(ok)} of its {len(ids)} competitions built with synthetic answers and graded "
+             "exactly"]
+    lines += [f"  not built: {cid}: {done[cid].reason if cid in done else 'not in the checkouts'}"
+              for cid in ids if cid not in ok]
+    roots = [d for d in sorted((out / "data").glob("*-data")) + sorted((out / "data").glob("dsbench")) if d.is_dir()]
+    opts = " ".join(f"--root {p}" for p in [*roots, *checkouts])
+    lines.append(f"evaluate: wmrl eval RUN_DIR --protocol {name} {opts}"
+                 + (" --allow-missing" if len(ok) < len(ids) else ""))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("checkouts", nargs="+", type=Path)
@@ -84,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench", nargs="*", default=["dsbench", "mlebench", "mledojo"])
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--ids", nargs="*", default=None)
+    ap.add_argument("--protocol", default=None, metavar="NAME",
+                    help="only the competitions of this evaluation protocol's split (e.g. paper)")
     ap.add_argument("--redo-refused", action="store_true")
     ap.add_argument("--summary", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
@@ -96,6 +123,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: checkout {c} is not a folder; give a checkout of MLE-bench, MLE-Dojo or DSBench",
                   file=sys.stderr)
             return 2
+    if a.protocol is not None:
+        try:
+            split = get_protocol(a.protocol).split
+        except (ConfigError, FileNotFoundError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        if split is None:
+            print(f"error: protocol {a.protocol!r} has no split of competitions to build", file=sys.stderr)
+            return 2
+        a.ids = [t for t in split if a.ids is None or t in a.ids]
     todo = [(b, cid, code, c) for c in a.checkouts for b, cid, code in competitions(c) if b in a.bench]
     registry: dict[str, int] = {}
     for b, *_ in todo:
@@ -137,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{b} {cid}: {'graded exactly' if row.graded_exactly else row.reason} ({rec['seconds']} s)",
                   flush=True)
     print(table(rows, registry))
+    if a.protocol is not None:
+        print(protocol_roots(rows, a.ids, a.checkouts, a.out, a.protocol))
     return 0
 
 

@@ -5,6 +5,9 @@ the sample submission equals the benchmark's code, and a submission without the 
 refused in one line before any code runs."""
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +17,9 @@ import yaml
 
 from wmrl.tasks.benchcode import run_metric_code
 from wmrl.tasks.grading import grade_submission
+from wmrl.tasks.harness import render_solution, template_misfit
+from wmrl.tasks.layouts.base import TaskFormatError
+from wmrl.tasks.layouts.common import _ranking_boards
 from wmrl.tasks.loader import load_task
 from wmrl.tasks.spec import InvalidSubmission
 
@@ -269,3 +275,66 @@ def test_value_columns_beside_an_answers_only_mask_mlebench(tmp_path):
     folder, checkout = _mlebench(tmp_path, "masked-targets", _MLB_GRADE_MASKED, public, ans, [0.1, 0.5, 1.0])
     task = load_task(folder, search=[checkout])
     _check(task, folder / "prepared" / "public" / "sample_submission.csv")
+
+
+def test_multi_target_regression_runs_in_the_program_template(tmp_path):
+    """A multi-target regression (several numeric targets in train.csv, one row per test row) is written by the
+    program template with one model per target; the benchmark's code grades the program's submission, and a
+    table task the template cannot write (a text output) is refused in one line naming its columns."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 5, 120)
+    train = pd.DataFrame({"Id": np.arange(80), "x": x[:80], "Date": "2020-03-01",
+                          "ConfirmedCases": (20 * x[:80]).round(), "Fatalities": (2 * x[:80]).round()})
+    ids = np.arange(1, 41)
+    test = pd.DataFrame({"ForecastId": ids, "x": x[80:], "Date": "2020-04-01"})
+    ans = pd.DataFrame({"ForecastId": ids, "ConfirmedCases": (20 * x[80:]).round(), "Fatalities": (2 * x[80:]).round()})
+    sample = pd.DataFrame({"ForecastId": ids, "ConfirmedCases": 1, "Fatalities": 1})
+    folder = _dsbench(tmp_path, "covid19-global-forecasting-week-1", _COVID, train.rename(columns={"Id": "ForecastId"}),
+                      test, sample, ans)
+    task = load_task(folder)
+    assert task.type == "regression" and task.outputs == ("ConfirmedCases", "Fatalities")
+    assert template_misfit(task) == ""
+    work = tmp_path / "run"
+    shutil.copytree(task.public_dir, work / "input")
+    (work / "solution.py").write_text(render_solution(task, "def build_model():\n    return LinearRegression()\n"))
+    proc = subprocess.run([sys.executable, "solution.py"], cwd=work, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sub = pd.read_csv(work / "submission.csv")
+    assert list(sub.columns) == ["ForecastId", "ConfirmedCases", "Fatalities"] and list(sub["ForecastId"]) == list(ids)
+    # the two targets were fitted apart: each column follows its own slope
+    assert np.allclose(sub["ConfirmedCases"], 20 * x[80:], atol=1.0)
+    assert np.allclose(sub["Fatalities"], 2 * x[80:], atol=1.0)
+    _check(task, work / "submission.csv")
+    assert grade_submission(task, work / "submission.csv").score < 0.05
+
+    text = _dsbench(tmp_path / "t", "notebook-order", _RENAMED, pd.DataFrame({"Id": ids, "x": 1.0, "Expected": 1.0}),
+                    pd.DataFrame({"Id": ids, "x": 1.0}),
+                    pd.DataFrame({"Id": ids, "Predicted": [f"c{i} c{i + 1} c{i + 2}" for i in ids]}),
+                    pd.DataFrame({"Id": ids, "Expected": 1.0}))
+    t2 = load_task(text)
+    assert t2.outputs == ("Predicted",)
+    why = template_misfit(t2)
+    assert "\n" not in why and "(Id, Predicted)" in why
+    with pytest.raises(ValueError, match="Predicted"):
+        render_solution(t2, "def build_model():\n    return LinearRegression()\n")
+
+
+def test_a_leaderboard_of_one_score_is_left_out_with_a_warning(tmp_path):
+    """MLE-Dojo ships boards whose entries all hold one score (0.0): such a board ranks nothing, so the task is
+    rewarded by its other board, with a warning; a task whose every board is such is refused naming it."""
+    folder, pkg = _mlebench(tmp_path, "imet-2020-fgvc7", _MLB_GRADE_LABELS, {
+        "train.csv": pd.DataFrame({"id": ["tr0", "tr1"], "attribute_ids": ["1", "2"]}),
+        "test.csv": pd.DataFrame({"id": ["a", "b", "c"]}),
+        "sample_submission.csv": pd.DataFrame({"id": ["a", "b", "c"], "attribute_ids": "0 1"})},
+        pd.DataFrame({"id": ["a", "b", "c"], "attribute_ids": ["1 2", "3", "4 5"]}), [0.0, 0.0, 0.0])
+    with pytest.raises(TaskFormatError) as e:
+        load_task(folder, search=[pkg])
+    assert "leaderboard.csv holds 3 entries all scored 0" in str(e.value) and "\n" not in str(e.value)
+    # beside a board that ranks (MLE-Dojo's private one), the flat board is left out with a warning
+    flat, real = tmp_path / "public_leaderboard.csv", tmp_path / "private_leaderboard.csv"
+    pd.DataFrame({"rank": [1, 2, 3], "score": 0.0}).to_csv(flat, index=False)
+    pd.DataFrame({"rank": [1, 2, 3], "score": [0.9, 0.5, 0.1]}).to_csv(real, index=False)
+    meta: dict = {"id": "jigsaw"}
+    assert _ranking_boards(meta, tmp_path, (flat, real)) == (real,)
+    (warning,) = meta["warnings"]
+    assert "public_leaderboard.csv holds 3 entries all scored 0" in warning and "other leaderboard" in warning

@@ -74,6 +74,19 @@ def test_missing_competitions_are_listed_and_not_comparable():
     assert res["categories"]["tab"] == {"mean": 0.5, "n_tasks": 1, "tasks": ["a"]}
 
 
+def test_a_competition_the_scaffold_cannot_write_scores_the_failure_score_on_every_sample():
+    """As the reference implementation scores a failed submission: failure_score, counted in both means."""
+    why = "scaffold 'grammar' fills a program template: its submission is the sample submission's table"
+    res = aggregate(_proto(failure_score=0.1), {"a": _o(["ok", "ok"], [0.5, 0.7]), "c": _o(["ok", "ok"], [1.0, 1.0])},
+                    2, unwritable={"b": why})
+    assert res["per_task"]["b"] == {"category": "tab", "avg_at_k": 0.1, "scores": [0.1, 0.1], "n": 2, "n_failed": 2,
+                                    "n_infra": 0, "not_run": why}
+    assert list(res["per_task"]) == ["a", "b", "c"] and res["n_tasks"] == 3 and res["missing"] == []
+    assert res["categories"]["tab"]["mean"] == pytest.approx((0.6 + 0.1) / 2)
+    assert res["task_mean"] == pytest.approx((0.6 + 0.1 + 1.0) / 3) and res["unwritable"] == {"b": why}
+    assert res["comparable"] and res["n_failed"] == 2
+
+
 def test_without_categories_every_task_is_in_one_category():
     p = EvalProtocol(name="plain")
     res = aggregate(p, {"x": _o(["ok", "ok"], [0.2, 0.6]), "y": _o(["ok", "timeout"], [1.0, 0.0])}, 2)

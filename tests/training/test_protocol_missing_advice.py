@@ -41,3 +41,13 @@ def test_missing_competitions_are_told_apart_by_why(tmp_path):
     assert "1 (dojo-houseprices) is prepared but refused at load: fix the cause named on its line" in out
     assert "1 (dojo-absent) is not prepared under the roots: prepare them" in out
     assert "--allow-missing" in out
+
+
+def test_a_competition_without_a_validation_view_under_several_turns_is_advised_one_turn():
+    from wmrl.training.evaluate_cli import missing_advice
+
+    why = ("no validation view for 4-turn episodes: task 'afsis-soil-properties' has no validation view: its "
+           "submission is the sample submission's table (Ca, P, pH, SOC, Sand)")
+    msg = missing_advice("paper", 14, [("afsis-soil-properties", why)], any_found=True)
+    assert "1 (afsis-soil-properties) has no validation view" in msg and "--override max_turns=1" in msg
+    assert "prepare" not in msg and "--allow-missing" in msg

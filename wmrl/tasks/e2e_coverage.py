@@ -308,11 +308,13 @@ def build(bench: str, cid: str, code: Path, out: Path, answers: pd.DataFrame, sa
 
 
 _QUOTED = re.compile(r"""['"`]([A-Za-z_][A-Za-z0-9_ .-]{0,60})['"`]""")
-_LISTED = re.compile(r"columns?(?: in \w+)?: ([A-Za-z_][A-Za-z0-9_]*(?:, [A-Za-z_][A-Za-z0-9_]*)*)")
+_LISTED = re.compile(r"columns?(?: found in \w+| in \w+)?: ([A-Za-z_][A-Za-z0-9_]*(?:, [A-Za-z_][A-Za-z0-9_]*)*)")
 #: A value of the synthetic frames quoted back in an error (an id, a text label, a word): not a column name.
 _SYNTHETIC_VALUE = re.compile(r"^(t\d+|tr\d+|t_\d+_.*|w\d+|c\d+x\d+|alpha|beta|gamma|delta|omega|sigma|kappa|theta)$")
-#: Python's words for a missing attribute (``'DataFrame' object has no attribute 'applymap'``): no column names.
-_NO_ATTRIBUTE = re.compile(r"""(['"][\w.]+['"] object|module ['"][\w.]+['"]) has no attribute ['"]\w+['"]""")
+#: Python's words for a missing attribute (``'DataFrame' object has no attribute 'applymap'``) and for a type
+#: (``got <class 'float'>``): no column names.
+_NO_ATTRIBUTE = re.compile(r"""(['"][\w.]+['"] object|module ['"][\w.]+['"]) has no attribute ['"]\w+['"]|"""
+                           r"""<class ['"][\w.]+['"]>""")
 _BEFORE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*) column\b")
 _NOT_NAMES = {"a", "an", "the", "each", "every", "one", "this", "that", "target", "required", "missing", "no", "ID",
               "id", "answers", "submission", "prediction", "predictions", "any", "its", "first", "second"}
@@ -324,8 +326,8 @@ _SEVERAL = ("multilabel", "multitarget", "multibinary")
 def error_columns(line: str) -> list[str]:
     """Column names the benchmark's code names in its error ``line`` (``KeyError: 'time'``, ``must have a
     `PredictionString` column``, ``missing required columns: prediction``), in order; the code's own path before
-    ``failed:`` is not read, nor a name with a space, a value of the synthetic frames quoted back, or the type and
-    attribute of an ``AttributeError``."""
+    ``failed:`` is not read, nor a name with a space, a value of the synthetic frames quoted back, the type and
+    attribute of an ``AttributeError`` or a type's name (``<class 'float'>``)."""
     line = _NO_ATTRIBUTE.sub("", line.split(" failed: ", 1)[-1])
     before = [n for n in _BEFORE.findall(line) if n not in _NOT_NAMES]
     found = _QUOTED.findall(line) + [n for m in _LISTED.findall(line) for n in m.split(", ")] + before

@@ -7,19 +7,24 @@ from the submission (subscripts, ``in X.columns`` tests, column-set comparisons,
 ``sort_values``/``set_index``/``merge`` keys), where the side is the variable's name (``submission``, ``y_pred``:
 the submission; ``answers``, ``solution``, ``y_true``: the answers). Names are resolved through simple
 assignments (``id_col = "row_id"``), list constants (``TARGET_COLS = [...]``, imported from a sibling module),
-list concatenations, loop variables over such lists, parameter defaults and the arguments of calls to the
-code's own functions.
+list concatenations, loop variables over such lists, parameter defaults, attributes of ``self`` a metric class
+sets from them (``self.value = value``) and the arguments of calls to the code's own functions; a column named by
+its position (``y_true.columns[0]``) stands for no fixed name, so a list of it beside fixed names gives those.
 
 A :class:`Schema` is what a real competitor's submission and the benchmark's answers hold: an id column (ids
 ``t<row>``, numbers, ``<group>_<n>`` or ``<group>_<class>``), target columns (in the answers under their own
-name where the submission's is not there), columns only the submission holds and columns only the answers
-hold: an image size (a name with the word ``height``, ``width`` or ``size``: 12, room for every synthetic
-mask), a box coordinate (``x_min``, ``ymax``: 0-50, the maxima 60-100) or a boolean (a group, a row mask, an
-identity flag). :func:`schema_frames` builds the answers, the gold
+name where the submission's is not there), columns only the submission holds, columns both hold with the same
+values (a second key, e.g. a class word per row; an error naming a column the schema holds on one side only
+moves it there) and columns only the answers hold: an image size (a name with the word ``height``, ``width`` or
+``size``: 12, room for every synthetic mask), a box coordinate (``x_min``, ``ymax``: 0-50, the maxima 60-100)
+or a boolean (a group, a row mask, an identity flag). :func:`schema_frames` builds the answers, the gold
 submission (the answers' values under the submission's columns), a constant sample and a perturbed submission.
 The value kinds beyond the first stage's: class probabilities (one-hot answers, rows summing to one), label
 sets of words, object-detection prediction strings in the usual layouts (:data:`BOX_LAYOUTS`), and boxes
 answered by their centres (``points``).
+
+(Over 500 lines: the reading of the code and the frames its schemas build are one search's two halves, each
+tested through the other; split, neither would be used alone.)
 """
 from __future__ import annotations
 
@@ -94,11 +99,17 @@ def _trees(code: Path) -> list[ast.AST]:
 
 def _resolve(node: ast.AST | None, consts: dict[str, list[str]]) -> list[str] | None:
     """The strings ``node`` stands for (a constant, a list of them, a resolved name, a concatenation, ``set(x)``),
-    or None."""
+    or None. A column named by its position (``y_true.columns[0]``, or a name bound to it) stands for no fixed name
+    (``[]``): the frame holds it whatever it is called, so a list naming it beside fixed names resolves to those."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value]
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "columns" \
+            and not isinstance(node.slice, ast.Slice):
+        return []
     if isinstance(node, ast.Name):
         return consts.get(node.id)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return consts.get(f"self.{node.attr}")
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         parts = [_resolve(e, consts) for e in node.elts]
         return None if any(p is None for p in parts) else [s for p in parts for s in p or []]
@@ -120,20 +131,24 @@ def _resolve(node: ast.AST | None, consts: dict[str, list[str]]) -> list[str] | 
 
 
 def _constants(trees: list[ast.AST]) -> dict[str, list[str]]:
-    """Names bound to strings or lists of strings: assignments, parameter defaults and the arguments of calls to
-    the code's own functions (three passes, so chains resolve). Loop variables are bound in their loop only
-    (:func:`code_roles`)."""
+    """Names bound to strings or lists of strings: assignments (to a name, or to an attribute of ``self``, bound as
+    ``self.<attr>``: a metric class keeps its column names there, ``self.value = value``), parameter defaults and
+    the arguments of calls to the code's own functions (three passes, so chains resolve). Loop variables are bound
+    in their loop only (:func:`code_roles`)."""
     consts: dict[str, list[str]] = {}
     funcs = {n.name: n for t in trees for n in ast.walk(t) if isinstance(n, ast.FunctionDef)}
 
     def bind(name: str, values: list[str] | None) -> None:
-        if values:
+        if values is not None:  # [] too: a column named by its position (:func:`_resolve`)
             _add(consts.setdefault(name, []), values)
     for _ in range(3):
         for t in trees:
             for n in ast.walk(t):
                 if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
                     bind(n.targets[0].id, _resolve(n.value, consts))
+                elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Attribute) \
+                        and isinstance(n.targets[0].value, ast.Name) and n.targets[0].value.id == "self":
+                    bind(f"self.{n.targets[0].attr}", _resolve(n.value, consts))
                 elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
                     bind(n.target.id, _resolve(n.value, consts))
                 elif isinstance(n, ast.FunctionDef):
@@ -220,7 +235,8 @@ def code_roles(code: Path) -> Roles:
 @dataclass(frozen=True)
 class Schema:
     """Columns of one synthetic format (module docstring): ``targets`` are in the submission and (under
-    ``answer_names``' names where given) in the answers."""
+    ``answer_names``' names where given) in the answers; ``shared`` columns are on both sides with the same values
+    (a second key beside the id: a class word per row)."""
 
     id: str
     targets: tuple[str, ...]
@@ -228,10 +244,12 @@ class Schema:
     answer_only: tuple[str, ...] = ()
     answer_names: tuple[tuple[str, str], ...] = ()
     ids: str = "plain"
+    shared: tuple[str, ...] = ()
 
     def columns(self) -> tuple[str, ...]:
         """Every column name the schema holds."""
-        return (self.id, *self.targets, *self.submission_only, *self.answer_only, *(a for _, a in self.answer_names))
+        return (self.id, *self.targets, *self.submission_only, *self.answer_only, *(a for _, a in self.answer_names),
+                *self.shared)
 
 
 def seeds(roles: Roles, id_col: str, target: str) -> list[Schema]:
@@ -240,8 +258,9 @@ def seeds(roles: Roles, id_col: str, target: str) -> list[Schema]:
     in any order, a key of one side, an id-like column of the submission, ``id_col``; the targets the columns
     both sides read (else the submission's, else the answers', else the class list, else ``target``), sizes and
     box coordinates not; a lone submission target the answers do not read is there under the answers' one other
-    non-size column. Columns of one side only follow each (the submission's only in a second seed: a column the
-    code accepts in place of the target would clash with it); with several targets, a last seed holds the first
+    non-size column (the one outside the code's longest list of names, where the others are in it: group
+    columns). Columns of one side only follow each (the submission's only in a second seed: a column the code
+    accepts in place of the target would clash with it); with several targets, a last seed holds the first
     alone."""
     both = [c for c in roles.submission if c in roles.answers]
     ids = [c for c in roles.submission if c in both and (c in roles.keys or _ID.search(c))]
@@ -257,6 +276,8 @@ def seeds(roles: Roles, id_col: str, target: str) -> list[Schema]:
             [target if target != sid else "target"]
     ans_only = [c for c in roles.answers if c != sid and c not in targets and c not in roles.submission]
     others = [c for c in ans_only if not _SIZE.search(c)]
+    if len(others) > 1:  # beside a list of group columns (identity flags the code loops over), the one other
+        others = [c for c in others if c not in roles.classes] or others
     renamed = [(targets[0], others[0])] if len(targets) == 1 and targets[0] not in roles.answers and \
         len(others) == 1 else []
     ans_only = [c for c in ans_only if c not in [a for _, a in renamed]]
@@ -437,14 +458,16 @@ def schema_frames(schema: Schema, kind: str, classes: list[str], rng: np.random.
         y, p = yv.rename(t).to_frame(), pv.rename(t).to_frame()
         s = (sv if isinstance(sv, pd.Series) else pd.Series([sv] * n)).rename(t).to_frame()
     y, s, p = (d.reset_index(drop=True) for d in (y, s, p))
-    extra = pd.DataFrame({c: rng.uniform(1.0, 100.0, n).round(3) for c in schema.submission_only})
+    extra = pd.DataFrame({**{c: rng.uniform(1.0, 100.0, n).round(3) for c in schema.submission_only},
+                          **{c: [_WORDS[i % 3] for i in range(n)] for c in schema.shared}})
     g = y.map(centres) if kind == "points" else y
     gold, sample, pert = (pd.concat([ids, d, extra], axis=1) for d in (g, s, p))
     ans_cols = {c: (np.full(n, IMAGE_SIDE) if _SIZE.search(c) else
                     rng.uniform(60, 100, n).round(2) if _COORD.search(c) and "max" in c.lower() else
                     rng.uniform(0, 50, n).round(2) if _COORD.search(c) else rng.permutation(np.arange(n) % 2 == 0))
                 for c in schema.answer_only}
-    answers = pd.concat([ids, y.rename(columns=dict(schema.answer_names)), pd.DataFrame(ans_cols)], axis=1)
+    answers = pd.concat([ids, y.rename(columns=dict(schema.answer_names)), pd.DataFrame(ans_cols),
+                         extra[list(schema.shared)]], axis=1)
     return answers, gold, sample, pert
 
 
@@ -460,7 +483,14 @@ def error_side(line: str) -> str | None:
 def learn(schema: Schema, named: list[str], line: str, roles: Roles) -> Schema | None:
     """``schema`` with the columns an error ``line`` names (``named``) that it lacks: a column both sides of the
     code read becomes a target; one the answers' side reads (or the error speaks of the answers) an answers-only
-    column; else a submission-only one. None when the error names no new column."""
+    column; else a submission-only one. A named column the schema holds on one side only, where the error calls it
+    extra or unexpected (the code wants it on both: ``submission columns - answer columns`` must be empty), becomes
+    shared. None when the error names no column to add or move."""
+    one_side = [c for c in named if c in schema.submission_only or c in schema.answer_only]
+    if one_side and re.search(r"(?i)extra|unexpected", line):
+        return replace(schema, submission_only=tuple(c for c in schema.submission_only if c not in one_side),
+                       answer_only=tuple(c for c in schema.answer_only if c not in one_side),
+                       shared=(*schema.shared, *one_side))
     new = [c for c in named if c not in schema.columns() and "." not in c]
     if not new:
         return None

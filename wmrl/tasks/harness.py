@@ -14,7 +14,7 @@ more itself).
 
 What the rendered program does (working directory = the execution sandbox's working directory):
 
-1. reads ``input/train.csv`` and ``input/test.csv``; splits off the target and the id column;
+1. reads ``input/train.csv`` and ``input/test.csv``; splits off the target(s) and the id column;
 2. encodes features with a ``ColumnTransformer``: numeric columns -> median imputation;
    other columns -> missing values as their own category ``"__missing__"`` +
    ``OneHotEncoder(handle_unknown="infrequent_if_exist",
@@ -22,7 +22,9 @@ What the rendered program does (working directory = the execution sandbox's work
 3. classification targets are encoded as integer codes ``0..K-1`` in ``task.classes`` order;
 4. fits ``build_model()`` on the encoded training data and predicts what the task's metric needs:
    P(positive class) for binary probability metrics, one probability column per class for multiclass
-   probability metrics, class labels for ``accuracy``/``macro_f1``, values for regression. Estimators
+   probability metrics, class labels for ``accuracy``/``macro_f1``, values for regression (a multi-target
+   regression, :func:`template_misfit`, fits scikit-learn's ``MultiOutputRegressor`` around the model: one
+   model per target, one value column each). Estimators
    without ``predict_proba`` fall back to ``decision_function`` (sigmoid/softmax), then to one-hot labels,
    and non-finite values are replaced (``output="guarded"``, the default); with ``output="as_is"`` the
    program writes what the estimator returns, unchanged, as an agent's own script would
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import textwrap
 
+from wmrl.tasks.layouts.common import count_rows, csv_header
 from wmrl.tasks.metrics import prediction_kind, submission_columns
 from wmrl.tasks.spec import Task
 
@@ -138,10 +141,12 @@ from sklearn.compose import ColumnTransformer as _ColumnTransformer
 from sklearn.impute import SimpleImputer as _SimpleImputer
 from sklearn.preprocessing import OneHotEncoder as _OneHotEncoder
 from sklearn.pipeline import make_pipeline as _make_pipeline
+from sklearn.multioutput import MultiOutputRegressor as _MultiOutputRegressor
 
 TASK_TYPE = {task_type!r}
 PREDICTION = {kind!r}
 TARGET = {target!r}
+TARGETS = {targets!r}
 ID_COLUMN = {id_column!r}
 CLASSES = {classes!r}
 SUBMISSION_COLUMNS = {columns!r}
@@ -152,7 +157,7 @@ SUBMISSION_COLUMNS = {columns!r}
 
 
 def _encode_features(train, test):
-    X = train.drop(columns=[TARGET, ID_COLUMN])
+    X = train.drop(columns=[*TARGETS, ID_COLUMN])
     X_test = test.drop(columns=[ID_COLUMN])[list(X.columns)]
     numeric = [c for c in X.columns if pd.api.types.is_numeric_dtype(X[c]) and not pd.api.types.is_bool_dtype(X[c])]
     categorical = [c for c in X.columns if c not in numeric]
@@ -208,14 +213,20 @@ def _class_probabilities(model, X, n_classes):
 def main():
     train = pd.read_csv("input/train.csv")
     test = pd.read_csv("input/test.csv")
-    train = train[train[TARGET].notna()].reset_index(drop=True)
+    train = train[train[TARGETS].notna().all(axis=1)].reset_index(drop=True)
     X, X_test = _encode_features(train, test)
     model = build_model()
     if TASK_TYPE == "regression":
-        y = train[TARGET].astype(np.float64).to_numpy()
+        if len(TARGETS) > 1:  # one model per target
+            model = _MultiOutputRegressor(model)
+            y = train[TARGETS].astype(np.float64).to_numpy()
+        else:
+            y = train[TARGET].astype(np.float64).to_numpy()
         model.fit(X, y)
-        pred = np.asarray(model.predict(X_test), dtype=np.float64).reshape(-1)
-{regression_guard}        sub = pd.DataFrame({{ID_COLUMN: test[ID_COLUMN], TARGET: pred}})
+        pred = np.asarray(model.predict(X_test), dtype=np.float64).reshape(len(X_test), len(TARGETS))
+        y = y.reshape(len(y), len(TARGETS))
+{regression_guard}        sub = pd.DataFrame(pred, columns=TARGETS)
+        sub.insert(0, ID_COLUMN, test[ID_COLUMN].to_numpy())
     else:
         index = {{c: i for i, c in enumerate(CLASSES)}}
         y = train[TARGET].astype(str).map(index)
@@ -249,8 +260,9 @@ OUTPUT_MODES: tuple[str, ...] = ("guarded", "as_is")
 # The output steps of each mode, filled into the template. ``guarded`` is the program wmrl always wrote: NaN and
 # infinite values replaced, probabilities clipped to [0, 1] and renormalised, decision scores squashed.
 _GUARDED = {
-    "regression_guard": "        pred = np.nan_to_num(pred, nan=float(np.mean(y)), posinf=float(np.max(y)), "
-                        "neginf=float(np.min(y)))\n",
+    "regression_guard": ("        for j in range(pred.shape[1]):\n"
+                         "            pred[:, j] = np.nan_to_num(pred[:, j], nan=float(np.mean(y[:, j])), "
+                         "posinf=float(np.max(y[:, j])), neginf=float(np.min(y[:, j])))\n"),
     "probability_block": ("            p = _class_probabilities(model, X_test, len(CLASSES))\n"
                           "            p = np.nan_to_num(p, nan=1.0 / len(CLASSES))\n"
                           "            p = np.clip(p, 0.0, 1.0)\n"
@@ -288,6 +300,29 @@ def _class_scores(model, X, n_classes):
 }
 
 
+def template_misfit(task: Task) -> str:
+    """Why the program template of :func:`render_solution` cannot write ``task``'s submission, or ``""`` when it
+    can. It writes one id column and one target (the task's type and metric fix the values), or, for a task whose
+    submission is the sample submission's table (:attr:`~wmrl.tasks.spec.Task.outputs`), a multi-target
+    regression: every output a column of ``train.csv`` that ``test.csv`` lacks, ``test.csv`` holding the id
+    column and the sample submission one row per test row. Reads the three CSVs' headers and counts the test and
+    sample rows.
+
+    Returns:
+        ``""``, or one line naming the submission's columns (e.g. text outputs, several rows per id).
+    """
+    if not task.outputs:
+        return ""
+    if task.type == "regression":
+        train, test = csv_header(task.train_path), csv_header(task.test_path)
+        if all(c in train and c not in test for c in task.outputs) and task.id_column in test \
+                and count_rows(task.sample_submission_path) == count_rows(task.test_path):
+            return ""
+    return (f"its submission is the sample submission's table ({task.id_column}, {', '.join(task.outputs)}), "
+            "graded by the benchmark's code; the program template writes one id column and one target, or the "
+            "targets of a multi-target regression (train.csv's columns, one row per test row), not this")
+
+
 def render_solution(task: Task, model_source: str, *, output: str = "guarded") -> str:
     """A complete standalone Python program solving ``task`` with the model of ``model_source``.
 
@@ -311,21 +346,21 @@ def render_solution(task: Task, model_source: str, *, output: str = "guarded") -
     Returns:
         The program text (UTF-8 Python source). It reads ``input/train.csv`` and ``input/test.csv``
         relative to the working directory and writes ``submission.csv`` there, with the columns of
-        :func:`wmrl.tasks.metrics.submission_columns`.
+        :func:`wmrl.tasks.metrics.submission_columns` (the id column and the outputs of a multi-target
+        regression).
 
     Raises:
         ValueError: the task's metric does not apply to its type (a broken task, not a broken model), the
-            task's submission is the sample submission's table (:attr:`~wmrl.tasks.spec.Task.outputs`),
-            or ``output`` is not one of :data:`OUTPUT_MODES`.
+            template cannot write the task's submission (:func:`template_misfit` says why), or ``output`` is
+            not one of :data:`OUTPUT_MODES`.
     """
     if output not in OUTPUT_MODES:
         raise ValueError(f"output={output!r} is not an output mode; choose one of {', '.join(OUTPUT_MODES)}")
-    if task.outputs:
-        raise ValueError(f"task {task.id!r}: its submission is the sample submission's table ({task.id_column}, "
-                         f"{', '.join(task.outputs)}), graded by the benchmark's code; the program template writes "
-                         "one id column and one target")
+    why = template_misfit(task)
+    if why:
+        raise ValueError(f"task {task.id!r}: {why}")
     kind = prediction_kind(task.type, task.metric)
-    columns = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes)
+    columns = submission_columns(task.type, task.metric, task.id_column, task.target, task.classes, task.outputs)
     classes = [str(c) for c in task.classes]
     if task.type != "regression" and len(classes) < 2:
         raise ValueError(f"task {task.id!r} is {task.type} but lists {len(classes)} classes; "
@@ -336,6 +371,7 @@ def render_solution(task: Task, model_source: str, *, output: str = "guarded") -
         task_type=task.type,
         kind=kind,
         target=task.target,
+        targets=list(task.outputs or (task.target,)),
         id_column=task.id_column,
         classes=classes,
         columns=columns,

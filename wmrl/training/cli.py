@@ -88,6 +88,10 @@ def evaluate(
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Evaluate the competitions of the protocol's "
                                        "split that are found when some are missing (the numbers are then not "
                                        "comparable with the protocol's)."),
+    override: list[str] | None = typer.Option(None, "--override", help="KEY=VALUE: change one of the protocol's "
+                                              "sampling settings (samples_per_task, max_turns, temperature, top_p, "
+                                              "max_new_tokens, time_limit_s; repeatable), e.g. to run it small on "
+                                              "a CPU; the numbers are then not comparable with the protocol's."),
     json_out: bool = typer.Option(False, "--json", help="Print the records as JSON lines."),
 ) -> None:
     """Evaluate a checkpoint of a run with real execution: mean leaderboard percentile, DSBench RPG (tasks with
@@ -105,7 +109,7 @@ def evaluate(
     try:
         recs = evaluate_run(run_dir, checkpoint=checkpoint, task_ids=ids or None, train_tasks=train_tasks,
                             samples_per_task=samples, protocol=protocol, roots=root or None,
-                            allow_missing=allow_missing)
+                            allow_missing=allow_missing, overrides=override or ())
     except (ConfigError, FileNotFoundError, KeyError) as e:
         _print_error(err, e)
         raise typer.Exit(2) from None
@@ -157,9 +161,11 @@ def _escape(text: str) -> str:
 def protocol_tables(res: dict) -> list:
     """Two rich tables of a ``protocol_result`` (:func:`wmrl.training.protocol.aggregate`), scores in percent:
     avg@k per task (with its failed and infrastructure-failed samples), then the category means and the
-    overall number."""
+    overall number; between them, each competition of the split that was not evaluated, and each one scored as
+    failures without running (its submission the scaffold cannot write), with its one-line reason."""
     from rich.console import JustifyMethod
     from rich.table import Table
+    from rich.text import Text
 
     k, name = res["k"], res["protocol"]
     pt = Table(title=f"protocol {name}: avg@{k} per task (%)")
@@ -172,7 +178,8 @@ def protocol_tables(res: dict) -> list:
                    str(v["n_infra"]))
     for tid in res["missing"]:
         pt.add_row(_escape(tid), "", "missing", "", "")
-    ct = Table(title=f"protocol {name}: category means (%)" + ("" if res["comparable"] else ", NOT COMPARABLE"))
+    ct = Table(title=f"protocol {name}: category means (%) over {res['n_tasks']} of its {res['n_split']} "
+                     "competitions" + ("" if res["comparable"] else ", NOT COMPARABLE"))
     columns = (("category", "left"), ("tasks", "right"), ("mean", "right"))
     for col, just in columns:
         ct.add_column(col, justify=just)
@@ -182,7 +189,11 @@ def protocol_tables(res: dict) -> list:
     ct.add_row("Avg (mean over categories)" + mark.get("category_mean", ""), str(res["n_tasks"]),
                f"{100 * res['category_mean']:.1f}")
     ct.add_row("mean over tasks" + mark.get("task_mean", ""), str(res["n_tasks"]), f"{100 * res['task_mean']:.1f}")
-    return [pt, ct]
+    why = res.get("missing_reasons", {})
+    notes = [Text(f"not evaluated: {tid}: {why[tid]}") for tid in res["missing"] if tid in why]
+    notes += [Text(f"scored as failures without running ({k} of {k}, the protocol's failure score): {tid}: {w}")
+              for tid, w in res.get("unwritable", {}).items()]
+    return [pt, *notes, ct]
 
 
 def show(

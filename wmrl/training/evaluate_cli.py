@@ -11,12 +11,13 @@ from typing import Any
 from wmrl.models.policy import Policy
 from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
 from wmrl.tasks import loader as task_loader
+from wmrl.tasks.checks import view_problems
 from wmrl.training.components import eval_sampling_seed
 from wmrl.training.config import ConfigError, load_config
 from wmrl.runs.rundir import RunDir
 from wmrl.runs.rundir import to_json_line
-from wmrl.training.protocol import aggregate, get_protocol
-from wmrl.training.parts import (check_outputs_fit, load_policy_backbone, make_executor, policy_lora,
+from wmrl.training.protocol import aggregate, get_protocol, with_overrides
+from wmrl.training.parts import (check_outputs_fit, load_policy_backbone, make_executor, outputs_misfit, policy_lora,
                                  require_leaderboards, require_sound, resolve_tasks)
 from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy
 
@@ -51,10 +52,15 @@ def missing_advice(name: str, n_split: int, missing: list[tuple[str, str]], *, a
     """The error for competitions of protocol ``name``'s split that are missing (``missing``: ``(id, reason)``
     from :func:`find_split`): each id with its reason, then what to do, told apart by why it is missing: a
     competition refused at load names its cause (fix that; preparing it again changes nothing), one not found
-    or without prepared data is to be prepared and its folder given with ``--root``."""
+    or without prepared data is to be prepared and its folder given with ``--root``, one the run's scaffold cannot
+    write (its reason starts with ``scaffold``, :func:`~wmrl.training.parts.outputs_misfit`) needs another scaffold,
+    one without a validation view under multi-turn episodes (its reason starts with ``no validation view``) one turn
+    per episode."""
     listed = "\n".join(f"  {tid}: {why}" for tid, why in missing)
     refused = [tid for tid, why in missing if why.startswith("refused: ")]
-    absent = [tid for tid, _ in missing if tid not in refused]
+    unwritable = [tid for tid, why in missing if why.startswith("scaffold ")]
+    viewless = [tid for tid, why in missing if why.startswith("no validation view")]
+    absent = [tid for tid, _ in missing if tid not in refused and tid not in unwritable and tid not in viewless]
     fixes = []
     if refused:
         fixes.append(f"{len(refused)} ({', '.join(refused)}) {'is' if len(refused) == 1 else 'are'} prepared but "
@@ -63,7 +69,15 @@ def missing_advice(name: str, n_split: int, missing: list[tuple[str, str]], *, a
     if absent:
         fixes.append(f"{len(absent)} ({', '.join(absent)}) {'is' if len(absent) == 1 else 'are'} not prepared under "
                      "the roots: prepare them (e.g. MLE-Dojo's prepare/mle.py) and pass their folder with --root")
-    head = (f"none of the {n_split} competitions of protocol {name!r} was found" if not any_found else
+    if unwritable:
+        fixes.append(f"{len(unwritable)} ({', '.join(unwritable)}) {'is' if len(unwritable) == 1 else 'are'} loaded "
+                     "but the run's scaffold cannot write their submission: evaluate a run whose scaffold.name is "
+                     "'script'")
+    if viewless:
+        fixes.append(f"{len(viewless)} ({', '.join(viewless)}) {'has' if len(viewless) == 1 else 'have'} no "
+                     "validation view, which every turn but the last runs on: evaluate with one turn per episode "
+                     "(--override max_turns=1)")
+    head = (f"none of the {n_split} competitions of protocol {name!r} can be evaluated" if not any_found else
             f"{len(missing)} of the {n_split} competitions of protocol {name!r} are missing")
     tail = "" if not any_found else ("; or evaluate the rest with --allow-missing (the numbers are then not "
                                      "comparable with the protocol's)")
@@ -73,7 +87,7 @@ def missing_advice(name: str, n_split: int, missing: list[tuple[str, str]], *, a
 def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_ids: list[str] | None = None,
                  train_tasks: bool = False, samples_per_task: int | None = None,
                  out_name: str = "eval_cli.jsonl", protocol: Any = None, roots: Sequence[str | Path] | None = None,
-                 allow_missing: bool = False) -> list[dict[str, Any]]:
+                 allow_missing: bool = False, overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Evaluate the policy of one checkpoint with real execution, optionally under an evaluation protocol.
 
     Args:
@@ -95,7 +109,15 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
         roots: task roots to look the protocol's split (or ``task_ids``) up in; None = the run's ``tasks.root``,
             else the default suite.
         allow_missing: evaluate the competitions of the split that are found when some are missing (the result
-            says it is not comparable); by default a missing competition is an error.
+            says it is not comparable); by default a missing competition is an error. A competition of the split
+            the run's scaffold cannot write a submission for (:func:`~wmrl.training.parts.outputs_misfit`) is not
+            run and scores the protocol's failure score on every sample, as the reference implementation scores a
+            failed submission (:func:`~wmrl.training.protocol.aggregate`, ``unwritable``). Under more than one
+            turn per episode, a competition without a validation view (:func:`wmrl.tasks.checks.view_problems`: a
+            sample submission's table) counts as missing, with that reason.
+        overrides: ``KEY=VALUE`` changes of the protocol's sampling settings
+            (:func:`~wmrl.training.protocol.with_overrides`), e.g. ``samples_per_task=1`` to run it small on a CPU;
+            the result then says it is not comparable.
 
     Returns:
         The ``eval.jsonl``-style records (one per split; one record, split ``protocol``, for a protocol with a
@@ -104,7 +126,9 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     Raises:
         FileNotFoundError: not a run directory, or the checkpoint does not exist (message lists them).
         ConfigError: an unknown task id, a task without a leaderboard, an unknown or bad protocol, options that
-            contradict the protocol, or competitions of the split missing under the roots (listed, with why).
+            contradict the protocol, competitions of the split missing under the roots (listed, with why), or,
+            with more than one turn per episode, a task without a validation view (a sample submission's table:
+            the message says to run one turn).
     """
 
     rd = RunDir(run_dir)
@@ -115,6 +139,12 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     proto = get_protocol(protocol) if protocol is not None else None
     if proto is not None and proto.name == "default":
         proto = None
+    changes: list[str] = []
+    if overrides:
+        if proto is None:
+            raise ConfigError("--override changes a protocol's settings; give one with --protocol (the run's own "
+                              "settings are changed with `wmrl train --set`)")
+        proto, changes = with_overrides(proto, overrides)
     if str(checkpoint) == INITIAL:
         ck, step = None, 0
     else:
@@ -123,6 +153,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     if task_ids and train_tasks:
         raise ConfigError("give either --tasks or --train-tasks, not both")
     missing: list[tuple[str, str]] = []
+    unwritable: dict[str, str] = {}
 
     def _suite() -> Any:
         if roots:
@@ -134,6 +165,17 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             raise ConfigError(f"protocol {proto.name!r} fixes the tasks (its split of {len(proto.split)}); do not "
                               "pass --tasks or --train-tasks with it")
         found, missing = find_split(_suite(), list(proto.split))
+        unwritable = outputs_misfit(get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD), found)
+        found = [t for t in found if t.id not in unwritable]
+        turns = proto.max_turns if proto.max_turns is not None else cfg.episode.max_turns
+        if turns > 1:  # every turn but the last runs on the task's validation view
+            views = {t.id: view_problems(t, cfg.episode.validation_fraction) for t in found}
+            missing += [(tid, f"no validation view for {turns}-turn episodes: {p[0].message}")
+                        for tid, p in views.items() if p]
+            found = [t for t in found if not views[t.id]]
+        if not found:
+            missing += list(unwritable.items())
+        missing.sort(key=lambda m: proto.split.index(m[0]))  # type: ignore[union-attr]
         if missing and (not found or not allow_missing):
             raise ConfigError(missing_advice(proto.name, len(proto.split), missing, any_found=bool(found)))
         require_leaderboards(found, f"protocol {proto.name!r}")
@@ -164,8 +206,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
         if proto.samples_per_task is not None and samples_per_task is not None \
                 and samples_per_task != proto.samples_per_task:
             raise ConfigError(f"--samples {samples_per_task} contradicts protocol {proto.name!r} "
-                              f"(samples_per_task: {proto.samples_per_task}); drop --samples, or write a protocol "
-                              "of your own")
+                              f"(samples_per_task: {proto.samples_per_task}); drop --samples, or change it with "
+                              f"--override samples_per_task={samples_per_task} (the result is then not comparable)")
         if proto.score == "percentile":
             rpg = [t.id for _, ts in splits for t in ts if getattr(t, "reward_kind", "percentile") != "percentile"]
             if rpg:
@@ -188,6 +230,9 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
         max_new = proto.max_new_tokens if proto.max_new_tokens is not None else max_new
         time_limit = proto.time_limit_s
     check_outputs_fit(get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD), [t for _, ts in splits for t in ts])
+    if ep_kw["max_turns"] > 1:  # every turn but the last is run on the task's validation view
+        require_sound([t for _, ts in splits for t in ts], f"{ep_kw['max_turns']}-turn episodes",
+                      ep_kw["validation_fraction"])
     if cfg.threads:
         import torch  # noqa: PLC0415 - heavy
 
@@ -211,7 +256,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
             if proto is not None:
                 rec["protocol"] = proto.model_dump()
                 rec["protocol_result"] = aggregate(proto, rec["sample_outcomes"], k,
-                                                   missing=[tid for tid, _ in missing])
+                                                   missing=dict(missing), changes=changes,
+                                                   unwritable=unwritable)
             recs.append(rec)
             with open(rd.root / out_name, "a") as fh:
                 fh.write(to_json_line(rec) + "\n")

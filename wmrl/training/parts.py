@@ -29,6 +29,7 @@ from wmrl.models.policy import Policy
 from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
 from wmrl.models.types import LoraSettings
 from wmrl.tasks.checks import UnsoundTask, require_sound_tasks
+from wmrl.tasks.harness import template_misfit
 from wmrl.tasks.splits import SplitError, heldout_ids
 from wmrl.training.components import Components, now_iso, sampling_seed
 from wmrl.training.config import ConfigError, TrainConfig
@@ -206,23 +207,37 @@ def check_isolation(scaffold_name: str, sandbox: Any, tasks: list[Any]) -> None:
                       f"executor.sandbox=true (bubblewrap), use the 'grammar' scaffold, or leave these tasks out")
 
 
+def outputs_misfit(scaffold: Any, tasks: list[Any]) -> dict[str, str]:
+    """The tasks ``scaffold`` cannot write a submission for, each with the one-line reason: under a scaffold that
+    fills wmrl's program template (one with ``function_source``: ``function``, ``grammar``), every task whose
+    submission the template does not write (:func:`wmrl.tasks.harness.template_misfit`: a sample submission's
+    table that is not a multi-target regression, e.g. text outputs or several rows per id). Empty for any other
+    scaffold.
+
+    Returns:
+        ``{task id: reason}`` in ``tasks`` order.
+    """
+    if not hasattr(scaffold, "function_source"):
+        return {}
+    name = getattr(scaffold, "name", scaffold)
+    why = {t.id: template_misfit(t) for t in tasks if getattr(t, "outputs", ())}
+    return {tid: f"scaffold {name!r} fills a program template: {w}; use the 'script' scaffold"
+            for tid, w in why.items() if w}
+
+
 def check_outputs_fit(scaffold: Any, tasks: list[Any]) -> None:
-    """Refuse tasks whose submission is the sample submission's table (:attr:`wmrl.tasks.spec.Task.outputs`:
-    several targets, several rows per id, text or encoded outputs) under a scaffold that fills wmrl's program
-    template (one with ``function_source``: ``function``, ``grammar``), which writes one id and one target.
+    """Refuse tasks ``scaffold`` cannot write a submission for (:func:`outputs_misfit`).
 
     Raises:
         ConfigError: naming the scaffold, the tasks and the fix.
     """
-    if not hasattr(scaffold, "function_source"):
-        return
-    bad = [t.id for t in tasks if getattr(t, "outputs", ())]
+    bad = list(outputs_misfit(scaffold, tasks))
     if bad:
         names = ", ".join(bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
         raise ConfigError(f"scaffold {getattr(scaffold, 'name', scaffold)!r} fills a program template that writes one "
-                          f"id and one target, but the submission of task(s) {names} is the sample submission's table "
-                          "(several targets, several rows per id, or text outputs); use the 'script' scaffold, or "
-                          "leave these tasks out")
+                          f"id and one target (or a multi-target regression's targets), but the submission of task(s) "
+                          f"{names} is the sample submission's table in another shape (several rows per id, text or "
+                          "encoded outputs); use the 'script' scaffold, or leave these tasks out")
 
 
 def policy_lora(cfg: TrainConfig) -> Any:

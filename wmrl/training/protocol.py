@@ -7,7 +7,9 @@ fixed too (:func:`aggregate`)::
 
     sample score   s_ti = the sample's graded reward (leaderboard percentile), or failure_score when the sample
                    has no graded submission (a failed program; an infrastructure failure counts the same and
-                   makes the result not comparable, never excluded)
+                   makes the result not comparable, never excluded; a competition whose submission the agent's
+                   scaffold cannot write scores failure_score on every sample, without running, as the reference
+                   implementation scores a failed submission)
     avg@k          A_t  = (1 / k) * sum_i s_ti                       (k = samples_per_task, every sample counted)
     category mean  C_c  = mean of A_t over the tasks t of category c
     overall             = mean of the C_c (``overall: category_mean``, the WMRL paper's "Avg")
@@ -262,6 +264,47 @@ def get_protocol(protocol: str | Path | EvalProtocol) -> EvalProtocol:
                       "of a YAML file with the protocol's keys (docs/training.md, Evaluation protocols)")
 
 
+#: The protocol settings ``wmrl eval --override KEY=VALUE`` may change (sampling and budgets; never the split,
+#: the scoring or the aggregation).
+OVERRIDABLE = ("samples_per_task", "max_turns", "temperature", "top_p", "max_new_tokens", "time_limit_s")
+
+
+def with_overrides(protocol: EvalProtocol, items: Sequence[str]) -> tuple[EvalProtocol, list[str]]:
+    """``protocol`` with some of its sampling settings changed, e.g. to run the ``paper`` protocol at small settings
+    on a CPU; a result under changed settings is not comparable with the protocol's (:func:`aggregate`).
+
+    Args:
+        protocol: the protocol.
+        items: ``KEY=VALUE`` strings, KEY one of :data:`OVERRIDABLE`, VALUE parsed as YAML (``null`` falls back to
+            the run's setting).
+
+    Returns:
+        ``(protocol, changes)``: the protocol with the new values (same name) and one ``"key old -> new"`` per
+        setting whose value changed.
+
+    Raises:
+        ConfigError: an item without ``=``, a key that is not overridable, or a value the protocol refuses.
+    """
+    data: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = str(item).partition("=")
+        key = key.strip()
+        if not sep:
+            raise ConfigError(f"--override {item!r}: expected KEY=VALUE, e.g. samples_per_task=1")
+        if key not in OVERRIDABLE:
+            raise ConfigError(f"--override {item!r}: {key!r} cannot be overridden; choose from "
+                              f"{', '.join(OVERRIDABLE)} (the split, scoring and aggregation are the protocol "
+                              "itself: write a protocol of your own to change them)")
+        try:
+            data[key] = load_yaml(text) if text.strip() else None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--override {item!r}: {_yaml_error_text(e)}") from None
+    new = protocol_from_dict({**protocol.model_dump(), **data}, where="--override")
+    old = protocol.model_dump()
+    changes = [f"{k} {old[k]!r} -> {getattr(new, k)!r}" for k in OVERRIDABLE if k in data and old[k] != getattr(new, k)]
+    return new, changes
+
+
 def sample_score(protocol: EvalProtocol, status: str, reward: float | None,
                  best_valid_reward: float | None) -> tuple[float, str]:
     """One sample's protocol score and its kind.
@@ -288,7 +331,8 @@ def sample_score(protocol: EvalProtocol, status: str, reward: float | None,
 
 
 def aggregate(protocol: EvalProtocol, outcomes: Mapping[str, Mapping[str, Sequence[Any]]], k: int, *,
-              missing: Sequence[str] = ()) -> dict[str, Any]:
+              missing: Sequence[str] | Mapping[str, str] = (), changes: Sequence[str] = (),
+              unwritable: Mapping[str, str] | None = None) -> dict[str, Any]:
     """avg@k per task, category means and the overall number of one evaluation (module docstring's formulas).
 
     Args:
@@ -296,14 +340,23 @@ def aggregate(protocol: EvalProtocol, outcomes: Mapping[str, Mapping[str, Sequen
         outcomes: ``{task id: {"status": [k], "reward": [k], "best_valid_reward": [k]}}``, the
             ``sample_outcomes`` of an evaluation record (:func:`wmrl.training.evaluation.sample_outcomes`).
         k: samples per task; every task must have exactly k samples.
-        missing: competitions of the split that were not evaluated (they make the result not comparable).
+        missing: competitions of the split that were not evaluated (they make the result not comparable): their
+            ids, or ``{id: why}``.
+        changes: the protocol's settings changed for this run (:func:`with_overrides`; they make the result not
+            comparable).
+        unwritable: ``{id: why}``, competitions of the split that were not run because the agent's scaffold cannot
+            write their submission: each is scored ``failure_score`` on all k samples (counted as failed), as the
+            reference implementation scores a failed submission; they stay in both means.
 
     Returns:
         ``{"protocol", "k", "per_task": {id: {"category", "avg_at_k", "scores", "n", "n_failed", "n_infra"}},
         "categories": {category: {"mean", "n_tasks", "tasks"}}`` (table order), ``"category_mean"`` (mean of the
         category means), ``"task_mean"`` (mean of avg@k over tasks), ``"overall"`` (one of the two, as
-        ``protocol.overall`` says) and ``"overall_kind"``, ``"n_tasks"``, ``"n_samples"``, ``"n_failed"``,
-        ``"n_infra"``, ``"missing"``, ``"comparable"`` (no missing competition, no infrastructure failure) and
+        ``protocol.overall`` says) and ``"overall_kind"``, ``"n_tasks"`` (evaluated), ``"n_split"`` (the split's
+        competitions), ``"n_samples"``, ``"n_failed"``,
+        ``"n_infra"``, ``"missing"`` (ids), ``"missing_reasons"`` (``{id: why}``, where given), ``"unwritable"``
+        (``{id: why}``; their per-task entries also hold ``"not_run"``: why), ``"changes"``,
+        ``"comparable"`` (no missing competition, no infrastructure failure, no changed setting) and
         ``"not_comparable"`` (the reasons)}``. Scores are in [0, 1].
 
     Raises:
@@ -312,8 +365,12 @@ def aggregate(protocol: EvalProtocol, outcomes: Mapping[str, Mapping[str, Sequen
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    if not outcomes:
+    unwritable = dict(unwritable or {})
+    if not outcomes and not unwritable:
         raise ValueError("no task to aggregate")
+    fail = float(protocol.failure_score)
+    outcomes = {**outcomes, **{tid: {"status": ["not_run"] * k, "reward": [fail] * k, "best_valid_reward": [None] * k}
+                               for tid in unwritable}}
     per_task: dict[str, dict[str, Any]] = {}
     for tid, o in outcomes.items():
         n = {len(o.get(key, ())) for key in ("status", "reward", "best_valid_reward")}
@@ -325,6 +382,8 @@ def aggregate(protocol: EvalProtocol, outcomes: Mapping[str, Mapping[str, Sequen
         per_task[tid] = {"category": protocol.category_of(tid), "avg_at_k": float(sum(scores) / k),
                          "scores": scores, "n": k, "n_failed": sum(kind == "failed" for _, kind in scored),
                          "n_infra": sum(kind == "infra" for _, kind in scored)}
+        if tid in unwritable:
+            per_task[tid]["not_run"] = unwritable[tid]
     ordered = [t for t in (protocol.split or []) if t in per_task] + sorted(t for t in per_task
                                                                             if t not in (protocol.split or []))
     per_task = {t: per_task[t] for t in ordered}
@@ -337,19 +396,25 @@ def aggregate(protocol: EvalProtocol, outcomes: Mapping[str, Mapping[str, Sequen
     category_mean = float(sum(v["mean"] for v in cats.values()) / len(cats))
     task_mean = float(sum(v["avg_at_k"] for v in per_task.values()) / len(per_task))
     n_infra = sum(v["n_infra"] for v in per_task.values())
+    why = dict(missing) if isinstance(missing, Mapping) else {}
+    missing = list(missing)
+    n_split = len(protocol.split) if protocol.split else len(per_task) + len(missing)
     reasons = []
     if missing:
-        n_split = len(protocol.split) if protocol.split else len(per_task) + len(missing)
         reasons.append(f"{len(missing)} of the protocol's {n_split} competitions were not evaluated: "
                        f"{', '.join(missing)}")
     if n_infra:
         reasons.append(f"{n_infra} sample(s) hit an infrastructure failure (scored as failures, "
                        f"{protocol.failure_score:g}); rerun them on a healthy executor")
+    if changes:
+        reasons.append(f"settings changed from the protocol's: {', '.join(changes)}")
     return {
         "protocol": protocol.name, "k": int(k), "per_task": per_task, "categories": cats,
         "category_mean": category_mean, "task_mean": task_mean,
         "overall": category_mean if protocol.overall == "category_mean" else task_mean,
-        "overall_kind": protocol.overall, "n_tasks": len(per_task), "n_samples": k * len(per_task),
+        "overall_kind": protocol.overall, "n_tasks": len(per_task), "n_split": n_split, "n_samples": k * len(per_task),
         "n_failed": sum(v["n_failed"] for v in per_task.values()), "n_infra": n_infra,
-        "missing": list(missing), "comparable": not reasons, "not_comparable": reasons,
+        "missing": missing, "missing_reasons": why, "unwritable": unwritable, "changes": list(changes),
+        "comparable": not reasons,
+        "not_comparable": reasons,
     }

@@ -5,7 +5,11 @@ Benchmark layouts other than wmrl's own say little about a task; whatever the fi
 the id column is the first column of the sample submission; the target its second column (or, with one
 column per class, a multiclass probability task); the task type from the answers (numeric with many values
 -> regression); classes from the training targets and the answers. An optional hints file (same keys as
-``task.yaml``; where it is read: :func:`wmrl.tasks.spec.hints_file`) overrides any of it.
+``task.yaml``; where it is read: :func:`wmrl.tasks.spec.hints_file`) overrides any of it. A leaderboard whose
+entries all hold one score ranks nothing and is left out (with a warning) where the task has another.
+
+(Over 500 lines: every layout reader builds its task through these steps, in this order; split, each part would
+import the others.)
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from wmrl.tasks.metrics import CODE_METRICS, METRICS, metric_info
 from wmrl.tasks.spec import SAMPLE_SUBMISSION_NAMES, Split, Task, hints_file
 from wmrl.tasks.benchcode import recognise_metric
 import importlib.util
-from wmrl.tasks.leaderboard import lfs_pointer, lfs_pointer_problem, read_leaderboard
+from wmrl.tasks.leaderboard import LeaderboardError, lfs_pointer, lfs_pointer_problem, read_leaderboard
 from wmrl.tasks.benchcode import declared_higher_is_better
 
 #: Default execution wall-clock limit (seconds) for foreign tasks that do not give one.
@@ -116,6 +120,7 @@ def make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_pat
     for key in ("id", "type", "metric", "target", "id_column"):
         if meta.get(key) in (None, ""):
             raise TaskFormatError(f"task folder {root}: missing required key {key!r}")
+    leaderboards = _ranking_boards(meta, root, leaderboards)
     task_type = str(meta["type"])
     if task_type not in ("binary", "multiclass", "regression"):
         raise TaskFormatError(f"task folder {root}: type must be binary, multiclass or regression, not {task_type!r}")
@@ -194,6 +199,32 @@ def make_task(meta: dict[str, Any], *, root: Path, public_dir: Path, answers_pat
         warnings=tuple(str(w) for w in meta.get("warnings") or ()),
         outputs=outputs,
     )
+
+
+def _ranking_boards(meta: dict[str, Any], root: Path, leaderboards: tuple[Path, ...]) -> tuple[Path, ...]:
+    """``leaderboards`` without those whose entries all hold one score (a board that ranks nothing: every
+    submission would be first or last on it), each dropped with a line in ``meta["warnings"]``; a board that
+    cannot be read is kept (the load checks name its problem).
+
+    Raises:
+        TaskFormatError: every board of the task is such a board."""
+    flat = []
+    for path in leaderboards:
+        try:
+            board = read_leaderboard(path)
+        except LeaderboardError:
+            continue
+        if board.size > 1 and np.unique(board).size == 1:
+            flat.append((path, board))
+    if not flat:
+        return leaderboards
+    said = "; ".join(f"{p.name} holds {b.size} entries all scored {b[0]:g}" for p, b in flat)
+    if len(flat) == len(leaderboards):
+        raise TaskFormatError(f"task folder {root}: {said}: a board that ranks nothing gives no reward; give the "
+                              "competition's real leaderboard")
+    meta.setdefault("warnings", []).append(f"task {meta.get('id')!r}: {said}, which ranks nothing: rewarded by its "
+                                           "other leaderboard only")
+    return tuple(p for p in leaderboards if p not in [q for q, _ in flat])
 
 
 def sample_submission(public_dir: Path) -> Path | None:
