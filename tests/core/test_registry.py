@@ -57,6 +57,19 @@ def test_a_lazy_builtin_is_imported_on_first_get_only(tmp_path, monkeypatch):
     sys.modules.pop("wmrl_test_lazy_mod", None)
 
 
+def test_the_names_keep_the_declared_order_whichever_lazy_builtin_loads_first(tmp_path, monkeypatch):
+    (tmp_path / "wmrl_test_lazy_two.py").write_text("FIRST = 1\nSECOND = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg: Registry[int] = Registry("widget", lazy={"first": "wmrl_test_lazy_two:FIRST",
+                                                  "second": "wmrl_test_lazy_two:SECOND"})
+    reg.register("own", 3)
+    assert reg.names() == ["first", "second", "own"]
+    assert reg.get("second") == 2
+    assert reg.names() == ["first", "second", "own"]  # loading one does not move it
+    assert str(reg.unknown("third")).endswith("registered: first, second, own")
+    sys.modules.pop("wmrl_test_lazy_two", None)
+
+
 def test_entry_points_are_offered_by_name_and_loaded_on_get(tmp_path, monkeypatch):
     (tmp_path / "wmrl_test_plugin.py").write_text(
         "from wmrl.core.routing import ROUTERS\n"

@@ -34,9 +34,10 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def test_committed_runs_are_saved_with_the_old_keys():
-    assert len(COMMITTED_RUNS) >= 20
-    for path in COMMITTED_RUNS:
-        assert "anchor_fraction" in yaml.safe_load(Path(path).read_text())["wmrl"], path
+    """Enough committed runs hold the flat keys of before the sub-sections for the next test to exercise the
+    migration (runs saved since hold the new keys)."""
+    old = [p for p in COMMITTED_RUNS if "anchor_fraction" in yaml.safe_load(Path(p).read_text())["wmrl"]]
+    assert len(old) >= 20
 
 
 @pytest.mark.parametrize("path", COMMITTED_RUNS, ids=lambda p: str(Path(p).relative_to(ROOT / "studies")))

@@ -115,10 +115,11 @@ class Registry(Generic[T]):
         return self._entry_points
 
     def names(self) -> list[str]:
-        """Every name: registered ones in registration order, then built-in lazy ones and entry points not yet
-        loaded (nothing is imported)."""
-        out = list(self._entries)
-        out += [n for n in self._lazy if n not in self._entries]
+        """Every name (nothing is imported): the built-in lazy ones in their declared order, loaded or not (so the
+        order does not depend on what was imported first), then the others registered in registration order, then
+        entry points not yet loaded."""
+        out = list(self._lazy)
+        out += [n for n in self._entries if n not in self._lazy]
         out += [n for n in self._points() if n not in self._entries and n not in self._lazy]
         return out
 
