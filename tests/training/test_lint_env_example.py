@@ -53,17 +53,18 @@ def test_every_recipe_trains_the_example_environment_for_two_steps(method: str, 
 
 
 @pytest.mark.slow
-def test_the_documented_command_trains_the_example(tmp_path) -> None:
+def test_the_documented_command_trains_the_example(tmp_path, small_suite) -> None:
     """``wmrl train --config examples/lint_env.yaml``, as the example's docstring gives it, from another folder:
-    the tiny model and the two built-in tasks, two steps; the anchors' rewards are the example's reviews."""
+    the tiny model and the two small built-in tasks (the session's suite), two steps; the anchors' rewards are the
+    example's reviews."""
     import json
     import os
     import subprocess
 
-    env = {**os.environ, "WMRL_HOME": os.environ.get("WMRL_HOME", str(ROOT / ".wmrl-cache"))}
+    env = {**os.environ, "WMRL_HOME": str(tmp_path / "home")}
     r = subprocess.run([sys.executable, "-m", "wmrl.cli", "train", "--config", str(ROOT / "examples" / "lint_env.yaml"),
-                        "--set", f"run_dir={tmp_path / 'run'}"], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=600)
+                        "--set", f"run_dir={tmp_path / 'run'}", "--set", f"tasks.root={small_suite}"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     rd = RunDir(tmp_path / "run")
     assert [m["step"] for m in read_jsonl(rd.metrics)] == [1, 2]
