@@ -3,6 +3,9 @@ names the file under ``plugins`` (which registers ``lint``) and ``environment: l
 two steps on the fake parts, and the anchors' true rewards are the example's reviews, never a sandbox execution."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -57,10 +60,6 @@ def test_the_documented_command_trains_the_example(tmp_path, small_suite) -> Non
     """``wmrl train --config examples/lint_env.yaml``, as the example's docstring gives it, from another folder:
     the tiny model and the two small built-in tasks (the session's suite), two steps; the anchors' rewards are the
     example's reviews."""
-    import json
-    import os
-    import subprocess
-
     env = {**os.environ, "WMRL_HOME": str(tmp_path / "home")}
     r = subprocess.run([sys.executable, "-m", "wmrl.cli", "train", "--config", str(ROOT / "examples" / "lint_env.yaml"),
                         "--set", f"run_dir={tmp_path / 'run'}", "--set", f"tasks.root={small_suite}"],

@@ -176,7 +176,7 @@ class RecipeConfig(ConfigSection):
 
     def recipe_settings(self, *, normalize_std: bool = True, adv_eps: float | None = None) -> RecipeSettings:
         """The :class:`~wmrl.core.recipe.RecipeSettings` of this section: the calibrator's window, minimum and
-        fallback, the fusion window (as many pairs as the calibrator's), minimum and alpha clip range, rho; with
+        fallback, the fusion window (as many pairs as the calibrator's), minimum and alpha clip range; with
         the advantage settings of the track's ``optim`` section (``normalize_std``; ``adv_eps``, None: the
         settings' default)."""
         c, f = self.calibration, self.fusion
