@@ -176,3 +176,21 @@ def test_files_that_parse_as_no_table_are_skipped_not_errors(wmrl_binary_task):
     ans.to_json(pub / "hidden.dat", orient="index")  # misnamed JSON, {row: {id, label}}
     assert [m.split(":")[0] for m in answers_in_public(load_task(wmrl_binary_task))] == [
         "public/hidden.dat holds the answers"]
+
+
+def test_a_task_without_a_view_is_advised_the_callers_one_turn_setting(wmrl_binary_task):
+    """A task whose submission is the sample submission's table has no validation view; the refusal of several
+    turns names how the caller runs one turn (the config key, or the protocol's override), and only there."""
+    import dataclasses
+
+    task = dataclasses.replace(load_task(wmrl_binary_task), outputs=("Prediction",))
+    for one_turn in ("episode.max_turns: 1", "--override max_turns=1"):
+        with pytest.raises(UnsoundTask) as e:
+            require_sound_tasks([task], "2-turn episodes", 0.2, one_turn)
+        msg = str(e.value)
+        assert "has no validation view: its submission is the sample submission's table (Prediction)" in msg, msg
+        assert msg.endswith(f"episodes of one turn need no validation view ({one_turn})"), msg
+    with pytest.raises(UnsoundTask) as e:  # another problem: no advice about turns
+        shutil.copy(wmrl_binary_task / "private" / "answers.csv", wmrl_binary_task / "public" / "test_answers.csv")
+        require_sound_tasks([load_task(wmrl_binary_task)], "tasks", 0.2)
+    assert "one turn" not in str(e.value), str(e.value)

@@ -41,8 +41,8 @@ class TaskProblem:
     """One reason a task cannot be trained on.
 
     Attributes:
-        task_id: the task. kind: ``answers_in_public``, ``answers_unreadable``, ``metric_direction`` or
-            ``score_range``.
+        task_id: the task. kind: ``answers_in_public``, ``answers_unreadable``, ``metric_direction``,
+            ``score_range`` or ``validation_view``.
         message: one line: what is wrong, where, and how to fix it.
     """
 
@@ -145,9 +145,14 @@ def check_task(task: Task, view_fraction: float | None = None) -> list[TaskProbl
     return problems
 
 
-def require_sound_tasks(tasks: list[Task], key: str = "tasks", view_fraction: float | None = None) -> None:
+def require_sound_tasks(tasks: list[Task], key: str = "tasks", view_fraction: float | None = None,
+                        one_turn: str = "episode.max_turns: 1") -> None:
     """Refuse tasks that fail :func:`check_task` (with ``view_fraction``: their validation views too, as
     multi-turn episodes use them).
+
+    Args:
+        one_turn: how the caller's user runs one turn per episode, named after a validation-view problem (the
+            config key for training, ``--override max_turns=1`` for a protocol's evaluation).
 
     Raises:
         UnsoundTask: naming ``key`` (where the tasks came from), each task and its first problem.
@@ -158,7 +163,8 @@ def require_sound_tasks(tasks: list[Task], key: str = "tasks", view_fraction: fl
         if problems:
             bad.append(problems[0])
     if bad:
-        lines = "; ".join(f"{p.task_id}: {p.message}" for p in bad)
+        fix = f"; episodes of one turn need no validation view ({one_turn})"
+        lines = "; ".join(f"{p.task_id}: {p.message}{fix if p.kind == 'validation_view' else ''}" for p in bad)
         raise UnsoundTask(f"{key}: task(s) refused before training: {lines}")
 
 

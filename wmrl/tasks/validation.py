@@ -117,8 +117,7 @@ def validation_view(task: Task, fraction: float = DEFAULT_FRACTION, seed: int = 
         raise ValueError(f"task {task.id!r} is already a validation view; build the view from the original task")
     if task.outputs:
         raise ValueError(f"task {task.id!r} has no validation view: its submission is the sample submission's table "
-                         f"({', '.join(task.outputs)}), graded only by the benchmark's code on the test rows; run it "
-                         "with one turn per episode (episode.max_turns: 1)")
+                         f"({', '.join(task.outputs)}), graded only by the benchmark's code on the test rows")
     fraction = float(fraction)
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"fraction must lie in (0, 1), got {fraction!r} (e.g. 0.2 holds out 20% of train.csv)")

@@ -232,7 +232,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     check_outputs_fit(get_scaffold(cfg.scaffold.name or DEFAULT_SCAFFOLD), [t for _, ts in splits for t in ts])
     if ep_kw["max_turns"] > 1:  # every turn but the last is run on the task's validation view
         require_sound([t for _, ts in splits for t in ts], f"{ep_kw['max_turns']}-turn episodes",
-                      ep_kw["validation_fraction"])
+                      ep_kw["validation_fraction"],
+                      "--override max_turns=1" if proto is not None else "episode.max_turns: 1")
     if cfg.threads:
         import torch  # noqa: PLC0415 - heavy
 

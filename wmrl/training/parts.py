@@ -136,17 +136,19 @@ def record_tasks(rd: RunDir, cfg: TrainConfig, train: list[Any], heldout: list[A
                                                + [row(t, "heldout") for t in heldout]})
 
 
-def require_sound(tasks: list[Any], key: str, view_fraction: float | None = None) -> None:
+def require_sound(tasks: list[Any], key: str, view_fraction: float | None = None,
+                  one_turn: str = "episode.max_turns: 1") -> None:
     """Refuse tasks with answers in ``public/`` or a metric that disagrees with its leaderboards
     (:func:`wmrl.tasks.checks.require_sound_tasks`); with ``view_fraction`` (multi-turn episodes) also tasks
-    whose validation view at that held-out fraction cannot be built or holds answers.
+    whose validation view at that held-out fraction cannot be built or holds answers, naming ``one_turn`` (how
+    the user runs one turn per episode instead).
 
     Raises:
         ConfigError: naming ``key``, each task and why.
     """
 
     try:
-        require_sound_tasks(tasks, key, view_fraction)
+        require_sound_tasks(tasks, key, view_fraction, one_turn)
     except UnsoundTask as e:
         raise ConfigError(str(e)) from None
 
