@@ -40,6 +40,10 @@ Fusion (:data:`FUSIONS`); n_A, n_W = valid anchor and world-model samples:
 
 With one stream empty in a step, ``ivw``, ``bias-aware`` and ``ppi`` weight every sample 1/n
 (``fusion_mode`` ``equal``). Arrays are numpy float64 (bool for masks, int64 for ids) throughout.
+
+Why one file of about 540 lines: both registries, their input/output dataclasses and every registered entry, so
+that the whole menu a recipe picks from reads in one place (the estimators they call live in
+:mod:`wmrl.core.fusion` and :mod:`wmrl.core.calibration`).
 """
 from __future__ import annotations
 

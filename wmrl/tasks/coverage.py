@@ -26,6 +26,9 @@ The conventions (read from the benchmarks' public repositories):
 
 For information each row also says which metric wmrl's own fast path recognises in the code
 (:func:`wmrl.tasks.benchcode.recognise_metric`).
+
+Why one file of about 750 lines: the three conventions share the import resolver and the classification into
+:data:`REASONS`; a module per benchmark would each need the whole resolver.
 """
 from __future__ import annotations
 

@@ -9,6 +9,11 @@ what is wrong and how to fix it: file present and readable, not empty, exactly t
 count, numeric dtypes for probabilities and values (booleans are not numbers), no NaN or inf,
 probabilities in [0, 1], values above -1 for RMSLE, a finite metric (values too large to score are rejected), labels
 among the task's classes.
+
+Why one file of about 940 lines: validating, scoring (wmrl's own metric or the benchmark's grading code, and the
+choice between them, :func:`fast_path`) and placing a score on the leaderboards are the trusted half of one
+execution and read the answers through one cached reader; the benchmark-code path is the part to move out first
+if the file grows.
 """
 from __future__ import annotations
 

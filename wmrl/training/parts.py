@@ -3,6 +3,9 @@
 The only module of ``wmrl.training`` that knows the concrete classes of the other packages; the
 trainer itself sees them through :class:`wmrl.training.components.Components`. Heavy imports (torch,
 transformers) happen inside the functions.
+
+Why one file of about 560 lines: it is the one place that maps config sections to concrete classes, so that no other
+module of the package does; splitting it would spread that knowledge again.
 """
 from __future__ import annotations
 
