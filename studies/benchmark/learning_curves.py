@@ -58,8 +58,8 @@ def block_means(bench: Path, method: str, block: int) -> list[tuple[str, list[tu
         hi = min(lo + block - 1, last)
         cells: list[tuple[float, int] | None] = []
         for _, read in COLUMNS:
-            vals = [read(r) for lines in steps for r in lines if lo <= int(r["step"]) <= hi]
-            vals = [float(v) for v in vals if v is not None and math.isfinite(float(v))]
+            raw = [read(r) for lines in steps for r in lines if lo <= int(r["step"]) <= hi]
+            vals = [float(v) for v in raw if v is not None and math.isfinite(float(v))]
             cells.append((float(np.mean(vals)), len(vals)) if vals else None)
         out.append((f"{lo}-{hi}", cells))
     return out
