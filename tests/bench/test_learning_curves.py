@@ -21,10 +21,11 @@ def _module():
     return mod
 
 
-def test_the_committed_table_is_recomputed_from_the_committed_runs():
+@pytest.mark.parametrize("bench", ["cpu-small-rerun", "cpu-small-fine"])
+def test_the_committed_table_is_recomputed_from_the_committed_runs(bench):
     lc = _module()
-    committed = (BENCH / "learning_curves.md").read_text(encoding="utf-8")
-    assert lc.table(BENCH, ["grpo", "wmrl", "wmrl-no-recall", "wm"], 10) in committed
+    committed = (STUDIES / bench / "learning_curves.md").read_text(encoding="utf-8")
+    assert lc.table(STUDIES / bench, ["grpo", "wmrl", "wmrl-no-recall", "wm"], 10) in committed
 
 
 def test_a_block_mean_is_the_mean_over_its_steps_and_seeds():
