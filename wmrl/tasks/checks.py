@@ -145,8 +145,12 @@ def check_task(task: Task, view_fraction: float | None = None) -> list[TaskProbl
     return problems
 
 
+#: How a training config runs one turn per episode: the fix named after a validation-view problem by default.
+ONE_TURN_CONFIG = "episode.max_turns: 1"
+
+
 def require_sound_tasks(tasks: list[Task], key: str = "tasks", view_fraction: float | None = None,
-                        one_turn: str = "episode.max_turns: 1") -> None:
+                        one_turn: str = ONE_TURN_CONFIG) -> None:
     """Refuse tasks that fail :func:`check_task` (with ``view_fraction``: their validation views too, as
     multi-turn episodes use them).
 

@@ -11,7 +11,7 @@ from typing import Any
 from wmrl.models.policy import Policy
 from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
 from wmrl.tasks import loader as task_loader
-from wmrl.tasks.checks import view_problems
+from wmrl.tasks.checks import ONE_TURN_CONFIG, view_problems
 from wmrl.training.components import eval_sampling_seed
 from wmrl.training.config import ConfigError, load_config
 from wmrl.runs.rundir import RunDir
@@ -233,7 +233,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | int = "latest", task_
     if ep_kw["max_turns"] > 1:  # every turn but the last is run on the task's validation view
         require_sound([t for _, ts in splits for t in ts], f"{ep_kw['max_turns']}-turn episodes",
                       ep_kw["validation_fraction"],
-                      "--override max_turns=1" if proto is not None else "episode.max_turns: 1")
+                      "--override max_turns=1" if proto is not None else ONE_TURN_CONFIG)
     if cfg.threads:
         import torch  # noqa: PLC0415 - heavy
 

@@ -31,7 +31,7 @@ from wmrl.models import backbone
 from wmrl.models.policy import Policy
 from wmrl.models.scaffolds import DEFAULT_SCAFFOLD, get_scaffold
 from wmrl.models.types import LoraSettings
-from wmrl.tasks.checks import UnsoundTask, require_sound_tasks
+from wmrl.tasks.checks import ONE_TURN_CONFIG, UnsoundTask, require_sound_tasks
 from wmrl.tasks.harness import template_misfit
 from wmrl.tasks.splits import SplitError, heldout_ids
 from wmrl.training.components import Components, now_iso, sampling_seed
@@ -140,7 +140,7 @@ def record_tasks(rd: RunDir, cfg: TrainConfig, train: list[Any], heldout: list[A
 
 
 def require_sound(tasks: list[Any], key: str, view_fraction: float | None = None,
-                  one_turn: str = "episode.max_turns: 1") -> None:
+                  one_turn: str = ONE_TURN_CONFIG) -> None:
     """Refuse tasks with answers in ``public/`` or a metric that disagrees with its leaderboards
     (:func:`wmrl.tasks.checks.require_sound_tasks`); with ``view_fraction`` (multi-turn episodes) also tasks
     whose validation view at that held-out fraction cannot be built or holds answers, naming ``one_turn`` (how
