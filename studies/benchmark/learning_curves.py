@@ -21,11 +21,12 @@ Reads only committed files (``metrics.jsonl``); a few seconds.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
 import numpy as np
+
+from wmrl.report.runs import read_jsonl
 
 #: (column, how a step's value is read from a metrics.jsonl line; None = not defined for that step).
 COLUMNS = (
@@ -35,10 +36,6 @@ COLUMNS = (
     ("distinct programs", lambda r: r.get("policy_distinct_programs")),
     ("entropy", lambda r: r.get("policy_entropy")),
 )
-
-
-def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def block_means(bench: Path, method: str, block: int) -> list[tuple[str, list[tuple[float, int] | None]]]:
@@ -51,7 +48,7 @@ def block_means(bench: Path, method: str, block: int) -> list[tuple[str, list[tu
     runs = sorted((bench / method).glob("seed*/metrics.jsonl"))
     if not runs:
         raise FileNotFoundError(f"{bench / method}: no seed*/metrics.jsonl; is {method!r} a method of this bench?")
-    steps = [_lines(p) for p in runs]
+    steps = [read_jsonl(p) for p in runs]
     last = max(int(r["step"]) for lines in steps for r in lines)
     out = []
     for lo in range(1, last + 1, block):
