@@ -375,3 +375,31 @@ def test_feature_cache_is_bounded_in_bytes_least_recently_used_first():
     assert trajectory_key("ab", "c") != trajectory_key("a", "bc")
     with pytest.raises(ValueError, match="max_bytes"):
         FeatureCache(max_bytes=-1)
+
+
+def test_residual_neighbours_pull_executed_programs_toward_their_rewards_and_survive_save_load(tiny, tmp_path):
+    """Rewards drawn at random per (task, program): nothing a head on backbone features can generalise, so its
+    penalty shrinks it toward the mean; the residual of the executed rows of the same prompt moves each program's
+    prediction toward its measured reward, and a saved world model predicts the same after loading."""
+    model, tok = tiny
+    rng = np.random.default_rng(0)
+    comps = [f"make_pipeline(Ridge(alpha={a}))" for a in ("0.01", "0.1", "1.0", "10.0", "100.0")]
+    truth = {(t, c): float(rng.uniform(0.1, 0.9)) for t in range(4) for c in comps}
+    recs = [{"status": "ok", "reward": truth[(grp % 4, c)],
+             "meta": {"prompt": f"Task: task-{grp % 4}. Predict y.\nmore", "completion": c, "group_id": grp,
+                      "task_id": f"task-{grp % 4}", "step": 0}}
+            for grp in range(12) for c in comps]
+    prompts = [f"Task: task-{t}. Predict y.\nmore" for t, _ in truth]
+    y = np.array(list(truth.values()))
+    plain = RegressionWorldModel(model, tok, lora=None)
+    plain.fit(recs, heldout_fraction=0.0)
+    wm = RegressionWorldModel(model, tok, lora=None, residual_neighbours=8)
+    wm.fit(recs, heldout_fraction=0.0)
+    r0, r = plain.predict(prompts, [c for _, c in truth]), wm.predict(prompts, [c for _, c in truth])
+    assert np.abs(r - y).mean() < 0.7 * np.abs(r0 - y).mean()
+    wm.save(tmp_path / "wm")
+    back = RegressionWorldModel.load(tmp_path / "wm", model, tok)
+    assert back.neighbours is not None and back.neighbours.k == 8
+    assert np.allclose(back.predict(prompts, [c for _, c in truth]), r)
+    with pytest.raises(ValueError, match=">= 0"):
+        RegressionWorldModel(model, tok, lora=None, residual_neighbours=-1)

@@ -167,6 +167,10 @@ class WorldModelConfig(_Section):
         "Regression kind: P hashed program-choice features (identifiers and name=value arguments, globally and per "
         "task) appended to the backbone features, so the head can tell apart programs that differ in one choice "
         "(0 = off; 1024 is plenty for the grammar scaffold)."))
+    residual_neighbours: Int = Field(0, ge=0, description=(
+        "Regression kind: correct each prediction by the kernel-weighted residual of the K executed programs of the "
+        "same prompt (corpus and anchors) nearest in feature space, so an executed program informs its neighbours "
+        "(0 = off; docs/models.md, 'Residual of executed neighbours')."))
     warmup_samples_per_task: Int = Field(8, ge=1, description=(
         "Warm-up corpus: programs sampled from the initial policy and executed per train task."))
     warmup_corpus: OptStr = Field(None, description=(
@@ -206,6 +210,9 @@ class WorldModelConfig(_Section):
             raise ValueError("world_model.kind 'generative' learns only through its LoRA adapter: set "
                              "world_model.adapter=true (or use world_model.kind=regression for a head on frozen "
                              "features)")
+        if self.kind == "generative" and self.residual_neighbours:
+            raise ValueError("world_model.residual_neighbours corrects the regression head; the generative world "
+                             "model has none: set world_model.residual_neighbours=0 or world_model.kind=regression")
         if self.kind == "generative" and self.program_features:
             raise ValueError("world_model.program_features feeds the regression head; the generative world model "
                              "has none: set world_model.program_features=0 or world_model.kind=regression")

@@ -410,7 +410,8 @@ def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: 
     records = rewarded
     with ledger.phase("wm_fit"):
         lora = LoraSettings(r=wmc.lora_r, alpha=2 * wmc.lora_r) if wmc.adapter else None
-        extra: dict[str, Any] = {"program_features": wmc.program_features} if wmc.program_features else {}
+        extra: dict[str, Any] = {k: getattr(wmc, k) for k in ("program_features", "residual_neighbours")
+                                 if getattr(wmc, k)}
         if wmc.kind == "generative":
             extra["ladder"] = wmc.ladder
         wm = new_world_model(wmc.kind, model, tok, lora=lora, max_length=wmc.max_length, **extra)

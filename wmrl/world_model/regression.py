@@ -4,7 +4,9 @@
 final-layer hidden state (after the final norm) of the last token of the world model's input text
 (prompt, a separator, completion) and ``h_mean`` the mean over its tokens; ``mu``/``sd`` standardise
 the features with training-split statistics. With ``program_features=P > 0`` the P hashed 0/1
-program-choice features of :mod:`wmrl.world_model.program_features` follow (not standardised). The target is the
+program-choice features of :mod:`wmrl.world_model.program_features` follow (not standardised). With
+``residual_neighbours=K > 0`` the prediction adds the kernel-weighted residual of the K executed training rows of
+the same prompt nearest in feature space (:mod:`wmrl.world_model.neighbours`), before the clip. The target is the
 executed reward (leaderboard percentile, docs/tasks.md); the loss is the mean squared error (unclipped output). Fitting
 first solves the head in closed form (ridge regression, penalty chosen by group K-fold), then, with an
 adapter, fine-tunes LoRA and head jointly by AdamW. The backbone is the same base model object as
@@ -23,8 +25,9 @@ persistence) is in :class:`wmrl.world_model.base.BackboneWorldModel`; the exampl
 metrics of a fit in :mod:`wmrl.world_model.data`. The generative variant
 (:mod:`wmrl.world_model.generative`) builds on them.
 
-Why one file of about 520 lines: the reward head, the outcome head and the fit that solves both on one feature pass
-belong together; the shared backbone machinery is in :mod:`wmrl.world_model.base`.
+Why one file of about 590 lines: the reward head, the outcome head and the fit that solves both on one feature pass
+belong together; the shared backbone machinery is in :mod:`wmrl.world_model.base`, the residual neighbours in
+:mod:`wmrl.world_model.neighbours`.
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ from wmrl.models.types import LoraSettings
 from wmrl.world_model.base import BackboneWorldModel
 from wmrl.world_model.data import check_fit_settings, fit_metrics, fit_split
 from wmrl.world_model.feature_cache import FeatureCache, trajectory_key, weights_fingerprint
+from wmrl.world_model.neighbours import ResidualNeighbours
 from wmrl.world_model.outcome import STATUS_CLASSES, OutcomePrediction, gated
 from wmrl.world_model.program_features import program_features
 
@@ -204,9 +208,11 @@ class RegressionWorldModel(BackboneWorldModel):
             program and the end of the prompt).
         batch_size: rows per forward pass in :meth:`predict`.
         program_features: P, hashed program-choice columns appended to the backbone features (0 = none).
+        residual_neighbours: K, executed training rows of the same prompt whose kernel-weighted residual corrects
+            each prediction (:mod:`wmrl.world_model.neighbours`; 0 = none).
 
     Raises:
-        ValueError: ``program_features < 0``.
+        ValueError: ``program_features < 0`` or ``residual_neighbours < 0``.
 
     The head is linear and unconstrained for training; :meth:`predict` clips to [0, 1].
     """
@@ -223,11 +229,14 @@ class RegressionWorldModel(BackboneWorldModel):
         max_length: int = 320,
         batch_size: int = 16,
         program_features: int = 0,
+        residual_neighbours: int = 0,
     ):
         super().__init__(model, tokenizer, lora, adapter_name=adapter_name, max_length=max_length,
                          batch_size=batch_size)
         if program_features < 0:
             raise ValueError(f"program_features must be >= 0 (0 = off), got {program_features}")
+        if residual_neighbours < 0:
+            raise ValueError(f"residual_neighbours must be >= 0 (0 = off), got {residual_neighbours}")
         hidden = int(self._base.config.hidden_size)
         #: columns of hashed program-choice features after the 2H backbone features (0 = none).
         self.program_features = int(program_features)
@@ -238,6 +247,8 @@ class RegressionWorldModel(BackboneWorldModel):
         self.feature_cache = FeatureCache()
         self.head = RewardHead(2 * hidden + self.program_features).to(self.device)
         self.outcome_head = OutcomeHead(2 * hidden + self.program_features).to(self.device)
+        #: the executed training rows whose residuals correct a prediction (None = off).
+        self.neighbours = ResidualNeighbours(residual_neighbours) if residual_neighbours else None
 
     def _with_program_features(self, feats: torch.Tensor, prompts: Sequence[str],
                                completions: Sequence[str]) -> torch.Tensor:
@@ -249,12 +260,15 @@ class RegressionWorldModel(BackboneWorldModel):
         return torch.cat([feats, prog.to(feats.dtype)], dim=-1)
 
     def config(self) -> dict[str, Any]:
-        """The base settings plus ``program_features`` (P columns; 0 = none)."""
-        return {**super().config(), "program_features": self.program_features}
+        """The base settings plus ``program_features`` (P columns; 0 = none) and ``residual_neighbours`` (K; 0 =
+        none)."""
+        return {**super().config(), "program_features": self.program_features,
+                "residual_neighbours": self.neighbours.k if self.neighbours else 0}
 
     @classmethod
     def _saved_kwargs(cls, cfg: dict[str, Any]) -> dict[str, Any]:
-        return {"program_features": int(cfg.get("program_features", 0))}
+        return {"program_features": int(cfg.get("program_features", 0)),
+                "residual_neighbours": int(cfg.get("residual_neighbours", 0))}
 
     # ---------------------------------------------------------------- forward
     def _features(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -353,8 +367,12 @@ class RegressionWorldModel(BackboneWorldModel):
 
         def model(idx: list[int]) -> OutcomePrediction:
             X = self.features([prompts[i] for i in idx], [completions[i] for i in idx])
-            r = np.clip(self.head(X).detach().cpu().double().numpy(), 0.0, 1.0)
-            p3, std = self.outcome_head(self.head.standardise(X))
+            r = self.head(X).detach().cpu().double().numpy()
+            Z = self.head.standardise(X)
+            if self.neighbours is not None:
+                r = r + self.neighbours.correction(Z.cpu().numpy(), [prompts[i] for i in idx])
+            r = np.clip(r, 0.0, 1.0)
+            p3, std = self.outcome_head(Z)
             probs = np.zeros((len(idx), len(STATUS_CLASSES)))
             probs[:, 1:] = p3.detach().cpu().double().numpy()
             probs /= probs.sum(1, keepdims=True)
@@ -382,7 +400,8 @@ class RegressionWorldModel(BackboneWorldModel):
     def _solve_head(self, train: Sequence[dict[str, Any]], rewards: np.ndarray, seed: int, *,
                     set_standardisation: bool) -> tuple[float, float]:
         """Set the head to the closed-form ridge solution on the current backbone's features, and fit the
-        :class:`OutcomeHead` on the same features.
+        :class:`OutcomeHead` on the same features, and keep the rows' residuals when the world model corrects by
+        residual neighbours.
 
         With ``set_standardisation`` the feature mean and population std (correction=0: finite even
         for one training example) are first taken from ``train``. Returns ``(ridge alpha, train MSE)``.
@@ -400,6 +419,8 @@ class RegressionWorldModel(BackboneWorldModel):
             self.head.linear.weight.copy_(torch.as_tensor(w, dtype=torch.float32).view(1, -1))
             self.head.linear.bias.fill_(b)
         train_mse = float(((Z @ w + b - rewards) ** 2).mean())
+        if self.neighbours is not None:
+            self.neighbours.fit(Z, rewards - (Z @ w + b), [e["prompt"] for e in train])
         self.outcome_head.fit(Z, [e.get("status") for e in train], alpha,
                               cv_mse if np.isfinite(cv_mse) else train_mse, seed=seed)
         return alpha, train_mse
@@ -521,6 +542,9 @@ class RegressionWorldModel(BackboneWorldModel):
         """The reward head's tensors and the outcome head's (keys prefixed ``outcome.``), on CPU."""
         out = {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}
         out.update({f"outcome.{k}": v.detach().cpu().contiguous() for k, v in self.outcome_head.state_dict().items()})
+        if self.neighbours is not None:
+            out.update({f"neighbours.{k}": torch.from_numpy(np.ascontiguousarray(v))
+                        for k, v in self.neighbours.tensors().items()})
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -552,7 +576,11 @@ class RegressionWorldModel(BackboneWorldModel):
             raise FileNotFoundError(f"{d / 'head.safetensors'} is missing: save the world model there first")
         try:
             saved = {k: v.to(self.device) for k, v in load_file(str(d / "head.safetensors")).items()}
-            self.head.load_state_dict({k: v for k, v in saved.items() if not k.startswith("outcome.")})
+            own = {k: v for k, v in saved.items() if not k.startswith(("outcome.", "neighbours."))}
+            self.head.load_state_dict(own)
+            if self.neighbours is not None:
+                self.neighbours.load({k[len("neighbours."):]: v.cpu().numpy() for k, v in saved.items()
+                                      if k.startswith("neighbours.")})
             outcome = {k[len("outcome."):]: v for k, v in saved.items() if k.startswith("outcome.")}
             if outcome:  # folders saved before the outcome head keep it unfitted (uniform status, std 0)
                 self.outcome_head.load_state_dict(outcome)

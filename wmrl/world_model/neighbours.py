@@ -1,0 +1,113 @@
+"""The residual of executed neighbours: a program-conditioned correction of the regression world model.
+
+A linear head on backbone features orders a task's programs barely better than chance once the policy writes
+programs near each other; an executed program tells more about its close neighbours than the head does. After
+each fit the regression world model (``world_model.residual_neighbours: K``) keeps every training row's
+standardised features ``z_j``, its in-sample residual ``e_j = y_j - head(z_j)`` and its prompt, and adds to the
+head's prediction for a trajectory ``q`` the kernel-weighted residual of the K training rows of the same prompt
+nearest in feature space:
+
+    correction(q) = sum_j w_j e_j / (1 + sum_j w_j),    w_j = exp(-4 ||z_q - z_j|| / h_q)
+
+with ``h_q`` the median distance from ``q`` to the rows of its prompt (the scale of the task's programs), and the
+``1`` in the denominator a shrinkage toward the head (one executed exact repeat moves the prediction half-way to its
+measured reward). This is the two-stage, covariate-conditional calibration of Causal Judge Evaluation (an index
+over the score plus covariates) in its simplest nonparametric form, and a recall of executed programs that
+generalises to their neighbours; the replay behind the kernel is
+``studies/benchmark/reorder_probe.py`` (docs/models.md, "Residual of executed neighbours").
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["ResidualNeighbours", "prompt_digest"]
+
+
+def prompt_digest(prompt: str) -> bytes:
+    """The 32-byte SHA-256 of a prompt (UTF-8, surrogates passed through): the key neighbours are grouped by."""
+    return hashlib.sha256(prompt.encode("utf-8", errors="surrogatepass")).digest()
+
+
+class ResidualNeighbours:
+    """The executed rows a regression world model was fitted on, and the correction they give (module docstring).
+
+    Args:
+        k: neighbours per prediction (>= 1).
+
+    Raises:
+        ValueError: ``k < 1``.
+    """
+
+    def __init__(self, k: int):
+        if k < 1:
+            raise ValueError(f"residual neighbours must be >= 1, got {k}")
+        self.k = int(k)
+        self.z = np.zeros((0, 0), dtype=np.float32)
+        self.residual = np.zeros(0, dtype=np.float64)
+        self.keys = np.zeros((0, 32), dtype=np.uint8)
+
+    def __len__(self) -> int:
+        return len(self.residual)
+
+    def fit(self, z: np.ndarray, residual: np.ndarray, prompts: Sequence[str]) -> None:
+        """Keep N training rows: ``z`` [N, D] standardised features, ``residual`` [N] (reward units, y - head),
+        their N prompts. Replaces what was kept.
+
+        Raises:
+            ValueError: the three differ in length.
+        """
+        if not (len(z) == len(residual) == len(prompts)):
+            raise ValueError(f"{len(z)} feature rows, {len(residual)} residuals and {len(prompts)} prompts")
+        self.z = np.asarray(z, dtype=np.float32)
+        self.residual = np.asarray(residual, dtype=np.float64)
+        self.keys = np.frombuffer(b"".join(prompt_digest(p) for p in prompts), dtype=np.uint8).reshape(-1, 32).copy()
+
+    def correction(self, z: np.ndarray, prompts: Sequence[str]) -> np.ndarray:
+        """[M] float64 corrections (reward units) for M trajectories: ``z`` [M, D] standardised features, their
+        prompts; 0 where no kept row shares the prompt.
+
+        Raises:
+            ValueError: ``z`` and ``prompts`` differ in length, or ``z`` has another width than the kept rows.
+        """
+        if len(z) != len(prompts):
+            raise ValueError(f"{len(z)} feature rows but {len(prompts)} prompts")
+        out = np.zeros(len(prompts), dtype=np.float64)
+        if not len(self):
+            return out
+        if z.shape[1] != self.z.shape[1]:
+            raise ValueError(f"features of width {z.shape[1]}, but the kept rows have {self.z.shape[1]}")
+        rows_of: dict[bytes, np.ndarray] = {}
+        for i, p in enumerate(prompts):
+            key = prompt_digest(p)
+            if key not in rows_of:
+                rows_of[key] = np.flatnonzero((self.keys == np.frombuffer(key, dtype=np.uint8)).all(1))
+            rows = rows_of[key]
+            if not len(rows):
+                continue
+            d = np.linalg.norm(self.z[rows] - np.asarray(z[i], dtype=np.float32), axis=1).astype(np.float64)
+            h = float(np.median(d)) or 1.0
+            near = np.argsort(d, kind="stable")[:self.k]
+            w = np.exp(-4.0 * d[near] / h)
+            out[i] = float((w * self.residual[rows[near]]).sum() / (1.0 + w.sum()))
+        return out
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        """The kept rows as arrays to save: ``z`` [N, D] float32, ``residual`` [N] float64, ``prompt`` [N, 32] uint8."""
+        return {"z": self.z, "residual": self.residual, "prompt": self.keys}
+
+    def load(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restore what :meth:`tensors` returned.
+
+        Raises:
+            ValueError: a key is missing or the arrays disagree in length.
+        """
+        missing = {"z", "residual", "prompt"} - set(arrays)
+        if missing:
+            raise ValueError(f"saved residual neighbours lack {sorted(missing)}")
+        z, r, k = (np.asarray(arrays[n]) for n in ("z", "residual", "prompt"))
+        if not (len(z) == len(r) == len(k)) or (len(k) and k.shape[1] != 32):
+            raise ValueError(f"saved residual neighbours disagree: {z.shape}, {r.shape}, {k.shape}")
+        self.z, self.residual, self.keys = z.astype(np.float32), r.astype(np.float64), k.astype(np.uint8)
