@@ -399,7 +399,14 @@ def test_residual_neighbours_pull_executed_programs_toward_their_rewards_and_sur
     assert np.abs(r - y).mean() < 0.7 * np.abs(r0 - y).mean()
     wm.save(tmp_path / "wm")
     back = RegressionWorldModel.load(tmp_path / "wm", model, tok)
-    assert back.neighbours is not None and back.neighbours.k == 8
+    assert back.neighbours is not None and back.neighbours.k == 8 and back.neighbours.own_program
     assert np.allclose(back.predict(prompts, [c for _, c in truth]), r)
+    # without the program's own rows, only the other programs of its task correct it: less close to the truth
+    blind = RegressionWorldModel(model, tok, lora=None, residual_neighbours=8, neighbours_own_program=False)
+    blind.fit(recs, heldout_fraction=0.0)
+    rb = blind.predict(prompts, [c for _, c in truth])
+    assert np.abs(r - y).mean() < np.abs(rb - y).mean()
+    blind.save(tmp_path / "blind")
+    assert not RegressionWorldModel.load(tmp_path / "blind", model, tok).neighbours.own_program
     with pytest.raises(ValueError, match=">= 0"):
         RegressionWorldModel(model, tok, lora=None, residual_neighbours=-1)

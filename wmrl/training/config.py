@@ -170,7 +170,8 @@ class WorldModelConfig(_Section):
     residual_neighbours: Int = Field(0, ge=0, description=(
         "Regression kind: correct each prediction by the kernel-weighted residual of the K executed programs of the "
         "same prompt (corpus and anchors) nearest in feature space, so an executed program informs its neighbours "
-        "(0 = off; docs/models.md, 'Residual of executed neighbours')."))
+        "(0 = off; under a method without recall a program's own executions are left out; docs/models.md, "
+        "'Residual of executed neighbours')."))
     warmup_samples_per_task: Int = Field(8, ge=1, description=(
         "Warm-up corpus: programs sampled from the initial policy and executed per train task."))
     warmup_corpus: OptStr = Field(None, description=(

@@ -412,6 +412,8 @@ def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: 
         lora = LoraSettings(r=wmc.lora_r, alpha=2 * wmc.lora_r) if wmc.adapter else None
         extra: dict[str, Any] = {k: getattr(wmc, k) for k in ("program_features", "residual_neighbours")
                                  if getattr(wmc, k)}
+        if wmc.residual_neighbours:  # a recipe without recall never uses a program's own execution
+            extra["neighbours_own_program"] = get_recipe(cfg.method).recall
         if wmc.kind == "generative":
             extra["ladder"] = wmc.ladder
         wm = new_world_model(wmc.kind, model, tok, lora=lora, max_length=wmc.max_length, **extra)

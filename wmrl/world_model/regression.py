@@ -210,6 +210,8 @@ class RegressionWorldModel(BackboneWorldModel):
         program_features: P, hashed program-choice columns appended to the backbone features (0 = none).
         residual_neighbours: K, executed training rows of the same prompt whose kernel-weighted residual corrects
             each prediction (:mod:`wmrl.world_model.neighbours`; 0 = none).
+        neighbours_own_program: whether a program's own executed rows count among its neighbours (false: the
+            correction never uses the program's own execution).
 
     Raises:
         ValueError: ``program_features < 0`` or ``residual_neighbours < 0``.
@@ -230,6 +232,7 @@ class RegressionWorldModel(BackboneWorldModel):
         batch_size: int = 16,
         program_features: int = 0,
         residual_neighbours: int = 0,
+        neighbours_own_program: bool = True,
     ):
         super().__init__(model, tokenizer, lora, adapter_name=adapter_name, max_length=max_length,
                          batch_size=batch_size)
@@ -248,7 +251,8 @@ class RegressionWorldModel(BackboneWorldModel):
         self.head = RewardHead(2 * hidden + self.program_features).to(self.device)
         self.outcome_head = OutcomeHead(2 * hidden + self.program_features).to(self.device)
         #: the executed training rows whose residuals correct a prediction (None = off).
-        self.neighbours = ResidualNeighbours(residual_neighbours) if residual_neighbours else None
+        self.neighbours = (ResidualNeighbours(residual_neighbours, own_program=neighbours_own_program)
+                           if residual_neighbours else None)
 
     def _with_program_features(self, feats: torch.Tensor, prompts: Sequence[str],
                                completions: Sequence[str]) -> torch.Tensor:
@@ -260,15 +264,17 @@ class RegressionWorldModel(BackboneWorldModel):
         return torch.cat([feats, prog.to(feats.dtype)], dim=-1)
 
     def config(self) -> dict[str, Any]:
-        """The base settings plus ``program_features`` (P columns; 0 = none) and ``residual_neighbours`` (K; 0 =
-        none)."""
+        """The base settings plus ``program_features`` (P columns; 0 = none), ``residual_neighbours`` (K; 0 =
+        none) and ``neighbours_own_program``."""
         return {**super().config(), "program_features": self.program_features,
-                "residual_neighbours": self.neighbours.k if self.neighbours else 0}
+                "residual_neighbours": self.neighbours.k if self.neighbours else 0,
+                "neighbours_own_program": self.neighbours.own_program if self.neighbours else True}
 
     @classmethod
     def _saved_kwargs(cls, cfg: dict[str, Any]) -> dict[str, Any]:
         return {"program_features": int(cfg.get("program_features", 0)),
-                "residual_neighbours": int(cfg.get("residual_neighbours", 0))}
+                "residual_neighbours": int(cfg.get("residual_neighbours", 0)),
+                "neighbours_own_program": bool(cfg.get("neighbours_own_program", True))}
 
     # ---------------------------------------------------------------- forward
     def _features(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -370,7 +376,8 @@ class RegressionWorldModel(BackboneWorldModel):
             r = self.head(X).detach().cpu().double().numpy()
             Z = self.head.standardise(X)
             if self.neighbours is not None:
-                r = r + self.neighbours.correction(Z.cpu().numpy(), [prompts[i] for i in idx])
+                r = r + self.neighbours.correction(Z.cpu().numpy(), [prompts[i] for i in idx],
+                                                   [completions[i] for i in idx])
             r = np.clip(r, 0.0, 1.0)
             p3, std = self.outcome_head(Z)
             probs = np.zeros((len(idx), len(STATUS_CLASSES)))
@@ -420,7 +427,8 @@ class RegressionWorldModel(BackboneWorldModel):
             self.head.linear.bias.fill_(b)
         train_mse = float(((Z @ w + b - rewards) ** 2).mean())
         if self.neighbours is not None:
-            self.neighbours.fit(Z, rewards - (Z @ w + b), [e["prompt"] for e in train])
+            self.neighbours.fit(Z, rewards - (Z @ w + b), [e["prompt"] for e in train],
+                                [e["completion"] for e in train])
         self.outcome_head.fit(Z, [e.get("status") for e in train], alpha,
                               cv_mse if np.isfinite(cv_mse) else train_mse, seed=seed)
         return alpha, train_mse
