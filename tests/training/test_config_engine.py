@@ -30,11 +30,21 @@ ROOT = Path(__file__).resolve().parents[2]
 #: ``SAVED_BEFORE_ALARM``), and once when the generative kind gained its reward ladder (see ``SAVED_BEFORE_LADDER``),
 #: once when the services added ``SERVE_LINES`` (without them: ``SAVED_BEFORE_SERVE``), and once when the experiment
 #: trackers added ``TRACKERS_BLOCK`` (without it: ``SAVED_BEFORE_TRACKERS``), and once when the ``wmrl`` section
-#: gained its sub-sections (:func:`_flat_recipe_section` writes it as it was: ``SAVED_BEFORE_SUBSECTIONS``). A
+#: gained its sub-sections (:func:`_flat_recipe_section` writes it as it was: ``SAVED_BEFORE_SUBSECTIONS``), and once
+#: when ``world_model.residual_neighbours`` was added (one line, ``NEIGHBOURS_LINE``: ``SAVED_BEFORE_NEIGHBOURS``). A
 #: resumed run compares the hash of its config.yaml (``config.yaml.sha256``), so these bytes must not change by
-#: accident (the newest changes first: the sub-sections, then ``ENVIRONMENT_LINES``, then ``VERIFY_LINE``, then
-#: ``CACHE_LINE``, then ``TRACKERS_BLOCK``, then ``SERVE_LINES``).
+#: accident (the newest changes first: ``NEIGHBOURS_LINE``, the sub-sections, then ``ENVIRONMENT_LINES``, then
+#: ``VERIFY_LINE``, then ``CACHE_LINE``, then ``TRACKERS_BLOCK``, then ``SERVE_LINES``).
 SAVED = {
+    "defaults": "8de4ea4c44a2afcd224b813a058bdb3f779dd8dc89d9af4434cf27b5217f32d2",
+    "quickstart": "8316235455ec82a597126e314a72feb9568126df8f924dcf35c28f711edd039c",
+    "tiny": "d318e31fc4462a8fbdcac74ebb542015258673082bb1500996a43f992dde86a6",
+    "cpu-small/wmrl/0": "75f44aa3a5ae4a485e3558030d5d242ebd3c9580147da35d1af819c50c01def4",
+    "gpu-paper/grpo/1": "afec69d302c3c9b325a94c2648b9d64a5bcd906e2e08adbf65a45ba041fc5bfd",
+}
+#: before ``world_model.residual_neighbours``
+NEIGHBOURS_LINE = "  residual_neighbours: 0\n"
+SAVED_BEFORE_NEIGHBOURS = {
     "defaults": "628b0069ed37b80f30a5e2b082d2c04cb3dead59dd2d2c7ddce538f1d33eb032",
     "quickstart": "a9887afa558e7525f80d332d9987d323eeb23efab5d345401f59c748a3ebabf8",
     "tiny": "5b68fac2c74aa7791a19e812e2cf94e5e6dfbf5dfd112651d7b3c7d51008e28e",
@@ -213,6 +223,9 @@ def test_saved_config_bytes_are_those_of_the_old_engine(tmp_path):
                                                      overrides=over))
     assert {k: _sha(v) for k, v in dumps.items()} == SAVED
     for k, v in dumps.items():
+        assert v.count(NEIGHBOURS_LINE) == 1, k
+        v = v.replace(NEIGHBOURS_LINE, "")
+        assert _sha(v) == SAVED_BEFORE_NEIGHBOURS[k], k
         v = _flat_recipe_section(v)
         assert _sha(v) == SAVED_BEFORE_SUBSECTIONS[k], k
         assert all(v.count(line) == 1 for line in ENVIRONMENT_LINES), k
