@@ -83,3 +83,17 @@ def test_no_gradable_train_task_left_is_an_error_naming_the_refusals(dojo, tmp_p
     assert r.exit_code == 2, r.output
     assert "error: no gradable train task under tasks.root: 1 task(s) under the roots were refused" in out
     assert not run.exists()
+
+
+def test_a_method_without_recall_never_corrects_a_program_by_its_own_execution():
+    from wmrl.training.config import TrainConfig
+    from wmrl.training.parts import world_model_settings
+
+    def settings(method: str, k: int) -> dict:
+        return world_model_settings(TrainConfig.model_validate(
+            {"method": method, "world_model": {"residual_neighbours": k, "adapter": False}}))
+
+    assert settings("wmrl", 8)["neighbours_own_program"] is True
+    assert settings("wmrl-no-recall", 8)["neighbours_own_program"] is False
+    assert settings("wmrl-no-recall", 8)["residual_neighbours"] == 8 and settings("wmrl", 8)["lora"] is None
+    assert "residual_neighbours" not in settings("wmrl", 0) and "neighbours_own_program" not in settings("wmrl", 0)

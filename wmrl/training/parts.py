@@ -409,18 +409,27 @@ def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: 
         raise RuntimeError(warmup_failure_message(records, len(rewarded), rd.executions))
     records = rewarded
     with ledger.phase("wm_fit"):
-        lora = LoraSettings(r=wmc.lora_r, alpha=2 * wmc.lora_r) if wmc.adapter else None
-        extra: dict[str, Any] = {k: getattr(wmc, k) for k in ("program_features", "residual_neighbours")
-                                 if getattr(wmc, k)}
-        if wmc.residual_neighbours:  # a recipe without recall never uses a program's own execution
-            extra["neighbours_own_program"] = get_recipe(cfg.method).recall
-        if wmc.kind == "generative":
-            extra["ladder"] = wmc.ladder
-        wm = new_world_model(wmc.kind, model, tok, lora=lora, max_length=wmc.max_length, **extra)
+        wm = new_world_model(wmc.kind, model, tok, **world_model_settings(cfg))
         fit = _fit(wm, records, cfg)
     _save_wm(wm, rd)
     write_json_atomic(rd.root / "world_model_fit.json", {"phase": "initial", **fit})
     return wm
+
+
+def world_model_settings(cfg: TrainConfig) -> dict[str, Any]:
+    """The constructor settings of a new world model of kind ``world_model.kind`` from ``cfg``: ``lora`` (None
+    without an adapter), ``max_length``, and those of its kind that are set (``program_features``,
+    ``residual_neighbours`` with ``neighbours_own_program`` false under a method without recall, so that such a
+    method never uses a program's own execution; the generative kind's ``ladder``)."""
+    wmc = cfg.world_model
+    out: dict[str, Any] = {"lora": LoraSettings(r=wmc.lora_r, alpha=2 * wmc.lora_r) if wmc.adapter else None,
+                           "max_length": wmc.max_length}
+    out.update({k: getattr(wmc, k) for k in ("program_features", "residual_neighbours") if getattr(wmc, k)})
+    if wmc.residual_neighbours:
+        out["neighbours_own_program"] = get_recipe(cfg.method).recall
+    if wmc.kind == "generative":
+        out["ladder"] = wmc.ladder
+    return out
 
 
 def warmup_failure_message(records: list[dict[str, Any]], n_rewarded: int, log_path: Path) -> str:
