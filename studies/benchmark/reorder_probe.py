@@ -17,8 +17,9 @@ of 10 steps, mean over runs. Schemes:
 - ``ridge-anchors-x10``: the same, anchors weighted 10 against the corpus (same penalty);
 - ``family``: ridge, plus the shrunk mean residual of the executed programs of the same task and the same
   estimator family (``(sum of residuals) / (n + 2)``): a recall that generalises to a program's neighbours;
-- ``neighbours``: ridge, plus the kernel-weighted residual of the 8 executed programs of the same task nearest
-  in the standardised feature space;
+- ``neighbours``: ridge, plus the kernel-weighted residual of the 8 executed programs of the same prompt nearest
+  in the standardised feature space (:class:`wmrl.world_model.neighbours.ResidualNeighbours`, the world model's
+  ``residual_neighbours: 8``);
 - ``recall``: ridge, with an executed program's measured reward where the very program was executed
   (``wmrl``'s recall; equal to ``ridge`` on new pairs by construction).
 """
@@ -35,6 +36,7 @@ from sklearn.linear_model import Ridge
 from wmrl.execution.log import ExecutionLog
 from wmrl.models.backbone import tiny_backbone
 from wmrl.world_model.data import examples_from_records
+from wmrl.world_model.neighbours import ResidualNeighbours
 from wmrl.world_model.regression import RegressionWorldModel, ridge_fit
 
 SCHEMES = ("ridge", "ridge-anchors-x10", "family", "neighbours", "recall")
@@ -84,14 +86,12 @@ def replay(bench: Path, seed: int) -> dict[str, dict[int, list[float]]]:
         res = y - base
         preds: dict[str, np.ndarray] = {"ridge": base, "ridge-anchors-x10": weighted}
         fam_p, nb_p, rec_p = base.copy(), base.copy(), base.copy()
+        nb = ResidualNeighbours(8)
+        nb.fit(Z[tr], res[tr], [texts[j][0] for j in tr], [texts[j][1] for j in tr])
+        nb_p[rows] += nb.correction(Z[rows], [texts[i][0] for i in rows], [texts[i][1] for i in rows])
         for i in rows:
-            same = [j for j in tr if task[j] == task[i]]
-            f = [j for j in same if fam[j] == fam[i]]
+            f = [j for j in tr if task[j] == task[i] and fam[j] == fam[i]]
             fam_p[i] += res[f].sum() / (len(f) + 2)
-            d = np.linalg.norm(Z[same] - Z[i], axis=1)
-            near = np.argsort(d)[:8]
-            k = np.exp(-d[near] / (np.median(d) + 1e-9) * 4)
-            nb_p[i] += float((k * res[np.array(same)[near]]).sum() / (k.sum() + 1.0))
             if texts[i] in measured:
                 rec_p[i] = measured[texts[i]]
         preds.update(family=fam_p, neighbours=nb_p, recall=rec_p)

@@ -22,22 +22,18 @@ executed neighbours").
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ResidualNeighbours", "text_digest"]
+from wmrl.execution.types import text_sha256
 
-
-def text_digest(text: str) -> bytes:
-    """The 32-byte SHA-256 of a prompt or a completion (UTF-8, surrogates passed through)."""
-    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).digest()
+__all__ = ["ResidualNeighbours"]
 
 
 def _digests(texts: Sequence[str]) -> np.ndarray:
-    """[N, 32] uint8 digests of N texts."""
-    return np.frombuffer(b"".join(text_digest(t) for t in texts), dtype=np.uint8).reshape(-1, 32).copy()
+    """[N, 32] uint8 SHA-256 digests of N texts (:func:`wmrl.execution.types.text_sha256`)."""
+    return np.frombuffer(b"".join(bytes.fromhex(text_sha256(t)) for t in texts), dtype=np.uint8).reshape(-1, 32)
 
 
 class ResidualNeighbours:
@@ -94,14 +90,14 @@ class ResidualNeighbours:
         if z.shape[1] != self.z.shape[1]:
             raise ValueError(f"features of width {z.shape[1]}, but the kept rows have {self.z.shape[1]}")
         rows_of: dict[bytes, np.ndarray] = {}
-        for i, p in enumerate(prompts):
-            key = text_digest(p)
+        keys, programs = _digests(prompts), _digests(completions)
+        for i in range(len(prompts)):
+            key = keys[i].tobytes()
             if key not in rows_of:
-                rows_of[key] = np.flatnonzero((self.keys == np.frombuffer(key, dtype=np.uint8)).all(1))
+                rows_of[key] = np.flatnonzero((self.keys == keys[i]).all(1))
             rows = rows_of[key]
             if not self.own_program:
-                own = np.frombuffer(text_digest(completions[i]), dtype=np.uint8)
-                rows = rows[~(self.programs[rows] == own).all(1)]
+                rows = rows[~(self.programs[rows] == programs[i]).all(1)]
             if not len(rows):
                 continue
             d = np.linalg.norm(self.z[rows] - np.asarray(z[i], dtype=np.float32), axis=1).astype(np.float64)
