@@ -33,7 +33,7 @@ __all__ = ["ResidualNeighbours"]
 
 def _digests(texts: Sequence[str]) -> np.ndarray:
     """[N, 32] uint8 SHA-256 digests of N texts (:func:`wmrl.execution.types.text_sha256`)."""
-    return np.frombuffer(b"".join(bytes.fromhex(text_sha256(t)) for t in texts), dtype=np.uint8).reshape(-1, 32)
+    return np.frombuffer(b"".join(bytes.fromhex(text_sha256(t)) for t in texts), dtype=np.uint8).reshape(-1, 32).copy()
 
 
 class ResidualNeighbours:
