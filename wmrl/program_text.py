@@ -1,4 +1,5 @@
-"""Text a program controls, made safe to show: :func:`clean`.
+"""Text a program controls, made safe to show (:func:`clean`), and the digest texts are keyed by
+(:func:`text_sha256`).
 
 A solution program writes its own stdout and stderr and chooses its exceptions' messages. Wherever wmrl shows
 such text (a terminal, a report, the next turn's prompt, an exported dataset) it goes through :func:`clean`
@@ -23,6 +24,7 @@ This module imports nothing else of wmrl, so every layer may use it.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 
 #: Escape sequences removed whole. An OSC, DCS, SOS, PM or APC string runs to its terminator (BEL or ST, 7- or
@@ -80,3 +82,10 @@ def clean(text: object, limit: int | None = None) -> str:
     while keep + 1 + len(cut_marker(len(s) - keep - 1)) <= limit:  # a shorter count leaves room for more text
         keep += 1
     return cut_marker(len(s) - keep) + s[len(s) - keep:]
+
+
+def text_sha256(text: str) -> str:
+    """SHA-256 hex digest of a text (a program, a prompt), UTF-8 encoded; a lone surrogate is hashed as its code
+    point, so hashing never raises. The key of a program in the execution log, of a prompt in an exported row
+    and of a neighbour's program and prompt in the world model."""
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()

@@ -97,3 +97,37 @@ def test_a_method_without_recall_never_corrects_a_program_by_its_own_execution()
     assert settings("wmrl-no-recall", 8)["neighbours_own_program"] is False
     assert settings("wmrl-no-recall", 8)["residual_neighbours"] == 8 and settings("wmrl", 8)["lora"] is None
     assert "residual_neighbours" not in settings("wmrl", 0) and "neighbours_own_program" not in settings("wmrl", 0)
+
+
+def test_a_saved_world_model_with_other_settings_is_refused_not_silently_used():
+    """world_model.path: the loaded model predicts with its own program features and neighbours, so a config
+    asking for others is refused with both values; equal settings (or a kind without them) pass."""
+    from wmrl.training.config import ConfigError, TrainConfig
+    from wmrl.training.parts import check_saved_settings
+
+    def cfg(method: str = "wmrl", **wm) -> TrainConfig:
+        return TrainConfig.model_validate({"method": method, "world_model": {"adapter": False, **wm}})
+
+    plain = {"kind": "regression", "program_features": 0, "residual_neighbours": 0, "neighbours_own_program": True}
+    with_nb = {**plain, "residual_neighbours": 8}
+    check_saved_settings(plain, cfg(), "/m")
+    check_saved_settings(with_nb, cfg(residual_neighbours=8), "/m")
+    check_saved_settings({"kind": "generative", "ladder": "percentile"}, cfg(), "/m")
+    with pytest.raises(ConfigError, match=r"world_model.residual_neighbours: the folder's model has 8, this config "
+                                          r"asks for 0"):
+        check_saved_settings(with_nb, cfg(), "/m")
+    with pytest.raises(ConfigError, match=r"world_model.program_features: the folder's model has 0, .* 1024"):
+        check_saved_settings(plain, cfg(program_features=1024), "/m")
+    # a model whose neighbours use a program's own executions, under a method without recall
+    with pytest.raises(ConfigError, match=r"neighbours_own_program .*has True, this config asks for False"):
+        check_saved_settings(with_nb, cfg("wmrl-no-recall", residual_neighbours=8), "/m")
+
+
+def test_a_served_world_model_refuses_settings_only_a_built_one_has():
+    from wmrl.training.config import TrainConfig
+
+    for key in ("program_features=64", "residual_neighbours=8"):
+        k, v = key.split("=")
+        with pytest.raises(ValueError, match="leave world_model.program_features and world_model.residual_neighbours"):
+            TrainConfig.model_validate({"world_model": {"url": "http://x:1", k: int(v)}})
+

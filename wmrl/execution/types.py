@@ -1,12 +1,12 @@
 """Execution requests and outcomes (seed; the execution package owns and extends it)."""
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from wmrl.core.infra import usable_outcome
+from wmrl.program_text import text_sha256
 from wmrl.tasks.spec import Task
 from wmrl.trajectory import Trajectory
 
@@ -30,12 +30,6 @@ def program_hash(program: str) -> str:
     """SHA-256 hex digest of the program text (UTF-8; a lone surrogate, which no program can hold, is hashed as
     its code point so that hashing never raises)."""
     return text_sha256(program)
-
-
-def text_sha256(text: str) -> str:
-    """SHA-256 hex digest of a text (a program, a prompt), UTF-8 encoded; a lone surrogate is hashed as its code
-    point, so hashing never raises."""
-    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 @dataclass

@@ -2,13 +2,12 @@
 (:data:`wmrl.export.schema.COLUMNS`), and the value helpers that make every field writable (docs/export.md)."""
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from typing import Any
 
 from wmrl.export.schema import SCHEMA_VERSION
-from wmrl.program_text import clean
+from wmrl.program_text import clean, text_sha256
 
 #: The characters of a completion ``samples.jsonl`` holds (a longer one is cut there; the execution log has it whole).
 COMPLETION_CAP = 2000
@@ -49,10 +48,6 @@ def key_field(v: Any, name: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not INT64_RANGE[0] <= v <= INT64_RANGE[1]:
         raise ValueError(f"{name} {str(v)[:40]!r} is not an integer of at most 64 bits")
     return v
-
-
-def _text_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -187,7 +182,7 @@ class RunRows:
         row["messages"] = None if asked is None else [{"role": "user", "content": asked},
                                                       {"role": "assistant", "content": said or ""}]
         if row["prompt_sha256"] is None and row["prompt"] is not None:
-            row["prompt_sha256"] = _text_sha256(row["prompt"])
+            row["prompt_sha256"] = text_sha256(row["prompt"])
         if multi and turns:  # the episode's cost: every executed turn
             done = [t for t in turns if t["request_id"] is not None]
             row["wall_s"] = sum(t["wall_s"] or 0.0 for t in done) if done else None

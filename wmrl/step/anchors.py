@@ -61,7 +61,8 @@ from wmrl.core.staleness import check_at_bound, check_staleness, is_due
 from wmrl.step.batch import LatePairs, StepBatch
 from wmrl.step.environment import Outcomes, result_of
 from wmrl.core.recipe import StepInputs
-from wmrl.execution.types import program_hash, text_sha256
+from wmrl.execution.types import program_hash
+from wmrl.program_text import text_sha256
 
 
 @dataclass

@@ -157,7 +157,8 @@ class WorldModelConfig(_Section):
         "paper's ladder (runtime error 0.1, no submission 0.2, valid 0.5 + 0.5 x position)."))
     path: OptStr = Field(None, description=(
         "A pre-fitted world model folder (`wmrl wm fit`); null = fit one on a warm-up corpus at the start of the run "
-        "(its cost goes into the ledger)."))
+        "(its cost goes into the ledger). Its kind, program_features and residual_neighbours must be this "
+        "config's."))
     adapter: bool = Field(True, description=(
         "Train a LoRA adapter of the world model (true) or only its regression head on frozen backbone features "
         "(false: much cheaper on CPU; regression kind only)."))
@@ -201,6 +202,10 @@ class WorldModelConfig(_Section):
             raise ValueError("world_model.url serves a model fitted elsewhere: leave world_model.path, "
                              "world_model.warmup_corpus and world_model.refresh_every_k unset (fit the served model "
                              "with `wmrl wm fit` and restart the service on it)")
+        if self.url and (self.program_features or self.residual_neighbours):
+            raise ValueError("world_model.url serves a model fitted elsewhere, whose program features and residual "
+                             "neighbours are its own: leave world_model.program_features and "
+                             "world_model.residual_neighbours at 0 (they only apply to a world model the run builds)")
         if self.url and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"world_model.url {self.url!r} must start with http:// or https://")
         return self

@@ -401,6 +401,7 @@ def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: 
             wm = load_world_model(src, model, tok, kind=wmc.kind)
         except ValueError as e:
             raise ConfigError(f"world_model.path: {e}") from e
+        check_saved_settings(wm.config(), cfg, src)
         _save_wm(wm, rd)
         return wm
     records = warmup_records(cfg, rd, ledger, policy, scaffold, train, executor)
@@ -414,6 +415,33 @@ def _world_model(cfg: TrainConfig, rd: RunDir, ledger: Ledger, model: Any, tok: 
     _save_wm(wm, rd)
     write_json_atomic(rd.root / "world_model_fit.json", {"phase": "initial", **fit})
     return wm
+
+
+def check_saved_settings(saved: dict[str, Any], cfg: TrainConfig, src: Path | str) -> None:
+    """Refuse a saved world model (``world_model.path``) whose settings differ from those ``cfg`` would build
+    (:func:`world_model_settings`): ``program_features``, ``residual_neighbours`` and, where both use neighbours,
+    ``neighbours_own_program``. The loaded model's settings are the ones it predicts with, so a config that asks
+    for others would be silently without effect.
+
+    Args:
+        saved: the loaded world model's ``config()`` (keys a kind does not have are not compared).
+        cfg: the run's config.
+        src: the folder, for the message.
+
+    Raises:
+        ConfigError: which settings differ, the folder's values and the config's, and what to set.
+    """
+    want = {"program_features": 0, "residual_neighbours": 0, **world_model_settings(cfg)}
+    keys = {"program_features": "world_model.program_features",
+            "residual_neighbours": "world_model.residual_neighbours"}
+    if saved.get("residual_neighbours") and want["residual_neighbours"]:
+        keys["neighbours_own_program"] = "neighbours_own_program (set by the method: true where it recalls)"
+    diff = [f"{name}: the folder's model has {saved[k]!r}, this config asks for {want[k]!r}"
+            for k, name in keys.items() if k in saved and saved[k] != want[k]]
+    if diff:
+        raise ConfigError(f"world_model.path {src} was fitted with other settings ({'; '.join(diff)}): set the "
+                          "config to the folder's values, or leave world_model.path unset so that the run fits a "
+                          "world model with these")
 
 
 def world_model_settings(cfg: TrainConfig) -> dict[str, Any]:

@@ -67,7 +67,8 @@ from wmrl.training.update import grpo_update
 from wmrl.world_model.fidelity import FidelityRows
 from wmrl.world_model.outcome import outcome_class, predicted_outcome_fields
 from wmrl.execution.log import ExecutionLog
-from wmrl.execution.types import program_hash, text_sha256
+from wmrl.execution.types import program_hash
+from wmrl.program_text import text_sha256
 from wmrl.training.evaluation import episode_eval_kwargs, evaluate_policy, infra_fields
 from wmrl.core.infra import check_infra
 from wmrl.core.infra import group_alarms

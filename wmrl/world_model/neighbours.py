@@ -26,13 +26,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from wmrl.execution.types import text_sha256
+from wmrl.program_text import text_sha256
 
 __all__ = ["ResidualNeighbours"]
 
 
 def _digests(texts: Sequence[str]) -> np.ndarray:
-    """[N, 32] uint8 SHA-256 digests of N texts (:func:`wmrl.execution.types.text_sha256`)."""
+    """[N, 32] uint8 SHA-256 digests of N texts (:func:`wmrl.program_text.text_sha256`)."""
     return np.frombuffer(b"".join(bytes.fromhex(text_sha256(t)) for t in texts), dtype=np.uint8).reshape(-1, 32).copy()
 
 
