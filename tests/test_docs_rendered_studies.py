@@ -63,7 +63,8 @@ def test_a_changed_cell_of_a_study_table_makes_the_page_stale(tmp_path):
 def test_a_changed_value_of_a_study_json_makes_the_page_stale(tmp_path):
     rd = load_render_docs()
     files = ["studies/models/fidelity-regression.json", "studies/models/fidelity-generative.json"]
-    others = ["studies/benchmark/cpu-small-rerun/reorder_probe.md", "studies/benchmark/cpu-small-fine/reorder_probe.md"]
+    others = ["studies/benchmark/cpu-small-rerun/reorder_probe.md", "studies/benchmark/cpu-small-fine/reorder_probe.md",
+              "studies/benchmark/cpu-small-neighbours/exploit_probe.md"]
     others += [f"studies/benchmark/{b}/results.csv" for b in
                ("cpu-small-rerun", "cpu-small-neighbours", "cpu-small-neighbours-own")]
     page = _copy(tmp_path, "docs/models.md", *files, *others)
