@@ -124,22 +124,29 @@ def main() -> None:
     seeds = [int(s) for s in a.seeds.split(",")]
     runs = [replay(a.bench, s) for s in seeds]
     blocks = sorted({b for r in runs for b in r["ridge"]})
-    lines = [f"Within-group pairwise accuracy of refit schemes on GRPO's trajectories, {a.bench.name}, seeds {seeds}"
-             " (mean over runs; all pairs / pairs of two never-executed programs, with their count per run)", "",
-             "| scheme | " + " | ".join(f"steps {10 * b + 1}-{10 * b + 10}" for b in blocks) + " |",
-             "|---|" + "---|" * len(blocks)]
+    cells: dict[str, list[str]] = {}
     for name in SCHEMES:
-        cells = []
         for b in blocks:
             allp = [r[name][b][0] / r[name][b][1] for r in runs if r[name].get(b, [0, 0])[1]]
             newp = [r[name][b][2] / r[name][b][3] for r in runs if r[name].get(b, [0, 0, 0, 0])[3]]
             n_new = np.mean([r[name].get(b, [0, 0, 0, 0])[3] for r in runs])
-            cells.append(f"{np.mean(allp):.2f} / {np.mean(newp) if newp else float('nan'):.2f} ({n_new:.0f})")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            cells.setdefault(name, []).append(
+                f"{np.mean(allp):.2f} / {np.mean(newp) if newp else float('nan'):.2f} ({n_new:.0f})")
+    write_block_table(f"Within-group pairwise accuracy of refit schemes on GRPO's trajectories, {a.bench.name}, "
+                      f"seeds {seeds} (mean over runs; all pairs / pairs of two never-executed programs, with their "
+                      "count per run)", blocks, cells, a.out)
+
+
+def write_block_table(title: str, blocks: list[int], cells: dict[str, list[str]], out: Path | None) -> None:
+    """Print (and write to ``out``) a markdown table: ``title``, then one row per scheme of ``cells`` with one cell
+    per block of 10 steps."""
+    lines = [title, "", "| scheme | " + " | ".join(f"steps {10 * b + 1}-{10 * b + 10}" for b in blocks) + " |",
+             "|---|" + "---|" * len(blocks)]
+    lines += [f"| {name} | " + " | ".join(row) + " |" for name, row in cells.items()]
     text = "\n".join(lines) + "\n"
     print(text)
-    if a.out:
-        a.out.write_text(text)
+    if out:
+        out.write_text(text)
 
 
 if __name__ == "__main__":
