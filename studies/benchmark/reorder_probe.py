@@ -35,7 +35,7 @@ from sklearn.linear_model import Ridge
 
 from wmrl.execution.log import ExecutionLog
 from wmrl.models.backbone import tiny_backbone
-from wmrl.world_model.data import examples_from_records
+from wmrl.world_model.data import WorldModelExample, examples_from_records
 from wmrl.world_model.neighbours import ResidualNeighbours
 from wmrl.world_model.regression import RegressionWorldModel, ridge_fit
 
@@ -53,21 +53,34 @@ def is_anchor(step: int, group: int) -> bool:
     return int(0.4 * step) > int(0.4 * (step - 1)) and group == step % 4
 
 
-def replay(bench: Path, seed: int) -> dict[str, dict[int, list[float]]]:
-    """Per scheme, per block of 10 steps: [correct pairs, pairs, correct new pairs, new pairs]."""
+def samples_of(run: Path) -> list[dict]:
+    """A run's ``samples.jsonl`` with every prompt filled in (the file writes a prompt once, at its first sample)."""
+    samples = [json.loads(x) for x in open(run / "samples.jsonl")]
+    prompt_of = {s["prompt_sha256"]: s["prompt"] for s in samples if s["prompt"] is not None}
+    for s in samples:
+        s["prompt"] = prompt_of[s["prompt_sha256"]]
+    return samples
+
+
+def corpus_and_features(bench: Path, samples: list[dict], seed: int
+                        ) -> tuple[list[WorldModelExample], list[tuple[str, str]], np.ndarray]:
+    """The bench's warm-up corpus, the (prompt, completion) of its rows then of ``samples``, and their features
+    [N, 2H] float64 under the preset's world model (frozen tiny backbone of ``seed``), standardised on the corpus."""
     corpus, _ = examples_from_records([r for r in ExecutionLog(bench / "corpus/executions.sqlite").records()
                                        if r["trajectory"] is not None])
-    samples = [json.loads(x) for x in open(bench / f"grpo/seed{seed}/samples.jsonl")]
-    prompt_of = {s["prompt_sha256"]: s["prompt"] for s in samples if s["prompt"] is not None}
-    for s in samples:  # samples.jsonl writes a prompt once, at its first sample
-        s["prompt"] = prompt_of[s["prompt_sha256"]]
     model, tok = tiny_backbone(seed=seed)
     wm = RegressionWorldModel(model, tok, lora=None)
     texts = [(e["prompt"], e["completion"]) for e in corpus] + [(s["prompt"], s["completion"]) for s in samples]
     X = wm.features([t[0] for t in texts], [t[1] for t in texts]).double().numpy()
+    mu, sd = X[:len(corpus)].mean(0), np.clip(X[:len(corpus)].std(0), 1e-6, None)
+    return corpus, texts, (X - mu) / sd
+
+
+def replay(bench: Path, seed: int) -> dict[str, dict[int, list[float]]]:
+    """Per scheme, per block of 10 steps: [correct pairs, pairs, correct new pairs, new pairs]."""
+    samples = samples_of(bench / f"grpo/seed{seed}")
+    corpus, texts, Z = corpus_and_features(bench, samples, seed)
     nc = len(corpus)
-    mu, sd = X[:nc].mean(0), np.clip(X[:nc].std(0), 1e-6, None)
-    Z = (X - mu) / sd
     y = np.array([e["reward"] for e in corpus] + [s["reward_true"] for s in samples])
     task = [e["task_id"] for e in corpus] + [s["task_id"] for s in samples]
     fam = [family(t[1]) for t in texts]
