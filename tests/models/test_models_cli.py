@@ -98,6 +98,36 @@ def test_wm_fit_and_eval_on_a_log(tmp_path, task_factory):
         assert card["figures"][f]["value"] is not None, f
 
 
+def test_wm_fit_saves_the_settings_a_run_compares(tmp_path, task_factory):
+    """--program-features / --residual-neighbours / --neighbours-other-programs are saved with the model, so a
+    run's world_model.path check (wmrl.training.parts.check_saved_settings) sees them; the generative kind refuses
+    them."""
+    from wmrl.world_model.base import BackboneWorldModel
+
+    logp = tmp_path / "ex.sqlite"
+    _write_log(logp, task_factory)
+    out = tmp_path / "wm"
+    r = runner.invoke(app, ["wm", "fit", "--log", str(logp), "--out", str(out), "--model", "tiny", "--epochs", "1",
+                            "--lora-r", "0", "--program-features", "64", "--residual-neighbours", "4",
+                            "--neighbours-other-programs"])
+    assert r.exit_code == 0, r.output
+    saved = BackboneWorldModel.read_saved_config(out)
+    assert (saved["program_features"], saved["residual_neighbours"], saved["neighbours_own_program"]) == (64, 4, False)
+    from wmrl.training.config import ConfigError, TrainConfig
+    from wmrl.training.parts import check_saved_settings
+
+    def cfg(method: str) -> TrainConfig:
+        return TrainConfig.model_validate({"method": method, "world_model": {
+            "path": str(out), "adapter": False, "program_features": 64, "residual_neighbours": 4}})
+
+    check_saved_settings(saved, cfg("wmrl-no-recall"), out)  # a method without recall: other programs only
+    with pytest.raises(ConfigError, match="neighbours_own_program"):
+        check_saved_settings(saved, cfg("wmrl"), out)
+    r = runner.invoke(app, ["wm", "fit", "--kind", "generative", "--log", str(logp), "--out", str(tmp_path / "g"),
+                            "--model", "tiny", "--residual-neighbours", "4"])
+    assert r.exit_code != 0 and "generative world model has none" in " ".join(r.output.split())
+
+
 def test_wm_fit_missing_log_is_a_clear_error(tmp_path):
     r = runner.invoke(app,
                       ["wm", "fit", "--log", str(tmp_path / "nope.sqlite"), "--out", str(tmp_path / "o"),

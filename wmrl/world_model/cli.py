@@ -138,9 +138,21 @@ def fit_cmd(
     seed: SeedOpt = 0,
     stream: str | None = typer.Option(None, "--stream", help="Only rows with this meta.stream (e.g. warmup)."),
     kind: KindOpt = "regression",
+    program_features: int = typer.Option(0, "--program-features", min=0, help=(
+        "Regression kind: P hashed program-choice features beside the backbone's (a run's "
+        "world_model.program_features; 0 = none).")),
+    residual_neighbours: int = typer.Option(0, "--residual-neighbours", min=0, help=(
+        "Regression kind: correct each prediction by the residual of the K nearest executed programs of its prompt "
+        "(a run's world_model.residual_neighbours; 0 = none).")),
+    own_program: bool = typer.Option(True, "--neighbours-own-program/--neighbours-other-programs", help=(
+        "With --residual-neighbours: whether a program's own executions count among its neighbours; a run of a "
+        "method without recall (wmrl-no-recall) loads only a model fitted with --neighbours-other-programs.")),
     threads: ThreadsOpt = 1,
 ) -> None:
-    """Fit a world model on executed trajectories; print held-out metrics and predictions/s, write a PNG."""
+    """Fit a world model on executed trajectories; print held-out metrics and predictions/s, write a PNG.
+
+    The saved folder is what a run's ``world_model.path`` loads; its ``program_features`` and
+    ``residual_neighbours`` must then be the run's config's (the run refuses others)."""
     console = start_command(threads)
     import torch
 
@@ -149,6 +161,10 @@ def fit_cmd(
     from wmrl.world_model.factory import new_world_model
     from wmrl.world_model.metrics import calibration_plot
 
+    if kind == "generative" and (program_features or residual_neighbours):
+        raise typer.BadParameter("--program-features and --residual-neighbours feed the regression head; the "
+                                 "generative world model has none: leave them at 0 or use --kind regression",
+                                 param_hint="--kind")
     if kind == "generative" and lora_r < 1:
         raise typer.BadParameter("the generative world model learns only through its adapter: give --lora-r >= 1",
                                  param_hint="--lora-r")
@@ -161,7 +177,12 @@ def fit_cmd(
     torch.manual_seed(seed)
     m, tok = load_backbone_or_exit(model, seed)
     lora = LoraSettings(r=lora_r, alpha=2 * lora_r) if lora_r > 0 else None
-    wm = new_world_model(kind, m, tok, lora=lora, max_length=max_length)
+    settings: dict[str, Any] = {}
+    if program_features:
+        settings["program_features"] = program_features
+    if residual_neighbours:
+        settings.update(residual_neighbours=residual_neighbours, neighbours_own_program=own_program)
+    wm = new_world_model(kind, m, tok, lora=lora, max_length=max_length, **settings)
     console.print(f"fitting the {kind} world model on {len(records)} log rows from {log} ...")
     res = wm.fit(records, epochs=epochs, lr=lr, batch_size=batch_size, heldout_fraction=heldout_fraction, seed=seed,
                  log_every=10, time_budget_s=time_budget, **({"head_lr": head_lr} if kind == "regression" else {}))
