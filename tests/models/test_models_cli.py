@@ -126,6 +126,9 @@ def test_wm_fit_saves_the_settings_a_run_compares(tmp_path, task_factory):
     r = runner.invoke(app, ["wm", "fit", "--kind", "generative", "--log", str(logp), "--out", str(tmp_path / "g"),
                             "--model", "tiny", "--residual-neighbours", "4"])
     assert r.exit_code != 0 and "generative world model has none" in " ".join(r.output.split())
+    r = runner.invoke(app, ["wm", "fit", "--log", str(logp), "--out", str(tmp_path / "n"), "--model", "tiny",
+                            "--neighbours-other-programs"])
+    assert r.exit_code != 0 and "give --residual-neighbours K too" in " ".join(r.output.split())
 
 
 def test_wm_fit_missing_log_is_a_clear_error(tmp_path):

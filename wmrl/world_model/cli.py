@@ -165,6 +165,9 @@ def fit_cmd(
         raise typer.BadParameter("--program-features and --residual-neighbours feed the regression head; the "
                                  "generative world model has none: leave them at 0 or use --kind regression",
                                  param_hint="--kind")
+    if not own_program and not residual_neighbours:
+        raise typer.BadParameter("--neighbours-other-programs chooses which executions the residual neighbours use: "
+                                 "give --residual-neighbours K too (e.g. 8)", param_hint="--neighbours-other-programs")
     if kind == "generative" and lora_r < 1:
         raise typer.BadParameter("the generative world model learns only through its adapter: give --lora-r >= 1",
                                  param_hint="--lora-r")
