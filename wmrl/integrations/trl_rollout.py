@@ -1,11 +1,12 @@
 """wmrl's constrained decoder as TRL's generation (``GRPOTrainer(rollout_func=...)``, trl 1.16.0).
 
 TRL samples free text (transformers ``generate``; vLLM on a GPU). A grammar scaffold (``grammar``,
-``grammar-fail``, ``grammar-fine``) turns a completion into a program only when the completion is a sentence of
-its grammar, which free text almost never is (docs/integrations.md: 0 of 32 free samples of the tiny backbone on the two
-small tasks), so every anchor is a runtime error and every reward 0. transformers' ``GenerationConfig`` refuses
-a ``logits_processor`` and TRL's ``generate`` call passes nothing else, so a logits processor cannot reach TRL's
-own sampling; TRL's ``rollout_func`` replaces the sampling itself and is the hook used here.
+``grammar-fail``, ``grammar-fine``, ``grammar-dense``) turns a completion into a program only when the completion
+is a sentence of its grammar, which free text almost never is (docs/integrations.md: 0 of 32 free samples of the
+tiny backbone on the two small tasks), so every anchor is a runtime error and every reward 0. transformers'
+``GenerationConfig`` refuses a ``logits_processor`` and TRL's ``generate`` call passes nothing else, so a logits
+processor cannot reach TRL's own sampling; TRL's ``rollout_func`` replaces the sampling itself and is the hook
+used here.
 
 :class:`GrammarRollout` samples with :func:`wmrl.models.decoding.sample_shared` (wmrl's own decoder: each
 prompt prefilled once, the grammar's masks, forced runs appended in one pass) on the trainer's model, so every

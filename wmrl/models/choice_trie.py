@@ -16,6 +16,11 @@ ends), so:
 
 Building the trie for 3,000 sentences takes about 0.1 s; it is cached per scaffold and key.
 
+A grammar with dense numeric slots (a :class:`wmrl.models.grammar_lang.Language`: millions of sentences) is
+compiled from its skeletons instead (:meth:`ChoiceTrie.from_grammar`): the tokenizer writes digits as tokens
+of their own, so each numeric slot becomes a small trie of its values' digits, shared by every continuation,
+and the trie is a directed acyclic graph with far fewer nodes than sentences.
+
 For decoding loops, :meth:`ChoiceTrie.tables` gives the trie as tensors (:class:`TrieTables`): the
 masks, transitions and forced-token runs of a whole batch are then computed with a few tensor ops and
 no per-row Python (:class:`TrieMatcher` and :func:`allowed_mask`, one row at a time, remain
@@ -27,6 +32,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+from wmrl.models.grammar_lang import GrammarNode, Language, Number, skeletons
 
 
 class ChoiceTrie:
@@ -67,9 +74,129 @@ class ChoiceTrie:
 
     @classmethod
     def from_sentences(cls, tokenizer: Any, sentences: Sequence[str], stop_token_id: int) -> ChoiceTrie:
-        """The trie of each sentence's canonical tokenization by ``tokenizer`` (no special tokens)."""
+        """The trie of each sentence's canonical tokenization by ``tokenizer`` (no special tokens).
+
+        A :class:`~wmrl.models.grammar_lang.Language` is compiled from its grammar (:meth:`from_grammar`)
+        without listing its sentences.
+        """
+        if isinstance(sentences, Language):
+            return cls.from_grammar(tokenizer, sentences.grammar, stop_token_id)
         ids = tokenizer(list(sentences), add_special_tokens=False)["input_ids"]
         return cls(ids, stop_token_id)
+
+    @classmethod
+    def from_grammar(cls, tokenizer: Any, grammar: GrammarNode, stop_token_id: int) -> ChoiceTrie:
+        """The choice graph of a grammar with :class:`~wmrl.models.grammar_lang.Number` slots, built from its
+        skeletons (:func:`~wmrl.models.grammar_lang.skeletons`) without listing its sentences.
+
+        Each skeleton's texts are tokenized alone and each slot becomes the trie of its values' tokens,
+        joined to every continuation; the paths of the graph are then the canonical tokenizations of the
+        sentences, provided the tokenizer never merges a token across a slot's edge. That is checked: every
+        skeleton with three fills (first, last and a middle value of each slot) and every value of each slot
+        in one skeleton are tokenized whole and compared with the graph's path. A tokenizer that writes digits
+        as tokens of their own (SmolLM2's, Llama 3's, Qwen's) passes.
+
+        Nodes are numbered so that every child's id is larger than its parent's (as in a trie), which
+        :class:`TrieTables` relies on; :attr:`terminal` marks where a sentence may end.
+
+        Args:
+            tokenizer: a Hugging Face tokenizer (called with ``add_special_tokens=False``).
+            grammar: the grammar node.
+            stop_token_id: the token that ends every sentence.
+
+        Raises:
+            ValueError: the tokenizer merges tokens across a slot's edge (the message names a sentence), two
+                slots meet with no text between them, a slot's values begin with a token that the text beside
+                it may also begin with, or the stop token occurs in a sentence.
+        """
+        sks = list(dict.fromkeys(skeletons(grammar)))
+        slots = list(dict.fromkeys(p for sk in sks for p in sk if isinstance(p, Number)))
+        texts = list(dict.fromkeys(p for sk in sks for p in sk if isinstance(p, str)))
+
+        def tok(xs: Sequence[str]) -> list[list[int]]:
+            return [list(map(int, ids)) for ids in tokenizer(list(xs), add_special_tokens=False)["input_ids"]]
+
+        text_ids = dict(zip(texts, tok(texts), strict=True))
+        value_ids = {n: tok(n.values) for n in slots}
+        _check_slot_edges(tok, sks, text_ids, value_ids)
+        children: list[dict[int, int]] = [{}]
+        terminal = [False]
+        slot_key = {n: -1 - i for i, n in enumerate(slots)}  # a slot is a pseudo token until expanded
+
+        def child(node: int, key: int) -> int:
+            nxt = children[node].get(key)
+            if nxt is None:
+                nxt = len(children)
+                children[node][key] = nxt
+                children.append({})
+                terminal.append(False)
+            return nxt
+
+        for sk in sks:
+            node = 0
+            for part in sk:
+                for key in (text_ids[part] if isinstance(part, str) else [slot_key[part]]):
+                    if key == stop_token_id:
+                        raise ValueError(f"a sentence contains the stop token {stop_token_id}")
+                    node = child(node, key)
+            terminal[node] = True
+        for node in range(len(children)):  # expand each slot edge into its values' tokens (new nodes come last)
+            for key, after in [(k, c) for k, c in children[node].items() if k < 0]:
+                del children[node][key]
+                slot = slots[-1 - key]
+                if any(k < 0 for k in children[after]):
+                    raise ValueError("two numeric slots meet with no text between them; put literal text between")
+                clash = set(children[node]) & {ids[0] for ids in value_ids[slot]}
+                if clash:
+                    raise ValueError(f"a numeric slot's values begin with a token that another choice at the same "
+                                     f"place also begins with ({tokenizer.decode(sorted(clash)[:1])!r}); make the "
+                                     "choices start differently or merge them into one slot")
+                ends = set()
+                for ids in value_ids[slot]:
+                    cur = node
+                    for t in ids:
+                        cur = child(cur, t)
+                    ends.add(cur)
+                for end in ends:
+                    clash = set(children[end]) & set(children[after])
+                    if clash:
+                        raise ValueError(f"a numeric slot's value may go on with a token that also begins the text "
+                                         f"after the slot ({tokenizer.decode(sorted(clash)[:1])!r})")
+                    children[end].update(children[after])
+                    terminal[end] = terminal[end] or terminal[after]
+        return cls._from_graph(children, terminal, stop_token_id)
+
+    @classmethod
+    def _from_graph(cls, children: list[dict[int, int]], terminal: list[bool], stop_token_id: int) -> ChoiceTrie:
+        """A trie over the nodes reachable from node 0 of an acyclic graph, renumbered in topological order."""
+        order: list[int] = []
+        state: dict[int, bool] = {}  # False while on the stack, True once finished
+        stack: list[tuple[int, bool]] = [(0, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                state[node] = True
+                order.append(node)
+                continue
+            if node in state:
+                continue
+            state[node] = False
+            stack.append((node, True))
+            stack.extend((c, False) for c in children[node].values() if c not in state)
+        order.reverse()  # parents before children
+        new = {old: i for i, old in enumerate(order)}
+        self = cls.__new__(cls)
+        self.stop_token_id = int(stop_token_id)
+        self.children = [{t: new[c] for t, c in children[old].items()} for old in order]
+        self.terminal = [terminal[old] for old in order]
+        longest = [0] * len(order)  # tokens after the node, stop token included
+        for n in range(len(order) - 1, -1, -1):
+            longest[n] = 1 if self.terminal[n] else 0
+            for c in self.children[n].values():
+                longest[n] = max(longest[n], 1 + longest[c])
+        self.max_length = longest[0]
+        self._allowed = {}
+        return self
 
     def __len__(self) -> int:
         return len(self.children)
@@ -224,6 +351,36 @@ class TrieTables:
             if live.any():
                 cur = torch.where(live, self.step(cur.clamp(min=0), tokens[:, t]), cur)
         return nodes
+
+
+def _check_slot_edges(tok: Any, sks: Sequence[tuple], text_ids: dict[str, list[int]],
+                      value_ids: dict[Number, list[list[int]]]) -> None:
+    """Raise ValueError unless whole sentences tokenize as their pieces do (see :meth:`ChoiceTrie.from_grammar`):
+    each skeleton with its slots at the first, last and a middle value, and every value of each slot in the
+    first skeleton that has the slot."""
+    fills: list[tuple[tuple, dict[int, int]]] = []
+    covered: set[Number] = set()
+    for sk in sks:
+        where = [i for i, part in enumerate(sk) if isinstance(part, Number)]
+        if not where:
+            continue
+        for pick in (0, -1, 1):
+            fills.append((sk, {i: (len(sk[i].values) // 2 if pick == 1 else pick) for i in where}))
+        for i in where:
+            if sk[i] not in covered:
+                covered.add(sk[i])
+                fills.extend((sk, {**{j: 0 for j in where}, i: v}) for v in range(len(sk[i].values)))
+    for start in range(0, len(fills), 4096):
+        chunk = fills[start:start + 4096]
+        texts = ["".join(part if isinstance(part, str) else part.values[f[i]] for i, part in enumerate(sk))
+                 for sk, f in chunk]
+        for text, got, (sk, f) in zip(texts, tok(texts), chunk, strict=True):
+            want = [t for i, part in enumerate(sk)
+                    for t in (text_ids[part] if isinstance(part, str) else value_ids[part][f[i]])]
+            if got != want:
+                raise ValueError(f"the tokenizer merges tokens across a numeric slot's edge in {text!r}: a grammar "
+                                 "with Number slots needs a tokenizer that writes digits as tokens of their own, "
+                                 "or literal text around each slot that the tokenizer splits from the digits")
 
 
 def ragged_index(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:

@@ -176,7 +176,7 @@ def collect_uniform(
         key = scaffold.grammar_key(task)
         if key is None:
             raise ValueError(f"scaffold {scaffold.name!r} has no grammar for task {task.id!r}: uniform draws need "
-                             "a grammar scaffold (grammar, grammar-fail, grammar-fine)")
+                             "a grammar scaffold (grammar, grammar-fail, grammar-fine, grammar-dense)")
         sentences = scaffold.grammar_sentences(key)
         prompt = scaffold.prompt(task)
         for i, completion in enumerate(random.Random(f"{seed}-{task.id}").choices(sentences, k=samples_per_task)):

@@ -4,22 +4,59 @@ A grammar scaffold's language is finite (a few thousand pipelines). It is writte
 
 * a ``str`` is literal text;
 * a ``tuple`` is a sequence (its parts concatenated in order);
-* a ``list`` is a choice (exactly one alternative).
+* a ``list`` is a choice (exactly one alternative);
+* a :class:`Number` is a choice among numbers written digit by digit (a numeric slot).
 
 :func:`expand` lists every sentence; the policy decodes the canonical tokenization of each one
 (:mod:`wmrl.models.choice_trie`), so only the choices carry log-probability. :func:`hp` and :func:`call`
 build the usual pieces (``name=<choice>`` and ``Class(p1, p2, ...)``).
+
+A grammar whose numeric slots are dense (every integer from 10 to 300, say) has far too many sentences to
+list. :class:`Language` is its sentences as a sequence that is never materialised: its length is counted,
+its i-th sentence is built from i (the order of :func:`expand`), membership is a regular-expression match,
+and :meth:`wmrl.models.choice_trie.ChoiceTrie.from_sentences` compiles it from the grammar's skeletons
+(:func:`skeletons`: the sentences with each numeric slot left open) instead of from its sentences.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
-GrammarNode = str | tuple | list
+
+@dataclass(frozen=True)
+class Number:
+    """A choice among ``values``, decimal numbers written as literal text (``"137"``, ``"0.015"``).
+
+    It is a choice like a ``list`` of the same strings; :meth:`ChoiceTrie.from_sentences
+    <wmrl.models.choice_trie.ChoiceTrie.from_sentences>` decodes it digit by digit, so the values must be
+    tokenized the same way wherever the slot occurs (checked when the trie is built).
+
+    Raises:
+        ValueError: no values, a duplicate, or a value that is not a decimal number (digits, one optional
+            ``.`` between digits).
+    """
+
+    values: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise ValueError("a Number slot needs at least one value")
+        if len(set(self.values)) != len(self.values):
+            raise ValueError("the values of a Number slot must be distinct")
+        bad = [v for v in self.values if not re.fullmatch(r"[0-9]+(\.[0-9]+)?", v)]
+        if bad:
+            raise ValueError(f"a Number slot holds decimal numbers (digits, one optional '.'), got {bad[:3]}")
 
 
-def hp(name: str, values: Sequence[str]) -> tuple:
-    """``name=`` followed by a choice of ``values`` (each literal text, e.g. ``"0.1"`` or ``"'l1'"``)."""
-    return (f"{name}=", list(values))
+GrammarNode = str | tuple | list | Number
+
+
+def hp(name: str, values: Sequence[str] | Number) -> tuple:
+    """``name=`` followed by a choice of ``values`` (each literal text, e.g. ``"0.1"`` or ``"'l1'"``) or by a
+    :class:`Number` slot."""
+    return (f"{name}=", values if isinstance(values, Number) else list(values))
 
 
 def call(cls: str, *params: GrammarNode) -> tuple:
@@ -34,18 +71,139 @@ def expand(node: GrammarNode) -> list[str]:
     """Every sentence of ``node``, in the grammar's order (duplicates kept; the callers drop them).
 
     Raises:
-        TypeError: a node that is not a ``str``, ``tuple`` or ``list``.
+        TypeError: a node that is not a ``str``, ``tuple``, ``list`` or :class:`Number`.
     """
     if isinstance(node, str):
         return [node]
     if isinstance(node, list):
         return [s for alt in node for s in expand(alt)]
+    if isinstance(node, Number):
+        return list(node.values)
     if not isinstance(node, tuple):
         raise TypeError(f"a grammar node is a str, tuple or list, got {type(node).__name__}: {node!r}")
     out = [""]
     for part in node:
         out = [a + b for a in out for b in expand(part)]
     return out
+
+
+def count(node: GrammarNode) -> int:
+    """The number of sentences of ``node`` with duplicates, ``len(expand(node))``, without listing them."""
+    if isinstance(node, str):
+        return 1
+    if isinstance(node, list):
+        return sum(count(alt) for alt in node)
+    if isinstance(node, Number):
+        return len(node.values)
+    if not isinstance(node, tuple):
+        raise TypeError(f"a grammar node is a str, tuple, list or Number, got {type(node).__name__}: {node!r}")
+    return math.prod(count(part) for part in node)
+
+
+def sentence_at(node: GrammarNode, index: int) -> str:
+    """``expand(node)[index]`` without listing the sentences (mixed-radix digits of ``index``).
+
+    Raises:
+        IndexError: ``index`` outside ``[0, count(node))``.
+    """
+    n = count(node)
+    if not 0 <= index < n:
+        raise IndexError(f"sentence index {index} out of range for a grammar of {n} sentences")
+    if isinstance(node, str):
+        return node
+    if isinstance(node, Number):
+        return node.values[index]
+    if isinstance(node, list):
+        for alt in node:
+            c = count(alt)
+            if index < c:
+                return sentence_at(alt, index)
+            index -= c
+    out = []
+    for part in reversed(node):  # the last part varies fastest, as in expand
+        index, i = divmod(index, count(part))
+        out.append(sentence_at(part, i))
+    return "".join(reversed(out))
+
+
+def pattern(node: GrammarNode) -> str:
+    """A regular expression that matches exactly the sentences of ``node`` (for :func:`re.fullmatch`)."""
+    if isinstance(node, str):
+        return re.escape(node)
+    if isinstance(node, list):
+        return "(?:" + "|".join(pattern(alt) for alt in node) + ")"
+    if isinstance(node, Number):
+        return "(?:" + "|".join(re.escape(v) for v in sorted(node.values, key=len, reverse=True)) + ")"
+    if not isinstance(node, tuple):
+        raise TypeError(f"a grammar node is a str, tuple, list or Number, got {type(node).__name__}: {node!r}")
+    return "".join(pattern(part) for part in node)
+
+
+#: One skeleton of a grammar: literal text and open numeric slots, alternating (texts merged).
+Skeleton = tuple[str | Number, ...]
+
+
+def skeletons(node: GrammarNode) -> list[Skeleton]:
+    """The grammar's sentences with every :class:`Number` left open, in the grammar's order (duplicates kept).
+
+    A skeleton is a tuple of literal texts and :class:`Number` slots; adjacent texts are merged, so texts and
+    slots alternate except where two slots meet.
+    """
+    if isinstance(node, str):
+        return [(node,)]
+    if isinstance(node, Number):
+        return [(node,)]
+    if isinstance(node, list):
+        return [s for alt in node for s in skeletons(alt)]
+    if not isinstance(node, tuple):
+        raise TypeError(f"a grammar node is a str, tuple, list or Number, got {type(node).__name__}: {node!r}")
+    out: list[Skeleton] = [()]
+    for part in node:
+        out = [_join(a, b) for a in out for b in skeletons(part)]
+    return out
+
+
+def _join(a: Skeleton, b: Skeleton) -> Skeleton:
+    if a and b and isinstance(a[-1], str) and isinstance(b[0], str):
+        return (*a[:-1], a[-1] + b[0], *b[1:])
+    return tuple(p for p in (*a, *b) if p != "")
+
+
+class Language(Sequence[str]):
+    """The sentences of a grammar, as a sequence that is never listed: ``len`` counts them, ``language[i]`` is
+    ``expand(grammar)[i]`` (:func:`sentence_at`), ``text in language`` is a regular-expression match.
+
+    ``random.Random(seed).choices(language, k=n)`` draws sentences uniformly, and
+    :meth:`wmrl.models.choice_trie.ChoiceTrie.from_sentences` compiles the grammar's :func:`skeletons` instead
+    of tokenizing every sentence. Iterating lists every sentence: only for small grammars.
+
+    Args:
+        grammar: the grammar node; it must not produce a sentence twice (equal lengths and distinct sentences
+            are the caller's guarantee, as for the tuples of sentences other scaffolds return).
+    """
+
+    def __init__(self, grammar: GrammarNode):
+        self.grammar = grammar
+        self._n = count(grammar)
+        self._regex: re.Pattern[str] | None = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [sentence_at(self.grammar, i) for i in range(*index.indices(self._n))]
+        if index < 0:
+            index += self._n
+        return sentence_at(self.grammar, index)
+
+    def __contains__(self, text: object) -> bool:
+        if self._regex is None:
+            self._regex = re.compile(pattern(self.grammar))
+        return isinstance(text, str) and self._regex.fullmatch(text) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return (sentence_at(self.grammar, i) for i in range(self._n))
 
 
 #: The preprocessing the ``grammar`` and ``grammar-fine`` pipelines share, as a grammar node: nothing, a scaler

@@ -1,6 +1,6 @@
 """Scaffolds: how a policy completion becomes a runnable solution program for a task.
 
-Five scaffolds (the :class:`wmrl.interfaces.Scaffold` protocol, plus a few optional attributes the
+Six scaffolds (the :class:`wmrl.interfaces.Scaffold` protocol, plus a few optional attributes the
 policy reads):
 
 * ``script``: the model writes a whole Python program (data loading, features, model, submission).
@@ -20,13 +20,16 @@ policy reads):
   written as probabilities), mostly only on some tasks: the programs have statuses to predict.
 * ``grammar-fine``: the same decoding over :mod:`wmrl.models.fine_grammar`, the ``grammar`` scaffold's
   pipelines with every numeric hyperparameter on a fine grid (about 46,000 sentences per task kind), so
-  that a policy settled on a model family still writes new programs and exact repeats stay rare.
+  that a policy settled on a model family still writes new programs while it explores.
+* ``grammar-dense``: the same decoding over :mod:`wmrl.models.dense_grammar`, every numeric hyperparameter
+  dense (every integer of its range, three decimals, two significant digits; about 1.6e8 sentences per task
+  kind, decoded without listing them), so that exact repeats stay rare even once the policy has concentrated.
 
 Optional scaffold attributes used by :class:`wmrl.models.policy.Policy`:
 ``response_prefix`` (text forced at the start of the assistant turn, part of the prompt tokens),
 ``stop_at(text) -> int | None`` (character index where a completion ends, or None),
 ``grammar_key(task) -> str | None`` and ``grammar_sentences(key) -> Sequence[str]`` (constrained
-decoding over a finite set of sentences),
+decoding over a finite set of sentences, a tuple or a :class:`~wmrl.models.grammar_lang.Language`),
 ``default_max_new_tokens`` and ``is_valid(task, completion) -> bool``.
 """
 from __future__ import annotations
@@ -34,14 +37,15 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from wmrl.core.registry import Registry
 from wmrl.interfaces import Scaffold
 from wmrl.models.fail_grammar import EXTRA_IMPORTS, fail_grammar_sentences
+from wmrl.models.dense_grammar import dense_grammar_language
 from wmrl.models.fine_grammar import fine_grammar_sentences
-from wmrl.models.grammar_lang import PREPROCESSING, call, expand, hp
+from wmrl.models.grammar_lang import PREPROCESSING, Language, call, expand, hp
 from wmrl.tasks.harness import render_solution
 from wmrl.tasks.metrics import prediction_kind
 from wmrl.tasks.spec import Task
@@ -390,7 +394,7 @@ class GrammarScaffold:
         """``"classifier"`` or ``"regressor"``: which grammar constrains this task's samples."""
         return _estimator_kind(task)
 
-    def grammar_sentences(self, key: str) -> tuple[str, ...]:
+    def grammar_sentences(self, key: str) -> Sequence[str]:
         """The sentences of :func:`grammar_sentences` for ``key``."""
         return grammar_sentences(key)
 
@@ -484,17 +488,40 @@ def _fine_sentence_set(kind: str) -> frozenset[str]:
     return frozenset(fine_grammar_sentences(kind))
 
 
+class DenseGrammarScaffold(GrammarScaffold):
+    """Constrained decoding like :class:`GrammarScaffold`, over :func:`wmrl.models.dense_grammar.dense_grammar`:
+    the same pipelines with dense numeric hyperparameters (about 1.6e8 sentences per task kind, a
+    :class:`~wmrl.models.grammar_lang.Language` that is never listed), decoded digit by digit, so that exact
+    repeats stay rare even once the policy has concentrated on a model family; rendered like the ``grammar``
+    scaffold's programs.
+    """
+
+    name = "grammar-dense"
+    # The longest sentence is 64 (classifier) or 65 (regressor) SmolLM2 tokens with EOS; the choice graph of one
+    # kind has about 60,000 nodes and takes under a second to build.
+    default_max_new_tokens = 96
+
+    def grammar_sentences(self, key: str) -> Language:
+        """The sentences of :func:`wmrl.models.dense_grammar.dense_grammar_language` for ``key``."""
+        return dense_grammar_language(key)
+
+    def is_valid(self, task: Task, completion: str) -> bool:
+        """True when ``completion`` is a complete sentence of this task's grammar."""
+        return completion.strip() in dense_grammar_language(self.grammar_key(task))
+
+
 #: The scaffold registry: name -> a factory of a fresh :class:`~wmrl.interfaces.Scaffold` (entry-point group
 #: ``wmrl.scaffolds``; an entry point names a scaffold class or another factory without arguments).
 SCAFFOLDS: Registry[Callable[[], Scaffold]] = Registry("scaffold", group="wmrl.scaffolds")
 for _name, _cls in (("script", ScriptScaffold), ("function", FunctionScaffold), ("grammar", GrammarScaffold),
-                    ("grammar-fail", FailGrammarScaffold), ("grammar-fine", FineGrammarScaffold)):
+                    ("grammar-fail", FailGrammarScaffold), ("grammar-fine", FineGrammarScaffold),
+                    ("grammar-dense", DenseGrammarScaffold)):
     SCAFFOLDS.register(_name, _cls)
 
 
 def get_scaffold(name: str) -> Scaffold:
-    """A fresh scaffold by name: ``"script"``, ``"function"``, ``"grammar"``, ``"grammar-fail"``, ``"grammar-fine"``
-    or a registered one (:data:`SCAFFOLDS`).
+    """A fresh scaffold by name: ``"script"``, ``"function"``, ``"grammar"``, ``"grammar-fail"``, ``"grammar-fine"``,
+    ``"grammar-dense"`` or a registered one (:data:`SCAFFOLDS`).
 
     Raises:
         wmrl.core.registry.UnknownName: an unknown name (a ValueError; the message lists the registered ones).

@@ -181,7 +181,7 @@ def load_policy_backbone(cfg: TrainConfig) -> tuple[Any, Any]:
 #: Scaffolds whose programs the policy cannot write freely (a grammar fixes every statement), so
 #: they cannot import a data package or open a file; every other scaffold (``script``, ``function``,
 #: a user's own) can.
-CONSTRAINED_SCAFFOLDS = ("grammar", "grammar-fail", "grammar-fine")
+CONSTRAINED_SCAFFOLDS = ("grammar", "grammar-fail", "grammar-fine", "grammar-dense")
 
 
 def sandbox_config(cfg: TrainConfig) -> Any:
