@@ -86,6 +86,7 @@ def test_episode_prompt_for_every_scaffold(views, name):
     completion = {"grammar": "make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=200))",
                   "grammar-fail": "make_pipeline(StandardScaler(), LinearSVC(C=1.0))",
                   "grammar-fine": "make_pipeline(StandardScaler(), LogisticRegression(C=0.07, max_iter=1000))",
+                  "grammar-dense": "make_pipeline(StandardScaler(), LogisticRegression(C=0.074, max_iter=1000))",
                   "function": "return make_pipeline(StandardScaler(), LogisticRegression())\n",
                   "script": "df = pd.read_csv('input/train.csv')\n```\nsome trailing text"}[name]
     o1 = observation_from_result(_result(), view, 1)
