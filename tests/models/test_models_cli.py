@@ -174,6 +174,16 @@ def test_scaffolds_uniform_refuses_free_form_scaffolds(small_suite):
     assert r.exit_code != 0 and "unknown scaffold" in _flat(r.output), r.output
 
 
+def test_scaffolds_refuses_a_token_budget_below_the_longest_sentence(small_suite):
+    """A budget the grammar cannot finish in is a usage error naming the option and the budget to use, before any
+    sampling (no traceback)."""
+    r = runner.invoke(app, ["scaffolds", "--root", str(small_suite), "--model", "tiny", "--samples", "1",
+                            "--scaffold", "grammar-dense", "--max-new-tokens", "40"])
+    out = _flat(r.output)
+    assert r.exit_code == 2 and "--max-new-tokens" in out and "raise it to at least 6" in out, r.output
+    assert "Traceback" not in r.output
+
+
 @pytest.mark.slow
 def test_scaffolds_uniform_reports_status_shares(small_suite, tmp_path):
     """Uniform draws from the grammar (no LM), executed for real; the shares are those of the logged statuses."""

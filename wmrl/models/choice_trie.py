@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from wmrl.models.grammar_lang import GrammarNode, Language, Number, skeletons
+from wmrl.models.grammar_lang import GrammarNode, Language, Number, count, skeletons
 
 
 class ChoiceTrie:
@@ -91,10 +91,13 @@ class ChoiceTrie:
 
         Each skeleton's texts are tokenized alone and each slot becomes the trie of its values' tokens,
         joined to every continuation; the paths of the graph are then the canonical tokenizations of the
-        sentences, provided the tokenizer never merges a token across a slot's edge. That is checked: every
-        skeleton with three fills (first, last and a middle value of each slot) and every value of each slot
-        in one skeleton are tokenized whole and compared with the graph's path. A tokenizer that writes digits
-        as tokens of their own (SmolLM2's, Llama 3's, Qwen's) passes.
+        sentences, provided the tokenizer never merges a token across a slot's edge. That is checked on each
+        slot's edges: every value of each slot, between each pair of texts the slot stands between in some
+        skeleton (the other slots at their first value), and every skeleton once with all its slots at their
+        last value, is tokenized whole and compared with the graph's path.
+        A tokenizer that writes digits as tokens of their own (SmolLM2's, Llama 3's, Qwen's) passes. A grammar
+        that produces a sentence twice (two derivations) is refused: the graph would hold fewer sentences than
+        the grammar counts, and uniform draws over derivations would not be uniform over programs.
 
         Nodes are numbered so that every child's id is larger than its parent's (as in a trie), which
         :class:`TrieTables` relies on; :attr:`terminal` marks where a sentence may end.
@@ -105,15 +108,22 @@ class ChoiceTrie:
             stop_token_id: the token that ends every sentence.
 
         Raises:
-            ValueError: the tokenizer merges tokens across a slot's edge (the message names a sentence), two
-                slots meet with no text between them, a slot's values begin with a token that the text beside
-                it may also begin with, or the stop token occurs in a sentence.
+            ValueError: the grammar has no sentence or the empty sentence, the tokenizer merges tokens across a
+                slot's edge (the message names a sentence), two slots meet with no text between them, a slot's
+                values begin with a token that the text beside it may also begin with, a sentence is produced
+                twice, or the stop token occurs in a sentence.
         """
         sks = list(dict.fromkeys(skeletons(grammar)))
+        if not sks:
+            raise ValueError("a choice trie needs at least one sentence; the grammar has none (an empty choice)")
+        if () in sks:
+            raise ValueError("the grammar has the empty sentence, which tokenizes to no tokens")
         slots = list(dict.fromkeys(p for sk in sks for p in sk if isinstance(p, Number)))
         texts = list(dict.fromkeys(p for sk in sks for p in sk if isinstance(p, str)))
 
         def tok(xs: Sequence[str]) -> list[list[int]]:
+            if not xs:
+                return []
             return [list(map(int, ids)) for ids in tokenizer(list(xs), add_special_tokens=False)["input_ids"]]
 
         text_ids = dict(zip(texts, tok(texts), strict=True))
@@ -164,7 +174,19 @@ class ChoiceTrie:
                                          f"after the slot ({tokenizer.decode(sorted(clash)[:1])!r})")
                     children[end].update(children[after])
                     terminal[end] = terminal[end] or terminal[after]
-        return cls._from_graph(children, terminal, stop_token_id)
+        trie = cls._from_graph(children, terminal, stop_token_id)
+        n_paths = trie.n_sentences()
+        if n_paths != count(grammar):
+            raise ValueError(f"the grammar produces some sentence more than once ({count(grammar)} derivations, "
+                             f"{n_paths} distinct sentences); rewrite it so that each sentence has one derivation")
+        return trie
+
+    def n_sentences(self) -> int:
+        """The number of sentences: paths from the root to a node where a sentence may end (counted, not listed)."""
+        paths = [0] * len(self.children)
+        for n in range(len(self.children) - 1, -1, -1):
+            paths[n] = int(self.terminal[n]) + sum(paths[c] for c in self.children[n].values())
+        return paths[0]
 
     @classmethod
     def _from_graph(cls, children: list[dict[int, int]], terminal: list[bool], stop_token_id: int) -> ChoiceTrie:
@@ -356,19 +378,19 @@ class TrieTables:
 def _check_slot_edges(tok: Any, sks: Sequence[tuple], text_ids: dict[str, list[int]],
                       value_ids: dict[Number, list[list[int]]]) -> None:
     """Raise ValueError unless whole sentences tokenize as their pieces do (see :meth:`ChoiceTrie.from_grammar`):
-    each skeleton with its slots at the first, last and a middle value, and every value of each slot in the
-    first skeleton that has the slot."""
+    every value of each slot between each pair of texts the slot stands between (the skeleton's other slots at
+    their first value), and each skeleton once with every slot at its last value."""
     fills: list[tuple[tuple, dict[int, int]]] = []
-    covered: set[Number] = set()
+    seen: set[tuple] = set()
     for sk in sks:
         where = [i for i, part in enumerate(sk) if isinstance(part, Number)]
         if not where:
             continue
-        for pick in (0, -1, 1):
-            fills.append((sk, {i: (len(sk[i].values) // 2 if pick == 1 else pick) for i in where}))
+        fills.append((sk, {i: len(sk[i].values) - 1 for i in where}))
         for i in where:
-            if sk[i] not in covered:
-                covered.add(sk[i])
+            edge = (sk[i - 1] if i else "", sk[i], sk[i + 1] if i + 1 < len(sk) else "")
+            if edge not in seen:
+                seen.add(edge)
                 fills.extend((sk, {**{j: 0 for j in where}, i: v}) for v in range(len(sk[i].values)))
     for start in range(0, len(fills), 4096):
         chunk = fills[start:start + 4096]

@@ -1,13 +1,16 @@
 """The grammar of the ``grammar-dense`` scaffold: the ``grammar`` scaffold's pipelines with every numeric
 hyperparameter dense (every integer of its range, learning rates to three decimals, penalties to two
-significant digits), so that a policy which has settled on a model family almost never writes a program twice.
+significant digits), so that a policy which has settled on a model family rarely writes a program twice.
 
 Agents that write free-form code rarely repeat a program exactly; the ``grammar`` scaffold's 3-4 values per
 hyperparameter make a concentrating policy repeat itself, and ``grammar-fine``'s grids of 6-26 values still
 let it repeat once it has settled (about a third of a ``wmrl`` run's world-model samples are programs it
 already executed). Here the last digits of each number carry almost no reward signal (``n_estimators=137``
-scores as ``138``), so they stay spread while the policy learns the rest: a world model answers few samples
-from the execution log and must predict the others.
+scores as ``138``), so under real rewards they stay spread while the policy learns the rest: a world model
+answers few samples from the execution log and must predict the others. How rare repeats are depends on the
+family: 640 uniform draws within one family repeat an earlier program in none of the four ensemble families
+(4.5e6 to 1.4e8 programs each), 2-4 % of the time for the decision tree and the linear models, 9 % for k-nearest
+neighbours and 79 % for ``GaussianNB`` (136 programs).
 
 The language has about 1.6e8 sentences per task kind, far too many to list: :func:`dense_grammar_language`
 returns it as a :class:`~wmrl.models.grammar_lang.Language` (counted, indexed and matched without listing)
@@ -82,10 +85,12 @@ def dense_grammar(kind: str) -> tuple:
     (:mod:`wmrl.models.grammar_lang`).
 
     The ``grammar`` scaffold's optional scaler and PCA, then one of its 8 model families per kind with each
-    numeric hyperparameter a dense :class:`~wmrl.models.grammar_lang.Number` slot: ``n_estimators`` and
+    model's numeric hyperparameter a dense :class:`~wmrl.models.grammar_lang.Number` slot: ``n_estimators`` and
     ``max_iter`` 10-300, ``max_depth`` 2-30 or ``None`` (1-8 for gradient boosting), ``min_samples_leaf``
     1-30, ``max_leaf_nodes`` 2-99, ``n_neighbors`` 1-99, ``learning_rate`` 0.005-0.300 to three decimals,
-    ``C`` and ``alpha`` from 0.0010 to 99 (``Lasso``: 9.9) with two significant digits.
+    ``C`` and ``alpha`` from 0.0010 to 990 (``Lasso``: to 99) with two significant digits. Two stay listed:
+    PCA's ``n_components`` (3 values, as in the ``grammar`` scaffold) and ``GaussianNB``'s ``var_smoothing``
+    (8 powers of ten, written as Python writes them, ``1e-09``, which a slot of decimals cannot hold).
 
     Raises:
         KeyError: an unknown ``kind`` (``"classifier"`` or ``"regressor"``).

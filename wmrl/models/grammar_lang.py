@@ -34,20 +34,25 @@ class Number:
     tokenized the same way wherever the slot occurs (checked when the trie is built).
 
     Raises:
-        ValueError: no values, a duplicate, or a value that is not a decimal number (digits, one optional
-            ``.`` between digits).
+        TypeError: ``values`` is a string or holds something else than strings.
+        ValueError: no values, a duplicate, or a value that is not a decimal number as Python writes it (digits
+            without a leading zero, one optional ``.`` between digits).
     """
 
     values: tuple[str, ...]
 
     def __post_init__(self) -> None:
+        if isinstance(self.values, str) or not all(isinstance(v, str) for v in self.values):
+            raise TypeError(f"a Number slot's values are a sequence of strings such as ('1', '2'), got {self.values!r}")
+        object.__setattr__(self, "values", tuple(self.values))
         if not self.values:
             raise ValueError("a Number slot needs at least one value")
         if len(set(self.values)) != len(self.values):
             raise ValueError("the values of a Number slot must be distinct")
-        bad = [v for v in self.values if not re.fullmatch(r"[0-9]+(\.[0-9]+)?", v)]
+        bad = [v for v in self.values if not re.fullmatch(r"(0|[1-9][0-9]*)(\.[0-9]+)?", v)]
         if bad:
-            raise ValueError(f"a Number slot holds decimal numbers (digits, one optional '.'), got {bad[:3]}")
+            raise ValueError("a Number slot holds decimal numbers as Python writes them (digits without a leading "
+                             f"zero, one optional '.' between digits), got {bad[:3]}")
 
 
 GrammarNode = str | tuple | list | Number
@@ -80,7 +85,7 @@ def expand(node: GrammarNode) -> list[str]:
     if isinstance(node, Number):
         return list(node.values)
     if not isinstance(node, tuple):
-        raise TypeError(f"a grammar node is a str, tuple or list, got {type(node).__name__}: {node!r}")
+        raise TypeError(f"a grammar node is a str, tuple, list or Number, got {type(node).__name__}: {node!r}")
     out = [""]
     for part in node:
         out = [a + b for a in out for b in expand(part)]
@@ -131,7 +136,7 @@ def pattern(node: GrammarNode) -> str:
     if isinstance(node, str):
         return re.escape(node)
     if isinstance(node, list):
-        return "(?:" + "|".join(pattern(alt) for alt in node) + ")"
+        return "(?:" + "|".join(pattern(alt) for alt in node) + ")" if node else "(?!)"  # an empty choice: nothing
     if isinstance(node, Number):
         return "(?:" + "|".join(re.escape(v) for v in sorted(node.values, key=len, reverse=True)) + ")"
     if not isinstance(node, tuple):
@@ -150,7 +155,7 @@ def skeletons(node: GrammarNode) -> list[Skeleton]:
     slots alternate except where two slots meet.
     """
     if isinstance(node, str):
-        return [(node,)]
+        return [(node,)] if node else [()]
     if isinstance(node, Number):
         return [(node,)]
     if isinstance(node, list):
@@ -175,11 +180,12 @@ class Language(Sequence[str]):
 
     ``random.Random(seed).choices(language, k=n)`` draws sentences uniformly, and
     :meth:`wmrl.models.choice_trie.ChoiceTrie.from_sentences` compiles the grammar's :func:`skeletons` instead
-    of tokenizing every sentence. Iterating lists every sentence: only for small grammars.
+    of tokenizing every sentence (and refuses a grammar that produces a sentence twice). Iterating lists every
+    sentence: only for small grammars.
 
     Args:
-        grammar: the grammar node; it must not produce a sentence twice (equal lengths and distinct sentences
-            are the caller's guarantee, as for the tuples of sentences other scaffolds return).
+        grammar: the grammar node; it must not produce a sentence twice (``len`` counts derivations, so distinct
+            sentences are the caller's guarantee, as for the tuples of sentences other scaffolds return).
     """
 
     def __init__(self, grammar: GrammarNode):
@@ -193,9 +199,23 @@ class Language(Sequence[str]):
     def __getitem__(self, index):
         if isinstance(index, slice):
             return [sentence_at(self.grammar, i) for i in range(*index.indices(self._n))]
+        if not isinstance(index, int):
+            raise TypeError(f"a Language is indexed by an int or a slice, got {type(index).__name__}")
         if index < 0:
             index += self._n
         return sentence_at(self.grammar, index)
+
+    def index(self, value: object, start: int = 0, stop: int | None = None) -> int:
+        """Not offered: it would list the sentences one by one (use ``text in language``).
+
+        Raises:
+            TypeError: always.
+        """
+        raise TypeError("Language.index would list every sentence; test membership with `text in language`")
+
+    def count(self, value: object) -> int:
+        """1 for a sentence of the language, 0 otherwise (sentences are distinct: the caller's guarantee)."""
+        return int(value in self)
 
     def __contains__(self, text: object) -> bool:
         if self._regex is None:

@@ -23,7 +23,7 @@ policy reads):
   that a policy settled on a model family still writes new programs while it explores.
 * ``grammar-dense``: the same decoding over :mod:`wmrl.models.dense_grammar`, every numeric hyperparameter
   dense (every integer of its range, three decimals, two significant digits; about 1.6e8 sentences per task
-  kind, decoded without listing them), so that exact repeats stay rare even once the policy has concentrated.
+  kind, decoded without listing them), so that exact repeats are rare within most model families.
 
 Optional scaffold attributes used by :class:`wmrl.models.policy.Policy`:
 ``response_prefix`` (text forced at the start of the assistant turn, part of the prompt tokens),
@@ -492,13 +492,12 @@ class DenseGrammarScaffold(GrammarScaffold):
     """Constrained decoding like :class:`GrammarScaffold`, over :func:`wmrl.models.dense_grammar.dense_grammar`:
     the same pipelines with dense numeric hyperparameters (about 1.6e8 sentences per task kind, a
     :class:`~wmrl.models.grammar_lang.Language` that is never listed), decoded digit by digit, so that exact
-    repeats stay rare even once the policy has concentrated on a model family; rendered like the ``grammar``
-    scaffold's programs.
+    repeats are rare within most model families; rendered like the ``grammar`` scaffold's programs.
     """
 
     name = "grammar-dense"
     # The longest sentence is 64 (classifier) or 65 (regressor) SmolLM2 tokens with EOS; the choice graph of one
-    # kind has about 60,000 nodes and takes under a second to build.
+    # kind has about 60,000 nodes and takes 3-10 s to build (mostly the tokenizer check; once per process and kind).
     default_max_new_tokens = 96
 
     def grammar_sentences(self, key: str) -> Language:
