@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 
-from wmrl.models.grammar_lang import PREPROCESSING, Language, Number, call, hp
+from wmrl.models.grammar_lang import PREPROCESSING, Language, Number, hp, model_families
 
 
 def integers(lo: int, hi: int) -> Number:
@@ -56,27 +56,9 @@ _KNN = (hp("n_neighbors", integers(1, 99)), hp("weights", ("'uniform'", "'distan
 _TREE = (("max_depth=", _DEPTH), hp("min_samples_leaf", _LEAF))
 
 _MODELS: dict[str, list] = {
-    "classifier": [
-        call("LogisticRegression", hp("C", two_digits(-3, 2)), "max_iter=1000"),
-        call("RandomForestClassifier", *_FOREST),
-        call("ExtraTreesClassifier", *_FOREST),
-        call("HistGradientBoostingClassifier", *_HGB),
-        call("GradientBoostingClassifier", *_GB),
-        call("KNeighborsClassifier", *_KNN),
-        call("DecisionTreeClassifier", *_TREE),
-        call("GaussianNB", hp("var_smoothing", ("1e-09", "1e-08", "1e-07", "1e-06", "1e-05", "0.0001", "0.001",
-                                                "0.01"))),
-    ],
-    "regressor": [
-        call("Ridge", hp("alpha", two_digits(-3, 2))),
-        call("Lasso", hp("alpha", two_digits(-3, 1)), "max_iter=5000"),
-        call("RandomForestRegressor", *_FOREST),
-        call("ExtraTreesRegressor", *_FOREST),
-        call("HistGradientBoostingRegressor", *_HGB),
-        call("GradientBoostingRegressor", *_GB),
-        call("KNeighborsRegressor", *_KNN),
-        call("DecisionTreeRegressor", *_TREE),
-    ],
+    kind: model_families(kind, penalty=two_digits(-3, 2), lasso_alpha=two_digits(-3, 1),
+                         forest=_FOREST, hgb=_HGB, gb=_GB, knn=_KNN, tree=_TREE)
+    for kind in ("classifier", "regressor")
 }
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 
-from wmrl.models.grammar_lang import PREPROCESSING, call, expand, hp
+from wmrl.models.grammar_lang import PREPROCESSING, expand, hp, model_families
 
 
 def _steps(start: int, stop: int, step: int) -> tuple[str, ...]:
@@ -39,27 +39,9 @@ _KNN = (hp("n_neighbors", _steps(1, 20, 1) + _steps(25, 50, 5)), hp("weights", (
 _TREE = (hp("max_depth", _steps(2, 20, 1) + ("None",)), hp("min_samples_leaf", _LEAF))
 
 _MODELS: dict[str, list] = {
-    "classifier": [
-        call("LogisticRegression", hp("C", _LOG_GRID), "max_iter=1000"),
-        call("RandomForestClassifier", *_FOREST),
-        call("ExtraTreesClassifier", *_FOREST),
-        call("HistGradientBoostingClassifier", *_HGB),
-        call("GradientBoostingClassifier", *_GB),
-        call("KNeighborsClassifier", *_KNN),
-        call("DecisionTreeClassifier", *_TREE),
-        call("GaussianNB", hp("var_smoothing", ("1e-09", "1e-08", "1e-07", "1e-06", "1e-05", "0.0001", "0.001",
-                                                "0.01"))),
-    ],
-    "regressor": [
-        call("Ridge", hp("alpha", _LOG_GRID)),
-        call("Lasso", hp("alpha", _LOG_GRID[:21]), "max_iter=5000"),
-        call("RandomForestRegressor", *_FOREST),
-        call("ExtraTreesRegressor", *_FOREST),
-        call("HistGradientBoostingRegressor", *_HGB),
-        call("GradientBoostingRegressor", *_GB),
-        call("KNeighborsRegressor", *_KNN),
-        call("DecisionTreeRegressor", *_TREE),
-    ],
+    kind: model_families(kind, penalty=_LOG_GRID, lasso_alpha=_LOG_GRID[:21],
+                         forest=_FOREST, hgb=_HGB, gb=_GB, knn=_KNN, tree=_TREE)
+    for kind in ("classifier", "regressor")
 }
 
 

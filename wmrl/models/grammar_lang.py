@@ -231,3 +231,31 @@ class Language(Sequence[str]):
 #: ends with ``", "`` before the model.
 SCALER = ["StandardScaler()", "MinMaxScaler()", "RobustScaler()", "QuantileTransformer(n_quantiles=100)"]
 PREPROCESSING = ["", (SCALER, ", "), (SCALER, ", ", call("PCA", hp("n_components", ("0.8", "0.95", "0.99"))), ", ")]
+
+
+def model_families(kind: str, *, penalty: Sequence[str] | Number, lasso_alpha: Sequence[str] | Number,
+                   forest: tuple, hgb: tuple, gb: tuple, knn: tuple, tree: tuple) -> list:
+    """The 8 model families of one task kind that the ``grammar-fine`` and ``grammar-dense`` grammars share, as a
+    choice, each with the hyperparameter nodes given (a tuple of ``name=<choice>`` pieces per family).
+
+    Args:
+        kind: ``"classifier"`` (logistic regression, random forest, extra trees, histogram and classic gradient
+            boosting, k-nearest neighbours, decision tree, Gaussian naive Bayes) or ``"regressor"`` (ridge, lasso
+            and the same six non-linear families).
+        penalty: the values of ``LogisticRegression``'s ``C`` and ``Ridge``'s ``alpha``.
+        lasso_alpha: the values of ``Lasso``'s ``alpha``.
+        forest, hgb, gb, knn, tree: the parameters of the random forest and extra trees, histogram gradient
+            boosting, gradient boosting, k-nearest neighbours and decision tree.
+
+    Raises:
+        KeyError: an unknown ``kind``.
+    """
+    suffix = {"classifier": "Classifier", "regressor": "Regressor"}[kind]
+    nonlinear = [call(f"RandomForest{suffix}", *forest), call(f"ExtraTrees{suffix}", *forest),
+                 call(f"HistGradientBoosting{suffix}", *hgb), call(f"GradientBoosting{suffix}", *gb),
+                 call(f"KNeighbors{suffix}", *knn), call(f"DecisionTree{suffix}", *tree)]
+    if kind == "classifier":
+        smoothing = ("1e-09", "1e-08", "1e-07", "1e-06", "1e-05", "0.0001", "0.001", "0.01")
+        return [call("LogisticRegression", hp("C", penalty), "max_iter=1000"), *nonlinear,
+                call("GaussianNB", hp("var_smoothing", smoothing))]
+    return [call("Ridge", hp("alpha", penalty)), call("Lasso", hp("alpha", lasso_alpha), "max_iter=5000"), *nonlinear]
