@@ -243,21 +243,29 @@ def test_dense_scaffold_accepts_only_its_own_kind(tasks):
     assert counts == {"classifier": 1, "regressor": 1}
 
 
+_PROGRAMS = {
+    "grammar-fine": ("make_pipeline(QuantileTransformer(n_quantiles=100), GradientBoostingClassifier(n_estimators=25, "
+                     "learning_rate=0.06, max_depth=2))",
+                     "make_pipeline(StandardScaler(), PCA(n_components=0.95), KNeighborsRegressor(n_neighbors=17, "
+                     "weights='uniform'))"),
+    "grammar-dense": ("make_pipeline(QuantileTransformer(n_quantiles=100), HistGradientBoostingClassifier(max_iter=37, "
+                      "learning_rate=0.137, max_leaf_nodes=13))",
+                      "make_pipeline(StandardScaler(), Lasso(alpha=0.0047, max_iter=5000))"),
+}
+
+
 @pytest.mark.slow
-def test_programs_of_the_dense_grammar_run(small_suite):
-    """One program of each kind runs in the sandbox and is graded (about 5-10 s)."""
+@pytest.mark.parametrize("name", sorted(_PROGRAMS))
+def test_programs_of_the_fine_and_dense_grammars_run(small_suite, name):
+    """One program of each kind runs in the sandbox and is graded (about 5-10 s per scaffold)."""
     from wmrl.execution.runner import execute
     from wmrl.execution.types import ExecutionRequest
     from wmrl.tasks.datasets import SMALL_BINARY_TASK, SMALL_REGRESSION_TASK
     from wmrl.tasks.loader import TaskSuite
 
-    sc = get_scaffold("grammar-dense")
+    sc = get_scaffold(name)
     suite = TaskSuite([small_suite])
-    for task_id, comp in ((SMALL_BINARY_TASK, "make_pipeline(QuantileTransformer(n_quantiles=100), "
-                                              "HistGradientBoostingClassifier(max_iter=37, learning_rate=0.137, "
-                                              "max_leaf_nodes=13))"),
-                          (SMALL_REGRESSION_TASK, "make_pipeline(StandardScaler(), Lasso(alpha=0.0047, "
-                                                  "max_iter=5000))")):
+    for task_id, comp in zip((SMALL_BINARY_TASK, SMALL_REGRESSION_TASK), _PROGRAMS[name], strict=True):
         task = suite.get(task_id)
         assert sc.is_valid(task, comp)
         r = execute(ExecutionRequest(task=task, program=sc.render(task, comp)))

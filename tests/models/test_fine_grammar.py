@@ -103,24 +103,3 @@ def test_scaffold_accepts_only_its_own_kind(tasks):
     assert not get_scaffold("grammar").is_valid(tasks[0], clf)
     assert sc.grammar_key(tasks[0]) == "classifier" and sc.grammar_key(tasks[1]) == "regressor"
     assert sc.render(tasks[0], clf) == get_scaffold("grammar").render(tasks[0], clf)
-
-
-@pytest.mark.slow
-def test_programs_of_the_fine_grammar_run(small_suite):
-    """One program of each kind runs in the sandbox and is graded (about 5-10 s)."""
-    from wmrl.execution.runner import execute
-    from wmrl.execution.types import ExecutionRequest
-    from wmrl.tasks.datasets import SMALL_BINARY_TASK, SMALL_REGRESSION_TASK
-    from wmrl.tasks.loader import TaskSuite
-
-    sc = get_scaffold("grammar-fine")
-    suite = TaskSuite([small_suite])
-    for task_id, comp in ((SMALL_BINARY_TASK, "make_pipeline(QuantileTransformer(n_quantiles=100), "
-                                              "GradientBoostingClassifier(n_estimators=25, learning_rate=0.06, "
-                                              "max_depth=2))"),
-                          (SMALL_REGRESSION_TASK, "make_pipeline(StandardScaler(), PCA(n_components=0.95), "
-                                                  "KNeighborsRegressor(n_neighbors=17, weights='uniform'))")):
-        task = suite.get(task_id)
-        assert sc.is_valid(task, comp)
-        r = execute(ExecutionRequest(task=task, program=sc.render(task, comp)))
-        assert r.status.value == "ok" and r.reward is not None, r.error
