@@ -220,11 +220,10 @@ def scaffolds_cmd(
         for name in names:
             sc = get_scaffold(name)
             if policy is not None and max_new_tokens is not None:
-                longest = policy.min_new_tokens(sc, task_list)
-                if max_new_tokens < longest:
-                    raise typer.BadParameter(f"{max_new_tokens} tokens are fewer than the longest sentence of the "
-                                             f"{name!r} grammar ({longest} with EOS): raise it to at least {longest}",
-                                             param_hint="--max-new-tokens")
+                try:
+                    policy.check_max_new_tokens(sc, task_list, max_new_tokens)
+                except ValueError as e:
+                    raise typer.BadParameter(str(e), param_hint="--max-new-tokens") from None
             verb = "drawing" if uniform else "sampling"
             console.print(f"[bold]{name}[/]: {verb} {samples} x {len(task_list)} tasks ...")
             say = lambda s: console.print("  " + s)  # noqa: E731

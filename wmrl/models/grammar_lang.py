@@ -72,6 +72,10 @@ def call(cls: str, *params: GrammarNode) -> tuple:
     return (*parts, ")")
 
 
+def _not_a_node(node: object) -> TypeError:
+    return TypeError(f"a grammar node is a str, tuple, list or Number, got {type(node).__name__}: {node!r}")
+
+
 def expand(node: GrammarNode) -> list[str]:
     """Every sentence of ``node``, in the grammar's order (duplicates kept; the callers drop them).
 
@@ -85,7 +89,7 @@ def expand(node: GrammarNode) -> list[str]:
     if isinstance(node, Number):
         return list(node.values)
     if not isinstance(node, tuple):
-        raise TypeError(f"a grammar node is a str, tuple, list or Number, got {type(node).__name__}: {node!r}")
+        raise _not_a_node(node)
     out = [""]
     for part in node:
         out = [a + b for a in out for b in expand(part)]
@@ -101,7 +105,7 @@ def count(node: GrammarNode) -> int:
     if isinstance(node, Number):
         return len(node.values)
     if not isinstance(node, tuple):
-        raise TypeError(f"a grammar node is a str, tuple, list or Number, got {type(node).__name__}: {node!r}")
+        raise _not_a_node(node)
     return math.prod(count(part) for part in node)
 
 
@@ -114,6 +118,10 @@ def sentence_at(node: GrammarNode, index: int) -> str:
     n = count(node)
     if not 0 <= index < n:
         raise IndexError(f"sentence index {index} out of range for a grammar of {n} sentences")
+    return _sentence_at(node, index)
+
+
+def _sentence_at(node: GrammarNode, index: int) -> str:
     if isinstance(node, str):
         return node
     if isinstance(node, Number):
@@ -122,12 +130,12 @@ def sentence_at(node: GrammarNode, index: int) -> str:
         for alt in node:
             c = count(alt)
             if index < c:
-                return sentence_at(alt, index)
+                return _sentence_at(alt, index)
             index -= c
     out = []
     for part in reversed(node):  # the last part varies fastest, as in expand
         index, i = divmod(index, count(part))
-        out.append(sentence_at(part, i))
+        out.append(_sentence_at(part, i))
     return "".join(reversed(out))
 
 
@@ -140,7 +148,7 @@ def pattern(node: GrammarNode) -> str:
     if isinstance(node, Number):
         return "(?:" + "|".join(re.escape(v) for v in sorted(node.values, key=len, reverse=True)) + ")"
     if not isinstance(node, tuple):
-        raise TypeError(f"a grammar node is a str, tuple, list or Number, got {type(node).__name__}: {node!r}")
+        raise _not_a_node(node)
     return "".join(pattern(part) for part in node)
 
 
@@ -161,7 +169,7 @@ def skeletons(node: GrammarNode) -> list[Skeleton]:
     if isinstance(node, list):
         return [s for alt in node for s in skeletons(alt)]
     if not isinstance(node, tuple):
-        raise TypeError(f"a grammar node is a str, tuple, list or Number, got {type(node).__name__}: {node!r}")
+        raise _not_a_node(node)
     out: list[Skeleton] = [()]
     for part in node:
         out = [_join(a, b) for a in out for b in skeletons(part)]
@@ -198,12 +206,10 @@ class Language(Sequence[str]):
 
     def __getitem__(self, index):
         if isinstance(index, slice):
-            return [sentence_at(self.grammar, i) for i in range(*index.indices(self._n))]
+            return [_sentence_at(self.grammar, i) for i in range(*index.indices(self._n))]
         if not isinstance(index, int):
             raise TypeError(f"a Language is indexed by an int or a slice, got {type(index).__name__}")
-        if index < 0:
-            index += self._n
-        return sentence_at(self.grammar, index)
+        return sentence_at(self.grammar, index + self._n if index < 0 else index)
 
     def index(self, value: object, start: int = 0, stop: int | None = None) -> int:
         """Not offered: it would list the sentences one by one (use ``text in language``).
@@ -223,7 +229,7 @@ class Language(Sequence[str]):
         return isinstance(text, str) and self._regex.fullmatch(text) is not None
 
     def __iter__(self) -> Iterator[str]:
-        return (sentence_at(self.grammar, i) for i in range(self._n))
+        return (_sentence_at(self.grammar, i) for i in range(self._n))
 
 
 #: The preprocessing the ``grammar`` and ``grammar-fine`` pipelines share, as a grammar node: nothing, a scaler

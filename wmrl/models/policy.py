@@ -260,6 +260,17 @@ class Policy:
         cache = self._grammar_cache()
         return max((cache.get(scaffold, k).max_length for k in keys), default=0)
 
+    def check_max_new_tokens(self, scaffold: Scaffold, tasks: Sequence[Task], max_new_tokens: int) -> None:
+        """Refuse a token budget in which some sentence of ``scaffold``'s grammar cannot finish on ``tasks``.
+
+        Raises:
+            ValueError: ``max_new_tokens`` is below :meth:`min_new_tokens` (the message gives the budget to use).
+        """
+        longest = self.min_new_tokens(scaffold, tasks)
+        if max_new_tokens < longest:
+            raise ValueError(f"max_new_tokens={max_new_tokens} is shorter than the longest sentence of the "
+                             f"{scaffold.name!r} grammar ({longest} tokens with EOS): raise it to at least {longest}")
+
     def chat_text(self, prompt: str, response_prefix: str = "") -> str:
         """The model input text: chat template (if the tokenizer has one) + ``response_prefix``."""
         if getattr(self.tokenizer, "chat_template", None):
@@ -417,11 +428,7 @@ class Policy:
         if any(k is not None for k in keys):
             cache = self._grammar_cache()
             tries = [cache.get(scaffold, k) if k is not None else None for k in keys]
-            longest = self.min_new_tokens(scaffold, [r[0] for r in chunk])
-            if max_new_tokens < longest:
-                raise ValueError(f"max_new_tokens={max_new_tokens} is shorter than the longest sentence of the "
-                                 f"{scaffold.name!r} grammar ({longest} tokens with EOS): raise it to at least "
-                                 f"{longest}")
+            self.check_max_new_tokens(scaffold, [r[0] for r in chunk], max_new_tokens)
         temp = temperature if temperature > 0 else 1.0
         proc = SamplingLogitsProcessor(tries, temp)
         gproc = proc if proc.constrained else None
@@ -478,11 +485,7 @@ class Policy:
         keys = [r[4] for r in chunk]
         tables, roots = None, torch.full((len(chunk),), -3, dtype=torch.long)
         if any(k is not None for k in keys):
-            longest = self.min_new_tokens(scaffold, [r[0] for r in chunk])
-            if max_new_tokens < longest:
-                raise ValueError(f"max_new_tokens={max_new_tokens} is shorter than the longest sentence of the "
-                                 f"{scaffold.name!r} grammar ({longest} tokens with EOS): raise it to at least "
-                                 f"{longest}")
+            self.check_max_new_tokens(scaffold, [r[0] for r in chunk], max_new_tokens)
             tables, roots = self._grammar_cache().tables(scaffold, keys)
         group_of: dict[int, int] = {}
         texts: list[str] = []
